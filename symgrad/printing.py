@@ -143,7 +143,8 @@ class _Formatter:
         lo, hi = magnitudes.min(), magnitudes.max()
         self.int_mode = bool(np.all(vals == np.ceil(vals)))
         if _OPTS.sci_mode is None:
-            self.sci_mode = bool(hi / lo > 1000.0 or hi > 1.0e8 or lo < 1.0e-4)
+            with np.errstate(over="ignore"):  # max/tiny overflows to inf, as in torch
+                self.sci_mode = bool(hi / lo > 1000.0 or hi > 1.0e8 or lo < 1.0e-4)
         else:
             self.sci_mode = _OPTS.sci_mode
         # int mode without sci appends a "." to every number
@@ -216,7 +217,8 @@ def _nested_str(a: np.ndarray, indent: int, summarize: bool, fmt: _Formatter) ->
     if a.ndim == 1:
         return _vector_str(a, indent, summarize, fmt)
     e = _OPTS.edgeitems
-    rows = [_nested_str(a[i], indent + 1, summarize, fmt) for i in _shown_indices(a.shape[0], summarize)]
+    shown = _shown_indices(a.shape[0], summarize)
+    rows = [_nested_str(a[i], indent + 1, summarize, fmt) for i in shown]
     if summarize and a.shape[0] > 2 * e:
         rows.insert(e, "...")
     separator = "," + "\n" * (a.ndim - 1) + " " * (indent + 1)
