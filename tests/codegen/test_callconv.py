@@ -434,7 +434,7 @@ def check_refused_arguments() -> None:
 
 CONVERTIBLE = {"dtype float32", "dtype int64", "dtype int32 for int64", "non-contiguous",
                "fortran 2-d", "transposed", "misaligned", "byte-swapped", "byte-swapped int",
-               "list", "python float for 0-d", "subclass", "masked array"}
+               "list", "python float for 0-d", "subclass"}
 REFUSED = {  # case -> (exception, words the message must contain)
     "dtype object": (TypeError, ["'x'", "float64", "object"]),
     "dtype complex": (TypeError, ["'x'", "float64", "complex128"]),
@@ -446,6 +446,7 @@ REFUSED = {  # case -> (exception, words the message must contain)
     "ndim 0": (ValueError, ["'x'", "()"]),
     "ndim 1 for 0-d arg": (ValueError, ["'s'", "()", "(1,)"]),
     "None": (TypeError, ["'x'", "NoneType"]),
+    "masked array": (TypeError, ["'x'", "masked array"]),
     "python float": (ValueError, ["'x'", "(2, 3)", "float"]),
     "numpy scalar": (ValueError, ["'x'", "(2, 3)"]),
     "0 args": (TypeError, ["2 positional arguments", "x, y", "0 were given"]),
