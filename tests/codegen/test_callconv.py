@@ -676,6 +676,28 @@ def test_signature_mismatch_and_bad_kernels_are_refused() -> None:
         ArgSpec("a", "float16", (2,))
 
 
+def test_cached_object_reloads_in_a_new_process(tmp_path: Path) -> None:
+    """Addresses are referenced by name, so object code runs in another process."""
+    target = pytest.importorskip("codegen.target")
+    if not hasattr(target, "load_object"):
+        pytest.skip("codegen.target has no load_object")
+    f, handle = _tiny_callable()
+    (tmp_path / "tiny.o").write_bytes(handle.object_code)
+    run = subprocess.run([sys.executable, __file__, "reload", str(tmp_path / "tiny.o")],
+                         capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert run.returncode == 0, f"exit {run.returncode}\n{run.stdout}\n{run.stderr}"
+    assert "reload ok" in run.stdout
+
+
+def check_reload(path: str) -> None:
+    target = importlib.import_module("codegen.target")
+    cc.register_runtime_symbols()
+    args, outs = [ArgSpec("a", "float64", (2,)), ArgSpec("b", "float64", (2,))], [OutSpec("float64", (2,))]
+    f = cc.make_callable(target.load_object(Path(path).read_bytes()), "tiny", args, outs)
+    np.testing.assert_array_equal(f(np.array([1.0, 2.0]), np.array([3.0, 4.0])), [4.0, 9.0])
+    np.testing.assert_array_equal(f([1, 2], np.array([3.0, 4.0], ">f8")), [4.0, 9.0])
+
+
 def test_per_call_overhead_two_in_two_out(lib: Library) -> None:
     """Overhead of 2 inputs / 2 outputs on 2x2 arrays; the figure is in the module docstring."""
     f, x, y = lib.fns["two_out"], np.ones((2, 2)), np.ones((2, 2))
@@ -690,3 +712,6 @@ if __name__ == "__main__":
         check_refused_arguments()
         check_converting_fallback()
         print("bad-args ok")
+    elif sys.argv[1:2] == ["reload"]:
+        check_reload(sys.argv[2])
+        print("reload ok")
