@@ -1,0 +1,167 @@
+"""symgrad: a symbolic-to-numeric autograd compiler with PyTorch's eager API.
+
+``import symgrad as torch`` runs PyTorch autograd tutorials unchanged; underneath,
+operations are primitives whose gradients are symbolic (see ``symgrad.graph``) and which
+``symgrad.compile`` lowers to native code.
+
+>>> import symgrad as torch
+>>> x = torch.ones(2, 2, requires_grad=True)
+>>> y = x + 2
+>>> y.grad_fn.name()
+'AddBackward0'
+"""
+from __future__ import annotations
+
+import warnings as _warnings
+
+from . import dtypes as _dtypes
+from .dtypes import (DType as dtype, bool_ as bool, float16, float32, float64, int8, int16,
+                     int32, int64, uint8, get_default_dtype, set_default_dtype)
+from .tensor import Size, Tensor
+from .ops import formulas as _formulas, structural as _structural, vjp as _vjp  # registration
+from .ops.registry import elementwise
+from .dispatch import bind as apply
+from .functions import methods as _methods
+from .functions.creation import (arange, as_tensor, empty, empty_like, eye, from_numpy, full,
+                                 full_like, linspace, ones, ones_like, scalar_tensor, tensor,
+                                 zeros, zeros_like)
+from .functions.random import (manual_seed, rand, rand_like, randint, randn, randn_like,
+                               randperm, seed)
+from .functions.elementwise import clamp, where
+from .functions.reduction import (amax, amin, argmax, argmin, logsumexp, max, mean, min, norm,
+                                  prod, return_types, sum)
+from .functions.linalg import bmm, dot, matmul, mm, mv, outer
+from .functions.shape import (cat, clone, flatten, movedim, permute, reshape, squeeze, stack,
+                              t, transpose, unsqueeze)
+from .functions import elementwise as _E
+from .autograd import (enable_grad, inference_mode, is_grad_enabled, no_grad,
+                       set_grad_enabled)
+from .printing import set_printoptions, get_printoptions
+from . import autograd, nn
+
+float = float32
+double = float64
+half = float16
+long = int64
+int = int32
+short = int16
+cfloat = None
+
+_methods.install()
+
+# numpy's floating-point warnings from symgrad's kernels (log(0), overflow ...) are not
+# PyTorch behaviour: silence them for symgrad's own modules only.
+_warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"symgrad(\.|$)")
+_warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"numpy(\.|$)")
+
+
+def _unary_fn(name):
+    def fn(input):
+        return _E.unary(name, input)
+    fn.__name__ = name
+    fn.__doc__ = f"Elementwise {name} (see ``symgrad.ops.formulas`` for its formula)."
+    return fn
+
+
+for _n in _E.UNARY_NAMES:
+    globals()[_n] = _unary_fn(_n)
+
+
+def add(input, other, *, alpha=1):
+    return _E.binary("add", input, other if alpha == 1 else other * alpha)
+
+
+def sub(input, other, *, alpha=1):
+    return _E.binary("sub", input, other if alpha == 1 else other * alpha)
+
+
+def mul(input, other):
+    return _E.binary("mul", input, other)
+
+
+def div(input, other):
+    return _E.binary("div", input, other)
+
+
+true_divide = div
+
+
+def pow(input, exponent):
+    return _E.pow(input, exponent)
+
+
+def maximum(input, other):
+    return _E.binary("maximum", input, other)
+
+
+def minimum(input, other):
+    return _E.binary("minimum", input, other)
+
+
+def remainder(input, other):
+    return _E.binary("remainder", input, other)
+
+
+def floor_divide(input, other):
+    return _E.binary("floor_divide", input, other)
+
+
+def eq(a, b):
+    return _E.binary("eq", a, b)
+
+
+def ne(a, b):
+    return _E.binary("ne", a, b)
+
+
+def lt(a, b):
+    return _E.binary("lt", a, b)
+
+
+def le(a, b):
+    return _E.binary("le", a, b)
+
+
+def gt(a, b):
+    return _E.binary("gt", a, b)
+
+
+def ge(a, b):
+    return _E.binary("ge", a, b)
+
+
+def softmax(input, dim=None, dtype=None):
+    return nn.functional.softmax(input, dim, dtype=dtype)
+
+
+def log_softmax(input, dim=None, dtype=None):
+    return nn.functional.log_softmax(input, dim, dtype=dtype)
+
+
+def softplus(input, beta=1.0, threshold=20.0):
+    return nn.functional.softplus(input, beta, threshold)
+
+
+def is_tensor(obj) -> bool:
+    return isinstance(obj, Tensor)
+
+
+def numel(input) -> int:
+    return input.numel()
+
+
+def is_floating_point(input) -> bool:
+    return input.is_floating_point()
+
+
+def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False) -> bool:
+    import numpy as _np
+    return _np.allclose(_np.asarray(a), _np.asarray(b), rtol=rtol, atol=atol, equal_nan=equal_nan)
+
+
+def equal(a, b) -> bool:
+    import numpy as _np
+    return tuple(a.shape) == tuple(b.shape) and bool(_np.array_equal(_np.asarray(a), _np.asarray(b)))
+
+
+__version__ = "0.1.0"

@@ -1,0 +1,173 @@
+"""The recorded backward graph: Function objects (``grad_fn``), saved tensors with their
+version check, and AccumulateGrad for leaves.
+
+A Function records one primitive application: the primitive, its attributes, the avals
+(shape, dtype) of its inputs, the inputs it saved for backward and the functions its
+gradient flows to (``next_functions``). Its backward is the primitive's VJP rule —
+never a closure — so the same record serves eager values and traced nodes. Each PyTorch
+name (``MulBackward0``) is its own class, so ``type(fn).__name__`` reads as in PyTorch.
+"""
+from __future__ import annotations
+
+import re
+import weakref
+
+__all__ = ["Function", "AccumulateGrad", "function_class", "SavedTensor", "FREED_MESSAGE"]
+
+_CLASSES: dict[str, type] = {}
+FREED_MESSAGE = _FREED = ("Trying to backward through the graph a second time (or directly access saved "
+          "tensors after they have already been freed). Saved intermediate values of the "
+          "graph are freed when you call .backward() or autograd.grad(). Specify "
+          "retain_graph=True if you need to backward through the graph a second time or if "
+          "you need to access saved tensors after calling backward.")
+_sequence = [0]
+
+
+def _short_name(fn) -> str:
+    return re.sub(r"Backward\d*$", "", fn.name())
+
+
+class SavedTensor:
+    """A tensor saved for backward with the version it had when saved."""
+
+    __slots__ = ("tensor", "version", "is_output")
+
+    def __init__(self, tensor, is_output: bool = False):
+        self.tensor = tensor
+        self.version = tensor._vc[0]
+        self.is_output = is_output
+
+    def unpack(self, owner: "Function"):
+        t = self.tensor
+        if t._vc[0] != self.version:
+            fn = owner if self.is_output else t.grad_fn
+            which = f", which is output 0 of {_short_name(fn)}," if fn is not None else ""
+            shape = list(t.shape)
+            raise RuntimeError(
+                "one of the variables needed for gradient computation has been modified by an "
+                f"inplace operation: [{t.dtype.tensor_type} {shape}]{which} is at version "
+                f"{t._vc[0]}; expected version {self.version} instead. Hint: enable anomaly "
+                "detection to find the operation that failed to compute its gradient, with "
+                "torch.autograd.set_detect_anomaly(True, check_nan=False).")
+        if self.is_output:
+            return t._with_grad_fn(owner)
+        return t
+
+
+class Function:
+    """A node of the backward graph (what ``tensor.grad_fn`` returns)."""
+
+    __slots__ = ("prim", "attrs", "in_avals", "out_aval", "next_functions", "needs_input_grad",
+                 "_saved", "_saved_out", "_freed", "_retained", "_seq", "__weakref__",
+                 "_inner")
+
+    def name(self) -> str:
+        return type(self).__name__
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} object at {hex(id(self))}>"
+
+    # --- the interface VJP rules see (shared with graph.grad_graph's NodeContext) ---
+    def input(self, i: int):
+        """Saved input i (a Tensor, or the Python scalar it was)."""
+        s = self._saved[i]
+        if s is None:
+            if self._freed:
+                raise RuntimeError(_FREED)
+            raise RuntimeError(f"internal error: input {i} of {self.name()} was not saved")
+        return s.unpack(self) if isinstance(s, SavedTensor) else s
+
+    @property
+    def out(self):
+        if self._saved_out is None:
+            if self._freed:
+                raise RuntimeError(_FREED)
+            raise RuntimeError(f"internal error: output of {self.name()} was not saved")
+        return self._saved_out.unpack(self)
+
+    @property
+    def kwargs(self) -> dict:
+        return dict(self.attrs)
+
+    def release(self) -> None:
+        """Free saved tensors (after a backward without retain_graph)."""
+        if self._inner is not None:
+            self._inner.release()
+            self._freed = True
+            return
+        if any(isinstance(s, SavedTensor) for s in self._saved) or self._saved_out is not None:
+            self._saved = tuple(None if isinstance(s, SavedTensor) else s for s in self._saved)
+            self._saved_out = None
+            self._freed = True
+
+    # PyTorch-style introspection of saved values
+    def __getattr__(self, item):
+        if item in ("_saved_self", "_saved_other") and self._saved:
+            i = 0 if item == "_saved_self" else 1
+            return self.input(i) if i < len(self._saved) else None
+        if item == "_saved_result":
+            return self.out
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{item}'")
+
+    def __dir__(self):
+        names = ["name", "next_functions", "metadata"]
+        if len(self._saved) > 1 and self._saved[1] is not None:
+            names.append("_saved_other")
+        if self._saved and self._saved[0] is not None:
+            names.append("_saved_self")
+        return names
+
+    @property
+    def metadata(self) -> dict:
+        return {}
+
+
+def function_class(name: str) -> type:
+    """The Function subclass named `name` (created once)."""
+    cls = _CLASSES.get(name)
+    if cls is None:
+        cls = type(name, (Function,), {"__slots__": (), "__module__": "builtins"})
+        _CLASSES[name] = cls
+    return cls
+
+
+def new_function(name: str, prim, attrs, in_avals, out_aval, next_functions,
+                 needs_input_grad, saved, saved_out) -> Function:
+    fn = object.__new__(function_class(name))
+    fn.prim, fn.attrs, fn.in_avals, fn.out_aval = prim, attrs, in_avals, out_aval
+    fn.next_functions, fn.needs_input_grad = next_functions, needs_input_grad
+    fn._saved, fn._saved_out, fn._freed, fn._retained, fn._inner = saved, saved_out, False, None, None
+    _sequence[0] += 1
+    fn._seq = _sequence[0]
+    return fn
+
+
+class AccumulateGrad:
+    """The backward node of a leaf tensor: adds the incoming gradient to ``.grad``."""
+
+    __slots__ = ("variable", "next_functions", "_seq", "__weakref__")
+
+    def __init__(self, variable):
+        self.variable = variable
+        self.next_functions = ()
+        _sequence[0] += 1
+        self._seq = _sequence[0]
+
+    def name(self) -> str:
+        return "torch::autograd::AccumulateGrad"
+
+    def __repr__(self) -> str:
+        return f"<AccumulateGrad object at {hex(id(self))}>"
+
+
+AccumulateGrad.__module__ = "builtins"
+
+
+def accumulator(leaf) -> AccumulateGrad:
+    """The (cached, weakly held) AccumulateGrad of a leaf that requires grad."""
+    ref = leaf._acc
+    acc = ref() if ref is not None else None
+    if acc is None:
+        acc = AccumulateGrad(leaf)
+        leaf._acc = weakref.ref(acc)
+    return acc

@@ -1,0 +1,88 @@
+"""Whether operations are recorded for autograd: no_grad, enable_grad,
+set_grad_enabled, inference_mode, is_grad_enabled (thread-local, like PyTorch)."""
+from __future__ import annotations
+
+import functools
+import threading
+
+__all__ = ["no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
+           "inference_mode"]
+
+
+class _State(threading.local):
+    enabled = True
+
+
+_state = _State()
+
+
+def is_grad_enabled() -> bool:
+    """True when new operations are recorded for backward."""
+    return _state.enabled
+
+
+class _GradModeContext:
+    """Base of the grad-mode switches: a context manager and a decorator."""
+
+    _target = True
+
+    def __enter__(self):
+        self._prev = _state.enabled
+        _state.enabled = self._target
+        return self
+
+    def __exit__(self, *exc):
+        _state.enabled = self._prev
+        return False
+
+    def __call__(self, fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with self.__class__():
+                return fn(*args, **kwargs)
+        return wrapper
+
+
+class no_grad(_GradModeContext):
+    """Disable recording: ``with symgrad.no_grad(): ...`` or ``@symgrad.no_grad()``."""
+
+    _target = False
+
+
+class enable_grad(_GradModeContext):
+    """Enable recording inside a no_grad block."""
+
+    _target = True
+
+
+class inference_mode(_GradModeContext):
+    """Like no_grad (symgrad has no separate inference tensors)."""
+
+    def __init__(self, mode: bool = True):
+        self._target = not mode
+
+    def __call__(self, fn):
+        mode = not self._target
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with inference_mode(mode):
+                return fn(*args, **kwargs)
+        return wrapper
+
+
+class set_grad_enabled(_GradModeContext):
+    """Set grad mode: as a function call it takes effect at once; as a context manager
+    it is restored on exit."""
+
+    def __init__(self, mode: bool):
+        self._prev = _state.enabled
+        self._target = bool(mode)
+        _state.enabled = self._target
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        _state.enabled = self._prev
+        return False

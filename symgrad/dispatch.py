@@ -1,0 +1,151 @@
+"""Applying a primitive: the single path every tensor operation takes.
+
+:func:`bind` runs a primitive on eager values (numpy) or on traced values (building
+hash-consed nodes), and records a backward :class:`~symgrad.autograd.function.Function`
+when grad mode is on and an input requires grad. Eager and traced mode share it, and so
+share the VJP rules the recorded Functions run.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import dtypes
+from .autograd import grad_mode
+from .autograd.function import SavedTensor, accumulator, new_function
+from .graph import node as gnode
+from .ops import registry
+from .ops.registry import NUMPY_RULES, SHAPE_RULES
+
+__all__ = ["bind", "tensor_cls", "set_lifter"]
+
+_grad_state = grad_mode._state
+Tensor = None            # set by symgrad.tensor (avoids an import cycle)
+_lifter = [None]         # the active tracer's hook turning eager tensors into nodes
+_SAVE_CACHE: dict = {}
+
+
+def tensor_cls(cls) -> None:
+    global Tensor
+    Tensor = cls
+
+
+def set_lifter(fn):
+    """Install `fn(tensor) -> Node` used when an eager tensor meets a traced one;
+    returns the previous hook."""
+    prev = _lifter[0]
+    _lifter[0] = fn
+    return prev
+
+
+def bind(prim: registry.Primitive, *operands, grad_name: str | None = None, **attrs):
+    """Apply `prim` to `operands` (Tensors; Python scalars for elementwise primitives,
+    which take the dtype of the tensor operands)."""
+    traced = False
+    req = False
+    for o in operands:
+        if isinstance(o, Tensor):
+            if o._data is None:
+                traced = True
+            if o._requires_grad or o.grad_fn is not None:
+                req = True
+    out = _trace(prim, operands, attrs) if traced else _eager(prim, operands, attrs)
+    if req and _grad_state.enabled and prim.differentiable:
+        _record(prim, operands, attrs, out, grad_name)
+    return out
+
+
+def _operand_dtype(prim, operands) -> dtypes.DType:
+    tensors = [o for o in operands if isinstance(o, Tensor)]
+    if prim.name == "where":
+        tensors = tensors[1:] or tensors
+    return tensors[-1].dtype
+
+
+def _eager(prim, operands, attrs):
+    arrays = [o._data if isinstance(o, Tensor) else o for o in operands]
+    if prim.kind == "elementwise":
+        try:
+            res = NUMPY_RULES[prim.name](*arrays)
+        except ValueError:
+            SHAPE_RULES[prim.name]([(np.shape(a), None) for a in arrays])  # raises torch's text
+            raise
+        dt = _elementwise_dtype(prim, operands)
+        if type(res) is not np.ndarray or res.dtype != dt.np:
+            res = np.asarray(res, dtype=dt.np)
+        return Tensor._from_array(res, dt)
+    avals = [(o.shape, o.dtype) if isinstance(o, Tensor) else (np.shape(o), None) for o in operands]
+    shape, dt = SHAPE_RULES[prim.name](avals, **attrs)
+    res = NUMPY_RULES[prim.name](*arrays, **attrs)
+    if type(res) is not np.ndarray or res.dtype != dt.np:
+        res = np.asarray(res, dtype=dt.np)
+    if res.shape != shape:
+        raise AssertionError(f"{prim.name}: numpy rule gave shape {res.shape}, shape rule {shape}")
+    return Tensor._from_array(res, dt)
+
+
+def _elementwise_dtype(prim, operands) -> dtypes.DType:
+    if prim.out_dtype == "bool":
+        return dtypes.bool_
+    dt = _operand_dtype(prim, operands)
+    if prim.out_dtype == "float" and dt.category != "float":
+        return dtypes.get_default_dtype()
+    return dt
+
+
+def _as_node(o, dtype):
+    if isinstance(o, Tensor):
+        if o._node is not None:
+            return o._node
+        lift = _lifter[0]
+        return lift(o) if lift is not None else gnode.const(o._data, o.dtype)
+    return gnode.const(o, dtype)
+
+
+def _trace(prim, operands, attrs):
+    dt = _operand_dtype(prim, operands) if prim.kind == "elementwise" else None
+    args = tuple(_as_node(o, dt) for o in operands)
+    shape, out_dt = SHAPE_RULES[prim.name]([(a.shape, a.dtype) for a in args], **attrs)
+    akey = tuple(sorted(attrs.items()))
+    return Tensor._from_node(gnode.make_node(prim.name, args, akey, tuple(shape), out_dt))
+
+
+def _saves(prim, needs):
+    """(indices of inputs to save, whether to save the output) for this needs mask."""
+    key = (prim.name, needs)
+    hit = _SAVE_CACHE.get(key)
+    if hit is not None:
+        return hit
+    if prim.kind == "elementwise":
+        syms = prim.formula.symbols
+        free = set()
+        for i, need in enumerate(needs):
+            if need:
+                free |= prim.formula.partial(i).free_symbols
+        ins = tuple(i for i, s in enumerate(syms) if s in free)
+        hit = (ins, registry.OUT in free)
+    else:
+        ins, out = STRUCTURAL_SAVES.get(prim.name, ((), False))
+        hit = (ins, out)
+    _SAVE_CACHE[key] = hit
+    return hit
+
+
+STRUCTURAL_SAVES: dict[str, tuple[tuple[int, ...], bool]] = {}
+
+
+def _record(prim, operands, attrs, out, grad_name):
+    needs = tuple(isinstance(o, Tensor) and (o._requires_grad or o.grad_fn is not None)
+                  for o in operands)
+    nexts = tuple(((o.grad_fn or accumulator(o)) if n else None, 0)
+                  for o, n in zip(operands, needs))
+    save_ins, save_out = _saves(prim, needs)
+    saved = [None] * len(operands)
+    for i in save_ins:
+        o = operands[i]
+        saved[i] = SavedTensor(o) if isinstance(o, Tensor) else o
+    in_avals = tuple((o.shape, o.dtype) if isinstance(o, Tensor) else ((), None) for o in operands)
+    fn = new_function(grad_name or prim.grad_name, prim, tuple(sorted(attrs.items())),
+                      in_avals, (out.shape, out.dtype), nexts, needs, tuple(saved), None)
+    if save_out:
+        fn._saved_out = SavedTensor(out._shallow(), is_output=True)
+    out.grad_fn = fn

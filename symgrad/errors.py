@@ -1,0 +1,28 @@
+"""Error texts that several modules raise (one place for each message)."""
+from __future__ import annotations
+
+import sys
+import traceback
+
+__all__ = ["traced_value_error", "TracerBoolError"]
+
+
+class TracerBoolError(TypeError):
+    """Python needed a concrete value from a symbolic (traced) tensor."""
+
+
+def _user_frame() -> str:
+    for frame in reversed(traceback.extract_stack()[:-3]):
+        if "/symgrad/" not in frame.filename.replace("\\", "/"):
+            return f'{frame.filename}:{frame.lineno} ("{(frame.line or "").strip()}")'
+    return "<unknown>"
+
+
+def traced_value_error(what: str) -> TracerBoolError:
+    """The error for `if x.sum() > 0:` and friends inside symgrad.compile."""
+    return TracerBoolError(
+        f"{what} needs a concrete value, but this tensor is symbolic: it is being traced by "
+        f"symgrad.compile and has no value until the compiled function runs. Called at "
+        f"{_user_frame()}. Python control flow cannot depend on traced values: use "
+        f"symgrad.where(cond, a, b) to select values, or pass the argument that decides the "
+        f"branch in static_argnums so each value gets its own compiled version.")

@@ -1,0 +1,196 @@
+"""Creating tensors: tensor, as_tensor, from_numpy, ones / zeros / full / empty, eye,
+arange, linspace, the *_like variants, with PyTorch's dtype inference."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from .. import dtypes
+from ..tensor import Tensor
+from .common import shape_arg
+
+__all__ = ["tensor", "as_tensor", "from_numpy", "ones", "zeros", "full", "empty", "eye",
+           "arange", "linspace", "ones_like", "zeros_like", "full_like", "empty_like",
+           "scalar_tensor"]
+
+_COPY_WARNING = ("To copy construct from a tensor, it is recommended to use "
+                 "sourceTensor.clone().detach() or sourceTensor.clone().detach()."
+                 "requires_grad_(True), rather than torch.tensor(sourceTensor).")
+
+
+def _infer_dtype(data) -> dtypes.DType:
+    """PyTorch's inference: any float -> default float; else any int -> int64; else bool."""
+    kinds = set()
+    stack = [data]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, (list, tuple)):
+            stack.extend(item)
+        elif isinstance(item, Tensor):
+            kinds.add(item.dtype.category)
+        elif isinstance(item, np.ndarray):
+            kinds.add(dtypes.from_numpy_dtype(item.dtype).category)
+        elif isinstance(item, (bool, np.bool_)):
+            kinds.add("bool")
+        elif isinstance(item, (int, np.integer)):
+            kinds.add("int")
+        elif isinstance(item, (float, np.floating)):
+            kinds.add("float")
+        elif isinstance(item, complex):
+            raise TypeError("symgrad does not support complex tensors")
+        else:
+            raise TypeError(f"Could not infer dtype of {type(item).__name__}")
+    if "float" in kinds or not kinds:
+        return dtypes.get_default_dtype()
+    return dtypes.int64 if "int" in kinds else dtypes.bool_
+
+
+def _finish(arr: np.ndarray, dtype: dtypes.DType, requires_grad: bool) -> Tensor:
+    t = Tensor._from_array(arr, dtype)
+    if requires_grad:
+        if not dtype.is_floating_point:
+            raise RuntimeError("Only Tensors of floating point and complex dtype can require "
+                               "gradients")
+        t._requires_grad = True
+    return t
+
+
+def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False) -> Tensor:
+    """A new tensor holding a copy of `data` (nested lists, scalars, arrays, tensors).
+
+    >>> tensor([1.0, 2.0])
+    tensor([1., 2.])
+    """
+    if isinstance(data, Tensor):
+        warnings.warn(_COPY_WARNING, UserWarning, stacklevel=2)
+        arr = np.array(data._eager_data("torch.tensor()"), copy=True)
+        dt = dtypes.as_dtype(dtype) if dtype is not None else data.dtype
+    elif isinstance(data, np.ndarray):
+        dt = dtypes.as_dtype(dtype) if dtype is not None else dtypes.from_numpy_dtype(data.dtype)
+        arr = np.array(data, copy=True)
+    else:
+        dt = dtypes.as_dtype(dtype) if dtype is not None else _infer_dtype(data)
+        arr = _from_nested(data)
+    arr = np.ascontiguousarray(arr.astype(dt.np, copy=False))
+    return _finish(arr, dt, requires_grad)
+
+
+def _from_nested(data):
+    if isinstance(data, (list, tuple)):
+        conv = [(_from_nested(d) if isinstance(d, (list, tuple, Tensor)) else d) for d in data]
+        try:
+            return np.array(conv)
+        except ValueError:
+            raise ValueError(f"expected sequence of length {len(data[0])} at dim 1 "
+                             f"(got {len(data[1]) if len(data) > 1 else 0})") from None
+    if isinstance(data, Tensor):
+        return data._eager_data("conversion")
+    return np.array(data)
+
+
+def as_tensor(data, dtype=None, device=None) -> Tensor:
+    """Like tensor(), but shares memory with a numpy array or tensor when it can."""
+    if isinstance(data, Tensor):
+        if dtype is None or dtypes.as_dtype(dtype) is data.dtype:
+            return data
+        from ..ops import lax
+        return lax.cast(data, dtypes.as_dtype(dtype))
+    if isinstance(data, np.ndarray):
+        dt = dtypes.as_dtype(dtype) if dtype is not None else dtypes.from_numpy_dtype(data.dtype)
+        arr = data if data.dtype == dt.np else data.astype(dt.np)
+        return Tensor._from_array(arr, dt)
+    return tensor(data, dtype=dtype)
+
+
+def from_numpy(arr: np.ndarray) -> Tensor:
+    """A tensor sharing memory with the numpy array `arr`."""
+    if not isinstance(arr, np.ndarray):
+        raise TypeError(f"expected np.ndarray (got {type(arr).__name__})")
+    return Tensor._from_array(arr, dtypes.from_numpy_dtype(arr.dtype))
+
+
+def scalar_tensor(value, dtype=None) -> Tensor:
+    dt = dtypes.as_dtype(dtype) if dtype is not None else dtypes.get_default_dtype()
+    return Tensor._from_array(np.array(value, dtype=dt.np), dt)
+
+
+def _dt(dtype, default=None):
+    return dtypes.as_dtype(dtype) if dtype is not None else (default or dtypes.get_default_dtype())
+
+
+def full(size, fill_value, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    size = shape_arg((size,) if isinstance(size, int) else tuple(size))
+    if dtype is None:
+        dtype = dtypes.result_type([], [], [fill_value])
+    dt = _dt(dtype)
+    return _finish(np.full(size, fill_value, dtype=dt.np), dt, requires_grad)
+
+
+def ones(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
+    dt = _dt(dtype)
+    return _finish(np.ones(shape_arg(size), dtype=dt.np), dt, requires_grad)
+
+
+def zeros(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
+    dt = _dt(dtype)
+    return _finish(np.zeros(shape_arg(size), dtype=dt.np), dt, requires_grad)
+
+
+def empty(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
+    dt = _dt(dtype)
+    return _finish(np.empty(shape_arg(size), dtype=dt.np), dt, requires_grad)
+
+
+def eye(n, m=None, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    dt = _dt(dtype)
+    return _finish(np.eye(n, m, dtype=dt.np), dt, requires_grad)
+
+
+def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    if end is None:
+        start, end = 0, start
+    vals = [start, end, step]
+    if step == 0:
+        raise RuntimeError("step must be nonzero")
+    if dtype is None:
+        dtype = dtypes.result_type([], [], vals)
+        if dtype.category == "bool":
+            dtype = dtypes.int64
+    dt = _dt(dtype)
+    n = max(int(np.ceil((float(end) - float(start)) / float(step))), 0)
+    arr = (start + step * np.arange(n, dtype=np.float64)) if dt.is_floating_point else \
+        np.arange(start, end, step)
+    return _finish(arr.astype(dt.np), dt, requires_grad)
+
+
+def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    dt = _dt(dtype)
+    if steps < 0:
+        raise RuntimeError("linspace(): number of steps must be non-negative")
+    return _finish(np.linspace(float(start), float(end), int(steps)).astype(dt.np), dt,
+                   requires_grad)
+
+
+def _like(x, dtype):
+    return dtypes.as_dtype(dtype) if dtype is not None else x.dtype
+
+
+def ones_like(x, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return ones(tuple(x.shape), dtype=_like(x, dtype), requires_grad=requires_grad)
+
+
+def zeros_like(x, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return zeros(tuple(x.shape), dtype=_like(x, dtype), requires_grad=requires_grad)
+
+
+def empty_like(x, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return empty(tuple(x.shape), dtype=_like(x, dtype), requires_grad=requires_grad)
+
+
+def full_like(x, fill_value, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return full(tuple(x.shape), fill_value, dtype=_like(x, dtype), requires_grad=requires_grad)
+
+
+def _dtype_view(x, dtype):
+    raise NotImplementedError("view(dtype) is not supported by symgrad")

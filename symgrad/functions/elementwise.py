@@ -1,0 +1,151 @@
+"""Elementwise operations with PyTorch's type promotion, broadcasting and grad_fn names:
+arithmetic, comparisons, transcendental functions, clamp, where."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes
+from ..dispatch import bind
+from ..ops import lax
+from ..ops.registry import PRIMITIVES as P
+from .common import Tensor, is_scalar, to_tensor
+
+__all__ = ["binary", "unary", "where", "clamp", "pow", "UNARY_NAMES"]
+
+# PyTorch's grad_fn names where they are not "<Pascal>Backward0"
+_NAMES = {"log1p": "Log1PBackward0", "copy": "CloneBackward0"}
+
+
+def _operand(x):
+    if isinstance(x, Tensor) or is_scalar(x):
+        return x
+    if isinstance(x, np.ndarray):
+        return to_tensor(x)
+    raise TypeError(f"unsupported operand type: '{type(x).__name__}'")
+
+
+def promote(operands) -> dtypes.DType:
+    """PyTorch's result dtype of tensors and Python scalars."""
+    dims, zero, scal = [], [], []
+    for o in operands:
+        if isinstance(o, Tensor):
+            (dims if o.dim() else zero).append(o.dtype)
+        else:
+            scal.append(o)
+    return dtypes.result_type(dims, zero, scal)
+
+
+def _cast_all(operands, dt):
+    return [lax.cast(o, dt) if isinstance(o, Tensor) else o for o in operands]
+
+
+def _common(prim, operands):
+    """Promote operands for `prim`; integer inputs of float-only ops become float."""
+    first = operands[0]
+    if all(isinstance(o, Tensor) and o._dtype is first._dtype for o in operands):
+        dt = first._dtype
+    elif (isinstance(first, Tensor) and first._dtype.category == "float"
+          and all(not isinstance(o, Tensor) or o._dtype is first._dtype for o in operands)):
+        dt = first._dtype
+    else:
+        dt = promote(operands)
+    if prim.out_dtype == "float" and dt.category != "float":
+        dt = dtypes.get_default_dtype()
+    return _cast_all(operands, dt), dt
+
+
+def binary(name: str, a, b, grad_name: str | None = None):
+    """Apply the binary primitive `name` with promotion; scalars stay scalars."""
+    a, b = _operand(a), _operand(b)
+    if not isinstance(a, Tensor) and not isinstance(b, Tensor):
+        a = to_tensor(a)
+    prim = P[name]
+    (a, b), dt = _common(prim, [a, b])
+    if not isinstance(a, Tensor):
+        a = _scalar_as(a, dt)
+    if not isinstance(b, Tensor):
+        b = _scalar_as(b, dt)
+    return bind(prim, a, b, grad_name=grad_name or _NAMES.get(name))
+
+
+def _scalar_as(value, dt):
+    """A Python scalar converted to the operation's dtype (bool/int/float)."""
+    if dt.category == "float":
+        return float(value)
+    if dt.category == "int":
+        return int(value)
+    return bool(value)
+
+
+def unary(name: str, x, grad_name: str | None = None):
+    x = to_tensor(_operand(x))
+    prim = P[name]
+    if prim.out_dtype == "float" and x.dtype.category != "float":
+        x = lax.cast(x, dtypes.get_default_dtype())
+    return bind(prim, x, grad_name=grad_name or _NAMES.get(name))
+
+
+def pow(a, b):
+    """``a ** b`` with PyTorch's names: PowBackward0 (tensor ** scalar), PowBackward1
+    (tensor ** tensor), PowBackward2 (scalar ** tensor)."""
+    if isinstance(a, Tensor) and isinstance(b, Tensor):
+        return binary("pow", a, b, "PowBackward1")
+    if isinstance(a, Tensor):
+        if (is_scalar(b) and not isinstance(b, bool) and a.dtype.category != "float"
+                and float(b) == int(b) and b < 0 and not isinstance(b, float)):
+            raise RuntimeError("Integers to negative integer powers are not allowed.")
+        return binary("pow", a, b, "PowBackward0")
+    return binary("pow", a, b, "PowBackward2")
+
+
+def where(condition, input, other):
+    """Elementwise select (``torch.where``); condition must be bool."""
+    c = to_tensor(condition)
+    if c.dtype is not dtypes.bool_:
+        raise RuntimeError(f"where expected condition to be a boolean tensor, but got a tensor "
+                           f"with dtype {c.dtype.c_name}")
+    input, other = _operand(input), _operand(other)
+    if not isinstance(input, Tensor) and not isinstance(other, Tensor):
+        dt = dtypes.result_type([], [], [input, other])
+    else:
+        dt = promote([input, other])
+    x, y = _cast_all([input, other], dt)
+    x = x if isinstance(x, Tensor) else _scalar_as(x, dt)
+    y = y if isinstance(y, Tensor) else _scalar_as(y, dt)
+    if not isinstance(x, Tensor) and not isinstance(y, Tensor):
+        x = lax.full((), x, dt)
+    return bind(P["where"], c, x, y)
+
+
+def clamp(x, min=None, max=None):
+    """Clamp into [min, max] (``ClampBackward1``); min/max may be scalars or tensors."""
+    if min is None and max is None:
+        raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    x = to_tensor(x)
+    if isinstance(min, Tensor) or isinstance(max, Tensor):
+        out = x
+        if min is not None:
+            out = binary("maximum", out, min, "ClampBackward0")
+        if max is not None:
+            out = binary("minimum", out, max, "ClampBackward0")
+        return out
+    info = _bounds(x.dtype)
+    lo = info[0] if min is None else min
+    hi = info[1] if max is None else max
+    dt = promote([x, lo, hi])
+    x = lax.cast(x, dt)
+    return bind(P["clamp"], x, _scalar_as(lo, dt), _scalar_as(hi, dt))
+
+
+def _bounds(dt):
+    if dt.category == "float":
+        return -np.inf, np.inf
+    if dt.category == "bool":
+        return False, True
+    info = np.iinfo(dt.np)
+    return int(info.min), int(info.max)
+
+
+UNARY_NAMES = ("exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh",
+               "sigmoid", "relu", "abs", "sign", "floor", "ceil", "round", "reciprocal",
+               "softplus", "neg", "logical_not", "isnan")

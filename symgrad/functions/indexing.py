@@ -1,0 +1,186 @@
+"""``tensor[key]`` and ``tensor[key] = value`` with NumPy/PyTorch semantics: ints, slices,
+None, Ellipsis, bool masks, integer index tensors. Basic indexing gives views (Select /
+Slice); advanced indexing gathers (IndexBackward0); assignment is an in-place update
+recorded as CopySlices."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes
+from ..dispatch import bind
+from ..ops import lax
+from ..ops.registry import PRIMITIVES as P
+from .common import Tensor, to_tensor
+from .shape import make_view
+
+__all__ = ["getitem", "setitem", "positions"]
+
+
+def _normalize(key, ndim):
+    """The key as a tuple with Ellipsis expanded; index lists/arrays become Tensors."""
+    if not isinstance(key, tuple):
+        key = (key,)
+    out = []
+    for k in key:
+        if isinstance(k, (list, np.ndarray)) or (isinstance(k, Tensor) and k.dim() > 0):
+            k = to_tensor(np.asarray(k) if isinstance(k, list) else k)
+        elif isinstance(k, Tensor):        # 0-d tensor: an int (or a bool mask)
+            k = k if k.dtype is dtypes.bool_ else _int_index(k)
+        elif isinstance(k, (bool, np.bool_)):
+            k = to_tensor(np.array(bool(k)))
+        elif isinstance(k, np.integer):
+            k = int(k)
+        elif not (k is None or k is Ellipsis or isinstance(k, (int, slice))):
+            raise IndexError("only integers, slices (`:`), ellipsis (`...`), None and long or "
+                             "byte Variables are valid indices (got "
+                             f"{type(k).__name__})")
+        out.append(k)
+    used = sum(_dims_used(k) for k in out)
+    if sum(k is Ellipsis for k in out) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    if used > ndim:
+        raise IndexError(f"too many indices for tensor of dimension {ndim}")
+    if Ellipsis in out:
+        i = out.index(Ellipsis)
+        out[i:i + 1] = [slice(None)] * (ndim - used)
+    else:
+        out += [slice(None)] * (ndim - used)
+    return out
+
+
+def _int_index(k: Tensor) -> int:
+    if k.dtype.category != "int":
+        raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+    return int(k.item())
+
+
+def _dims_used(k) -> int:
+    if k is None or k is Ellipsis:
+        return 0
+    if isinstance(k, Tensor) and k.dtype is dtypes.bool_:
+        return k.dim()
+    return 1
+
+
+def _is_advanced(k) -> bool:
+    return isinstance(k, Tensor)
+
+
+def getitem(x: Tensor, key):
+    raw = key
+    key = _normalize(key, x.dim())
+    if any(_is_advanced(k) for k in key):
+        return _advanced(x, key)
+    out, axis = x, 0
+    for k in key:
+        if k is None:
+            shape = tuple(out.shape[:axis]) + (1,) + tuple(out.shape[axis:])
+            out = _view(out, "reshape", "UnsqueezeBackward0", shape=shape)
+            axis += 1
+        elif isinstance(k, int):
+            size = out.shape[axis]
+            if not -size <= k < size:
+                raise IndexError(f"index {k} is out of bounds for dimension {axis} with size "
+                                 f"{size}")
+            out = _view(out, "select", "SelectBackward0", axis=axis, index=k % size)
+        else:
+            start, stop, step = k.indices(out.shape[axis])
+            if k.step is not None and k.step <= 0:
+                raise ValueError("step must be greater than zero")
+            if (start, stop, step) == (0, out.shape[axis], 1):
+                axis += 1
+                continue
+            stop = max(stop, start)
+            n = out.dim()
+            starts = tuple(start if i == axis else 0 for i in range(n))
+            stops = tuple(stop if i == axis else s for i, s in enumerate(out.shape))
+            steps = tuple(step if i == axis else 1 for i in range(n))
+            out = _view(out, "slice", "SliceBackward0", starts=starts, stops=stops, steps=steps)
+            axis += 1
+    if out is x:
+        if any(isinstance(k, slice) for k in _raw_key(raw)) and x.dim():
+            n = x.dim()
+            return _view(x, "slice", "SliceBackward0", starts=(0,) * n, stops=tuple(x.shape),
+                         steps=(1,) * n)
+        out = _view(x, "reshape", "AliasBackward0", shape=tuple(x.shape))
+    return out
+
+
+def _raw_key(key):
+    return key if isinstance(key, tuple) else (key,)
+
+
+def _view(x, prim, name, **attrs):
+    return make_view(x, bind(P[prim], x, grad_name=name, **attrs), prim, attrs)
+
+
+def _single_take_axis(key):
+    """The axis of a lone integer index tensor among full slices, else None."""
+    adv = [i for i, k in enumerate(key) if _is_advanced(k)]
+    if len(adv) != 1 or key[adv[0]].dtype is dtypes.bool_:
+        return None
+    if all(k == slice(None) for i, k in enumerate(key) if i != adv[0]):
+        return adv[0]
+    return None
+
+
+def _advanced(x, key):
+    axis = _single_take_axis(key)
+    if axis is not None:
+        idx = key[axis]
+        if idx.dtype.category != "int":
+            raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+        if idx._data is not None:
+            _check_bounds(idx._data, x.shape[axis], axis)
+        return bind(P["take"], x, lax.cast(idx, dtypes.int64), axis=axis,
+                    grad_name="IndexBackward0")
+    pos = positions(x, key)
+    flat = lax.reshape(x, (x.numel(),))
+    return bind(P["take"], flat, Tensor._from_array(pos, dtypes.int64), axis=0,
+                grad_name="IndexBackward0")
+
+
+def _check_bounds(idx: np.ndarray, size: int, axis: int):
+    if idx.size and (idx.max() >= size or idx.min() < -size):
+        bad = idx.max() if idx.max() >= size else idx.min()
+        raise IndexError(f"index {bad} is out of bounds for dimension {axis} with size {size}")
+
+
+def positions(x: Tensor, key) -> np.ndarray:
+    """Flat positions in `x` selected by a (normalised) key — computed on the index values,
+    so index tensors must be concrete."""
+    np_key = []
+    for axis, k in enumerate(key):
+        if isinstance(k, Tensor):
+            if k._data is None:
+                raise TypeError("indexing with several or boolean traced index tensors is not "
+                                "supported inside symgrad.compile; index one dimension at a "
+                                "time with an integer tensor, or use symgrad.where")
+            if k.dtype is dtypes.bool_:
+                mshape = tuple(x.shape[len(np_key):len(np_key) + k.dim()])
+                if tuple(k.shape) != mshape:
+                    raise IndexError(f"The shape of the mask {list(k.shape)} at index "
+                                     f"{len(np_key)} does not match the shape of the indexed "
+                                     f"tensor {list(mshape)} at index {len(np_key)}")
+            elif k.dtype.category != "int":
+                raise IndexError("tensors used as indices must be long, int, byte or bool "
+                                 "tensors")
+            np_key.append(k._data)
+        else:
+            np_key.append(k)
+    grid = np.arange(x.numel(), dtype=np.int64).reshape(tuple(x.shape))
+    try:
+        return np.ascontiguousarray(grid[tuple(np_key)])
+    except IndexError as e:
+        msg = str(e).replace("axis", "dimension")
+        raise IndexError(msg) from None
+
+
+def setitem(x: Tensor, key, value):
+    """``x[key] = value``: an in-place update of x (and of the base x is a view of)."""
+    from .inplace import assign_positions
+    if isinstance(value, (list, tuple, np.ndarray)):
+        value = to_tensor(np.asarray(value)) if not isinstance(value, Tensor) else value
+    nkey = _normalize(key, x.dim())
+    pos = positions(x, [k for k in nkey if k is not None])
+    assign_positions(x, pos, value)

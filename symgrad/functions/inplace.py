@@ -1,0 +1,134 @@
+"""In-place updates with PyTorch's rules: the leaf checks, the version counter bump, and
+history rewriting — the updated tensor takes the history of its new value, and an update
+through a view rewrites its base's history too (recorded as CopySlices)."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes
+from ..autograd import grad_mode
+from ..dispatch import bind
+from ..ops import lax
+from ..ops.registry import NUMPY_RULES, PRIMITIVES as P
+from ..ops.shapes import broadcast_shapes
+from .common import Tensor, is_scalar, to_tensor
+from .composite import named
+
+__all__ = ["check_inplace", "update", "assign_positions", "view_positions", "original"]
+
+_LEAF = "a leaf Variable that requires grad is being used in an in-place operation."
+_VIEW_OF_LEAF = "a view of a leaf Variable that requires grad is being used in an in-place operation."
+
+
+def check_inplace(x: Tensor, through_view: bool = False) -> None:
+    """Raise PyTorch's error for in-place updates of leaves that require grad."""
+    if not grad_mode.is_grad_enabled():
+        return
+    base = x._base
+    if base is not None and base.grad_fn is None and base._requires_grad:
+        raise RuntimeError(_VIEW_OF_LEAF)
+    if x.grad_fn is None and x._requires_grad:
+        raise RuntimeError(_VIEW_OF_LEAF if through_view else _LEAF)
+
+
+def original(x: Tensor) -> Tensor:
+    """The operand an in-place op computes from: x itself, or — when the op will be
+    recorded — a snapshot of its current value with its history, so that a backward rule
+    saving the operand sees the value before the update (as PyTorch does)."""
+    if x._data is None or not x.requires_grad or not grad_mode.is_grad_enabled():
+        return x
+    snap = Tensor._from_array(np.array(x._data, copy=True), x.dtype)
+    snap.grad_fn, snap._requires_grad = x.grad_fn, x._requires_grad
+    if x.grad_fn is None:
+        return x
+    return snap
+
+
+def _cast_for(x: Tensor, new: Tensor) -> Tensor:
+    if new.dtype is x.dtype:
+        return new
+    if not np.can_cast(new.dtype.np, x.dtype.np, "same_kind"):
+        raise RuntimeError(f"result type {new.dtype.c_name} can't be cast to the desired "
+                           f"output type {x.dtype.c_name}")
+    return lax.cast(new, x.dtype)
+
+
+def update(x: Tensor, new: Tensor) -> Tensor:
+    """Make `new` (same shape as x) the value and history of x, in place."""
+    new = _cast_for(x, new)
+    if tuple(new.shape) != tuple(x.shape):
+        new = lax.expand(new, x.shape) if broadcast_shapes(new.shape, x.shape) == tuple(x.shape) \
+            else _shape_error(new, x)
+    recorded = new.grad_fn is not None
+    if x._data is not None:
+        if new._data is None:
+            raise TypeError("an eager tensor cannot be updated in place with a traced value "
+                            "inside symgrad.compile; compute a new tensor instead")
+        np.copyto(x._data, new._data, casting="unsafe")
+    x._vc[0] += 1
+    base = x._base
+    if base is not None and (recorded or base.requires_grad) and grad_mode.is_grad_enabled():
+        _rewrite_base(x, base, new)
+    else:
+        if x._data is None:
+            x._node = new._node
+        if recorded:
+            x.grad_fn = new.grad_fn
+    return x
+
+
+def _shape_error(new, x):
+    raise RuntimeError(f"output with shape {list(x.shape)} doesn't match the broadcast shape "
+                       f"{list(broadcast_shapes(new.shape, x.shape))}")
+
+
+def view_positions(view: Tensor) -> np.ndarray:
+    """Flat positions, in its base, of each element of `view` (from its view chain)."""
+    base = view._base
+    grid = np.arange(base.numel(), dtype=np.int64).reshape(tuple(base.shape))
+    for prim_name, attrs in view._view_chain:
+        grid = NUMPY_RULES[prim_name](grid, **dict(attrs))
+    return np.ascontiguousarray(grid)
+
+
+def _rewrite_base(x: Tensor, base: Tensor, new: Tensor) -> None:
+    pos = Tensor._from_array(view_positions(x).reshape(-1), dtypes.int64)
+    old_base = base._shallow()
+    old_base.grad_fn = base.grad_fn
+    old_base._requires_grad = base._requires_grad
+    b_new = named("torch::autograd::CopySlices", lambda b, v: _put_into(b, pos, v), old_base, new)
+    if base._data is None:
+        base._node = b_new._node
+    base.grad_fn = b_new.grad_fn
+    x_new = b_new
+    for prim_name, attrs in x._view_chain:
+        x_new = bind(P[prim_name], x_new, **dict(attrs))
+    if x._data is None:
+        x._node = x_new._node
+    x.grad_fn = x_new.grad_fn
+
+
+def assign_positions(x: Tensor, pos: np.ndarray, value) -> None:
+    """``x.flat[pos] = value`` as an in-place update (the core of ``x[key] = value``)."""
+    check_inplace(x, through_view=True)
+    value = to_tensor(value, dtype=x.dtype) if not is_scalar(value) else value
+    if is_scalar(value):
+        value = lax.full(pos.shape, value, x.dtype)
+    value = _cast_for(x, value)
+    try:
+        bshape = broadcast_shapes(tuple(value.shape), pos.shape)
+    except RuntimeError:
+        bshape = None
+    if bshape != pos.shape:
+        raise RuntimeError(f"shape mismatch: value tensor of shape {list(value.shape)} cannot be "
+                           f"broadcast to indexing result of shape {list(pos.shape)}")
+    value = lax.expand(value, pos.shape)
+    pos_t = Tensor._from_array(pos.reshape(-1), dtypes.int64)
+    new = named("torch::autograd::CopySlices", lambda b, v: _put_into(b, pos_t, v), x, value)
+    update(x, new)
+
+
+def _put_into(b, pos, v):
+    flat = lax.reshape(b, (b.numel(),))
+    out = bind(P["index_put"], flat, pos, lax.reshape(v, (v.numel(),)))
+    return lax.reshape(out, tuple(b.shape))

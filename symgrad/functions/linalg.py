@@ -1,0 +1,76 @@
+"""Matrix products: matmul (``@``) and its PyTorch spellings mm, mv, dot, bmm, with the
+grad_fn name PyTorch gives each case (Dot / Mv / Mm / UnsafeView)."""
+from __future__ import annotations
+
+from ..dispatch import bind
+from ..ops.registry import PRIMITIVES as P
+from .common import to_tensor
+
+__all__ = ["matmul", "mm", "mv", "dot", "bmm", "outer"]
+
+
+def _name(a, b) -> str:
+    na, nb = a.dim(), b.dim()
+    if na == 1 and nb == 1:
+        return "DotBackward0"
+    if na == 2 and nb == 1:
+        return "MvBackward0"
+    if na == 2 and nb == 2:
+        return "MmBackward0"
+    if na == 1 and nb == 2:
+        return "SqueezeBackward4"
+    return "UnsafeViewBackward0"
+
+
+def _check_dtypes(a, b):
+    if a.dtype is not b.dtype:
+        raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: "
+                           f"{a.dtype.c_name.lower()} != {b.dtype.c_name.lower()}")
+
+
+def matmul(a, b):
+    a, b = to_tensor(a), to_tensor(b)
+    _check_dtypes(a, b)
+    return bind(P["matmul"], a, b, grad_name=_name(a, b))
+
+
+def mm(a, b):
+    a, b = to_tensor(a), to_tensor(b)
+    if a.dim() != 2:
+        raise RuntimeError("self must be a matrix")
+    if b.dim() != 2:
+        raise RuntimeError("mat2 must be a matrix")
+    return matmul(a, b)
+
+
+def mv(a, v):
+    a, v = to_tensor(a), to_tensor(v)
+    if a.dim() != 2 or v.dim() != 1:
+        raise RuntimeError(f"vector + matrix @ vector expected, got 1, {a.dim()}, {v.dim()}")
+    return matmul(a, v)
+
+
+def dot(a, b):
+    a, b = to_tensor(a), to_tensor(b)
+    if a.dim() != 1 or b.dim() != 1:
+        raise RuntimeError(f"1D tensors expected, but got {a.dim()}D and {b.dim()}D tensors")
+    if a.dtype is not b.dtype:
+        raise RuntimeError(f"dot : expected both vectors to have same dtype, but found "
+                           f"{a.dtype.c_name} and {b.dtype.c_name}")
+    return matmul(a, b)
+
+
+def bmm(a, b):
+    a, b = to_tensor(a), to_tensor(b)
+    if a.dim() != 3:
+        raise RuntimeError("batch1 must be a 3D tensor")
+    if b.dim() != 3:
+        raise RuntimeError("batch2 must be a 3D tensor")
+    _check_dtypes(a, b)
+    return bind(P["matmul"], a, b, grad_name="BmmBackward0")
+
+
+def outer(a, b):
+    from .shape import reshape
+    a, b = to_tensor(a), to_tensor(b)
+    return matmul(reshape(a, (a.numel(), 1)), reshape(b, (1, b.numel())))

@@ -1,0 +1,73 @@
+"""Random tensors from one seeded generator: manual_seed, rand, randn, randint,
+rand_like, randn_like, and the in-place fills normal_ / uniform_."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes
+from .common import shape_arg
+from .creation import _finish
+
+__all__ = ["manual_seed", "seed", "rand", "randn", "randint", "rand_like", "randn_like",
+           "randperm", "generator"]
+
+_gen = [np.random.default_rng()]
+
+
+def generator() -> np.random.Generator:
+    return _gen[0]
+
+
+def manual_seed(s: int):
+    """Seed symgrad's generator (numpy PCG64: its draws differ from PyTorch's)."""
+    _gen[0] = np.random.default_rng(int(s))
+    return _gen[0]
+
+
+def seed() -> int:
+    s = int(np.random.SeedSequence().entropy % (2 ** 63))
+    manual_seed(s)
+    return s
+
+
+def _float_dt(dtype):
+    dt = dtypes.as_dtype(dtype) if dtype is not None else dtypes.get_default_dtype()
+    if not dt.is_floating_point:
+        raise RuntimeError(f"\"normal_kernel_cpu\" not implemented for '{dt.c_name}'")
+    return dt
+
+
+def rand(*size, dtype=None, device=None, requires_grad=False, generator=None):
+    dt = _float_dt(dtype)
+    return _finish(_gen[0].random(shape_arg(size)).astype(dt.np), dt, requires_grad)
+
+
+def randn(*size, dtype=None, device=None, requires_grad=False, generator=None):
+    dt = _float_dt(dtype)
+    return _finish(_gen[0].standard_normal(shape_arg(size)).astype(dt.np), dt, requires_grad)
+
+
+def randint(low, high=None, size=None, *, dtype=None, device=None, requires_grad=False):
+    if high is None:
+        low, high = 0, low
+    if size is None:
+        raise TypeError("randint() missing 1 required positional argument: 'size'")
+    if low >= high:
+        raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} "
+                           f">= to={high}")
+    dt = dtypes.as_dtype(dtype) if dtype is not None else dtypes.int64
+    arr = _gen[0].integers(low, high, size=shape_arg((size,) if isinstance(size, int) else size))
+    return _finish(arr.astype(dt.np), dt, requires_grad)
+
+
+def randperm(n, *, dtype=None, device=None, requires_grad=False):
+    dt = dtypes.as_dtype(dtype) if dtype is not None else dtypes.int64
+    return _finish(_gen[0].permutation(int(n)).astype(dt.np), dt, requires_grad)
+
+
+def rand_like(x, *, dtype=None, device=None, requires_grad=False):
+    return rand(tuple(x.shape), dtype=dtype or x.dtype, requires_grad=requires_grad)
+
+
+def randn_like(x, *, dtype=None, device=None, requires_grad=False):
+    return randn(tuple(x.shape), dtype=dtype or x.dtype, requires_grad=requires_grad)

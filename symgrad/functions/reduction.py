@@ -1,0 +1,179 @@
+"""Reductions with PyTorch's signatures, dtypes and names: sum, mean, prod, max / min
+(full, along a dim with indices), amax / amin, argmax / argmin, logsumexp, norm."""
+from __future__ import annotations
+
+from collections import namedtuple
+
+from .. import dtypes
+from ..dispatch import bind
+from ..ops import lax
+from ..ops.registry import PRIMITIVES as P
+from .common import Tensor, dims_arg, to_tensor, wrap_dim
+from .composite import named
+
+__all__ = ["sum", "mean", "prod", "max", "min", "amax", "amin", "argmax", "argmin",
+           "logsumexp", "norm", "return_types"]
+
+
+def _ret_type(name):
+    base = namedtuple(name, ["values", "indices"])
+
+    def __repr__(self):
+        return f"torch.return_types.{name}(\nvalues={self.values!r},\nindices={self.indices!r})"
+    return type(name, (base,), {"__repr__": __repr__, "__slots__": ()})
+
+
+class return_types:
+    max = _ret_type("max")
+    min = _ret_type("min")
+
+
+def _acc_dtype(x, dtype):
+    if dtype is not None:
+        return dtypes.as_dtype(dtype)
+    return dtypes.int64 if x.dtype.category in ("int", "bool") else x.dtype
+
+
+def sum(x, dim=None, keepdim=False, *, dtype=None):
+    x = to_tensor(x)
+    x = lax.cast(x, _acc_dtype(x, dtype))
+    axes = dims_arg(dim, x.dim())
+    name = "SumBackward0" if dim is None else "SumBackward1"
+    return bind(P["sum"], x, axes=axes, keepdim=bool(keepdim), grad_name=name)
+
+
+def mean(x, dim=None, keepdim=False, *, dtype=None):
+    x = to_tensor(x)
+    if dtype is not None:
+        x = lax.cast(x, dtypes.as_dtype(dtype))
+    if not x.dtype.is_floating_point:
+        raise RuntimeError("mean(): could not infer output dtype. Input dtype must be either a "
+                           f"floating point or complex dtype. Got: {x.dtype.c_name.capitalize()}")
+    axes = dims_arg(dim, x.dim())
+    name = "MeanBackward0" if dim is None else "MeanBackward1"
+    return bind(P["mean"], x, axes=axes, keepdim=bool(keepdim), grad_name=name)
+
+
+def prod(x, dim=None, keepdim=False, *, dtype=None):
+    x = to_tensor(x)
+    x = lax.cast(x, _acc_dtype(x, dtype))
+    axes = dims_arg(dim, x.dim())
+    name = "ProdBackward0" if dim is None else "ProdBackward1"
+    return bind(P["prod"], x, axes=axes, keepdim=bool(keepdim), grad_name=name)
+
+
+def _extremum(kind, x, dim, keepdim, other):
+    x = to_tensor(x)
+    if isinstance(dim, Tensor):          # torch.max(a, b) is maximum
+        other, dim = dim, None
+    if other is not None:
+        from .elementwise import binary
+        return binary("maximum" if kind == "max" else "minimum", x, other)
+    prim = P["amax" if kind == "max" else "amin"]
+    if dim is None:
+        return bind(prim, x, axes=tuple(range(x.dim())), keepdim=False,
+                    grad_name=f"{kind.capitalize()}Backward1")
+    axis = wrap_dim(dim, x.dim())
+    if x.dim() and x.shape[axis] == 0:
+        raise IndexError(f"{kind}(): Expected reduction dim {axis} to have non-zero size.")
+    idx = bind(P["argmax" if kind == "max" else "argmin"], x, axis=axis if x.dim() else 0,
+               keepdim=True) if x.dim() else lax.full((), 0, dtypes.int64)
+    if x.dim() == 0:
+        return getattr(return_types, kind)(x.clone() if hasattr(x, "clone") else x, idx)
+    shape = x.shape[:axis] + ((1,) if keepdim else ()) + x.shape[axis + 1:]
+    values = named(f"{kind.capitalize()}Backward0",
+                   lambda v: lax.reshape(bind(P["gather"], v, idx, axis=axis), shape), x)
+    if not keepdim:
+        idx = lax.reshape(idx, shape)
+    return getattr(return_types, kind)(values, idx)
+
+
+def max(x, dim=None, keepdim=False, *, out=None, other=None):
+    return _extremum("max", x, dim, keepdim, other)
+
+
+def min(x, dim=None, keepdim=False, *, out=None, other=None):
+    return _extremum("min", x, dim, keepdim, other)
+
+
+def amax(x, dim=(), keepdim=False):
+    x = to_tensor(x)
+    axes = dims_arg(None if dim == () else dim, x.dim())
+    return bind(P["amax"], x, axes=axes, keepdim=bool(keepdim))
+
+
+def amin(x, dim=(), keepdim=False):
+    x = to_tensor(x)
+    axes = dims_arg(None if dim == () else dim, x.dim())
+    return bind(P["amin"], x, axes=axes, keepdim=bool(keepdim))
+
+
+def _arg(kind, x, dim, keepdim):
+    x = to_tensor(x)
+    prim = P["argmax" if kind == "max" else "argmin"]
+    if dim is None:
+        flat = lax.reshape(x, (x.numel(),))
+        if x.numel() == 0:
+            raise RuntimeError(f"arg{kind}(): Expected reduction dim to be specified for "
+                               "input.numel() == 0.")
+        out = bind(prim, flat, axis=0, keepdim=False)
+        return lax.reshape(out, (1,) * x.dim()) if keepdim else out
+    axis = wrap_dim(dim, x.dim())
+    if x.dim() == 0:
+        return lax.full((), 0, dtypes.int64)
+    return bind(prim, x, axis=axis, keepdim=bool(keepdim))
+
+
+def argmax(x, dim=None, keepdim=False):
+    return _arg("max", x, dim, keepdim)
+
+
+def argmin(x, dim=None, keepdim=False):
+    return _arg("min", x, dim, keepdim)
+
+
+def _logsumexp_prims(x, axes, keepdim):
+    m = bind(P["amax"], x, axes=axes, keepdim=True)
+    finite = lax.where(lax.unary("isnan", lax.sub(m, m)), 0, m)   # inf max -> shift by 0
+    finite = lax.cast(finite, x.dtype)
+    s = lax.sum(lax.unary("exp", lax.sub(x, lax.expand(finite, x.shape))), axes, keepdim=True)
+    out = lax.add(lax.unary("log", s), finite)
+    return out if keepdim else lax.reshape(out, tuple(
+        d for i, d in enumerate(x.shape) if i not in axes))
+
+
+def logsumexp(x, dim, keepdim=False):
+    """log(sum(exp(x))) along `dim`, shifted by the max so it cannot overflow."""
+    x = to_tensor(x)
+    if not x.dtype.is_floating_point:
+        x = lax.cast(x, dtypes.get_default_dtype())
+    axes = dims_arg(dim, x.dim())
+    return named("LogsumexpBackward0", lambda v: _logsumexp_prims(v, axes, keepdim), x)
+
+
+def norm(x, p="fro", dim=None, keepdim=False, dtype=None):
+    """Vector p-norm (p = 2 / 'fro' by default, 1, inf, -inf, or any p > 0)."""
+    x = to_tensor(x)
+    if dtype is not None:
+        x = lax.cast(x, dtypes.as_dtype(dtype))
+    if not x.dtype.is_floating_point:
+        raise RuntimeError(f"linalg.vector_norm: Expected a floating point or complex tensor "
+                           f"as input. Got {x.dtype.c_name.capitalize()}")
+    axes = dims_arg(dim, x.dim())
+    if p == "fro" or p is None:
+        p = 2
+    return named("LinalgVectorNormBackward0", lambda v: _norm_prims(v, p, axes, keepdim), x)
+
+
+def _norm_prims(x, p, axes, keepdim):
+    a = lax.unary("abs", x)
+    if p == float("inf"):
+        return bind(P["amax"], a, axes=axes, keepdim=keepdim)
+    if p == float("-inf"):
+        return bind(P["amin"], a, axes=axes, keepdim=keepdim)
+    if p == 1:
+        return lax.sum(a, axes, keepdim)
+    if p == 2:
+        return lax.unary("sqrt", lax.sum(lax.mul(x, x), axes, keepdim))
+    s = lax.sum(bind(P["pow"], a, float(p)), axes, keepdim)
+    return bind(P["pow"], s, 1.0 / float(p))

@@ -1,0 +1,239 @@
+"""Shape and layout operations: view, reshape, flatten, squeeze / unsqueeze, transpose,
+t, T, permute, expand, contiguous, clone, cat, stack. Results that share storage with
+their input are views: they share its version counter and remember how they were made
+(for in-place updates through them)."""
+from __future__ import annotations
+
+from ..dispatch import bind
+from ..ops import lax
+from ..ops.registry import PRIMITIVES as P
+from ..ops.shapes import infer_reshape, wrap_dim
+from .common import Tensor, shape_arg, to_tensor
+
+__all__ = ["view", "reshape", "flatten", "squeeze", "unsqueeze", "transpose", "t", "permute",
+           "expand", "expand_as", "contiguous", "clone", "cat", "stack", "make_view",
+           "movedim", "unflatten"]
+
+
+def make_view(src: Tensor, out: Tensor, prim_name: str, attrs: dict) -> Tensor:
+    """Mark `out` (computed from `src` by one layout primitive) as a view of src's base
+    when its numpy storage is shared."""
+    if out._data is not None and out._data.base is None:
+        return out                      # numpy had to copy: not a view
+    base = src._base if src._base is not None else src
+    out._base = base
+    out._vc = src._vc
+    out._view_chain = (src._view_chain or ()) + ((prim_name, tuple(sorted(attrs.items()))),)
+    return out
+
+
+def _layout(prim_name, x, name=None, **attrs):
+    out = bind(P[prim_name], x, grad_name=name, **attrs)
+    return make_view(x, out, prim_name, attrs)
+
+
+def _is_viewable(x: Tensor) -> bool:
+    return x._data is None or x._data.flags.c_contiguous
+
+
+def view(x, *shape):
+    if len(shape) == 1 and not isinstance(shape[0], (tuple, list, int)) and shape[0] is not None \
+            and not hasattr(shape[0], "__index__"):
+        from .creation import _dtype_view
+        return _dtype_view(x, shape[0])
+    shape = infer_reshape(_shape_ints(shape), x.numel())
+    if not _is_viewable(x) and not _view_compatible(x, shape):
+        raise RuntimeError("view size is not compatible with input tensor's size and stride (at "
+                           "least one dimension spans across two contiguous subspaces). Use "
+                           ".reshape(...) instead.")
+    return _layout("reshape", x, "ViewBackward0", shape=shape)
+
+
+def _view_compatible(x, shape):
+    import numpy as np
+    try:
+        v = x._data.view()
+        v.shape = shape
+        return True
+    except (AttributeError, ValueError):
+        return False
+
+
+def _shape_ints(shape):
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = shape[0]
+    return tuple(int(s) for s in shape)
+
+
+def reshape(x, *shape):
+    x = to_tensor(x)
+    shape = infer_reshape(_shape_ints(shape), x.numel())
+    if shape == tuple(x.shape):
+        return _layout("reshape", x, "ViewBackward0", shape=shape)
+    if _is_viewable(x) or _view_compatible(x, shape):
+        return _layout("reshape", x, "ViewBackward0", shape=shape)
+    return bind(P["reshape"], bind(P["copy"], x, grad_name="CloneBackward0"), shape=shape,
+                grad_name="UnsafeViewBackward0")
+
+
+def flatten(x, start_dim=0, end_dim=-1):
+    x = to_tensor(x)
+    if x.dim() == 0:
+        return reshape(x, 1)
+    s, e = wrap_dim(start_dim, x.dim()), wrap_dim(end_dim, x.dim())
+    if s > e:
+        raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
+    if s == e:
+        return x
+    mid = 1
+    for d in x.shape[s:e + 1]:
+        mid *= d
+    return reshape(x, tuple(x.shape[:s]) + (mid,) + tuple(x.shape[e + 1:]))
+
+
+def unflatten(x, dim, sizes):
+    d = wrap_dim(dim, x.dim())
+    sizes = infer_reshape(tuple(sizes), x.shape[d])
+    return view(x, tuple(x.shape[:d]) + sizes + tuple(x.shape[d + 1:]))
+
+
+def squeeze(x, dim=None):
+    x = to_tensor(x)
+    if dim is None:
+        shape = tuple(s for s in x.shape if s != 1)
+        return _layout("reshape", x, "SqueezeBackward0", shape=shape)
+    dims = dim if isinstance(dim, (tuple, list)) else (dim,)
+    axes = {wrap_dim(d, x.dim()) for d in dims} if x.dim() else set()
+    shape = tuple(s for i, s in enumerate(x.shape) if not (i in axes and s == 1))
+    name = "SqueezeBackward1" if not isinstance(dim, (tuple, list)) else "SqueezeBackward2"
+    return _layout("reshape", x, name, shape=shape)
+
+
+def unsqueeze(x, dim):
+    x = to_tensor(x)
+    d = wrap_dim(dim, x.dim() + 1)
+    shape = tuple(x.shape[:d]) + (1,) + tuple(x.shape[d:])
+    return _layout("reshape", x, "UnsqueezeBackward0", shape=shape)
+
+
+def permute(x, *dims):
+    x = to_tensor(x)
+    dims = _shape_ints(dims) if dims else ()
+    if len(dims) != x.dim():
+        raise RuntimeError(f"permute(sparse_coo): number of dimensions in the tensor input does "
+                           f"not match the length of the desired ordering of dimensions i.e. "
+                           f"input.dim() = {x.dim()} is not equal to len(dims) = {len(dims)}")
+    perm = tuple(wrap_dim(d, x.dim()) for d in dims)
+    if len(set(perm)) != len(perm):
+        raise RuntimeError("permute(): duplicate dims are not allowed.")
+    return _layout("permute", x, "PermuteBackward0", perm=perm)
+
+
+def transpose(x, dim0, dim1):
+    x = to_tensor(x)
+    n = x.dim()
+    a, b = wrap_dim(dim0, n), wrap_dim(dim1, n)
+    perm = list(range(n))
+    perm[a], perm[b] = perm[b], perm[a]
+    return _layout("permute", x, "TransposeBackward0", perm=tuple(perm))
+
+
+def t(x):
+    x = to_tensor(x)
+    if x.dim() > 2:
+        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {x.dim()}D")
+    if x.dim() < 2:
+        return _layout("reshape", x, "TBackward0", shape=tuple(x.shape))
+    return _layout("permute", x, "TBackward0", perm=(1, 0))
+
+
+def T(x):
+    n = x.dim()
+    return _layout("permute", x, "PermuteBackward0", perm=tuple(range(n - 1, -1, -1)))
+
+
+def movedim(x, source, destination):
+    n = x.dim()
+    s, d = wrap_dim(source, n), wrap_dim(destination, n)
+    order = [i for i in range(n) if i != s]
+    order.insert(d, s)
+    return permute(x, *order)
+
+
+def expand(x, *sizes):
+    x = to_tensor(x)
+    sizes = _shape_ints(sizes)
+    if len(sizes) < x.dim():
+        raise RuntimeError(f"expand(torch.FloatTensor{{{list(x.shape)}}}, size={list(sizes)}): "
+                           f"the number of sizes provided ({len(sizes)}) must be greater or "
+                           f"equal to the number of dimensions in the tensor ({x.dim()})")
+    lead = len(sizes) - x.dim()
+    shape = []
+    for i, s in enumerate(sizes):
+        cur = x.shape[i - lead] if i >= lead else 1
+        if s == -1:
+            if i < lead:
+                raise RuntimeError(f"The expanded size of the tensor (-1) isn't allowed in a "
+                                   f"leading, non-existing dimension {i}")
+            s = cur
+        elif cur != 1 and cur != s:
+            raise RuntimeError(f"The expanded size of the tensor ({s}) must match the existing "
+                               f"size ({cur}) at non-singleton dimension {i}.  Target sizes: "
+                               f"{list(sizes)}.  Tensor sizes: {list(x.shape)}")
+        shape.append(s)
+    return _layout("expand", x, "ExpandBackward0", shape=tuple(shape))
+
+
+def expand_as(x, other):
+    return expand(x, *other.shape)
+
+
+def contiguous(x):
+    if x.is_contiguous():
+        return x
+    return bind(P["copy"], x, grad_name="CloneBackward0")
+
+
+def clone(x, *, memory_format=None):
+    return bind(P["copy"], to_tensor(x), grad_name="CloneBackward0")
+
+
+def cat(tensors, dim=0):
+    tensors = [to_tensor(t) for t in tensors]
+    if not tensors:
+        raise RuntimeError("torch.cat(): expected a non-empty list of Tensors")
+    from .elementwise import promote
+    nonempty = [t for t in tensors if not (t.dim() == 1 and t.shape[0] == 0)]
+    if not nonempty:
+        return tensors[0]
+    ref = nonempty[0]
+    if ref.dim() == 0:
+        raise RuntimeError("zero-dimensional tensor (at position 0) cannot be concatenated")
+    axis = wrap_dim(dim, ref.dim())
+    dt = promote(nonempty)
+    for i, tt in enumerate(nonempty):
+        if tt.dim() != ref.dim():
+            raise RuntimeError(f"Tensors must have same number of dimensions: got {ref.dim()} "
+                               f"and {tt.dim()}")
+        for d in range(ref.dim()):
+            if d != axis and tt.shape[d] != ref.shape[d]:
+                raise RuntimeError(f"Sizes of tensors must match except in dimension {axis}. "
+                                   f"Expected size {ref.shape[d]} but got size {tt.shape[d]} "
+                                   f"for tensor number {i} in the list.")
+    return bind(P["cat"], *(lax.cast(t, dt) for t in nonempty), axis=axis)
+
+
+def stack(tensors, dim=0):
+    tensors = [to_tensor(t) for t in tensors]
+    if not tensors:
+        raise RuntimeError("stack expects a non-empty TensorList")
+    ref = tensors[0].shape
+    for i, t_ in enumerate(tensors):
+        if t_.shape != ref:
+            raise RuntimeError(f"stack expects each tensor to be equal size, but got {list(ref)} "
+                               f"at entry 0 and {list(t_.shape)} at entry {i}")
+    d = wrap_dim(dim, len(ref) + 1)
+    parts = [lax.reshape(t_, tuple(ref[:d]) + (1,) + tuple(ref[d:])) for t_ in tensors]
+    from .elementwise import promote
+    dt = promote(parts)
+    return bind(P["cat"], *(lax.cast(p, dt) for p in parts), axis=d, grad_name="StackBackward0")

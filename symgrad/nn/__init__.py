@@ -1,0 +1,4 @@
+"""``symgrad.nn``: the functional API (``symgrad.nn.functional``)."""
+from . import functional
+
+__all__ = ["functional"]

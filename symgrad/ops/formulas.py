@@ -1,0 +1,100 @@
+"""The built-in elementwise primitives, each defined once by its sympy formula.
+
+`numpy=` gives a faster or more careful numpy kernel than the lambdified formula (tests
+check it against the formula); `grads=` gives closed-form partials where the sympy
+derivative would be numerically unstable (tests check them against ``sympy.diff``).
+"""
+from __future__ import annotations
+
+import numpy as np
+import scipy.special
+import sympy as S
+from sympy.codegen.cfunctions import expm1, log1p
+
+from .registry import elementwise
+
+__all__ = ["BUILTIN_ELEMENTWISE"]
+
+
+def _pw(*pairs):
+    return S.Piecewise(*pairs)
+
+
+def _softplus_numpy(x):
+    with np.errstate(over="ignore"):
+        return np.where(x > 20, x, np.log1p(np.exp(np.minimum(x, 20))))
+
+
+def _ew(name, formula, **kw):
+    return elementwise(name, formula, _builtin=True, **kw)
+
+
+# arithmetic
+_ew("add", lambda x, y: x + y, numpy=np.add)
+_ew("sub", lambda x, y: x - y, numpy=np.subtract)
+_ew("mul", lambda x, y: x * y, numpy=np.multiply)
+_ew("div", lambda x, y: x / y, numpy=np.true_divide, out_dtype="float")
+_ew("neg", lambda x: -x, numpy=np.negative)
+_ew("copy", lambda x: x, numpy=lambda x: np.array(x, copy=True), grad_name="CloneBackward0")
+_ew("pow", lambda x, y: x ** y, numpy=np.power,
+    grads=lambda x, y, out: (_pw((0, S.Eq(y, 0)), (y * x ** (y - 1), True)),
+                             _pw((0, S.Eq(x, 0) & (y >= 0)), (out * S.log(x), True))))
+_ew("remainder", lambda x, y: x - y * S.floor(x / y), numpy=np.remainder,
+    grads=lambda x, y, out: (1, -S.floor(x / y)))
+_ew("floor_divide", lambda x, y: S.floor(x / y), numpy=np.floor_divide,
+    grads=lambda x, y, out: (0, 0), grad_name="DivBackward2")
+_ew("maximum", lambda x, y: _pw((x, x > y), (y, x < y), ((x + y) / 2, True)), numpy=np.maximum)
+_ew("minimum", lambda x, y: _pw((x, x < y), (y, x > y), ((x + y) / 2, True)), numpy=np.minimum)
+_ew("clamp", lambda x, lo, hi: _pw((hi, _pw((lo, x < lo), (x, True)) > hi),
+                                   (_pw((lo, x < lo), (x, True)), True)),
+    numpy=lambda x, lo, hi: np.minimum(np.maximum(x, lo), hi), grad_name="ClampBackward1")
+_ew("where", lambda c, x, y: _pw((x, S.Eq(c, 1)), (y, True)),
+    numpy=lambda c, x, y: np.where(c, x, y), grad_name="WhereBackward0")
+
+# transcendental
+_ew("exp", lambda x: S.exp(x), numpy=np.exp, out_dtype="float")
+_ew("log", lambda x: S.log(x), numpy=np.log, out_dtype="float")
+_ew("log1p", lambda x: log1p(x), numpy=np.log1p, out_dtype="float")
+_ew("expm1", lambda x: expm1(x), numpy=np.expm1, out_dtype="float")
+_ew("sqrt", lambda x: S.sqrt(x), numpy=np.sqrt, out_dtype="float")
+_ew("rsqrt", lambda x: 1 / S.sqrt(x), numpy=lambda x: 1 / np.sqrt(x), out_dtype="float")
+_ew("sin", lambda x: S.sin(x), numpy=np.sin, out_dtype="float")
+_ew("cos", lambda x: S.cos(x), numpy=np.cos, out_dtype="float")
+_ew("tan", lambda x: S.tan(x), numpy=np.tan, out_dtype="float")
+_ew("tanh", lambda x: S.tanh(x), numpy=np.tanh, out_dtype="float")
+_ew("sigmoid", lambda x: 1 / (1 + S.exp(-x)), numpy=scipy.special.expit, out_dtype="float",
+    grads=lambda x, out: (out * (1 - out),))
+_ew("softplus", lambda x: _pw((x, x > 20), (log1p(S.exp(x)), True)), numpy=_softplus_numpy,
+    out_dtype="float", grads=lambda x, out: (_pw((1, x > 20), (1 / (1 + S.exp(-x)), True)),))
+_ew("reciprocal", lambda x: 1 / x, numpy=np.reciprocal, out_dtype="float")
+
+# piecewise-linear and rounding
+_ew("relu", lambda x: _pw((x, x > 0), (0, True)), numpy=lambda x: np.maximum(x, 0))
+_ew("abs", lambda x: S.Abs(x), numpy=np.abs)
+_ew("sign", lambda x: S.sign(x), numpy=np.sign, grads=lambda x, out: (0,))
+_ew("floor", lambda x: S.floor(x), numpy=np.floor, grads=lambda x, out: (0,))
+_ew("ceil", lambda x: S.ceiling(x), numpy=np.ceil, grads=lambda x, out: (0,))
+_ew("round", lambda x: S.Function("round")(x), numpy=np.round, grads=lambda x, out: (0,))
+
+# comparisons and logic (bool results, never differentiable)
+for _name, _rel, _np in (("lt", S.StrictLessThan, np.less), ("le", S.LessThan, np.less_equal),
+                         ("gt", S.StrictGreaterThan, np.greater),
+                         ("ge", S.GreaterThan, np.greater_equal),
+                         ("eq", S.Eq, np.equal), ("ne", S.Ne, np.not_equal)):
+    _ew(_name, (lambda r: lambda x, y: _pw((1, r(x, y)), (0, True)))(_rel), numpy=_np,
+        out_dtype="bool", differentiable=False)
+_ew("logical_not", lambda x: _pw((1, S.Eq(x, 0)), (0, True)), numpy=np.logical_not,
+    out_dtype="bool", differentiable=False)
+_ew("logical_and", lambda x, y: _pw((1, S.Ne(x, 0) & S.Ne(y, 0)), (0, True)),
+    numpy=np.logical_and, out_dtype="bool", differentiable=False)
+_ew("logical_or", lambda x, y: _pw((1, S.Ne(x, 0) | S.Ne(y, 0)), (0, True)),
+    numpy=np.logical_or, out_dtype="bool", differentiable=False)
+_ew("isnan", lambda x: _pw((1, S.Ne(x, x)), (0, True)), numpy=np.isnan, out_dtype="bool",
+    differentiable=False)
+
+BUILTIN_ELEMENTWISE = ("add", "sub", "mul", "div", "neg", "copy", "pow", "remainder", "floor_divide",
+                       "maximum", "minimum", "clamp", "where", "exp", "log", "log1p", "expm1",
+                       "sqrt", "rsqrt", "sin", "cos", "tan", "tanh", "sigmoid", "softplus",
+                       "reciprocal", "relu", "abs", "sign", "floor", "ceil", "round", "lt",
+                       "le", "gt", "ge", "eq", "ne", "logical_not", "logical_and",
+                       "logical_or", "isnan")

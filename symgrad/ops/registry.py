@@ -1,0 +1,209 @@
+"""The primitive registry: what a primitive is, and one table per transformation.
+
+Every primitive has an entry in each table:
+
+* ``SHAPE_RULES[name](avals, **attrs) -> (shape, dtype)`` — abstract evaluation;
+* ``NUMPY_RULES[name](*arrays, **attrs) -> ndarray`` — the reference kernel;
+* ``VJP_RULES[name](ctx, g) -> tuple`` — reverse-mode rule written with primitive calls,
+  so it works on eager values and on traced nodes alike (see :mod:`symgrad.ops.vjp`).
+
+Elementwise primitives are defined once by a sympy formula over real symbols
+(:func:`elementwise`); their shape, numpy and VJP entries — and their partial derivatives,
+themselves elementwise primitives — derive from that formula, lazily and once.
+"""
+from __future__ import annotations
+
+import inspect
+import threading
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+import sympy
+
+__all__ = ["Primitive", "Formula", "PRIMITIVES", "SHAPE_RULES", "NUMPY_RULES", "VJP_RULES",
+           "elementwise", "register_structural", "get", "derivative_primitive"]
+
+PRIMITIVES: dict[str, "Primitive"] = {}
+SHAPE_RULES: dict[str, Callable] = {}
+NUMPY_RULES: dict[str, Callable] = {}
+VJP_RULES: dict[str, Callable] = {}
+
+OUT = sympy.Symbol("out", real=True)
+_lock = threading.Lock()
+
+
+@dataclass(eq=False)
+class Formula:
+    """An elementwise formula: `expr` over `symbols` (real), optionally with closed-form
+    partial derivatives that may use the output symbol ``out``."""
+
+    symbols: tuple[sympy.Symbol, ...]
+    expr: sympy.Expr
+    given_partials: tuple | None = None
+    _partials: dict = field(default_factory=dict)
+
+    def partial(self, i: int) -> sympy.Expr:
+        """d expr / d symbols[i], with `out` substituted for the formula where it appears,
+        DiracDelta dropped and Heaviside taken as 0 at 0 (PyTorch's convention)."""
+        if i not in self._partials:
+            if self.given_partials is not None:
+                d = sympy.sympify(self.given_partials[i])
+            else:
+                d = _sanitize(sympy.diff(self.expr, self.symbols[i]))
+                if not isinstance(self.expr, sympy.Symbol):
+                    d = d.subs(self.expr, OUT)
+            if d.has(sympy.Derivative, sympy.Subs):
+                raise ValueError(f"sympy cannot differentiate {self.expr} with respect to "
+                                 f"{self.symbols[i]}: pass grads= to elementwise()")
+            self._partials[i] = d
+        return self._partials[i]
+
+
+def _sanitize(d: sympy.Expr) -> sympy.Expr:
+    d = d.replace(sympy.DiracDelta, lambda *a: sympy.S.Zero)
+    d = d.replace(sympy.Heaviside,
+                  lambda arg, *h: sympy.Piecewise((1, arg > 0), (0, True)))
+    return d
+
+
+@dataclass(eq=False)
+class Primitive:
+    """A primitive operation. `kind` is "elementwise" or "structural".
+
+    `out_dtype` (elementwise): "same" (the operands' common dtype), "float" (integer
+    operands give the default float dtype) or "bool". `grad_name` is the PyTorch name of the
+    backward Function recorded when the primitive is used directly."""
+
+    name: str
+    kind: str
+    nin: int
+    differentiable: bool = True
+    grad_name: str | None = None
+    formula: Formula | None = None
+    out_dtype: str = "same"
+    user: bool = False
+
+    def __repr__(self) -> str:
+        return f"<primitive {self.name}>"
+
+
+def get(name: str) -> Primitive:
+    return PRIMITIVES[name]
+
+
+def _pascal(name: str) -> str:
+    return "".join(p.capitalize() for p in name.replace(".", "_").split("_"))
+
+
+def register_structural(name: str, nin: int, shape_rule: Callable, numpy_rule: Callable,
+                        vjp_rule: Callable | None = None, *, differentiable: bool = True,
+                        grad_name: str | None = None) -> Primitive:
+    """Register a structural primitive with its shape, numpy and VJP rules."""
+    prim = Primitive(name, "structural", nin, differentiable,
+                     grad_name or f"{_pascal(name)}Backward0")
+    PRIMITIVES[name] = prim
+    SHAPE_RULES[name] = shape_rule
+    NUMPY_RULES[name] = numpy_rule
+    if vjp_rule is not None:
+        VJP_RULES[name] = vjp_rule
+    return prim
+
+
+def _symbols_of(fn: Callable) -> tuple[sympy.Symbol, ...]:
+    names = list(inspect.signature(fn).parameters)
+    if "out" in names:
+        raise ValueError("'out' is reserved for the output in derivative formulas")
+    return tuple(sympy.Symbol(n, real=True) for n in names)
+
+
+def elementwise(name: str, formula: Callable, *, numpy: Callable | None = None,
+                grads: Callable | None = None, out_dtype: str = "same",
+                differentiable: bool = True, grad_name: str | None = None,
+                _builtin: bool = False) -> Primitive:
+    """Define an elementwise primitive from a sympy formula; its gradient, numpy kernel
+    and (with the LLVM backend) native code follow from the formula.
+
+    `grads`, if given, returns closed-form partials (they may use the symbol ``out`` for
+    the result) — for numerical stability; tests check them against ``sympy.diff``.
+
+    >>> import sympy, symgrad
+    >>> sp = symgrad.elementwise("my_softplus", lambda x: sympy.log(1 + sympy.exp(x)))
+    >>> x = symgrad.tensor([0.0], requires_grad=True)
+    >>> symgrad.apply(sp, x).sum().backward(); x.grad
+    tensor([0.5000])
+    """
+    syms = _symbols_of(formula)
+    expr = sympy.sympify(formula(*syms))
+    given = None
+    if grads is not None:
+        given = tuple(grads(*syms, OUT))
+        if len(given) != len(syms):
+            raise ValueError(f"grads for {name} must return {len(syms)} partials")
+    with _lock:
+        if name in PRIMITIVES and not _builtin and not PRIMITIVES[name].user:
+            raise ValueError(f"{name!r} is a built-in primitive and cannot be redefined")
+        prim = Primitive(name, "elementwise", len(syms), differentiable,
+                         grad_name or f"{_pascal(name)}Backward0",
+                         Formula(syms, expr, given), out_dtype, user=not _builtin)
+        PRIMITIVES[name] = prim
+        SHAPE_RULES[name] = _elementwise_shape(prim)
+        NUMPY_RULES[name] = numpy or _lambdified(syms, expr)
+        from . import vjp  # the generic elementwise rule
+        VJP_RULES[name] = vjp.elementwise_vjp
+    return prim
+
+
+def _lambdified(syms, expr) -> Callable:
+    fn = sympy.lambdify(syms, expr, modules="numpy")
+
+    def kernel(*arrays):
+        res = fn(*arrays)
+        shape = np.broadcast_shapes(*(np.shape(a) for a in arrays))
+        if np.shape(res) != shape:
+            res = np.broadcast_to(res, shape).copy()
+        return res
+    return kernel
+
+
+def _elementwise_shape(prim: Primitive) -> Callable:
+    from .shapes import broadcast_shapes
+    from .. import dtypes
+
+    def rule(avals, **_):
+        shape = broadcast_shapes(*(a[0] for a in avals))
+        if prim.out_dtype == "bool":
+            return shape, dtypes.bool_
+        dt = avals[-1][1] if prim.name != "where" else avals[1][1]
+        if prim.out_dtype == "float" and not dt.is_floating_point:
+            dt = dtypes.get_default_dtype()
+        return shape, dt
+    return rule
+
+
+def derivative_primitive(prim: Primitive, i: int):
+    """How to compute d prim / d input i: a sympy number or symbol when the partial is
+    that simple, else ``(dprim, symbols)`` — an elementwise primitive over just the
+    symbols (inputs and/or ``out``) the partial uses, registered once."""
+    d = prim.formula.partial(i)
+    if d.is_number or isinstance(d, sympy.Symbol):
+        return d
+    name = f"{prim.name}.d{i}"
+    cached = _DERIVED.get(name)
+    if cached is not None:
+        return cached
+    order = prim.formula.symbols + (OUT,)
+    syms = tuple(s for s in order if s in d.free_symbols)
+    with _lock:
+        dprim = Primitive(name, "elementwise", len(syms), True, f"{_pascal(prim.name)}Backward0",
+                          Formula(syms, d), "same")
+        PRIMITIVES[name] = dprim
+        SHAPE_RULES[name] = _elementwise_shape(dprim)
+        NUMPY_RULES[name] = _lambdified(syms, d)
+        from . import vjp
+        VJP_RULES[name] = vjp.elementwise_vjp
+        _DERIVED[name] = (dprim, syms)
+    return _DERIVED[name]
+
+
+_DERIVED: dict[str, tuple] = {}

@@ -1,0 +1,387 @@
+"""The Tensor class: storage (a numpy array when eager, a graph node when traced), the
+autograd state PyTorch users rely on (requires_grad, grad, grad_fn, is_leaf, version
+counter, views), conversions and printing.
+
+Operations (math, shapes, indexing, reductions, in-place updates) are defined in
+:mod:`symgrad.functions` and attached as methods by :mod:`symgrad.functions.methods`,
+so this module holds only what a tensor *is*.
+"""
+from __future__ import annotations
+
+import warnings
+import weakref
+
+import numpy as np
+
+from . import dispatch, dtypes
+from .autograd import grad_mode
+from .printing import tensor_repr
+
+__all__ = ["Tensor", "Size"]
+
+_NON_LEAF_GRAD = (
+    "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad "
+    "attribute won't be populated during autograd.backward(). If you indeed want the .grad "
+    "field to be populated for a non-leaf Tensor, use .retain_grad() on the non-leaf Tensor. "
+    "If you access the non-leaf Tensor by mistake, make sure you access the leaf Tensor "
+    "instead. See github.com/pytorch/pytorch/pull/30531 for more information. (Triggered "
+    "internally at build/aten/src/ATen/core/TensorBody.h:493.)")
+_REQ_GRAD_NONLEAF = (
+    "you can only change requires_grad flags of leaf variables. If you want to use a "
+    "computed variable in a subgraph that doesn't require differentiation use "
+    "var_no_grad = var.detach().")
+
+
+class Size(tuple):
+    """A tensor shape; prints as ``torch.Size([2, 3])``."""
+
+    def __repr__(self) -> str:
+        return f"torch.Size({list(self)})"
+
+    __str__ = __repr__
+
+    def numel(self) -> int:
+        n = 1
+        for s in self:
+            n *= s
+        return n
+
+
+class Tensor:
+    """An n-dimensional array with PyTorch's autograd semantics.
+
+    >>> import symgrad as torch
+    >>> x = torch.ones(2, 2, requires_grad=True)
+    >>> out = (3 * (x + 2) ** 2).mean(); out.backward(); x.grad
+    tensor([[4.5000, 4.5000],
+            [4.5000, 4.5000]])
+    """
+
+    __slots__ = ("_data", "_node", "_dtype", "_requires_grad", "grad_fn", "_grad", "_vc",
+                 "_base", "_view_chain", "_retains_grad", "_acc", "_birth", "__weakref__",
+                 "__dict__")
+    __array_priority__ = 1000
+    _births = [0]
+
+    # ---- construction (internal) ------------------------------------------------------
+    @classmethod
+    def _from_array(cls, data: np.ndarray, dtype: dtypes.DType | None = None) -> "Tensor":
+        t = object.__new__(cls)
+        t._data = data
+        t._node = None
+        t._dtype = dtype or dtypes.from_numpy_dtype(data.dtype)
+        t._requires_grad = False
+        t.grad_fn = None
+        t._grad = None
+        t._vc = [0]
+        t._base = None
+        t._view_chain = None
+        t._retains_grad = False
+        t._acc = None
+        Tensor._births[0] += 1
+        t._birth = Tensor._births[0]
+        return t
+
+    @classmethod
+    def _from_node(cls, node) -> "Tensor":
+        t = cls._from_array.__func__(cls, None, node.dtype)
+        t._node = node
+        return t
+
+    def _shallow(self) -> "Tensor":
+        """A new tensor object on the same storage and version counter, no history."""
+        t = Tensor._from_array(self._data, self._dtype)
+        t._node = self._node
+        t._vc = self._vc
+        return t
+
+    def _with_grad_fn(self, fn) -> "Tensor":
+        t = self._shallow()
+        t.grad_fn = fn
+        return t
+
+    def __init__(self, *args, **kwargs):
+        raise TypeError("create tensors with symgrad.tensor(...), symgrad.zeros(...), ...")
+
+    # ---- metadata -------------------------------------------------------------------
+    @property
+    def shape(self) -> Size:
+        return Size(self._data.shape if self._node is None else self._node.shape)
+
+    def size(self, dim: int | None = None):
+        if dim is None:
+            return self.shape
+        from .ops.shapes import wrap_dim
+        return self.shape[wrap_dim(dim, self.dim())]
+
+    @property
+    def dtype(self) -> dtypes.DType:
+        return self._dtype
+
+    @property
+    def device(self):
+        return _CPU
+
+    @property
+    def is_cuda(self) -> bool:
+        return False
+
+    def dim(self) -> int:
+        return len(self.shape)
+
+    ndimension = dim
+
+    @property
+    def ndim(self) -> int:
+        return self.dim()
+
+    def numel(self) -> int:
+        return self.shape.numel()
+
+    nelement = numel
+
+    def element_size(self) -> int:
+        return self._dtype.itemsize
+
+    def is_floating_point(self) -> bool:
+        return self._dtype.is_floating_point
+
+    def is_contiguous(self) -> bool:
+        return self._node is not None or bool(self._data.flags.c_contiguous)
+
+    @property
+    def is_traced(self) -> bool:
+        """True for symbolic tensors inside :func:`symgrad.compile` tracing."""
+        return self._node is not None
+
+    @property
+    def node(self):
+        """The graph node of a traced tensor (None for eager tensors)."""
+        return self._node
+
+    def __len__(self) -> int:
+        if self.dim() == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    # ---- autograd state -------------------------------------------------------------
+    @property
+    def requires_grad(self) -> bool:
+        return self._requires_grad or self.grad_fn is not None
+
+    @requires_grad.setter
+    def requires_grad(self, value: bool) -> None:
+        self.requires_grad_(value)
+
+    def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
+        if self.grad_fn is not None:
+            if not requires_grad:
+                raise RuntimeError(_REQ_GRAD_NONLEAF)
+            return self
+        if requires_grad and not self._dtype.is_floating_point:
+            raise RuntimeError("only Tensors of floating point dtype can require gradients")
+        self._requires_grad = bool(requires_grad)
+        return self
+
+    @property
+    def is_leaf(self) -> bool:
+        return self.grad_fn is None
+
+    @property
+    def grad(self):
+        if self.grad_fn is not None and not self._retains_grad:
+            warnings.warn(_NON_LEAF_GRAD, UserWarning, stacklevel=2)
+        return self._grad
+
+    @grad.setter
+    def grad(self, value) -> None:
+        if value is not None:
+            if not isinstance(value, Tensor):
+                raise TypeError(f"assigned grad expected to be a Tensor or None but got grad "
+                                f"of type {type(value).__name__}")
+            if tuple(value.shape) != tuple(self.shape):
+                raise RuntimeError(
+                    f"attempting to assign a gradient of size '{list(value.shape)}' to a tensor "
+                    f"of size '{list(self.shape)}'. Please ensure that the gradient and the "
+                    "tensor are the same size")
+            if value.dtype is not self.dtype:
+                raise RuntimeError(
+                    f"attempting to assign a gradient with dtype '{value.dtype.c_name.lower()}'"
+                    f" to a tensor with grad_dtype '{self.dtype.c_name}'. The gradient must "
+                    "match the tensor's grad_dtype (defaults to the tensor's dtype). You can "
+                    "set the tensor's grad_dtype attribute with a specific dtype, or None to "
+                    "allow any dtype. Set grad_dtype with caution. Diverging the dtypes of a "
+                    "tensor and its gradient may break downstream systems that assume they "
+                    "match.")
+        self._grad = value
+
+    @property
+    def retains_grad(self) -> bool:
+        return self._retains_grad
+
+    def retain_grad(self) -> None:
+        if self.grad_fn is None:
+            if not self._requires_grad:
+                raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+            return
+        self._retains_grad = True
+        self.grad_fn._retained = weakref.ref(self)
+
+    @property
+    def _version(self) -> int:
+        return self._vc[0]
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        """Accumulate d(self)/d(leaf) into each leaf's ``.grad`` (see PyTorch)."""
+        from .autograd import engine
+        engine.backward([self], None if gradient is None else [gradient],
+                        retain_graph=retain_graph, create_graph=create_graph, inputs=inputs)
+
+    def detach(self) -> "Tensor":
+        """A tensor on the same storage (and version counter) with no history."""
+        return self._shallow()
+
+    def detach_(self) -> "Tensor":
+        if self._base is not None:
+            raise RuntimeError(
+                "Can't detach views in-place. Use detach() instead. If you are using "
+                "DistributedDataParallel (DDP) for training, and gradient_as_bucket_view is "
+                "set as True, gradients are views of DDP buckets, and hence detach_() cannot "
+                "be called on these gradients. To fix this error, please refer to the "
+                "Optimizer.zero_grad() function in torch/optim/optimizer.py as the solution.")
+        self.grad_fn = None
+        self._requires_grad = False
+        return self
+
+    @property
+    def data(self) -> "Tensor":
+        """The same storage without history; edits through it are not version-tracked."""
+        t = Tensor._from_array(self._data, self._dtype)
+        t._node = self._node
+        return t
+
+    @data.setter
+    def data(self, value: "Tensor") -> None:
+        if not isinstance(value, Tensor):
+            raise TypeError(f"data must be a Tensor, got {type(value).__name__}")
+        self._data, self._node, self._dtype = value._data, value._node, value._dtype
+
+    # ---- conversion -----------------------------------------------------------------
+    def _eager_data(self, what: str) -> np.ndarray:
+        if self._node is not None:
+            from .errors import traced_value_error
+            raise traced_value_error(what)
+        return self._data
+
+    def numpy(self, *, force: bool = False) -> np.ndarray:
+        if self.requires_grad and not force:
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use "
+                               "tensor.detach().numpy() instead.")
+        return self._eager_data("numpy()")
+
+    def __array__(self, dtype=None, copy=None):
+        a = self._eager_data("conversion to a numpy array")
+        return a.astype(dtype) if dtype is not None else a
+
+    def item(self):
+        a = self._eager_data("item()")
+        if a.size != 1:
+            raise RuntimeError(f"a Tensor with {a.size} elements cannot be converted to Scalar")
+        return a.reshape(()).item()
+
+    def tolist(self):
+        return self._eager_data("tolist()").tolist()
+
+    def __float__(self) -> float:
+        return float(self._scalar("float()"))
+
+    def __int__(self) -> int:
+        return int(self._scalar("int()"))
+
+    def __index__(self) -> int:
+        if self._dtype.category == "float":
+            raise TypeError("only integer tensors of a single element can be converted to an index")
+        return int(self._scalar("index"))
+
+    def __bool__(self) -> bool:
+        a = self._eager_data("bool()")
+        if a.size != 1:
+            raise RuntimeError(f"Boolean value of Tensor with more than one value is ambiguous")
+        return bool(a.reshape(()))
+
+    def _scalar(self, what):
+        a = self._eager_data(what)
+        if a.size != 1:
+            raise ValueError("only one element tensors can be converted to Python scalars")
+        return a.reshape(()).item()
+
+    def __iter__(self):
+        if self.dim() == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self.shape[0]))
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __repr__(self) -> str:
+        fn = self.grad_fn
+        if self._node is not None:
+            suffix = f", grad_fn=<{fn.name()}>" if fn is not None else ""
+            return (f"Tensor(traced {self._node.op}, shape={list(self.shape)}, "
+                    f"dtype={self._dtype!r}{suffix})")
+        return tensor_repr(self._data, dtype=self._dtype.name,
+                           requires_grad=self.requires_grad,
+                           grad_fn_name=fn.name() if fn is not None else None,
+                           default_dtype=dtypes.get_default_dtype().name)
+
+    __str__ = __repr__
+
+    def __format__(self, spec: str) -> str:
+        if self.dim() == 0 and self._node is None:
+            return format(self.item(), spec)
+        return format(repr(self), spec)
+
+    def __reduce_ex__(self, protocol):
+        from .functions.creation import tensor
+        return (tensor, (self._eager_data("pickling").copy(),),
+                None) if not self.requires_grad else (_rebuild, (self._data.copy(), True))
+
+    def __deepcopy__(self, memo):
+        if not self.is_leaf:
+            raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) "
+                               "support the deepcopy protocol at the moment.  If you were "
+                               "attempting to deepcopy a module, this may be because of a "
+                               "torch.nn.utils.weight_norm usage, see "
+                               "https://github.com/pytorch/pytorch/pull/103001")
+        t = Tensor._from_array(self._eager_data("deepcopy").copy(), self._dtype)
+        t._requires_grad = self._requires_grad
+        if self._grad is not None:
+            t._grad = self._grad.__deepcopy__(memo)
+        return t
+
+
+def _rebuild(data, requires_grad):
+    t = Tensor._from_array(data)
+    t._requires_grad = requires_grad
+    return t
+
+
+class _Device:
+    type = "cpu"
+    index = None
+
+    def __repr__(self) -> str:
+        return "device(type='cpu')"
+
+    def __str__(self) -> str:
+        return "cpu"
+
+    def __eq__(self, other) -> bool:
+        return str(other) == "cpu" or isinstance(other, _Device)
+
+    def __hash__(self) -> int:
+        return hash("cpu")
+
+
+_CPU = _Device()
+dispatch.tensor_cls(Tensor)
