@@ -89,7 +89,8 @@ _ew("logical_and", lambda x, y: _pw((1, S.Ne(x, 0) & S.Ne(y, 0)), (0, True)),
     numpy=np.logical_and, out_dtype="bool", differentiable=False)
 _ew("logical_or", lambda x, y: _pw((1, S.Ne(x, 0) | S.Ne(y, 0)), (0, True)),
     numpy=np.logical_or, out_dtype="bool", differentiable=False)
-_ew("isnan", lambda x: _pw((1, S.Ne(x, x)), (0, True)), numpy=np.isnan, out_dtype="bool",
+# (sympy folds Ne(x, x) to False for real x, so isnan is an opaque function here)
+_ew("isnan", lambda x: S.Function("isnan")(x), numpy=np.isnan, out_dtype="bool",
     differentiable=False)
 
 BUILTIN_ELEMENTWISE = ("add", "sub", "mul", "div", "neg", "copy", "pow", "remainder", "floor_divide",

@@ -158,7 +158,8 @@ def _lambdified(syms, expr) -> Callable:
     fn = sympy.lambdify(syms, expr, modules="numpy")
 
     def kernel(*arrays):
-        res = fn(*arrays)
+        with np.errstate(all="ignore"):   # log(0), 0 * inf ...: no warnings, as in PyTorch
+            res = fn(*arrays)
         shape = np.broadcast_shapes(*(np.shape(a) for a in arrays))
         if np.shape(res) != shape:
             res = np.broadcast_to(res, shape).copy()
