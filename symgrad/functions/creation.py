@@ -72,7 +72,7 @@ def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False)
     else:
         dt = dtypes.as_dtype(dtype) if dtype is not None else _infer_dtype(data)
         arr = _from_nested(data)
-    arr = np.ascontiguousarray(arr.astype(dt.np, copy=False))
+    arr = np.require(arr.astype(dt.np, copy=False), requirements="C")  # keeps 0-d as 0-d
     return _finish(arr, dt, requires_grad)
 
 
