@@ -38,6 +38,8 @@ from .autograd import (enable_grad, inference_mode, is_grad_enabled, no_grad,
                        set_grad_enabled)
 from .printing import set_printoptions, get_printoptions
 from . import autograd, nn
+from .ops import fused as _fused  # registers the `fused` primitive
+from .compiler import (compile, grad, value_and_grad, jacobian, hessian, jvp, vjp)
 
 float = float32
 double = float64

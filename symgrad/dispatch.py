@@ -30,8 +30,9 @@ def tensor_cls(cls) -> None:
 
 
 def set_lifter(fn):
-    """Install `fn(tensor) -> Node` used when an eager tensor meets a traced one;
-    returns the previous hook."""
+    """Install the active tracer: ``fn(tensor) -> Node`` turns an eager tensor into a
+    node, and ``fn.is_outer(tensor)`` says whether it existed before tracing began (such
+    tensors become inputs of the traced program). Returns the previous one."""
     prev = _lifter[0]
     _lifter[0] = fn
     return prev
@@ -42,9 +43,10 @@ def bind(prim: registry.Primitive, *operands, grad_name: str | None = None, **at
     which take the dtype of the tensor operands)."""
     traced = False
     req = False
+    tracer = _lifter[0]
     for o in operands:
         if isinstance(o, Tensor):
-            if o._data is None:
+            if o._data is None or (tracer is not None and tracer.is_outer(o)):
                 traced = True
             if o._requires_grad or o.grad_fn is not None:
                 req = True
@@ -65,7 +67,8 @@ def _eager(prim, operands, attrs):
     arrays = [o._data if isinstance(o, Tensor) else o for o in operands]
     if prim.kind == "elementwise":
         try:
-            res = NUMPY_RULES[prim.name](*arrays)
+            with np.errstate(all="ignore"):     # log(0), sqrt(-1): no warnings, as in PyTorch
+                res = NUMPY_RULES[prim.name](*arrays)
         except ValueError:
             SHAPE_RULES[prim.name]([(np.shape(a), None) for a in arrays])  # raises torch's text
             raise
@@ -75,7 +78,8 @@ def _eager(prim, operands, attrs):
         return Tensor._from_array(res, dt)
     avals = [(o.shape, o.dtype) if isinstance(o, Tensor) else (np.shape(o), None) for o in operands]
     shape, dt = SHAPE_RULES[prim.name](avals, **attrs)
-    res = NUMPY_RULES[prim.name](*arrays, **attrs)
+    with np.errstate(all="ignore"):
+        res = NUMPY_RULES[prim.name](*arrays, **attrs)
     if type(res) is not np.ndarray or res.dtype != dt.np:
         res = np.asarray(res, dtype=dt.np)
     if res.shape != shape:

@@ -331,7 +331,7 @@ class Tensor:
                     f"dtype={self._dtype!r}{suffix})")
         return tensor_repr(self._data, dtype=self._dtype.name,
                            requires_grad=self.requires_grad,
-                           grad_fn_name=fn.name() if fn is not None else None,
+                           grad_fn_name=type(fn).__name__ if fn is not None else None,
                            default_dtype=dtypes.get_default_dtype().name)
 
     __str__ = __repr__

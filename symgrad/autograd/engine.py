@@ -197,6 +197,10 @@ def _add_grads(old, g, create_graph):
 
 def _accumulate_leaf(leaf, g, create_graph):
     from ..ops import lax
+    from .. import dispatch
+    tracer = dispatch._lifter[0]
+    if tracer is not None and leaf._data is not None:
+        tracer.backup_grad(leaf)          # symgrad.compile restores it after tracing
     if g.dtype is not leaf.dtype:
         g = lax.cast(g, leaf.dtype)
     if leaf._grad is None:

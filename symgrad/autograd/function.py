@@ -61,8 +61,10 @@ class Function:
                  "_saved", "_saved_out", "_freed", "_retained", "_seq", "__weakref__",
                  "_inner")
 
+    _name = "Function"    # PyTorch's name(): "MulBackward0", "torch::autograd::CopySlices"
+
     def name(self) -> str:
-        return type(self).__name__
+        return type(self)._name
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} object at {hex(id(self))}>"
@@ -95,8 +97,9 @@ class Function:
             self._inner.release()
             self._freed = True
             return
-        if any(isinstance(s, SavedTensor) for s in self._saved) or self._saved_out is not None:
-            self._saved = tuple(None if isinstance(s, SavedTensor) else s for s in self._saved)
+        # a saved Python scalar (x * 2) is a saved wrapped-number tensor in PyTorch: freed too
+        if any(s is not None for s in self._saved) or self._saved_out is not None:
+            self._saved = (None,) * len(self._saved)
             self._saved_out = None
             self._freed = True
 
@@ -123,10 +126,13 @@ class Function:
 
 
 def function_class(name: str) -> type:
-    """The Function subclass named `name` (created once)."""
+    """The Function subclass for `name` (created once). Like PyTorch's, a C++-qualified
+    name keeps only its last part as the class name: ``torch::autograd::CopySlices``
+    prints as ``<CopySlices object at ...>`` and ``grad_fn=<CopySlices>``."""
     cls = _CLASSES.get(name)
     if cls is None:
-        cls = type(name, (Function,), {"__slots__": (), "__module__": "builtins"})
+        cls = type(name.rsplit("::", 1)[-1], (Function,),
+                   {"__slots__": (), "__module__": "builtins", "_name": name})
         _CLASSES[name] = cls
     return cls
 

@@ -40,8 +40,8 @@ def _normalize(key, ndim):
         raise IndexError("an index can only have a single ellipsis ('...')")
     if used > ndim:
         raise IndexError(f"too many indices for tensor of dimension {ndim}")
-    if Ellipsis in out:
-        i = out.index(Ellipsis)
+    if any(k is Ellipsis for k in out):        # `in` would compare tensors with ==
+        i = next(j for j, k in enumerate(out) if k is Ellipsis)
         out[i:i + 1] = [slice(None)] * (ndim - used)
     else:
         out += [slice(None)] * (ndim - used)

@@ -65,6 +65,11 @@ def _random_fill(kind):
     return method
 
 
+def _nnf():
+    from ..nn import functional      # imported late: nn.functional builds on this package
+    return functional
+
+
 def _type_conv(dt):
     return lambda self: lax.cast(self, dt)
 
@@ -124,6 +129,8 @@ _METHODS = {
     "max": reduction.max, "min": reduction.min, "amax": reduction.amax,
     "amin": reduction.amin, "argmax": reduction.argmax, "argmin": reduction.argmin,
     "logsumexp": reduction.logsumexp, "norm": reduction.norm,
+    "softmax": lambda self, dim, dtype=None: _nnf().softmax(self, dim, dtype=dtype),
+    "log_softmax": lambda self, dim, dtype=None: _nnf().log_softmax(self, dim, dtype=dtype),
     # linear algebra
     "matmul": linalg.matmul, "mm": linalg.mm, "mv": linalg.mv, "dot": linalg.dot,
     "bmm": linalg.bmm,

@@ -24,7 +24,7 @@ class Constant:
     __slots__ = ("value", "_key")
 
     def __init__(self, value: np.ndarray):
-        value = np.ascontiguousarray(value)
+        value = np.array(value, order="C")       # (ascontiguousarray would make 0-d 1-d)
         value.setflags(write=False)
         self.value = value
         if value.size <= 16:

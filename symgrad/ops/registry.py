@@ -158,9 +158,12 @@ def _lambdified(syms, expr) -> Callable:
     fn = sympy.lambdify(syms, expr, modules="numpy")
 
     def kernel(*arrays):
+        shape = np.broadcast_shapes(*(np.shape(a) for a in arrays))
+        if any(np.shape(a) != shape for a in arrays):
+            # lambdified Piecewise conditions (logical_and.reduce) need equal shapes
+            arrays = np.broadcast_arrays(*arrays)
         with np.errstate(all="ignore"):   # log(0), 0 * inf ...: no warnings, as in PyTorch
             res = fn(*arrays)
-        shape = np.broadcast_shapes(*(np.shape(a) for a in arrays))
         if np.shape(res) != shape:
             res = np.broadcast_to(res, shape).copy()
         return res

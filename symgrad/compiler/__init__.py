@@ -1,0 +1,7 @@
+"""The compiler: tracing, symbolic transforms, rewrites, fusion, backends and the
+compile-and-cache API (``symgrad.compile``, ``symgrad.grad``, ...)."""
+from .api import (CacheInfo, Compiled, Lowered, compile, grad, hessian, jacobian, jvp, vjp,
+                  value_and_grad)
+
+__all__ = ["compile", "grad", "value_and_grad", "jacobian", "hessian", "jvp", "vjp",
+           "Compiled", "Lowered", "CacheInfo"]

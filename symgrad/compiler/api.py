@@ -1,0 +1,418 @@
+"""``symgrad.compile`` and the compiled transforms (grad, value_and_grad, jacobian,
+hessian, jvp, vjp): trace once per input signature, rewrite, differentiate symbolically,
+optimise, hand to a backend, cache (LRU) — and explain every cache miss.
+
+Stages, as in JAX: ``f.lower(*args)`` gives a :class:`Lowered` (``as_text``,
+``formulas``, ``symbolic``, ``dot``); ``.compile()`` gives the backend executable.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import warnings
+import weakref
+from collections import OrderedDict, namedtuple
+
+import numpy as np
+
+from .. import dtypes
+from ..config import settings
+from ..graph.node import Node, toposort
+from ..tensor import Tensor
+from . import pytree
+from .backends import get_backend
+from .fusion import fuse
+from .program import Program
+from .rewrite import count_nodes, simplify, stabilize
+from .trace import Leaf, arg_names, leaf_spec, trace
+from .transforms import Grad, Identity, Jacobian, Jvp, Transform, Vjp
+
+__all__ = ["compile", "grad", "value_and_grad", "jacobian", "hessian", "jvp", "vjp",
+           "Compiled", "Lowered", "CacheInfo"]
+
+log = logging.getLogger("symgrad.recompiles")
+CacheInfo = namedtuple("CacheInfo", "hits misses entries maxsize")
+
+
+def _resolve_backend(name: str | None) -> str:
+    name = name or settings.backend
+    if name == "llvm":
+        try:
+            get_backend("llvm")
+        except RuntimeError as e:
+            warnings.warn(f"{e}; using the numpy backend", RuntimeWarning, stacklevel=3)
+            return "numpy"
+    else:
+        get_backend(name)
+    return name
+
+
+class Lowered:
+    """A traced, transformed and optimised program for one input signature."""
+
+    def __init__(self, raw: Program, stats: dict, optimized: Program, backend: str,
+                 aux: list, signature: tuple):
+        self.raw = raw
+        self.optimized = optimized
+        self.stats = stats
+        self.backend = backend
+        self.aux = aux
+        self.signature = signature
+        self._exe = None
+
+    def as_text(self, optimized: bool = True) -> str:
+        """The program, one line per node (after the rewrites unless optimized=False),
+        with node counts before and after optimisation."""
+        s = self.stats
+        head = (f"# {s['traced']} nodes traced, {s['transformed']} after "
+                f"{s['transform']}, {s['optimized']} after rewrites and fusion "
+                f"({s['fused']} fused kernels)")
+        return head + "\n" + (self.optimized if optimized else self.raw).as_text()
+
+    def formulas(self, latex: bool = False) -> dict[str, object]:
+        """Each fused elementwise kernel as a sympy expression of its inputs (or LaTeX)."""
+        import sympy
+        out = {}
+        text = self.optimized.as_text().splitlines()
+        names = {}
+        for line in text:
+            line = line.strip()
+            if "= fused[" in line:
+                names[line.split(":")[0]] = line
+        k = 0
+        for n in self.optimized.nodes():
+            if n.op != "fused":
+                continue
+            expr = n.attr("expr")
+            out[f"kernel{k}"] = sympy.latex(expr) if latex else expr
+            k += 1
+        return out
+
+    def symbolic(self, simplify: bool = True):
+        """Every output element as a sympy expression of the input elements (for small
+        inputs), structured like the outputs."""
+        from .symbolic import MAX_ELEMENTS, input_symbols, symbolic_values
+        env = {}
+        for node, name in zip(self.raw.inputs, self.raw.input_names):
+            if node.size > MAX_ELEMENTS:
+                raise ValueError(f"symbolic(): input {name} has {node.size} elements; "
+                                 f"symbolic evaluation is for inputs up to {MAX_ELEMENTS}")
+            env[id(node)] = input_symbols(_ident(name), node.shape)
+        for node in self.aux:
+            env[id(node)] = np.zeros(node.shape, dtype=object)
+        vals = symbolic_values(self.raw.outputs, env, simplify=simplify)
+        return pytree.unflatten(self.signature[2], vals)
+
+    def dot(self, optimized: bool = True) -> str:
+        return (self.optimized if optimized else self.raw).dot()
+
+    def compile(self):
+        """The backend executable (cached on this Lowered)."""
+        if self._exe is None:
+            self._exe = get_backend(self.backend).compile_program(self.optimized)
+        return self._exe
+
+
+def _ident(name: str) -> str:
+    out = "".join(c if c.isalnum() else "_" for c in name).strip("_")
+    return out or "x"
+
+
+class _Entry:
+    __slots__ = ("exe", "closure", "guards", "aux", "numpy_out", "structure", "lowered",
+                 "out_dtypes")
+
+    def __init__(self, lowered: Lowered, closure, numpy_out):
+        self.lowered = lowered
+        self.exe = lowered.compile()
+        self.closure = [t for t, _ in closure]
+        self.guards = [(tuple(t.shape), t.dtype) for t, _ in closure]
+        self.aux = [np.zeros(n.shape, n.dtype.np) for n in lowered.aux]
+        self.numpy_out = numpy_out
+        self.structure = lowered.signature[2]
+
+    def stale_closure(self):
+        for t, (shape, dt) in zip(self.closure, self.guards):
+            if tuple(t.shape) != shape or t.dtype is not dt:
+                return t, shape, dt
+        return None
+
+
+class Compiled:
+    """A compiled function: call it like the original (see :func:`compile`)."""
+
+    def __init__(self, fn, static_argnums=(), backend=None, transform: Transform | None = None,
+                 maxsize: int | None = None):
+        if not callable(fn):
+            raise TypeError(f"symgrad.compile expects a callable, got {type(fn).__name__}")
+        self.fn = fn
+        self.static_argnums = tuple(sorted({static_argnums} if isinstance(static_argnums, int)
+                                           else set(static_argnums)))
+        self.backend = _resolve_backend(backend)
+        self.transform = transform or Identity()
+        self._cache: OrderedDict = OrderedDict()
+        self._maxsize = maxsize or settings.cache_size
+        self.hits = self.misses = 0
+        self.last_miss_reason: str | None = None
+        functools.update_wrapper(self, fn)
+
+    # ---- signature ---------------------------------------------------------------------
+    def _split(self, args):
+        n = len(args)
+        for a in self.static_argnums:
+            if a >= n:
+                raise TypeError(f"static_argnums {a} is out of range: called with {n} arguments")
+        static = tuple(args[i] for i in self.static_argnums)
+        try:
+            hash(static)
+        except TypeError:
+            raise TypeError("static arguments must be hashable: "
+                            f"{[type(s).__name__ for s in static]}") from None
+        dyn = tuple(a for i, a in enumerate(args) if i not in self.static_argnums)
+        return static, dyn
+
+    def _signature(self, args):
+        static, dyn = self._split(args)
+        leaves, structure = pytree.flatten(dyn)
+        names = self._leaf_names(args, structure)
+        specs = tuple(leaf_spec(v, nm) for v, nm in zip(leaves, names))
+        return (structure, specs, static), leaves, names
+
+    def _leaf_names(self, args, structure):
+        params = arg_names(self.fn, len(args))
+        dyn_names = [p for i, p in enumerate(params) if i not in self.static_argnums]
+        names = []
+        for sub, pname in zip(structure[1], dyn_names):
+            names.extend(pytree.leaf_paths(sub, pname))
+        return names
+
+    # ---- calling -----------------------------------------------------------------------
+    def __call__(self, *args, **kwargs):
+        if kwargs:
+            raise TypeError(f"compiled function {self.__name__!r} takes positional arguments "
+                            f"only (got keyword arguments {sorted(kwargs)})")
+        key, leaves, names = self._signature(args)
+        entry = self._cache.get(key)
+        if entry is not None:
+            stale = entry.stale_closure()
+            if stale is not None:
+                self._miss(f"closure tensor {stale[0].shape} changed from shape "
+                           f"{list(stale[1])} {stale[2].name}")
+                del self._cache[key]
+                entry = None
+        if entry is None:
+            if self._cache:
+                self._miss(self._explain(key))
+            else:
+                self.misses += 1
+            entry = self._build(args, key, leaves, names)
+        else:
+            self.hits += 1
+            self._cache.move_to_end(key)
+        return self._run(entry, leaves)
+
+    def _miss(self, reason: str) -> None:
+        self.misses += 1
+        self.last_miss_reason = reason
+        if "recompiles" in settings.log:
+            log.warning("symgrad: recompiling %s: %s", getattr(self.fn, "__qualname__", self.fn),
+                        reason)
+
+    def _explain(self, key) -> str:
+        last = next(reversed(self._cache))
+        return explain_difference(last, key, self._last_names)
+
+    def _run(self, entry: _Entry, leaves):
+        arrays = []
+        for v, spec in zip(leaves, entry.lowered.signature[1]):
+            if isinstance(v, Tensor):
+                arrays.append(v._data)
+            elif isinstance(v, np.ndarray):
+                arrays.append(v)
+            else:
+                arrays.append(np.asarray(v, dtype=spec.dtype.np))
+        arrays.extend(t._data for t in entry.closure)
+        arrays.extend(entry.aux)
+        outs = entry.exe(arrays)
+        if entry.numpy_out:
+            res = [o[()] if o.ndim == 0 else o for o in outs]
+        else:
+            res = [Tensor._from_array(np.asarray(o)) for o in outs]
+        return pytree.unflatten(entry.structure, res)
+
+    def _build(self, args, key, leaves, names) -> _Entry:
+        lowered, closure = self._lower(args, key, names)
+        entry = _Entry(lowered, closure, numpy_out=not any(isinstance(v, Tensor) for v in leaves))
+        self._cache[key] = entry
+        self._last_names = names
+        while len(self._cache) > self._maxsize:
+            self._cache.popitem(last=False)
+        return entry
+
+    def _lower(self, args, key, names):
+        structure, specs, static = key
+        tr = trace(self.fn, args, self.static_argnums, list(specs), structure, names)
+        traced_count = count_nodes(tr.out_nodes)
+        outs = stabilize(tr.out_nodes)
+        groups = _arg_groups(tr.arg_nodes, names, structure)
+        built = self.transform.build(outs, tr.out_structure, groups, names)
+        aux = built.aux or []
+        inputs = tr.input_nodes + aux
+        in_names = names + [n.attr("name") for _, n in tr.closure] + [a.attr("name") for a in aux]
+        raw = Program(inputs, in_names, built.outputs, built.names)
+        transformed = count_nodes(built.outputs)
+        optimized_outs = fuse(simplify(simplify(built.outputs)))
+        optimized = Program(inputs, in_names, optimized_outs, built.names)
+        stats = {"traced": traced_count, "transform": self.transform.name,
+                 "transformed": transformed, "optimized": count_nodes(optimized_outs),
+                 "fused": sum(1 for n in toposort(optimized_outs) if n.op == "fused")}
+        lowered = Lowered(raw, stats, optimized, self.backend, aux,
+                          (structure, specs, built.structure))
+        return lowered, tr.closure
+
+    # ---- stages & introspection ------------------------------------------------------------
+    def lower(self, *args) -> Lowered:
+        """Trace and optimise for these arguments without running (see :class:`Lowered`)."""
+        key, leaves, names = self._signature(args)
+        return self._lower(args, key, names)[0]
+
+    def cache_info(self) -> CacheInfo:
+        return CacheInfo(self.hits, self.misses, len(self._cache), self._maxsize)
+
+    def cache_clear(self) -> None:
+        self._cache.clear()
+        self.hits = self.misses = 0
+
+    def __repr__(self) -> str:
+        return f"<symgrad.compile({getattr(self.fn, '__qualname__', self.fn)}, backend={self.backend!r})>"
+
+    def __get__(self, obj, objtype=None):
+        return self if obj is None else functools.partial(self, obj)
+
+
+def _arg_groups(arg_nodes, names, structure):
+    """Per positional (dynamic) argument: (its leaf nodes, their names, its structure)."""
+    groups, i = [], 0
+    for sub in structure[1]:
+        k = len(pytree.flatten(pytree.unflatten(sub, [0] * _count(sub)))[0])
+        groups.append((arg_nodes[i:i + k], names[i:i + k], sub))
+        i += k
+    return groups
+
+
+def _count(s) -> int:
+    if s == "*":
+        return 1
+    if s[0] in ("tuple", "list"):
+        return sum(_count(c) for c in s[1])
+    if s[0] == "dict":
+        return sum(_count(c) for c in s[2])
+    return 0
+
+
+def explain_difference(old, new, names) -> str:
+    """Why `new` (structure, specs, static) is not `old`: the first differences, named."""
+    (s0, sp0, st0), (s1, sp1, st1) = old, new
+    if st0 != st1:
+        return f"static arguments changed: {st0!r} → {st1!r}"
+    if s0 != s1:
+        n0 = len(s0[1]) if s0[0] == "tuple" else "?"
+        n1 = len(s1[1]) if s1[0] == "tuple" else "?"
+        if n0 != n1:
+            return f"number of arguments {n0} → {n1}"
+        return "argument structure changed (nesting of tuples / lists / dicts)"
+    diffs = []
+    for a, b, name in zip(sp0, sp1, names):
+        if a.shape != b.shape:
+            diffs.append(f"{name}: shape {a.shape} → {b.shape}")
+        if a.dtype is not b.dtype:
+            diffs.append(f"{name}: dtype {a.dtype.name} → {b.dtype.name}")
+        if a.kind != b.kind:
+            diffs.append(f"{name}: {a.kind} → {b.kind}")
+        if a.requires_grad != b.requires_grad:
+            diffs.append(f"{name}: requires_grad {a.requires_grad} → {b.requires_grad}")
+    return "; ".join(diffs) or "signature changed"
+
+
+# ---- public API ----------------------------------------------------------------------------
+def compile(fn=None, static_argnums=(), backend: str | None = None):
+    """Compile `fn`: trace once per input signature, optimise, run natively, cache.
+
+    Usable as a decorator (``@symgrad.compile`` or ``@symgrad.compile(backend="numpy")``).
+
+    >>> import symgrad, numpy as np
+    >>> f = symgrad.compile(lambda x: (3 * (x + 2) ** 2).mean(), backend="numpy")
+    >>> float(f(np.ones((2, 2))))
+    27.0
+    """
+    if fn is None:
+        return lambda f: Compiled(f, static_argnums, backend)
+    return Compiled(fn, static_argnums, backend)
+
+
+def grad(fn, argnums=0, *, static_argnums=(), backend=None):
+    """The gradient of a scalar function, compiled."""
+    return Compiled(fn, static_argnums, backend, Grad(argnums, name="grad"))
+
+
+def value_and_grad(fn, argnums=0, has_aux=False, *, static_argnums=(), backend=None):
+    """(value, gradient) of a scalar function, compiled; with has_aux, fn returns
+    (value, aux) and the result is (value, gradient, aux)."""
+    return Compiled(fn, static_argnums, backend,
+                    Grad(argnums, value=True, has_aux=has_aux, name="value_and_grad"))
+
+
+def jacobian(fn, argnums=0, *, static_argnums=(), backend=None):
+    """d fn / d argument, shaped output.shape + input.shape, compiled."""
+    return Compiled(fn, static_argnums, backend, Jacobian(argnums))
+
+
+def hessian(fn, argnums=0, *, static_argnums=(), backend=None):
+    """Second derivatives of a scalar function, shaped input.shape + input.shape."""
+    return Compiled(fn, static_argnums, backend, Jacobian(argnums, hessian=True))
+
+
+def _wrapper(fn, n):
+    def wrapped(*args):
+        return fn(*args[:n])
+    wrapped.__name__ = getattr(fn, "__name__", "fn")
+    return wrapped
+
+
+_JVP_CACHE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def jvp(fn, primals, tangents, *, backend=None):
+    """(fn(*primals), J · tangents), compiled (cached per fn and signature)."""
+    primals, tangents = tuple(primals), tuple(tangents)
+    if len(primals) != len(tangents):
+        raise ValueError(f"jvp: {len(primals)} primals but {len(tangents)} tangents")
+    key = ("jvp", len(primals), backend)
+    c = _cached_wrapper(fn, key, lambda: Compiled(_wrapper(fn, len(primals)), (), backend,
+                                                  Jvp(len(primals))))
+    return c(*primals, *tangents)
+
+
+def vjp(fn, *primals, backend=None):
+    """(fn(*primals), vjp_fn) where vjp_fn(cotangent) returns the cotangents of the
+    primals; both compiled."""
+    n = len(primals)
+    fwd = _cached_wrapper(fn, ("fwd", backend), lambda: Compiled(fn, (), backend))
+    back = _cached_wrapper(fn, ("vjp", n, backend),
+                           lambda: Compiled(_wrapper(fn, n), (), backend, Vjp(n)))
+    out = fwd(*primals)
+
+    def vjp_fn(*cotangents):
+        leaves, _ = pytree.flatten(cotangents if len(cotangents) != 1 else cotangents[0])
+        return back(*primals, *leaves)
+    return out, vjp_fn
+
+
+def _cached_wrapper(fn, key, make):
+    try:
+        per_fn = _JVP_CACHE.setdefault(fn, {})
+    except TypeError:
+        return make()
+    if key not in per_fn:
+        per_fn[key] = make()
+    return per_fn[key]

@@ -1,0 +1,284 @@
+"""Graph rewrites. Every pass rebuilds the graph bottom-up from its outputs, so dead
+nodes vanish and hash-consing merges common subexpressions; rules fire on each rebuilt
+node until none applies.
+
+* :func:`stabilize` — before differentiation, so gradients are stable too:
+  log(sigmoid x) → -softplus(-x), log(1 - sigmoid x) → -softplus(x),
+  log(1 + exp x) / log1p(exp x) → softplus x, log(sum(exp x)) → logsumexp with a max
+  shift, log(exp(a) / b) → a - log b, and NaN-safe ``where``: the operands of the branch
+  not taken are replaced by 1 inside domain-restricted subexpressions (sqrt, log, div,
+  pow, ...), so its gradient cannot leak inf/NaN.
+* :func:`simplify` — constant folding and algebraic identities (x*1, x+0, x-0, x-x,
+  --x, x/1, log(exp x), exp(log x) and x/x where x is known positive / nonzero,
+  layout no-ops and compositions).
+
+``x - x → 0`` is exact for finite x; like every identity here it is documented and
+covered by the optimised == unoptimised tests.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from .. import dtypes
+from ..graph.interpret import run_node
+from ..graph.node import Node, const, make_node, toposort
+from ..ops.registry import PRIMITIVES, SHAPE_RULES
+
+__all__ = ["rebuild", "simplify", "stabilize", "mk", "count_nodes"]
+
+FOLD_LIMIT = 1 << 16
+_DOMAIN_RESTRICTED = {"log", "log1p", "sqrt", "rsqrt", "div", "pow", "reciprocal", "tan"}
+
+
+def mk(op: str, *args: Node, **attrs) -> Node:
+    """Build a node, computing its shape and dtype with the primitive's shape rule."""
+    shape, dt = SHAPE_RULES[op]([(a.shape, a.dtype) for a in args], **attrs)
+    return make_node(op, tuple(args), tuple(sorted(attrs.items())), tuple(shape), dt)
+
+
+def scalar(value, dtype) -> Node:
+    return const(np.asarray(value, dtype=dtype.np), dtype)
+
+
+def count_nodes(outputs) -> int:
+    return sum(1 for n in toposort(outputs) if n.op not in ("input", "const"))
+
+
+def rebuild(outputs: list[Node], rule: Callable[[Node], Node | None]) -> list[Node]:
+    """Rebuild `outputs` bottom-up, applying `rule` at each node until it returns None."""
+    memo: dict[int, Node] = {}
+    for node in toposort(outputs):
+        if not node.args:
+            new = node
+        else:
+            args = tuple(memo[id(a)] for a in node.args)
+            new = node if all(a is b for a, b in zip(args, node.args)) else \
+                make_node(node.op, args, node.attrs, node.shape, node.dtype)
+        for _ in range(16):
+            r = rule(new)
+            if r is None or r is new:
+                break
+            new = r
+        memo[id(node)] = new
+    return [memo[id(o)] for o in outputs]
+
+
+# ---- helpers -------------------------------------------------------------------------
+def const_value(n: Node):
+    return n.attr("value").value if n.op == "const" else None
+
+
+def is_const(n: Node, v) -> bool:
+    val = const_value(n)
+    return val is not None and val.size > 0 and bool(np.all(val == v))
+
+
+def _fit(x: Node, like: Node) -> Node | None:
+    """x reshaped/expanded to like's shape and dtype, if that is pure layout."""
+    if x.dtype is not like.dtype:
+        return None
+    if x.shape == like.shape:
+        return x
+    return mk("expand", x, shape=like.shape)
+
+
+def known_positive(n: Node) -> bool:
+    val = const_value(n)
+    if val is not None:
+        return bool(np.all(val > 0))
+    return n.op in ("expand", "reshape", "cast") and known_positive(n.args[0])
+
+
+def known_nonzero(n: Node) -> bool:
+    val = const_value(n)
+    if val is not None:
+        return bool(np.all(val != 0))
+    return known_positive(n)
+
+
+# ---- simplify --------------------------------------------------------------------------
+def _fold(n: Node) -> Node | None:
+    if n.op in ("input", "const", "expand"):
+        return None
+    if n.size > FOLD_LIMIT and n.op != "full":
+        return None
+    if n.args and all(a.op == "const" for a in n.args) or (not n.args and n.op in ("full", "iota")):
+        with np.errstate(all="ignore"):
+            value = run_node(n, [a.attr("value").value for a in n.args])
+        if value.ndim and value.size > 1 and (value == value.flat[0]).all():
+            return mk("expand", const(value.flat[0], n.dtype), shape=n.shape)   # uniform
+        return const(value, n.dtype)
+    if n.op == "full" and n.shape:
+        return mk("expand", scalar(n.attr("value"), n.dtype), shape=n.shape)
+    return None
+
+
+def _identity(n: Node) -> Node | None:
+    op, a = n.op, n.args
+    if op == "add":
+        if is_const(a[1], 0):
+            return _fit(a[0], n)
+        if is_const(a[0], 0):
+            return _fit(a[1], n)
+    elif op == "sub":
+        if is_const(a[1], 0):
+            return _fit(a[0], n)
+        if a[0] is a[1] and n.dtype.is_floating_point:
+            return mk("full", shape=n.shape, value=0, dtype=n.dtype)
+        if is_const(a[0], 0) and a[1].shape == n.shape:
+            return mk("neg", a[1])
+    elif op == "mul":
+        for x, c in ((a[0], a[1]), (a[1], a[0])):
+            if is_const(c, 1):
+                return _fit(x, n)
+            if is_const(c, -1) and x.shape == n.shape:
+                return mk("neg", x)
+    elif op == "div":
+        if is_const(a[1], 1):
+            return _fit(a[0], n)
+        if a[0] is a[1] and known_nonzero(a[0]):
+            return mk("full", shape=n.shape, value=1, dtype=n.dtype)
+    elif op == "neg" and a[0].op == "neg":
+        return a[0].args[0]
+    elif op == "log" and a[0].op == "exp":
+        return a[0].args[0]
+    elif op == "exp" and a[0].op == "log" and known_positive(a[0].args[0]):
+        return a[0].args[0]
+    elif op == "pow" and is_const(a[1], 1):
+        return _fit(a[0], n)
+    elif op == "pow" and is_const(a[1], 2) and a[0].shape == n.shape:
+        return mk("mul", a[0], a[0])
+    return _layout(n)
+
+
+def _layout(n: Node) -> Node | None:
+    op, a = n.op, n.args
+    x = a[0] if a else None
+    if op in ("reshape", "expand") and x.shape == n.shape:
+        return x
+    if op == "reshape" and x.op == "reshape":
+        return mk("reshape", x.args[0], shape=n.shape)
+    if op == "permute":
+        perm = n.attr("perm")
+        if perm == tuple(range(len(perm))):
+            return x
+        if x.op == "permute":
+            inner = x.attr("perm")
+            return mk("permute", x.args[0], perm=tuple(inner[p] for p in perm))
+    if op == "cast" and x.dtype is n.dtype:
+        return x
+    if op == "sum" and not n.attr("axes"):
+        return x if x.shape == n.shape else None
+    if op == "slice" and n.shape == x.shape and all(s == 1 for s in n.attr("steps")):
+        return x
+    return None
+
+
+def simplify(outputs: list[Node]) -> list[Node]:
+    def rule(n):
+        return _fold(n) or _identity(n)
+    return rebuild(outputs, rule)
+
+
+# ---- stabilize ---------------------------------------------------------------------------
+def _one_minus(n: Node) -> Node | None:
+    """x when n is 1 - x."""
+    if n.op == "sub" and is_const(n.args[0], 1) and n.args[1].shape == n.shape:
+        return n.args[1]
+    return None
+
+
+def _one_plus(n: Node) -> Node | None:
+    if n.op == "add":
+        for c, x in ((n.args[0], n.args[1]), (n.args[1], n.args[0])):
+            if is_const(c, 1) and x.shape == n.shape:
+                return x
+    return None
+
+
+def _stable(n: Node) -> Node | None:
+    if n.op == "log":
+        x = n.args[0]
+        if x.op == "sigmoid":                               # log σ(a) = -softplus(-a)
+            return mk("neg", mk("softplus", mk("neg", x.args[0])))
+        inner = _one_minus(x)
+        if inner is not None and inner.op == "sigmoid":     # log(1 - σ(a)) = -softplus(a)
+            return mk("neg", mk("softplus", inner.args[0]))
+        inner = _one_plus(x)
+        if inner is not None and inner.op == "exp":         # log(1 + e^a) = softplus(a)
+            return mk("softplus", inner.args[0])
+        if x.op == "sum" and x.args[0].op == "exp":
+            return _logsumexp(x.args[0].args[0], x.attr("axes"), x.attr("keepdim"), n)
+        if x.op == "div" and x.args[0].op == "exp" and x.args[0].shape == n.shape:
+            return mk("sub", x.args[0].args[0], mk("log", x.args[1]))
+    if n.op == "log1p" and n.args[0].op == "exp":
+        return mk("softplus", n.args[0].args[0])
+    if n.op == "where":
+        return _safe_where(n)
+    return None
+
+
+def _logsumexp(x: Node, axes, keepdim, n: Node) -> Node:
+    if x.op == "sub" and x.args[1].op == "expand" and x.args[1].args[0].op == "amax":
+        return None            # already shifted by its max
+    m = mk("amax", x, axes=axes, keepdim=True)
+    finite = mk("where", mk("isnan", mk("sub", m, m)), scalar(0, m.dtype), m)
+    shifted = mk("sub", x, mk("expand", finite, shape=x.shape))
+    s = mk("log", mk("sum", mk("exp", shifted), axes=axes, keepdim=True))
+    out = mk("add", s, finite)
+    return out if out.shape == n.shape else mk("reshape", out, shape=n.shape)
+
+
+def _safe_where(n: Node) -> Node | None:
+    c, a, b = n.args
+    new_a = _guard(a, c, take=True)
+    new_b = _guard(b, c, take=False)
+    if new_a is a and new_b is b:
+        return None
+    return mk("where", c, new_a, new_b)
+
+
+def _guard(branch: Node, c: Node, take: bool) -> Node:
+    """branch with its elementwise leaves replaced by where(c, leaf, 1) (take=True) or
+    where(c, 1, leaf), if its elementwise cone has a domain-restricted operation."""
+    cone = _elementwise_cone(branch)
+    if not any(n.op in _DOMAIN_RESTRICTED for n in cone.values()):
+        return branch
+    memo: dict[int, Node] = {}
+
+    def sub(node: Node) -> Node:
+        if id(node) in memo:
+            return memo[id(node)]
+        if id(node) in cone:
+            out = make_node(node.op, tuple(sub(a) for a in node.args), node.attrs, node.shape,
+                            node.dtype)
+        elif node.op == "const" or not node.dtype.is_floating_point:
+            out = node
+        else:
+            one = scalar(1, node.dtype)
+            out = mk("where", c, node, one) if take else mk("where", c, one, node)
+            if out.shape != node.shape:      # c broadcasts the leaf up: keep the leaf's shape
+                out = node
+        memo[id(node)] = out
+        return out
+    return sub(branch)
+
+
+def _elementwise_cone(root: Node) -> dict[int, Node]:
+    cone: dict[int, Node] = {}
+    stack = [root]
+    while stack:
+        n = stack.pop()
+        if id(n) in cone or n.op in ("input", "const") or n.op not in PRIMITIVES:
+            continue
+        if PRIMITIVES[n.op].kind != "elementwise" or n.op == "where":
+            continue
+        cone[id(n)] = n
+        stack.extend(n.args)
+    return cone
+
+
+def stabilize(outputs: list[Node]) -> list[Node]:
+    return rebuild(outputs, _stable)

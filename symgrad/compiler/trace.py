@@ -1,0 +1,192 @@
+"""Tracing: running a Python function on symbolic tensors to get its graph.
+
+Arguments become ``input`` nodes; tensors the function closes over (model parameters)
+that existed before tracing began become inputs too — so updating them in place changes
+results without recompiling — while tensors created during tracing are constants.
+"""
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .. import dispatch, dtypes
+from ..graph.node import Node, const, make_node
+from ..tensor import Tensor
+from . import pytree
+
+__all__ = ["Tracer", "TraceResult", "trace", "Leaf", "leaf_spec"]
+
+
+@dataclass(frozen=True)
+class Leaf:
+    """The abstract value of one argument leaf: what the cache key is made of."""
+
+    kind: str                 # "tensor" | "ndarray" | "scalar"
+    shape: tuple
+    dtype: dtypes.DType
+    requires_grad: bool
+
+    def describe(self) -> str:
+        rg = ", requires_grad" if self.requires_grad else ""
+        return f"{self.kind} {self.dtype.name}{list(self.shape)}{rg}"
+
+
+def leaf_spec(value, name: str) -> Leaf:
+    if isinstance(value, Tensor):
+        if value._data is None:
+            raise TypeError(f"argument {name}: a traced tensor cannot be passed to a compiled "
+                            "function from inside another trace; call the Python function "
+                            "directly")
+        return Leaf("tensor", tuple(value.shape), value.dtype, value.requires_grad)
+    if isinstance(value, np.ndarray):
+        return Leaf("ndarray", value.shape, dtypes.from_numpy_dtype(value.dtype), False)
+    if isinstance(value, (bool, np.bool_)):
+        return Leaf("scalar", (), dtypes.bool_, False)
+    if isinstance(value, (int, np.integer)):
+        return Leaf("scalar", (), dtypes.int64, False)
+    if isinstance(value, (float, np.floating)):
+        return Leaf("scalar", (), dtypes.float64, False)
+    raise TypeError(f"argument {name}: expected a Tensor, numpy array or Python number, got "
+                    f"{type(value).__name__} (pass non-numeric arguments through "
+                    "static_argnums)")
+
+
+class Tracer:
+    """The active trace: lifts outer eager tensors to input nodes (see dispatch.bind)."""
+
+    def __init__(self, fn):
+        self.start = Tensor._births[0]
+        self.lifted: dict[int, tuple[Tensor, Node]] = {}
+        self._names = _closure_names(fn)
+        self._grad_backup: dict[int, tuple[Tensor, object]] = {}
+
+    def backup_grad(self, leaf: Tensor) -> None:
+        """Remember an eager leaf's .grad before backward() inside the trace changes it."""
+        self._grad_backup.setdefault(id(leaf), (leaf, leaf._grad))
+
+    def restore_grads(self) -> None:
+        for leaf, grad in self._grad_backup.values():
+            leaf._grad = grad
+
+    def is_outer(self, t: Tensor) -> bool:
+        return t._birth <= self.start
+
+    def __call__(self, t: Tensor) -> Node:
+        hit = self.lifted.get(id(t))
+        if hit is not None:
+            return hit[1]
+        if not self.is_outer(t):
+            return const(t._data, t.dtype)
+        k = len(self.lifted)
+        name = self._names.get(id(t), f"closure{k}")
+        node = make_node("input", (), (("name", name), ("slot", ("closure", k))),
+                         tuple(t.shape), t.dtype)
+        self.lifted[id(t)] = (t, node)
+        return node
+
+
+def _closure_names(fn) -> dict[int, str]:
+    """Names of tensors reachable from fn's closure cells and globals (for readable
+    programs); best effort."""
+    names: dict[int, str] = {}
+    fn = inspect.unwrap(fn) if callable(fn) else fn
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return names
+    for var, cell in zip(code.co_freevars, fn.__closure__ or ()):
+        try:
+            _name_values(names, var, cell.cell_contents)
+        except ValueError:
+            pass
+    g = getattr(fn, "__globals__", {})
+    for var in code.co_names:
+        if var in g:
+            _name_values(names, var, g[var])
+    return names
+
+
+def _name_values(names, var, value):
+    if isinstance(value, Tensor):
+        names.setdefault(id(value), var)
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            if isinstance(v, Tensor):
+                names.setdefault(id(v), f"{var}[{i}]")
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            if isinstance(v, Tensor):
+                names.setdefault(id(v), f"{var}[{k!r}]")
+
+
+@dataclass
+class TraceResult:
+    """A traced program: its input nodes (arguments, then closed-over tensors), outputs."""
+
+    arg_nodes: list[Node]
+    arg_names: list[str]
+    closure: list[tuple[Tensor, Node]]
+    out_nodes: list[Node]
+    out_structure: object
+    out_names: list[str] = field(default_factory=list)
+
+    @property
+    def input_nodes(self) -> list[Node]:
+        return self.arg_nodes + [n for _, n in self.closure]
+
+
+def arg_names(fn, n: int) -> list[str]:
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    names = []
+    for i in range(n):
+        if i < len(params) and params[i].kind in (params[i].POSITIONAL_ONLY,
+                                                  params[i].POSITIONAL_OR_KEYWORD):
+            names.append(params[i].name)
+        else:
+            names.append(f"arg{i}")
+    return names
+
+
+def trace(fn, args: tuple, static_argnums: tuple[int, ...], leaves_specs: list[Leaf],
+          structure, names: list[str]) -> TraceResult:
+    """Run fn on symbolic stand-ins for the non-static arguments."""
+    nodes, stand_ins = [], []
+    for i, (spec, name) in enumerate(zip(leaves_specs, names)):
+        node = make_node("input", (), (("name", name), ("slot", ("arg", i))), spec.shape,
+                         spec.dtype)
+        t = Tensor._from_node(node)
+        t._requires_grad = spec.requires_grad
+        nodes.append(node)
+        stand_ins.append(t)
+    dyn = pytree.unflatten(structure, stand_ins)
+    call_args, it = [], iter(dyn)
+    for i, a in enumerate(args):
+        call_args.append(a if i in static_argnums else next(it))
+    tracer = Tracer(fn)
+    prev = dispatch.set_lifter(tracer)
+    try:
+        result = fn(*call_args)
+        out_leaves, out_structure = pytree.flatten(result)
+        out_nodes = [_output_node(o, tracer, k) for k, o in enumerate(out_leaves)]
+    finally:
+        dispatch.set_lifter(prev)
+        tracer.restore_grads()
+    return TraceResult(nodes, names, list(tracer.lifted.values()), out_nodes, out_structure,
+                       pytree.leaf_paths(out_structure, "out"))
+
+
+def _output_node(o, tracer: Tracer, k: int) -> Node:
+    if isinstance(o, Tensor):
+        if o._node is not None:
+            return o._node
+        return tracer(o)
+    if isinstance(o, (bool, int, float, np.number, np.ndarray)):
+        arr = np.asarray(o)
+        return const(arr, dtypes.from_numpy_dtype(arr.dtype) if arr.dtype != np.float64
+                     or isinstance(o, np.ndarray) else dtypes.float64)
+    raise TypeError(f"output {k} of the compiled function is a {type(o).__name__}; compiled "
+                    "functions return tensors, numbers, or tuples / lists / dicts of them")

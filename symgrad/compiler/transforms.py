@@ -1,0 +1,251 @@
+"""Program transformations on traced graphs: identity (compile), gradients, value and
+gradient, Jacobians, Hessians, JVPs and VJPs — all by symbolic reverse mode
+(:func:`symgrad.graph.autodiff.grad_graph`), so their results are graphs again."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import dtypes
+from ..graph.autodiff import grad_graph
+from ..graph.node import Node, const
+from ..ops.shapes import numel
+from . import pytree
+from .rewrite import mk
+
+__all__ = ["Transform", "Identity", "Grad", "Jacobian", "Jvp", "Vjp"]
+
+
+@dataclass
+class Built:
+    outputs: list[Node]
+    structure: object
+    names: list[str]
+    aux: list = None          # placeholder inputs fed zeros (see Jvp)
+
+
+class Transform:
+    """Maps the traced outputs (a pytree of nodes) to the program's outputs."""
+
+    name = "compile"
+    extra_inputs = 0            # inputs appended after the function's own (tangents, ...)
+
+    def key(self):
+        return (type(self).__name__,)
+
+    def build(self, out_nodes, out_structure, arg_groups, arg_names) -> Built:
+        raise NotImplementedError
+
+
+class Identity(Transform):
+    def build(self, out_nodes, out_structure, arg_groups, arg_names):
+        return Built(out_nodes, out_structure, pytree.leaf_paths(out_structure, "out"))
+
+
+def _check_argnums(argnums, n):
+    nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    for a in nums:
+        if not isinstance(a, int) or not -n <= a < n:
+            raise ValueError(f"argnums {argnums!r} out of range for a function called with "
+                             f"{n} positional arguments")
+    return tuple(a % n for a in nums)
+
+
+def _wrt(arg_groups, arg_names, nums, what):
+    nodes = []
+    for a in nums:
+        for node, name in zip(arg_groups[a][0], arg_groups[a][1]):
+            if not node.dtype.is_floating_point:
+                raise TypeError(f"{what} with respect to argument {name!r} is not possible: it "
+                                f"has dtype {node.dtype.name}, and only floating-point inputs "
+                                "have gradients")
+            nodes.append(node)
+    return nodes
+
+
+def _grad_structure(arg_groups, nums, single):
+    parts = [arg_groups[a][2] for a in nums]
+    return parts[0] if single else ("tuple", tuple(parts))
+
+
+class Grad(Transform):
+    """grad / value_and_grad of a scalar function."""
+
+    def __init__(self, argnums=0, value=False, has_aux=False, name="grad"):
+        self.argnums, self.value, self.has_aux, self.name = argnums, value, has_aux, name
+
+    def key(self):
+        return ("Grad", self.argnums, self.value, self.has_aux)
+
+    def build(self, out_nodes, out_structure, arg_groups, arg_names):
+        nums = _check_argnums(self.argnums, len(arg_groups))
+        single = isinstance(self.argnums, int)
+        value, aux_nodes, aux_structure = _split_aux(out_nodes, out_structure, self.has_aux,
+                                                     self.name)
+        if value.shape != () and numel(value.shape) != 1:
+            raise ValueError(f"{self.name} requires a scalar output, but the function returned "
+                             f"a tensor of shape {list(value.shape)}")
+        if not value.dtype.is_floating_point:
+            raise TypeError(f"{self.name} requires a floating-point output, got "
+                            f"{value.dtype.name}")
+        wrt = _wrt(arg_groups, arg_names, nums, self.name)
+        grads = grad_graph([value], wrt)
+        gstruct = _grad_structure(arg_groups, nums, single)
+        outs, parts = list(grads), [gstruct]
+        if self.value:
+            outs = [value] + outs
+            parts = ["*", gstruct]
+        if self.has_aux:
+            outs = outs + aux_nodes
+            parts = parts + [aux_structure]
+        structure = ("tuple", tuple(parts)) if len(parts) > 1 else parts[0]
+        return Built(outs, structure, pytree.leaf_paths(structure, "out"))
+
+
+def _split_aux(out_nodes, out_structure, has_aux, name):
+    if not has_aux:
+        if out_structure != "*":
+            raise TypeError(f"{name} requires the function to return one scalar tensor "
+                            "(use has_aux=True to return (value, aux))")
+        return out_nodes[0], [], None
+    if out_structure[0] not in ("tuple", "list") or len(out_structure[1]) != 2 \
+            or out_structure[1][0] != "*":
+        raise TypeError(f"{name}(has_aux=True) requires the function to return a pair "
+                        "(scalar value, aux)")
+    return out_nodes[0], out_nodes[1:], out_structure[1][1]
+
+
+def _jacobian_nodes(outs: list[Node], wrt: list[Node]) -> list[list[Node]]:
+    """J[i][j]: d outs[i] / d wrt[j], shaped outs[i].shape + wrt[j].shape."""
+    table = []
+    for o in outs:
+        m = numel(o.shape)
+        rows = [[] for _ in wrt]
+        for k in range(m):
+            seed = np.zeros(m, dtype=o.dtype.np)
+            seed[k] = 1
+            g = grad_graph([o], wrt, [const(seed.reshape(o.shape), o.dtype)])
+            for j, gj in enumerate(g):
+                rows[j].append(mk("reshape", gj, shape=(1,) + gj.shape))
+        jo = []
+        for j, w in enumerate(wrt):
+            if m == 0:
+                jo.append(mk("full", shape=o.shape + w.shape, value=0, dtype=w.dtype))
+                continue
+            stacked = rows[j][0] if m == 1 else mk("cat", *rows[j], axis=0)
+            jo.append(mk("reshape", stacked, shape=o.shape + w.shape))
+        table.append(jo)
+    return table
+
+
+class Jacobian(Transform):
+    """jacobian (and, applied to a gradient, hessian)."""
+
+    def __init__(self, argnums=0, hessian=False):
+        self.argnums, self.hessian = argnums, hessian
+        self.name = "hessian" if hessian else "jacobian"
+
+    def key(self):
+        return ("Jacobian", self.argnums, self.hessian)
+
+    def build(self, out_nodes, out_structure, arg_groups, arg_names):
+        nums = _check_argnums(self.argnums, len(arg_groups))
+        single = isinstance(self.argnums, int)
+        wrt = _wrt(arg_groups, arg_names, nums, self.name)
+        outs = out_nodes
+        if self.hessian:
+            if out_structure != "*" or numel(out_nodes[0].shape) != 1:
+                raise ValueError("hessian requires a function returning one scalar tensor")
+            outs = grad_graph([out_nodes[0]], wrt)
+            out_structure = _grad_structure(arg_groups, nums, single)
+        table = _jacobian_nodes(outs, wrt)
+        gstruct = _grad_structure(arg_groups, nums, single)
+        flat, per_out = [], []
+        for row in table:
+            flat.extend(row)
+            per_out.append(gstruct)
+        structure = _replace_leaves(out_structure, per_out)
+        return Built(flat, structure, pytree.leaf_paths(structure, "jac"))
+
+
+def _replace_leaves(structure, replacements):
+    it = iter(replacements)
+
+    def rec(s):
+        if s == "*":
+            return next(it)
+        if s[0] in ("tuple", "list"):
+            return (s[0], tuple(rec(c) for c in s[1]))
+        if s[0] == "dict":
+            return ("dict", s[1], tuple(rec(c) for c in s[2]))
+        return s
+    return rec(structure)
+
+
+class Jvp(Transform):
+    """(f(primals), J · tangents). The compiled wrapper takes the n primal arguments
+    followed by n tangent arguments (same structure); the JVP is the transpose of the
+    VJP (reverse mode applied twice), the placeholder cotangent `u` drops out because
+    the VJP is linear in it (it is fed zeros should a node still mention it)."""
+
+    name = "jvp"
+
+    def __init__(self, n_primals: int):
+        self.n = n_primals
+
+    def key(self):
+        return ("Jvp", self.n)
+
+    def build(self, out_nodes, out_structure, arg_groups, arg_names):
+        n = self.n
+        wrt = _wrt(arg_groups, arg_names, range(n), "jvp")
+        tangents = [t for g in arg_groups[n:] for t in g[0]]
+        for w, t in zip(wrt, tangents):
+            if w.shape != t.shape:
+                raise ValueError(f"jvp: tangent shape {list(t.shape)} does not match primal "
+                                 f"shape {list(w.shape)}")
+        us = [make_aux(f"u{k}", o.shape, o.dtype) for k, o in enumerate(out_nodes)]
+        g = grad_graph(out_nodes, wrt, us)
+        tangents = [t if t.dtype is w.dtype else mk("cast", t, dtype=w.dtype)
+                    for w, t in zip(wrt, tangents)]
+        jv = grad_graph(g, us, tangents)
+        structure = ("tuple", (out_structure, out_structure))
+        built = Built(list(out_nodes) + jv, structure, pytree.leaf_paths(structure, "out"))
+        built.aux = us
+        return built
+
+
+class Vjp(Transform):
+    """cotangents · J: the wrapper takes the n primal arguments then the cotangents
+    (structured like the outputs)."""
+
+    name = "vjp"
+
+    def __init__(self, n_primals: int):
+        self.n = n_primals
+
+    def key(self):
+        return ("Vjp", self.n)
+
+    def build(self, out_nodes, out_structure, arg_groups, arg_names):
+        n = self.n
+        wrt = _wrt(arg_groups, arg_names, range(n), "vjp")
+        cts = [c for g in arg_groups[n:] for c in g[0]]
+        if len(cts) != len(out_nodes):
+            raise ValueError(f"vjp: expected {len(out_nodes)} cotangents, got {len(cts)}")
+        seeds = []
+        for o, c in zip(out_nodes, cts):
+            if o.shape != c.shape:
+                raise ValueError(f"vjp: cotangent shape {list(c.shape)} does not match output "
+                                 f"shape {list(o.shape)}")
+            seeds.append(c if c.dtype is o.dtype else mk("cast", c, dtype=o.dtype))
+        grads = grad_graph(out_nodes, wrt, seeds)
+        structure = _grad_structure(arg_groups, range(n), n == 1)
+        return Built(grads, structure, pytree.leaf_paths(structure, "ct"))
+
+
+def make_aux(name: str, shape, dtype) -> Node:
+    """A placeholder input fed zeros at run time."""
+    from ..graph.node import make_node
+    return make_node("input", (), (("name", name), ("slot", ("aux", name))), tuple(shape), dtype)

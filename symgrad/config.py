@@ -1,0 +1,41 @@
+"""Settings read once from the environment (the one place symgrad reads env vars):
+
+* ``SYMGRAD_LOG`` — comma list of log channels: ``recompiles`` logs why a compiled
+  function missed its cache (logger ``symgrad.recompiles``).
+* ``SYMGRAD_CACHE_DIR`` — the on-disk cache of compiled code (default: the user cache dir).
+* ``SYMGRAD_DISK_CACHE`` — ``0`` disables the on-disk cache.
+* ``SYMGRAD_BACKEND`` — default backend of ``symgrad.compile`` (``llvm`` or ``numpy``).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+__all__ = ["settings", "Settings"]
+
+
+def _default_cache_dir() -> str:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "symgrad")
+
+
+@dataclass
+class Settings:
+    log: set = field(default_factory=set)
+    cache_dir: str = ""
+    disk_cache: bool = True
+    backend: str = "llvm"
+    cache_size: int = 64
+
+    @classmethod
+    def from_env(cls) -> "Settings":
+        env = os.environ
+        return cls(
+            log={s.strip() for s in env.get("SYMGRAD_LOG", "").split(",") if s.strip()},
+            cache_dir=env.get("SYMGRAD_CACHE_DIR") or _default_cache_dir(),
+            disk_cache=env.get("SYMGRAD_DISK_CACHE", "1") not in ("0", "false", "no"),
+            backend=env.get("SYMGRAD_BACKEND", "llvm"),
+        )
+
+
+settings = Settings.from_env()

@@ -1,0 +1,67 @@
+"""The ``fused`` primitive: one elementwise kernel given by a sympy expression over its
+inputs (symbols ``a0, a1, ...``), produced by the compiler's fusion pass. Like every
+primitive it has a shape rule, a numpy rule (lambdified once per expression, with
+common-subexpression elimination) and a VJP rule (sympy derivatives, themselves fused)."""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import sympy
+
+from ..dispatch import STRUCTURAL_SAVES
+from .registry import PRIMITIVES, SHAPE_RULES, register_structural
+
+__all__ = ["fused_symbols", "fused_kernel"]
+
+
+@functools.lru_cache(maxsize=None)
+def fused_symbols(n: int) -> tuple[sympy.Symbol, ...]:
+    return tuple(sympy.Symbol(f"a{i}", real=True) for i in range(n))
+
+
+@functools.lru_cache(maxsize=4096)
+def fused_kernel(expr: sympy.Expr, n: int):
+    """A numpy function of n arrays computing `expr`."""
+    fn = sympy.lambdify(fused_symbols(n), expr, modules="numpy", cse=True)
+    return fn
+
+
+def _shape(avals, *, expr, dtype, shape):
+    return tuple(shape), dtype
+
+
+def _numpy(*arrays, expr, dtype, shape):
+    with np.errstate(all="ignore"):
+        res = fused_kernel(expr, len(arrays))(*arrays)
+    res = np.asarray(res, dtype=dtype.np)
+    if res.shape != shape:
+        res = np.broadcast_to(res, shape).copy()
+    return res
+
+
+def _vjp(ctx, g):
+    from ..dispatch import bind
+    from . import lax
+    expr = ctx.kwargs["expr"]
+    syms = fused_symbols(len(ctx.in_avals))
+    out = []
+    for i, need in enumerate(ctx.needs_input_grad):
+        if not need:
+            out.append(None)
+            continue
+        d = sympy.diff(expr, syms[i])
+        d = d.replace(sympy.DiracDelta, lambda *a: sympy.S.Zero)
+        dt = ctx.in_avals[i][1]
+        if d == 0:
+            out.append(lax.zeros(ctx.in_avals[i][0], dt))
+            continue
+        inputs = [ctx.input(j) for j in range(len(syms))]
+        dval = bind(PRIMITIVES["fused"], *inputs, expr=d, dtype=ctx.kwargs["dtype"],
+                    shape=ctx.kwargs["shape"])
+        out.append(lax.sum_to(lax.mul(g, dval), ctx.in_avals[i][0]))
+    return tuple(out)
+
+
+register_structural("fused", -1, _shape, _numpy, _vjp, grad_name="FusedBackward0")
+STRUCTURAL_SAVES["fused"] = (tuple(range(64)), False)
