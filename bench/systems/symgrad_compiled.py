@@ -1,0 +1,65 @@
+"""symgrad compile-and-cache: ``value_and_grad`` of the torch-like loss, compiled.
+
+The same loss code as every torch-like system (``T = symgrad``), traced once,
+differentiated symbolically and compiled for a backend:
+
+* ``symgrad-llvm``: native code through LLVM (``backend="llvm"``).
+* ``symgrad-numpy``: the numpy backend (``backend="numpy"``).
+
+numpy arrays in, numpy arrays out.  The backend is requested with
+``symgrad.compile(fn, backend=...)`` around ``symgrad.value_and_grad``; if the
+package instead takes ``backend=`` on ``value_and_grad`` itself, that is used.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from bench.systems.base import Call, System
+from bench.systems.symgrad_eager import import_symgrad
+from bench.workloads import Workload
+
+
+def compiled_value_and_grad(sg: Any, fn: Callable[..., Any], argnums: tuple[int, ...],
+                            backend: str) -> Callable[..., Any]:
+    """``sg.compile(sg.value_and_grad(fn, argnums), backend=...)``."""
+    try:
+        return sg.value_and_grad(fn, argnums=argnums, backend=backend)
+    except TypeError as exc:
+        if "backend" not in str(exc):
+            raise
+    return sg.compile(sg.value_and_grad(fn, argnums=argnums), backend=backend)
+
+
+class SymgradCompiled(System):
+    is_symgrad = True
+    threads = "1"
+    blas_threads = 1
+
+    def __init__(self, backend: str) -> None:
+        self.backend = backend
+        self.name = f"symgrad-{backend}"
+        self.note = f"value_and_grad, backend={backend!r}"
+
+    def available(self) -> tuple[bool, str]:
+        sg, why = import_symgrad("value_and_grad", "compile")
+        return (sg is not None), why
+
+    def build(self, workload: Workload) -> Call:
+        import symgrad as sg
+
+        def loss(*args: Any) -> Any:
+            return workload.loss(sg, *args)
+
+        argnums = tuple(range(len(workload.params)))
+        step = compiled_value_and_grad(sg, loss, argnums, self.backend)
+        args = workload.ordered()
+
+        def call() -> tuple[Any, list[Any]]:
+            value, grads = step(*args)
+            return value, list(grads)
+
+        return call
+
+
+SYSTEMS = [SymgradCompiled("llvm"), SymgradCompiled("numpy")]

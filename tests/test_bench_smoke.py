@@ -1,0 +1,98 @@
+"""Smoke tests of the benchmark harness (``python -m bench``), owned by ``bench/``.
+
+They run the real command on the tiny ``seed`` workload with whatever systems are
+importable here, and once more with jax and casadi made unimportable, to prove a
+missing peer is skipped with one line instead of failing.  Timing numbers are not
+checked, only that a table and a well-formed JSON come out.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Runs the bench CLI with some modules blocked (``sys.modules[name] = None``
+# makes ``import name`` raise ImportError), as if they were not installed.
+BLOCKED_MAIN = (
+    "import sys\n"
+    "for m in sys.argv[1].split(','):\n"
+    "    sys.modules[m] = None\n"
+    "from bench.cli import main\n"
+    "raise SystemExit(main(sys.argv[2:]))\n"
+)
+
+
+def _run(args: list[str], blocked: str = "") -> subprocess.CompletedProcess[str]:
+    cmd = ([sys.executable, "-c", BLOCKED_MAIN, blocked] if blocked
+           else [sys.executable, "-m", "bench"])
+    return subprocess.run(cmd + args, cwd=ROOT, capture_output=True, text=True, timeout=150)
+
+
+def _load(path: Path) -> dict:
+    data = json.loads(path.read_text())
+    assert [w["name"] for w in data["workloads"]] == ["seed-f64"]
+    return data
+
+
+def test_quick_seed_produces_table_and_json(tmp_path: Path) -> None:
+    out_json, out_png = tmp_path / "r.json", tmp_path / "r.png"
+    proc = _run(["--quick", "--only", "seed", "--json", str(out_json), "--plot", str(out_png)])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.splitlines()
+    assert any(line.startswith("limits: memory copy") for line in lines)
+    assert "== seed-f64" in proc.stdout
+    header = next(line for line in lines if line.startswith("system "))
+    for column in ("threads", "median/call", "min – max", "first call", "/best peer", "check"):
+        assert column in header
+    row = next(line for line in lines if line.startswith("numpy-hand "))
+    assert "ok (err" in row
+    assert "== summary" in proc.stdout
+    cells = {c["system"]: c for c in _load(out_json)["workloads"][0]["cells"]}
+    assert cells["numpy-hand"]["status"] == "ok"
+    assert cells["numpy-hand"]["median_s"] > 0
+    assert cells["numpy-hand"]["first_call_s"] > 0
+    assert cells["torch-eager-1t"]["status"] == "ok"
+    assert out_png.exists() or "skip plot: matplotlib" in proc.stdout
+
+
+def test_missing_peers_are_skipped_with_one_line(tmp_path: Path) -> None:
+    out_json = tmp_path / "r.json"
+    proc = _run(["--quick", "--only", "seed", "--systems", "jax,casadi,numpy",
+                 "--json", str(out_json), "--no-plot"], blocked="jax,casadi")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    skips = [line for line in proc.stdout.splitlines() if line.startswith("skip ")]
+    assert [s.split(":")[0] for s in skips] == [
+        "skip jax-jit", "skip casadi-sx", "skip casadi-sx-jit", "skip casadi-mx",
+        "skip casadi-mx-jit"]
+    assert all("not importable" in s for s in skips)
+    data = _load(out_json)
+    assert {s["system"] for s in data["skipped"]} >= {"jax-jit", "casadi-mx"}
+    assert [c["system"] for c in data["workloads"][0]["cells"]] == ["numpy-hand"]
+
+
+def test_report_shows_symgrad_ratios() -> None:
+    """The per-workload table and summary render symgrad/peer ratios."""
+    from bench import report
+    from bench.results import Cell, Run, WorkloadResult
+
+    w = WorkloadResult("seed-f64", "seed", "float64", {}, "d", 1e-9, 1.0)
+    w.cells = [
+        Cell("seed-f64", "symgrad-llvm", "1", True, median_s=1e-6, min_s=1e-6, max_s=2e-6,
+             first_call_s=0.3, max_err=0.0),
+        Cell("seed-f64", "numpy-hand", "1", False, median_s=4e-6, min_s=4e-6, max_s=5e-6,
+             first_call_s=1e-4, max_err=0.0),
+        Cell("seed-f64", "jax-jit", "2", False, median_s=1e-5, min_s=1e-5, max_s=1e-5,
+             first_call_s=0.1, max_err=0.0),
+        Cell("seed-f64", "casadi-sx", "1", False, status="mismatch", max_err=0.5,
+             err_where="x"),
+    ]
+    text = report.render(Run(meta={}, workloads=[w]))
+    assert "symgrad-llvm /" in text
+    assert "0.25x" in text and "0.1x" in text
+    assert "MISMATCH max err 5.00e-01 (x)" in text
+    summary = text.split("== summary")[1]
+    assert "numpy-hand" in summary and "0.25x" in summary
