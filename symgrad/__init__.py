@@ -36,6 +36,7 @@ from .functions.shape import (cat, clone, flatten, movedim, permute, reshape, sq
 from .functions import elementwise as _E
 from .autograd import (enable_grad, inference_mode, is_grad_enabled, no_grad,
                        set_grad_enabled)
+from .autograd.anomaly_mode import is_anomaly_check_nan_enabled, is_anomaly_enabled
 from .printing import set_printoptions, get_printoptions
 from . import autograd, nn
 from .ops import fused as _fused  # registers the `fused` primitive

@@ -25,7 +25,7 @@ _NON_LEAF_GRAD = (
     "field to be populated for a non-leaf Tensor, use .retain_grad() on the non-leaf Tensor. "
     "If you access the non-leaf Tensor by mistake, make sure you access the leaf Tensor "
     "instead. See github.com/pytorch/pytorch/pull/30531 for more information. (Triggered "
-    "internally at build/aten/src/ATen/core/TensorBody.h:493.)")
+    "internally at /__w/pytorch/pytorch/build/aten/src/ATen/core/TensorBody.h:493.)")
 _REQ_GRAD_NONLEAF = (
     "you can only change requires_grad flags of leaf variables. If you want to use a "
     "computed variable in a subgraph that doesn't require differentiation use "

@@ -10,7 +10,8 @@ import warnings
 
 import numpy as np
 
-from . import grad_mode
+from . import anomaly_mode, grad_mode
+from .anomaly_mode import _state as _anomaly
 from .function import AccumulateGrad, Function, accumulator
 
 __all__ = ["backward", "grad"]
@@ -21,7 +22,7 @@ _CREATE_GRAPH_WARNING = (
     "autograd.grad when creating the graph to avoid this. If you have to use this "
     "function, make sure to reset the .grad fields of your parameters to None after use "
     "to break the cycle and avoid the leak. (Triggered internally at "
-    "torch/csrc/autograd/engine.cpp:1307.)")
+    "/__w/pytorch/pytorch/torch/csrc/autograd/engine.cpp:1307.)")
 
 
 def _Tensor():
@@ -165,6 +166,12 @@ def _run(roots_fns, seeds, *, retain_graph, create_graph, capture=None, accumula
 
 
 def _call_rule(fn, g):
+    if _anomaly["enabled"]:
+        return anomaly_mode.checked_call(fn, _apply_rule, g)
+    return _apply_rule(fn, g)
+
+
+def _apply_rule(fn, g):
     if fn._inner is not None:
         return fn._inner(fn, g)
     from ..ops.registry import VJP_RULES

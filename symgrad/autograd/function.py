@@ -12,6 +12,9 @@ from __future__ import annotations
 import re
 import weakref
 
+from . import anomaly_mode
+from .anomaly_mode import _state as _anomaly
+
 __all__ = ["Function", "AccumulateGrad", "function_class", "SavedTensor", "FREED_MESSAGE"]
 
 _CLASSES: dict[str, type] = {}
@@ -59,7 +62,7 @@ class Function:
 
     __slots__ = ("prim", "attrs", "in_avals", "out_aval", "next_functions", "needs_input_grad",
                  "_saved", "_saved_out", "_freed", "_retained", "_seq", "__weakref__",
-                 "_inner")
+                 "_inner", "_stack")
 
     _name = "Function"    # PyTorch's name(): "MulBackward0", "torch::autograd::CopySlices"
 
@@ -143,6 +146,7 @@ def new_function(name: str, prim, attrs, in_avals, out_aval, next_functions,
     fn.prim, fn.attrs, fn.in_avals, fn.out_aval = prim, attrs, in_avals, out_aval
     fn.next_functions, fn.needs_input_grad = next_functions, needs_input_grad
     fn._saved, fn._saved_out, fn._freed, fn._retained, fn._inner = saved, saved_out, False, None, None
+    fn._stack = _anomaly["enabled"] and anomaly_mode.forward_stack() or None
     _sequence[0] += 1
     fn._seq = _sequence[0]
     return fn
