@@ -48,14 +48,19 @@ class Program:
             names[id(node)] = name
         lines, counter = [], [0]
 
+        taken = set(self.input_names)
+
         def fresh():
-            i = counter[0]
-            counter[0] += 1
-            s = ""
             while True:
-                s = chr(ord("a") + i % 26) + s
-                i = i // 26 - 1
-                if i < 0:
+                i = counter[0]
+                counter[0] += 1
+                s = ""
+                while True:
+                    s = chr(ord("a") + i % 26) + s
+                    i = i // 26 - 1
+                    if i < 0:
+                        break
+                if s not in taken:
                     return s
 
         def ref(n: Node) -> str:

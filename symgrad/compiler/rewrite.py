@@ -102,6 +102,14 @@ def known_nonzero(n: Node) -> bool:
 def _fold(n: Node) -> Node | None:
     if n.op in ("input", "const", "expand"):
         return None
+    if n.args and PRIMITIVES[n.op].kind == "elementwise" and all(
+            a.op == "const" or _uniform(a) is not None for a in n.args) and \
+            any(a.op != "const" for a in n.args):
+        scalars = [_uniform(a) if a.op != "const" else a for a in n.args]
+        if all(a.shape == () for a in scalars):       # fold on scalars, then broadcast
+            small = mk(n.op, *scalars, **dict(n.attrs))
+            folded = _fold(small)
+            return mk("expand", folded, shape=n.shape) if folded is not None else None
     if n.size > FOLD_LIMIT and n.op != "full":
         return None
     if n.args and all(a.op == "const" for a in n.args) or (not n.args and n.op in ("full", "iota")):
@@ -112,6 +120,13 @@ def _fold(n: Node) -> Node | None:
         return const(value, n.dtype)
     if n.op == "full" and n.shape:
         return mk("expand", scalar(n.attr("value"), n.dtype), shape=n.shape)
+    return None
+
+
+def _uniform(n: Node) -> Node | None:
+    """The 0-d constant c when n is expand(c)."""
+    if n.op == "expand" and n.args[0].op == "const" and n.args[0].shape == ():
+        return n.args[0]
     return None
 
 
@@ -220,11 +235,22 @@ def _stable(n: Node) -> Node | None:
     return None
 
 
-def _logsumexp(x: Node, axes, keepdim, n: Node) -> Node:
-    if x.op == "sub" and x.args[1].op == "expand" and x.args[1].args[0].op == "amax":
-        return None            # already shifted by its max
+def _max_shifted(x: Node) -> bool:
+    """x is (a - shift) with the shift derived from amax(a) (already stable)."""
+    if x.op != "sub":
+        return False
+    t = x.args[1]
+    while t.op in ("expand", "reshape", "cast", "where"):
+        t = t.args[-1] if t.op == "where" else t.args[0]
+    return t.op == "amax" and t.args[0] is x.args[0]
+
+
+def _logsumexp(x: Node, axes, keepdim, n: Node) -> Node | None:
+    if _max_shifted(x):
+        return None
     m = mk("amax", x, axes=axes, keepdim=True)
-    finite = mk("where", mk("isnan", mk("sub", m, m)), scalar(0, m.dtype), m)
+    inf = mk("eq", mk("abs", m), scalar(float("inf"), m.dtype))
+    finite = mk("where", inf, scalar(0, m.dtype), m)
     shifted = mk("sub", x, mk("expand", finite, shape=x.shape))
     s = mk("log", mk("sum", mk("exp", shifted), axes=axes, keepdim=True))
     out = mk("add", s, finite)

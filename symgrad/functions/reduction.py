@@ -134,8 +134,7 @@ def argmin(x, dim=None, keepdim=False):
 
 def _logsumexp_prims(x, axes, keepdim):
     m = bind(P["amax"], x, axes=axes, keepdim=True)
-    finite = lax.where(lax.unary("isnan", lax.sub(m, m)), 0, m)   # inf max -> shift by 0
-    finite = lax.cast(finite, x.dtype)
+    finite = lax.finite_or_zero(m)
     s = lax.sum(lax.unary("exp", lax.sub(x, lax.expand(finite, x.shape))), axes, keepdim=True)
     out = lax.add(lax.unary("log", s), finite)
     return out if keepdim else lax.reshape(out, tuple(

@@ -77,8 +77,7 @@ def _prep_softmax(input, dim, dtype, name):
 
 def _shifted(v, axes):
     m = bind(P["amax"], v, axes=axes, keepdim=True)
-    m = lax.where(lax.unary("isnan", lax.sub(m, m)), 0, m)   # all -inf / inf rows
-    return lax.sub(v, lax.expand(lax.cast(m, v.dtype), v.shape))
+    return lax.sub(v, lax.expand(lax.finite_or_zero(m), v.shape))
 
 
 def _log_softmax_prims(v, axes):

@@ -12,6 +12,7 @@ import sympy as S
 from sympy.codegen.cfunctions import expm1, log1p
 
 from .registry import elementwise
+from .vjp import where_vjp
 
 __all__ = ["BUILTIN_ELEMENTWISE"]
 
@@ -49,7 +50,7 @@ _ew("clamp", lambda x, lo, hi: _pw((hi, _pw((lo, x < lo), (x, True)) > hi),
                                    (_pw((lo, x < lo), (x, True)), True)),
     numpy=lambda x, lo, hi: np.minimum(np.maximum(x, lo), hi), grad_name="ClampBackward1")
 _ew("where", lambda c, x, y: _pw((x, S.Eq(c, 1)), (y, True)),
-    numpy=lambda c, x, y: np.where(c, x, y), grad_name="WhereBackward0")
+    numpy=lambda c, x, y: np.where(c, x, y), grad_name="WhereBackward0", vjp=where_vjp)
 
 # transcendental
 _ew("exp", lambda x: S.exp(x), numpy=np.exp, out_dtype="float")

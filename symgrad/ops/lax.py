@@ -12,7 +12,7 @@ from .shapes import numel
 
 __all__ = ["add", "sub", "mul", "div", "neg", "where", "eq", "cast", "reshape", "expand",
            "permute", "sum", "sum_to", "full", "zeros", "matmul", "transpose_last",
-           "slice_", "pad_slice", "take", "scatter_add", "unary"]
+           "slice_", "pad_slice", "take", "scatter_add", "unary", "finite_or_zero"]
 
 
 def unary(name: str, x):
@@ -114,6 +114,13 @@ def take(x, idx, axis):
 
 def scatter_add(g, idx, axis, size):
     return bind(P["scatter_add"], g, idx, axis=axis, size=size)
+
+
+def finite_or_zero(m):
+    """m where finite, else 0 — the shift used by max-shifted softmax / logsumexp, so an
+    all -inf (or +inf) row does not turn into NaN."""
+    inf = bind(P["eq"], unary("abs", m), float("inf"))
+    return where(inf, 0, m)
 
 
 def size_of(shape) -> int:

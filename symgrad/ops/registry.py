@@ -120,12 +120,14 @@ def _symbols_of(fn: Callable) -> tuple[sympy.Symbol, ...]:
 def elementwise(name: str, formula: Callable, *, numpy: Callable | None = None,
                 grads: Callable | None = None, out_dtype: str = "same",
                 differentiable: bool = True, grad_name: str | None = None,
-                _builtin: bool = False) -> Primitive:
+                vjp: Callable | None = None, _builtin: bool = False) -> Primitive:
     """Define an elementwise primitive from a sympy formula; its gradient, numpy kernel
     and (with the LLVM backend) native code follow from the formula.
 
     `grads`, if given, returns closed-form partials (they may use the symbol ``out`` for
     the result) — for numerical stability; tests check them against ``sympy.diff``.
+    `vjp` replaces the generic formula-derived VJP rule (used by ``where``, whose
+    condition operand is boolean).
 
     >>> import sympy, symgrad
     >>> sp = symgrad.elementwise("my_softplus", lambda x: sympy.log(1 + sympy.exp(x)))
@@ -149,8 +151,9 @@ def elementwise(name: str, formula: Callable, *, numpy: Callable | None = None,
         PRIMITIVES[name] = prim
         SHAPE_RULES[name] = _elementwise_shape(prim)
         NUMPY_RULES[name] = numpy or _lambdified(syms, expr)
-        from . import vjp  # the generic elementwise rule
-        VJP_RULES[name] = vjp.elementwise_vjp
+        if vjp is None:
+            from .vjp import elementwise_vjp as vjp   # the generic rule, from the formula
+        VJP_RULES[name] = vjp
     return prim
 
 

@@ -16,7 +16,7 @@ from . import lax
 from .registry import OUT, VJP_RULES, derivative_primitive
 from .shapes import broadcast_shapes
 
-__all__ = ["elementwise_vjp"]
+__all__ = ["elementwise_vjp", "where_vjp"]
 
 
 def elementwise_vjp(ctx, g):
@@ -59,7 +59,8 @@ def _times_partial(ctx, g, d, syms):
     return lax.mul(g, _value_of(ctx, d, syms))
 
 
-def _where_vjp(ctx, g):
+def where_vjp(ctx, g):
+    """where(c, x, y): the cotangent goes to the selected operand (the condition has none)."""
     c = ctx.input(0)
     gx = lax.sum_to(lax.where(c, g, 0), ctx.in_avals[1][0]) if ctx.needs_input_grad[1] else None
     gy = lax.sum_to(lax.where(c, 0, g), ctx.in_avals[2][0]) if ctx.needs_input_grad[2] else None
@@ -254,7 +255,7 @@ def _cast_vjp(ctx, g):
 
 
 VJP_RULES.update({
-    "where": _where_vjp, "reshape": _reshape_vjp, "expand": _expand_vjp,
+    "reshape": _reshape_vjp, "expand": _expand_vjp,
     "permute": _permute_vjp, "slice": _slice_vjp, "pad_slice": _pad_slice_vjp,
     "take": _take_vjp, "scatter_add": _scatter_add_vjp, "sum": _sum_vjp,
     "amax": _extremum_vjp, "amin": _extremum_vjp, "prod": _prod_vjp,
