@@ -81,6 +81,7 @@ class Grad(Transform):
     def build(self, out_nodes, out_structure, arg_groups, arg_names):
         nums = _check_argnums(self.argnums, len(arg_groups))
         single = isinstance(self.argnums, int)
+        wrt = _wrt(arg_groups, arg_names, nums, self.name)
         value, aux_nodes, aux_structure = _split_aux(out_nodes, out_structure, self.has_aux,
                                                      self.name)
         if value.shape != () and numel(value.shape) != 1:
@@ -89,7 +90,6 @@ class Grad(Transform):
         if not value.dtype.is_floating_point:
             raise TypeError(f"{self.name} requires a floating-point output, got "
                             f"{value.dtype.name}")
-        wrt = _wrt(arg_groups, arg_names, nums, self.name)
         grads = grad_graph([value], wrt)
         gstruct = _grad_structure(arg_groups, nums, single)
         outs, parts = list(grads), [gstruct]

@@ -10,7 +10,7 @@ import numpy as np
 import sympy
 
 from ..dispatch import STRUCTURAL_SAVES
-from .registry import PRIMITIVES, SHAPE_RULES, register_structural
+from .registry import PRIMITIVES, lambdify, register_structural
 
 __all__ = ["fused_symbols", "fused_kernel"]
 
@@ -23,8 +23,7 @@ def fused_symbols(n: int) -> tuple[sympy.Symbol, ...]:
 @functools.lru_cache(maxsize=4096)
 def fused_kernel(expr: sympy.Expr, n: int):
     """A numpy function of n arrays computing `expr`."""
-    fn = sympy.lambdify(fused_symbols(n), expr, modules="numpy", cse=True)
-    return fn
+    return lambdify(fused_symbols(n), expr, cse=True)
 
 
 def _shape(avals, *, expr, dtype, shape):

@@ -157,8 +157,43 @@ def elementwise(name: str, formula: Callable, *, numpy: Callable | None = None,
     return prim
 
 
+def _select(condlist, choicelist, default=np.nan):
+    """numpy.select that broadcasts scalar conditions / choices (sympy prints Piecewise
+    as select, and numpy's own select rejects mixed scalar and array entries)."""
+    out = default
+    for cond, choice in zip(reversed(condlist), reversed(choicelist)):
+        out = np.where(cond, choice, out)
+    return out
+
+
+class _Fold:
+    """Stands in for np.logical_and / np.logical_or in lambdified code: sympy prints
+    And(a, b) as ``logical_and.reduce((a, b))``, which fails for differently shaped a, b."""
+
+    def __init__(self, ufunc):
+        self.ufunc = ufunc
+
+    def reduce(self, args):
+        out = args[0]
+        for a in args[1:]:
+            out = self.ufunc(out, a)
+        return out
+
+    def __call__(self, *args, **kwargs):
+        return self.ufunc(*args, **kwargs)
+
+
+LAMBDIFY_MODULES = [{"select": _select, "logical_and": _Fold(np.logical_and),
+                     "logical_or": _Fold(np.logical_or)}, "numpy"]
+
+
+def lambdify(syms, expr, cse: bool = False) -> Callable:
+    """The numpy function of `syms` computing `expr` (Piecewise-safe)."""
+    return sympy.lambdify(syms, expr, modules=LAMBDIFY_MODULES, cse=cse)
+
+
 def _lambdified(syms, expr) -> Callable:
-    fn = sympy.lambdify(syms, expr, modules="numpy")
+    fn = lambdify(syms, expr)
 
     def kernel(*arrays):
         shape = np.broadcast_shapes(*(np.shape(a) for a in arrays))
