@@ -60,12 +60,74 @@ def binary(name: str, a, b, grad_name: str | None = None):
     if not isinstance(a, Tensor) and not isinstance(b, Tensor):
         a = to_tensor(a)
     prim = P[name]
+    _check_bool_sub(name, a, b)
+    grad_name = grad_name or _binary_grad_name(name, a, b)
     (a, b), dt = _common(prim, [a, b])
+    _check_integer_division(name, b, dt)
     if not isinstance(a, Tensor):
         a = _scalar_as(a, dt)
     if not isinstance(b, Tensor):
         b = _scalar_as(b, dt)
-    return bind(prim, a, b, grad_name=grad_name or _NAMES.get(name))
+    out = bind(prim, a, b, grad_name=grad_name or _NAMES.get(name))
+    if grad_name == "NotImplemented" and out.grad_fn is not None:
+        out.grad_fn._inner = _NotImplementedBackward(name)
+    return out
+
+
+def _is_bool(o) -> bool:
+    return o.dtype is dtypes.bool_ if isinstance(o, Tensor) else isinstance(o, (bool, np.bool_))
+
+
+def _check_bool_sub(name, a, b):
+    if name != "sub" or not (_is_bool(a) or _is_bool(b)):
+        return
+    if _is_bool(a) and _is_bool(b):
+        raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not "
+                           "supported. Use the `^` or `logical_xor()` operator instead.")
+    raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not supported. "
+                       "If you are trying to invert a mask, use the `~` or `logical_not()` "
+                       "operator instead.")
+
+
+def _check_integer_division(name, b, dt):
+    """PyTorch refuses integer division by zero (numpy returns 0) and bool // and **."""
+    if dt.category == "bool" and name in ("floor_divide", "pow", "remainder") and \
+            (name != "pow" or isinstance(b, Tensor)):
+        kernel = {"floor_divide": "div_floor_cpu", "remainder": "remainder_cpu"}.get(name, name)
+        raise NotImplementedError(f'"{kernel}" not implemented for \'Bool\'')
+    if dt.category == "float" or name not in ("floor_divide", "remainder"):
+        return
+    zero = (not b._data.all()) if isinstance(b, Tensor) and b._data is not None else \
+        (not isinstance(b, Tensor) and b == 0)
+    if zero:
+        raise RuntimeError("ZeroDivisionError")
+
+
+def _binary_grad_name(name, a, b):
+    """PyTorch's backward names that depend on which operands are tensors."""
+    if name == "floor_divide":
+        return "NotImplemented"          # no derivative in PyTorch: backward raises
+    if name == "remainder":
+        if not isinstance(a, Tensor):
+            return "NotImplemented"
+        return "RemainderBackward1" if isinstance(b, Tensor) else "RemainderBackward0"
+    return None
+
+
+class _NotImplementedBackward:
+    """The backward of an op PyTorch cannot differentiate (``grad_fn=<NotImplemented>``):
+    raises PyTorch's error when reached."""
+
+    __slots__ = ("op",)
+
+    def __init__(self, op):
+        self.op = op
+
+    def __call__(self, owner, g):
+        raise RuntimeError(f"derivative for aten::{self.op} is not implemented")
+
+    def release(self):
+        pass
 
 
 def _scalar_as(value, dt):
@@ -73,13 +135,17 @@ def _scalar_as(value, dt):
     if dt.category == "float":
         return float(value)
     if dt.category == "int":
-        return int(value)
+        return np.array(int(value)).astype(dt.np)[()]   # wraps like PyTorch (uint8 - 1)
     return bool(value)
 
 
 def unary(name: str, x, grad_name: str | None = None):
     x = to_tensor(_operand(x))
     prim = P[name]
+    if name == "neg" and x.dtype is dtypes.bool_:
+        raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported. If "
+                           "you are trying to invert a mask, use the `~` or `logical_not()` "
+                           "operator instead.")
     if prim.out_dtype == "float" and x.dtype.category != "float":
         x = lax.cast(x, dtypes.get_default_dtype())
     return bind(prim, x, grad_name=grad_name or _NAMES.get(name))

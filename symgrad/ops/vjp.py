@@ -47,7 +47,11 @@ def _times_partial(ctx, g, d, syms):
     if isinstance(d, tuple):
         dprim, dsyms = d
         from ..dispatch import bind
-        return lax.mul(g, bind(dprim, *(_value_of(ctx, s, syms) for s in dsyms)))
+        args = [_value_of(ctx, s, syms) for s in dsyms]
+        if not any(hasattr(a, "_data") for a in args):   # only Python scalars (x / 2)
+            from .registry import NUMPY_RULES
+            return lax.mul(g, float(NUMPY_RULES[dprim.name](*(float(a) for a in args))))
+        return lax.mul(g, bind(dprim, *args))
     if d.is_number:
         if d == 0:
             return None
