@@ -52,7 +52,8 @@ Example::
 from __future__ import annotations
 
 from dataclasses import dataclass
-from math import factorial
+from functools import lru_cache
+from math import factorial, ldexp
 from typing import Callable
 
 import llvmlite.ir as ir
@@ -123,6 +124,8 @@ TANH_CLAMP = _by_format(22.0, 10.0)
 SUBNORMAL_SCALE = _by_format(54, 25)
 SOFTPLUS_THRESHOLD = 20.0
 TRIG_LIMIT = 2.0 ** 51
+TRIG_TABLE_ROWS = 973          # exponents E = -1 .. 971 of x = M 2^E
+TRIG_TABLE_PRECISION = 1300    # bits of 2/pi used to build the table
 
 
 class _Emitter:
@@ -354,20 +357,88 @@ def _log1p(e: _Emitter, x: ir.Value) -> ir.Value:
 # ------------------------------------------------------------------------- trig
 
 
+@lru_cache(maxsize=None)
+def _two_over_pi_rows() -> tuple[float, ...]:
+    """Row E+1 (E = -1 .. 971) holds G(E) = (2^E * 2/pi) mod 4 as four doubles of 53
+    bits each, of bit weights 2^1 .. 2^-51, 2^-52 .. 2^-104, ... (all exact)."""
+    import mpmath   # a sympy dependency; only needed when trig is first emitted
+
+    with mpmath.workprec(TRIG_TABLE_PRECISION + 64):
+        n = int(mpmath.floor(2 / mpmath.pi * mpmath.mpf(2) ** TRIG_TABLE_PRECISION))
+    rows: list[float] = []
+    for exponent in range(-1, TRIG_TABLE_ROWS - 1):
+        scale = TRIG_TABLE_PRECISION - exponent      # G(E) = g / 2^scale
+        g = n % (1 << (scale + 2))
+        for j in range(4):
+            weight = 51 + 53 * j
+            rows.append(ldexp((g >> (scale - weight)) & ((1 << 53) - 1), -weight))
+    return tuple(rows)
+
+
+def _two_over_pi_table(module: ir.Module) -> ir.GlobalVariable:
+    name = "symgrad.vm.two_over_pi"
+    table = module.globals.get(name)
+    if table is None:
+        rows = _two_over_pi_rows()
+        ty = ir.ArrayType(F64.ty, len(rows))
+        table = ir.GlobalVariable(module, ty, name)
+        table.global_constant = True
+        table.linkage = "internal"
+        table.initializer = ir.Constant(ty, list(rows))
+    return table
+
+
+def _reduce_mod4(e: _Emitter, v: ir.Value) -> ir.Value:
+    """v - 4 * nearest integer(v / 4): exact, in [-2, 2]."""
+    return e.sub(v, e.mul(e.c(4.0), e.roundeven(e.mul(v, e.c(0.25)))))
+
+
+def _trig_reduce_huge(e: _Emitter, x: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value]:
+    """Payne-Hanek style reduction for |x| >= 2^51 (double only): x = M 2^E with an
+    integer M, so x 2/pi = M G(E) (mod 4), G(E) from a table (a gather per part).
+    Other lanes compute garbage that the caller discards."""
+    b = e.b
+    biased = b.and_(b.lshr(e.bits(x), e.i(52)), e.i(0x7FF))
+    row = b.sub(biased, e.i(1075 - 1))                       # E + 1
+    row = b.select(b.icmp_signed("<", row, e.i(0)), e.i(0), row)
+    row = b.select(b.icmp_signed(">", row, e.i(TRIG_TABLE_ROWS - 1)),
+                   e.i(TRIG_TABLE_ROWS - 1), row)
+    m = e.mul(x, e.pow2(b.sub(e.i(1), row)))                 # x * 2^-E: an integer
+    table = _two_over_pi_table(b.module)
+    base = b.mul(row, e.i(4))
+    g = [b.load(b.gep(table, [e.i(0), b.add(base, e.i(j))], inbounds=True))
+         for j in range(4)]
+    p0h, p0l = e.two_prod(m, g[0])
+    s1 = _reduce_mod4(e, e.add(_reduce_mod4(e, p0h), p0l))  # exact
+    p1h, p1l = e.two_prod(m, g[1])
+    s2, e2 = e.two_sum(s1, p1h)
+    s2 = _reduce_mod4(e, s2)
+    p2h, p2l = e.two_prod(m, g[2])
+    a, ae = e.two_sum(p1l, p2h)
+    t, te = e.two_sum(a, e2)
+    tail = e.add(e.add(ae, te), e.muladd(m, g[3], p2l))
+    k = e.roundeven(e.add(s2, t))
+    fh, fl = e.two_sum(e.sub(s2, k), t)
+    fl = e.add(fl, tail)
+    rh, rl = e.two_prod(fh, e.c(PIO2[0]))
+    rl = e.add(rl, e.muladd(fh, e.c(PIO2[1]), e.mul(fl, e.c(PIO2[0]))))
+    rh, rl = e.fast_two_sum(rh, rl)
+    return k, rh, rl
+
+
 def _trig_reduce(e: _Emitter, x: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value]:
-    """x = k pi/2 + (rh + rl), |rh + rl| <= pi/4 (double only).
+    """x = k pi/2 + (rh + rl), |rh + rl| <= pi/4, for |x| < 2^51 (double only).
 
     k is the nearest integer to x * 2/pi computed from the exact product with a
     double-double 2/pi; the first product k * PIO2[0] cancels exactly by FMA
-    (k < 2^51).  For |x| >= 2^51 (and inf/NaN) x is replaced by 0 here, and the
-    caller substitutes NaN (inf/NaN input) or a bounded value (huge input)."""
-    big = e.cmp(">=", e.abs(x), e.c(TRIG_LIMIT))
-    x = e.sel(big, e.c(0.0), x)
-    ph, pl = e.two_prod(x, e.c(TWO_OVER_PI[0]))
-    pl = e.muladd(x, e.c(TWO_OVER_PI[1]), pl)
+    (k < 2^51); pi/2 has three parts (~2^-162).  Lanes with larger |x| compute
+    on 0 here; :func:`_trig_huge_helper` handles them."""
+    xs = e.sel(e.cmp(">=", e.abs(x), e.c(TRIG_LIMIT)), e.c(0.0), x)
+    ph, pl = e.two_prod(xs, e.c(TWO_OVER_PI[0]))
+    pl = e.muladd(xs, e.c(TWO_OVER_PI[1]), pl)
     k0 = e.roundeven(ph)
     k = e.add(k0, e.roundeven(e.add(e.sub(ph, k0), pl)))
-    r1 = e.fma(e.neg(k), e.c(PIO2[0]), x)          # exact
+    r1 = e.fma(e.neg(k), e.c(PIO2[0]), xs)          # exact
     qh, ql = e.two_prod(k, e.c(PIO2[1]))
     s, err = e.two_sum(r1, e.neg(qh))
     tail = e.sub(err, e.muladd(k, e.c(PIO2[2]), ql))
@@ -386,46 +457,138 @@ def _sin_cos_kernels(e: _Emitter, rh: ir.Value, rl: ir.Value) -> tuple[ir.Value,
     return sin, e.add(w, tail)
 
 
-def _quadrant_flags(e: _Emitter, k: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value]:
-    """(k odd, k mod 4 in {2, 3}, k mod 4 in {1, 2}) computed in floating point."""
+def _is_odd(e: _Emitter, k: ir.Value) -> ir.Value:
     half = e.mul(k, e.c(0.5))
-    odd = e.cmp("!=", e.floor(half), half)
-    q = e.sub(k, e.mul(e.c(4.0), e.floor(e.mul(k, e.c(0.25)))))
-    return odd, e.cmp(">=", q, e.c(2.0)), e.b.and_(e.cmp(">=", q, e.c(1.0)),
-                                                   e.cmp("<=", q, e.c(2.0)))
+    return e.cmp("!=", e.floor(half), half)
 
 
-def _trig_finish(e: _Emitter, x: ir.Value, res: ir.Value, odd: bool) -> ir.Value:
-    """NaN for inf/NaN input; a bounded stand-in for |x| >= 2^51; odd functions
-    return x itself for x = +-0."""
+def _sin_of(e: _Emitter, k: ir.Value, rh: ir.Value, rl: ir.Value) -> ir.Value:
+    """sin(k pi/2 + rh + rl) for an integer-valued k (cos: pass k + 1)."""
+    s, c = _sin_cos_kernels(e, rh, rl)
+    v = e.sel(_is_odd(e, k), c, s)
+    q = e.sub(k, e.mul(e.c(4.0), e.floor(e.mul(k, e.c(0.25)))))   # k mod 4
+    return e.sel(e.cmp(">=", q, e.c(2.0)), e.neg(v), v)
+
+
+def _trig_finish(e: _Emitter, x: ir.Value, fast: ir.Value, huge: ir.Value,
+                 odd: bool) -> ir.Value:
+    """Pick the huge-argument result, NaN for inf/NaN, x itself for +-0 if odd."""
     a = e.abs(x)
-    res = e.sel(e.cmp(">=", a, e.c(TRIG_LIMIT)), e.c(0.0), res)
+    res = e.sel(e.cmp(">=", a, e.c(TRIG_LIMIT)), huge, fast)
     res = e.sel(e.b.fcmp_unordered("==", a, e.c(INF)), e.c(NAN), res)
     return e.sel(e.cmp("==", x, e.c(0.0)), x, res) if odd else res
 
 
+def _huge(e: _Emitter, x: ir.Value, quarter_turns: float) -> ir.Value:
+    helper = _trig_huge_helper(e.b.module)
+    return e.b.call(helper, [x, e.c(quarter_turns)])
+
+
 def _sin(e: _Emitter, x: ir.Value) -> ir.Value:
     k, rh, rl = _trig_reduce(e, x)
-    s, c = _sin_cos_kernels(e, rh, rl)
-    odd, neg, _ = _quadrant_flags(e, k)
-    v = e.sel(odd, c, s)
-    return _trig_finish(e, x, e.sel(neg, e.neg(v), v), odd=True)
+    return _trig_finish(e, x, _sin_of(e, k, rh, rl), _huge(e, x, 0.0), odd=True)
 
 
 def _cos(e: _Emitter, x: ir.Value) -> ir.Value:
     k, rh, rl = _trig_reduce(e, x)
-    s, c = _sin_cos_kernels(e, rh, rl)
-    odd, _, neg = _quadrant_flags(e, k)
-    v = e.sel(odd, s, c)
-    return _trig_finish(e, x, e.sel(neg, e.neg(v), v), odd=False)
+    fast = _sin_of(e, e.add(k, e.c(1.0)), rh, rl)
+    return _trig_finish(e, x, fast, _huge(e, x, 1.0), odd=False)
 
 
 def _tan(e: _Emitter, x: ir.Value) -> ir.Value:
     k, rh, rl = _trig_reduce(e, x)
     s, c = _sin_cos_kernels(e, rh, rl)
-    odd, _, _ = _quadrant_flags(e, k)
-    t = e.div(e.sel(odd, e.neg(c), s), e.sel(odd, s, c))
-    return _trig_finish(e, x, t, odd=True)
+    odd = _is_odd(e, k)
+    fast = e.div(e.sel(odd, e.neg(c), s), e.sel(odd, s, c))
+    huge = e.div(_huge(e, x, 0.0), _huge(e, x, 1.0))
+    return _trig_finish(e, x, fast, huge, odd=True)
+
+
+# Huge arguments.  The table reduction is ~70 extra operations per element, which
+# would halve sin's throughput if every lane paid for it.  So it lives in a
+# ``noinline`` scalar helper with an early exit, and the helper carries the
+# ``vector-function-abi-variant`` attribute naming vector versions of itself
+# (2/4/8/16 lanes) that return zeros unless some lane is huge, and otherwise call
+# the scalar helper lane by lane.  The loop vectoriser replaces the scalar call
+# with the matching vector version, so ordinary inputs pay one compare and branch.
+
+HUGE_HELPER = "symgrad_vm_trig_huge_f64"
+HUGE_LANES = (2, 4, 8, 16)
+
+
+def _add_string_attribute(fn: ir.Function, key: str, value: str) -> None:
+    # llvmlite validates attribute names against a fixed list; string attributes
+    # ("key"="value") are valid LLVM IR, so add the text past the check.
+    set.add(fn.attributes, f'"{key}"="{value}"')
+
+
+def _helper_function(module: ir.Module, name: str, ty: ir.Type) -> ir.Function:
+    fn = ir.Function(module, ir.FunctionType(ty, [ty, ty]), name)
+    fn.linkage = "weak_odr"     # not internal: only the attribute refers to it
+    for attr in ("noinline", "nounwind", "readnone"):
+        fn.attributes.add(attr)
+    return fn
+
+
+def _trig_huge_helper(module: ir.Module) -> ir.Function:
+    """double helper(double x, double q): sin(x + q pi/2) for |x| >= 2^51, else 0.
+
+    Three functions: the helper (carries the vector-variant attribute), its
+    vector variants, and the worker they both call (no attribute -- were the
+    variants to call the helper, the SLP vectoriser would turn their lane-by-lane
+    calls back into a call of the variant itself: infinite recursion)."""
+    existing = module.globals.get(HUGE_HELPER)
+    if existing is not None:
+        return existing
+    worker = _trig_huge_worker(module)
+    fn = _helper_function(module, HUGE_HELPER, F64.ty)
+    fn.linkage = "internal"
+    variants = ",".join(f"_ZGV_LLVM_N{n}vv_{HUGE_HELPER}({HUGE_HELPER}_v{n})"
+                        for n in HUGE_LANES)
+    _add_string_attribute(fn, "vector-function-abi-variant", variants)
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    b.ret(b.call(worker, list(fn.args)))
+    for lanes in HUGE_LANES:
+        _trig_huge_variant(module, worker, lanes)
+    return fn
+
+
+def _trig_huge_worker(module: ir.Module) -> ir.Function:
+    fn = _helper_function(module, f"{HUGE_HELPER}_worker", F64.ty)
+    fn.linkage = "internal"
+    entry, work, skip = (fn.append_basic_block(s) for s in ("entry", "work", "skip"))
+    e = _Emitter(ir.IRBuilder(entry), F64)
+    x, quarter = fn.args
+    e.b.cbranch(e.cmp(">=", e.abs(x), e.c(TRIG_LIMIT)), work, skip)
+    e.b.position_at_end(skip)
+    e.b.ret(e.c(0.0))
+    e.b.position_at_end(work)
+    k, rh, rl = _trig_reduce_huge(e, x)
+    e.b.ret(_sin_of(e, e.add(k, quarter), rh, rl))
+    return fn
+
+
+def _trig_huge_variant(module: ir.Module, worker: ir.Function, lanes: int) -> None:
+    """<lanes x double> version of the helper: zeros unless a lane is huge."""
+    vty = ir.VectorType(F64.ty, lanes)
+    fn = _helper_function(module, f"{HUGE_HELPER}_v{lanes}", vty)
+    entry, work, skip = (fn.append_basic_block(s) for s in ("entry", "work", "skip"))
+    b = ir.IRBuilder(entry)
+    x, quarter = fn.args
+    fabs = module.globals.get(f"llvm.fabs.v{lanes}f64") or ir.Function(
+        module, ir.FunctionType(vty, [vty]), f"llvm.fabs.v{lanes}f64")
+    big = b.fcmp_ordered(">=", b.call(fabs, [x]), ir.Constant(vty, [TRIG_LIMIT] * lanes))
+    any_big = b.icmp_unsigned("!=", b.bitcast(big, ir.IntType(lanes)), ir.IntType(lanes)(0))
+    b.cbranch(any_big, work, skip)
+    b.position_at_end(skip)
+    b.ret(ir.Constant(vty, [0.0] * lanes))
+    b.position_at_end(work)
+    out = ir.Constant(vty, [0.0] * lanes)
+    for lane in range(lanes):
+        idx = ir.IntType(32)(lane)
+        r = b.call(worker, [b.extract_element(x, idx), b.extract_element(quarter, idx)])
+        out = b.insert_element(out, r, idx)
+    b.ret(out)
 
 
 # -------------------------------------------------------------------------- pow
