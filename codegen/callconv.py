@@ -4,7 +4,7 @@ This module owns the boundary between Python and native code:
 
 * the **kernel ABI** every compiled kernel implements::
 
-      void @kernel(ptr %bufs)
+      void @kernel(ptr %bufs)        (or  i32 @kernel(ptr %bufs): nonzero = failed)
 
   ``bufs`` points to ``[n_inputs + n_outputs x ptr]`` data pointers: the inputs in
   signature order, then the outputs in order.  Every buffer is C-contiguous, aligned
@@ -14,7 +14,9 @@ This module owns the boundary between Python and native code:
   a malloc per call or a shared buffer that breaks once the GIL is released, so a
   kernel that needs temporaries uses ``alloca`` (small) or its own allocation (large).
   A kernel may run without the GIL and on several threads at once: it must not touch
-  Python objects and must not write mutable globals.
+  Python objects and must not write mutable globals.  A kernel returning ``i32`` may
+  fail (nonzero, e.g. an index out of range): the entry then drops the outputs and
+  takes the fallback path, which can rerun the work slowly and raise the error.
 
 * :func:`build_entry` — emits, with ``llvmlite.ir.IRBuilder``, the wrapper
   ``PyObject *entry(PyObject *self, PyObject *const *args, Py_ssize_t nargs)`` that
@@ -308,8 +310,8 @@ def build_entry(module: ir.Module, kernel: ir.Function | str, entry_name: str,
     if not outs:
         raise ValueError("a compiled function needs at least one output")
     kernel_fn = module.get_global(kernel) if isinstance(kernel, str) else kernel
-    if kernel_fn.function_type != ir.FunctionType(_VOID, [_PTR]):
-        raise TypeError(f"kernel must be 'void (ptr)', got {kernel_fn.function_type}")
+    if kernel_fn.function_type not in (ir.FunctionType(_VOID, [_PTR]), ir.FunctionType(_I32, [_PTR])):
+        raise TypeError(f"kernel must be 'void (ptr)' or 'i32 (ptr)', got {kernel_fn.function_type}")
     register_runtime_symbols()
     text = bytearray(signature_text(args, outs).encode() + b"\0")
     _constant_global(module, f"{entry_name}.signature",
@@ -357,7 +359,12 @@ class _EntryEmitter:
         arrays: list[ir.Value] = []
         for j, spec in enumerate(self.outs):
             arrays.append(self.new_output(j, spec, bufs, owned=tuple(arrays)))
-        self.call_kernel(bufs, release_gil)
+        status = self.call_kernel(bufs, release_gil)
+        if status is not None:  # an i32 kernel reports failure (e.g. a bad index): fall back
+            with b.if_then(b.icmp_signed("!=", status, _I32(0)), likely=False):
+                for obj in arrays:
+                    self.call_python("Py_DecRef", obj)
+                b.branch(self.fallback_block)
         b.ret(arrays[0] if len(arrays) == 1 else self.pack_tuple(arrays))
         self.emit_fallback()
         return self.fn
@@ -436,11 +443,13 @@ class _EntryEmitter:
                 self.call_python("Py_DecRef", obj)
             b.ret(_NULL)
 
-    def call_kernel(self, bufs: ir.Value, release_gil: bool) -> None:
+    def call_kernel(self, bufs: ir.Value, release_gil: bool) -> ir.Value | None:
+        """Call the kernel; return its i32 status (None for a void kernel)."""
         state = self.call_python("PyEval_SaveThread") if release_gil else None
-        self.builder.call(self.kernel, [bufs])
+        result = self.builder.call(self.kernel, [bufs])
         if state is not None:
             self.call_python("PyEval_RestoreThread", state)
+        return result if self.kernel.function_type.return_type == _I32 else None
 
     def pack_tuple(self, arrays: Sequence[ir.Value]) -> ir.Value:
         result = self.call_python("PyTuple_New", _I64(len(arrays)))

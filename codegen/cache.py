@@ -1,0 +1,139 @@
+"""Persistent disk cache of compiled objects.
+
+Where: ``<settings.cache_dir>/llvm/<key[:2]>/<key>.obj`` (``SYMGRAD_CACHE_DIR``, or set
+``symgrad.config.settings.cache_dir``); ``SYMGRAD_DISK_CACHE=0`` (or
+``settings.disk_cache = False``) disables it.  Settings are read at each access.
+
+Key (:func:`cache_key`): the program's structural key (outputs and inputs, via
+``symgrad.graph.node.structural_key``), input and output names/shapes/dtypes, the host
+fingerprint (CPU name and features, llvmlite and LLVM versions, triple), the symgrad
+version and a digest of the code generator's own source -- anything that changes the
+generated code changes the key.
+
+File format: ``MAGIC``, a little-endian u32 header length, a JSON header (key, section
+names and lengths, SHA-256 of the sections), then the sections (object code and the
+zlib-compressed IR/asm texts).  A file whose magic, key, length or checksum does not
+match is ignored (and rewritten by the next compile).  Writes go to a temporary file in
+the same directory followed by ``os.replace``, so concurrent processes never see a
+partial file.
+
+>>> e = encode("k" * 64, {"object": b"\\x7fELF..."})
+>>> decode(e, "k" * 64)["object"]
+b'\\x7fELF...'
+>>> decode(e[:-1], "k" * 64) is None       # truncated
+True
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import struct
+import tempfile
+from pathlib import Path
+
+from symgrad.config import settings
+from symgrad.graph.node import structural_key
+
+from . import target
+
+__all__ = ["cache_key", "encode", "decode", "load", "store", "cache_path", "MAGIC"]
+
+MAGIC = b"SYMGRAD-OBJ\x01"
+
+
+@functools.cache
+def _source_digest() -> str:
+    h = hashlib.blake2b(digest_size=16)
+    root = Path(__file__).parent
+    for path in sorted(root.rglob("*.py")):
+        h.update(str(path.relative_to(root)).encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def cache_key(program) -> str:
+    """Hex digest identifying the native code of ``program`` on this host."""
+    import symgrad
+    parts = [
+        structural_key(list(program.outputs) + list(program.inputs)),
+        repr([(str(n), i.shape, i.dtype.name) for n, i in zip(program.input_names, program.inputs)]),
+        repr([(str(n), o.shape, o.dtype.name) for n, o in zip(program.output_names, program.outputs)]),
+        target.host_fingerprint(),
+        f"symgrad={symgrad.__version__}",
+        f"codegen={_source_digest()}",
+    ]
+    return hashlib.blake2b("\n".join(parts).encode(), digest_size=24).hexdigest()
+
+
+def encode(key: str, sections: dict[str, bytes]) -> bytes:
+    """One cache file's bytes."""
+    names = sorted(sections)
+    body = b"".join(sections[n] for n in names)
+    header = json.dumps({"key": key, "sections": [[n, len(sections[n])] for n in names],
+                         "sha256": hashlib.sha256(body).hexdigest()}).encode()
+    return MAGIC + struct.pack("<I", len(header)) + header + body
+
+
+def decode(data: bytes, key: str) -> dict[str, bytes] | None:
+    """The sections of a cache file, or None if it is corrupt, truncated or for another key."""
+    try:
+        if not data.startswith(MAGIC):
+            return None
+        (hlen,) = struct.unpack_from("<I", data, len(MAGIC))
+        start = len(MAGIC) + 4
+        header = json.loads(data[start:start + hlen].decode())
+        body = data[start + hlen:]
+        if header.get("key") != key or sum(n for _, n in header["sections"]) != len(body):
+            return None
+        if hashlib.sha256(body).hexdigest() != header["sha256"]:
+            return None
+        out, pos = {}, 0
+        for name, n in header["sections"]:
+            out[name] = body[pos:pos + n]
+            pos += n
+        return out
+    except (ValueError, KeyError, TypeError, struct.error, UnicodeDecodeError):
+        return None
+
+
+def cache_path(key: str) -> Path | None:
+    """Where ``key`` lives, or None when the disk cache is disabled."""
+    if not settings.disk_cache or not settings.cache_dir:
+        return None
+    return Path(settings.cache_dir) / "llvm" / key[:2] / f"{key}.obj"
+
+
+def load(key: str) -> dict[str, bytes] | None:
+    path = cache_path(key)
+    if path is None:
+        return None
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    return decode(data, key)
+
+
+def store(key: str, sections: dict[str, bytes]) -> bool:
+    """Write atomically; False (silently) if the cache is disabled or not writable."""
+    path = cache_path(key)
+    if path is None:
+        return False
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".obj")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(encode(key, sections))
+            os.replace(tmp, path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+        return True
+    except OSError:
+        return False

@@ -1,0 +1,80 @@
+"""What every step lowering shares: the builder inside the step's function, one pointer
+per Storage (function parameters marked ``noalias``), constant globals, memset."""
+from __future__ import annotations
+
+import llvmlite.ir as ir
+import numpy as np
+
+from .. import types as T
+from ..plan import Plan, Storage
+
+__all__ = ["StepContext", "ConstPool"]
+
+
+class ConstPool:
+    """Module-level constant arrays, one global per constant Storage."""
+
+    def __init__(self, module: ir.Module) -> None:
+        self.module = module
+        self.globals: dict[int, ir.GlobalVariable] = {}
+
+    def get(self, st: Storage) -> ir.GlobalVariable:
+        g = self.globals.get(id(st))
+        if g is None:
+            value = np.ascontiguousarray(st.value, dtype=st.dtype.np)
+            ety = T.storage_type(st.dtype)
+            flat = value.reshape(-1)
+            if st.dtype.name == "bool":
+                items = [int(v) for v in flat]
+            elif st.dtype.is_floating_point:
+                items = [float(v) for v in flat]
+            else:
+                items = [int(v) for v in flat]
+            aty = ir.ArrayType(ety, max(len(items), 1))
+            g = ir.GlobalVariable(self.module, aty, f"{st.name}.data")
+            g.initializer = ir.Constant(aty, items or [0])
+            g.global_constant = True
+            g.linkage = "internal"
+            g.align = 64
+            self.globals[id(st)] = g
+        return g
+
+
+class StepContext:
+    """Builder, pointers and helpers for lowering one step."""
+
+    def __init__(self, b: ir.IRBuilder, ptrs: dict[int, ir.Value], plan: Plan,
+                 consts: ConstPool, err: ir.Value | None = None) -> None:
+        self.b = b
+        self.ptrs = ptrs
+        self.plan = plan
+        self.consts = consts
+        self.err = err            # i64[4] error record (indexing steps)
+
+    def ptr(self, st: Storage) -> ir.Value:
+        if st.kind == "const":
+            return self.consts.get(st)
+        return self.ptrs[id(st)]
+
+    def elem(self, st: Storage, index: ir.Value, name: str = "") -> ir.Value:
+        """Pointer to element ``index`` of ``st``."""
+        return self.b.gep(self.ptr(st), [index], inbounds=True, source_etype=T.storage_type(st.dtype),
+                          name=name)
+
+    def memset0(self, st: Storage) -> None:
+        if st.nbytes == 0:
+            return
+        name = "llvm.memset.p0.i64"
+        m = self.b.module
+        fn = m.globals.get(name) or ir.Function(
+            m, ir.FunctionType(ir.VoidType(), [T.PTR, T.I8, T.I64, T.I1]), name)
+        self.b.call(fn, [self.ptr(st), T.I8(0), T.I64(st.nbytes), T.I1(0)])
+
+    def memcpy(self, dst: Storage, src: Storage) -> None:
+        if dst.nbytes == 0:
+            return
+        name = "llvm.memcpy.p0.p0.i64"
+        m = self.b.module
+        fn = m.globals.get(name) or ir.Function(
+            m, ir.FunctionType(ir.VoidType(), [T.PTR, T.PTR, T.I64, T.I1]), name)
+        self.b.call(fn, [self.ptr(dst), self.ptr(src), T.I64(dst.nbytes), T.I1(0)])

@@ -1,0 +1,187 @@
+"""matmul (numpy.matmul semantics: 1-D operands, broadcast batch dimensions).
+
+Each batch element is one ``C[m, n] = A[m, k] @ B[k, n]`` on strided views:
+
+* BLAS (``dgemm_``/``sgemm_`` of scipy's OpenBLAS, called by name, see
+  :mod:`codegen.runtime`) when the product is large (``m*n*k >= BLAS_MIN_WORK``) and
+  each operand has a unit stride in one of its two dimensions -- a transposed view is
+  passed as ``'T'``, never copied.  Row-major C = A B is column-major C^T = B^T A^T.
+* otherwise an IR loop nest: ``i, k, j`` with the ``j`` loop vectorised when n >= 4,
+  else ``i, j, k`` with a ``reassoc`` dot product over k.  It takes any strides
+  (broadcast operands included) and handles integer dtypes.
+"""
+from __future__ import annotations
+
+import llvmlite.ir as ir
+
+from symgrad.graph.node import Node
+
+from .. import layout as L
+from .. import types as T
+from ..plan import Plan, Storage
+from ..runtime import BLAS_GEMM
+from .context import StepContext
+from .loops import Loop, LoopNest, strided_offset
+from .reduce import REASSOC
+
+__all__ = ["storages", "emit", "BLAS_MIN_WORK", "Operand", "operands"]
+
+BLAS_MIN_WORK = 1 << 15
+_INT32_MAX = 2 ** 31 - 1
+
+
+class Operand:
+    """A batch of matrices: ``storage[offset + batch strides + rs * r + cs * c]``."""
+
+    def __init__(self, storage: Storage, offset: int, batch_strides: tuple[int, ...],
+                 rows: int, cols: int, rs: int, cs: int) -> None:
+        self.storage, self.offset, self.batch_strides = storage, offset, batch_strides
+        self.rows, self.cols, self.rs, self.cs = rows, cols, rs, cs
+
+    def blas_layout(self) -> tuple[str, int] | None:
+        """('N', ld) if rows are contiguous, ('T', ld) if columns are, else None."""
+        if self.cs == 1 or self.cols == 1:
+            ld = self.rs if self.rows > 1 else max(self.cols, 1)
+            if ld >= max(self.cols, 1) and ld <= _INT32_MAX:
+                return "N", ld
+        if self.rs == 1 or self.rows == 1:
+            ld = self.cs if self.cols > 1 else max(self.rows, 1)
+            if ld >= max(self.rows, 1) and ld <= _INT32_MAX:
+                return "T", ld
+        return None
+
+
+def operands(plan: Plan, node: Node) -> tuple[Operand, Operand, Operand, tuple[int, ...]]:
+    """(A, B, C, batch shape) for ``node = matmul(a, b)``."""
+    a, b = node.args
+    va, vb = plan.view(a), plan.view(b)
+    out = plan.storage[id(node)]
+    sa, sb = list(va.shape), list(vb.shape)
+    ta, tb = list(va.strides), list(vb.strides)
+    if len(sa) == 1:
+        sa, ta = [1] + sa, [0] + ta
+    if len(sb) == 1:
+        sb, tb = sb + [1], tb + [0]
+    batch = tuple(L.broadcast_shape_of(sa[:-2], sb[:-2]))
+    m, k, n = sa[-2], sa[-1], sb[-1]
+
+    def bstrides(shape, strides):
+        off = len(batch) - len(shape)
+        return tuple(0 if d < off or shape[d - off] == 1 else strides[d - off] for d in range(len(batch)))
+
+    cshape = batch + (m, n)
+    cst = L.contiguous_strides(cshape)
+    A = Operand(va.buffer, va.offset, bstrides(sa[:-2], ta[:-2]), m, k, ta[-2], ta[-1])
+    B = Operand(vb.buffer, vb.offset, bstrides(sb[:-2], tb[:-2]), k, n, tb[-2], tb[-1])
+    C = Operand(out, 0, tuple(cst[:-2]), m, n, cst[-2], cst[-1])
+    return A, B, C, batch
+
+
+def storages(plan: Plan, node: Node) -> list[Storage]:
+    A, B, C, _ = operands(plan, node)
+    return [A.storage, B.storage, C.storage]
+
+
+def _use_blas(node: Node, A: Operand, B: Operand) -> bool:
+    if node.dtype.name not in BLAS_GEMM:
+        return False
+    m, k, n = A.rows, A.cols, B.cols
+    if m * n * k < BLAS_MIN_WORK or max(m, n, k) > _INT32_MAX:
+        return False
+    return A.blas_layout() is not None and B.blas_layout() is not None
+
+
+def emit(ctx: StepContext, node: Node, step_id: int) -> None:
+    A, B, C, batch = operands(ctx.plan, node)
+    b = ctx.b
+    nest = LoopNest(b, batch, "b")
+    offs = [strided_offset(b, X.offset, X.batch_strides, nest.indices) for X in (A, B, C)]
+    if _use_blas(node, A, B):
+        _blas(ctx, node, A, B, C, offs)
+    else:
+        _loops(ctx, node, A, B, C, offs)
+    nest.close()
+
+
+def _const_char(module: ir.Module, ch: str) -> ir.GlobalVariable:
+    name = f"blas.char.{ch}"
+    g = module.globals.get(name)
+    if g is None:
+        g = ir.GlobalVariable(module, T.I8, name)
+        g.initializer, g.global_constant, g.linkage = T.I8(ord(ch)), True, "internal"
+    return g
+
+
+def _blas(ctx: StepContext, node: Node, A: Operand, B: Operand, C: Operand, offs) -> None:
+    b, module = ctx.b, ctx.b.module
+    ety = T.storage_type(node.dtype)
+    name = BLAS_GEMM[node.dtype.name]
+    fn = module.globals.get(name) or ir.Function(module, ir.FunctionType(ir.VoidType(), [T.PTR] * 13), name)
+    (ta, lda), (tb, ldb) = B.blas_layout(), A.blas_layout()     # C^T = B^T A^T
+
+    def cell(ty, value):
+        slot = b.alloca(ty)
+        b.store(value, slot)
+        return slot
+
+    m, k, n = A.rows, A.cols, B.cols
+    args = [_const_char(module, ta), _const_char(module, tb),
+            cell(T.I32, T.I32(n)), cell(T.I32, T.I32(m)), cell(T.I32, T.I32(k)),
+            cell(ety, ir.Constant(ety, 1.0)),
+            ctx.elem(B.storage, offs[1]), cell(T.I32, T.I32(lda)),
+            ctx.elem(A.storage, offs[0]), cell(T.I32, T.I32(ldb)),
+            cell(ety, ir.Constant(ety, 0.0)),
+            ctx.elem(C.storage, offs[2]), cell(T.I32, T.I32(max(n, 1)))]
+    if k == 0:
+        _zero(ctx, node, C, offs[2])
+        return
+    b.call(fn, args)
+
+
+def _zero(ctx: StepContext, node: Node, C: Operand, coff) -> None:
+    b = ctx.b
+    zero = T.constant(node.dtype, 0)
+    nest = LoopNest(b, (C.rows, C.cols), "z")
+    i, j = nest.indices
+    T.store(b, zero, ctx.elem(C.storage, strided_offset_dyn(b, coff, (C.rs, C.cs), (i, j))), node.dtype)
+    nest.close()
+
+
+def strided_offset_dyn(b: ir.IRBuilder, base: ir.Value, strides, indices) -> ir.Value:
+    return b.add(base, strided_offset(b, 0, strides, indices))
+
+
+def _loops(ctx: StepContext, node: Node, A: Operand, B: Operand, C: Operand, offs) -> None:
+    b, dt = ctx.b, node.dtype
+    is_float = dt.is_floating_point
+    mul = (lambda x, y: b.fmul(x, y)) if is_float else b.mul
+    m, k, n = A.rows, A.cols, B.cols
+    aoff, boff, coff = offs
+    zero = T.constant(dt, 0)
+    ld = lambda X, off, r, c: T.load(b, ctx.elem(X.storage, strided_offset_dyn(b, off, (X.rs, X.cs), (r, c))), dt)
+    if n >= 4:
+        rows = Loop(b, 0, m, "i")
+        i = rows.index
+        init = Loop(b, 0, n, "j0")
+        T.store(b, zero, ctx.elem(C.storage, strided_offset_dyn(b, coff, (C.rs, C.cs), (i, init.index))), dt)
+        init.close()
+        kl = Loop(b, 0, k, "k")
+        a = ld(A, aoff, i, kl.index)
+        cols = Loop(b, 0, n, "j")
+        j = cols.index
+        cptr = ctx.elem(C.storage, strided_offset_dyn(b, coff, (C.rs, C.cs), (i, j)))
+        prod = mul(a, ld(B, boff, kl.index, j))
+        acc = T.load(b, cptr, dt)
+        T.store(b, b.fadd(acc, prod) if is_float else b.add(acc, prod), cptr, dt)
+        cols.close()
+        kl.close()
+        rows.close()
+        return
+    nest = LoopNest(b, (m, n), "ij")
+    i, j = nest.indices
+    kl = Loop(b, 0, k, "k", [zero])
+    prod = mul(ld(A, aoff, i, kl.index), ld(B, boff, kl.index, j))
+    acc = b.fadd(kl.carried[0], prod, flags=REASSOC) if is_float else b.add(kl.carried[0], prod)
+    total, = kl.close([acc])
+    T.store(b, total, ctx.elem(C.storage, strided_offset_dyn(b, coff, (C.rs, C.cs), (i, j))), dt)
+    nest.close()

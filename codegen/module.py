@@ -1,0 +1,177 @@
+"""Assemble one LLVM module for a :class:`~codegen.plan.Plan`.
+
+Layout of the generated code (names follow the program: steps say what they compute,
+loaded values are named after inputs and ops)::
+
+    internal void @"<name>.s<i>.<what>"(ptr noalias %<buffer>, ...)   one per step
+    i32 @"<name>.seg<k>"(ptr %bufs, ptr %err)     a native segment: arena + steps in order
+    i32 @"<name>"(ptr %bufs)                      callconv kernel (fully native plans)
+
+``bufs`` holds the data pointers of the inputs, the outputs, then (hybrid plans only)
+the external buffers shared with numpy steps.  Temporaries live in one arena per call:
+on the stack up to :data:`STACK_ARENA` bytes, else one ``malloc``.  Each step is a
+function whose buffers are distinct ``noalias`` parameters; a step called once is
+inlined by LLVM, which turns ``noalias`` into alias scopes so loops vectorise without
+runtime alias checks.  Status: 0 ok, 1 index error (record in ``err``), 2 out of memory.
+"""
+from __future__ import annotations
+
+import llvmlite.ir as ir
+
+from . import target
+from . import types as T
+from .lower import indexing, matmul, misc
+from .lower.context import ConstPool, StepContext
+from .lower.fused_loop import FusedLoop
+from .plan import CopyStep, LoopStep, NodeStep, Plan, Storage
+from .runtime import FREE, MALLOC
+
+__all__ = ["build_module", "STACK_ARENA", "segment_name"]
+
+STACK_ARENA = 32 * 1024
+_OPAQUE = {"matmul": matmul, "take": indexing, "gather": indexing, "gather_scatter": indexing,
+           "scatter_add": indexing, "index_put": indexing, "argmax": misc, "argmin": misc,
+           "cumsum": misc}
+_FALLIBLE = {"take", "gather", "gather_scatter", "scatter_add", "index_put"}
+
+
+def segment_name(name: str, k: int) -> str:
+    return f"{name}.seg{k}"
+
+
+def _set_vector_width(fn: ir.Function) -> None:
+    bits = target.widest_vector_bits()
+    set.add(fn.attributes, f'"prefer-vector-width"="{bits}"')
+    set.add(fn.attributes, f'"min-legal-vector-width"="{bits}"')
+
+
+def _step_label(i: int, step) -> str:
+    if isinstance(step, LoopStep):
+        ops = "+".join(dict.fromkeys(it.node.op for it in step.items))
+        shape = "x".join(map(str, step.shape)) or "scalar"
+        return f"s{i}.loop{shape}.{ops}"[:80]
+    return f"s{i}.{step.node.op}"
+
+
+class _Builder:
+    def __init__(self, plan: Plan, name: str) -> None:
+        self.plan, self.name = plan, name
+        self.module = ir.Module(name=name)
+        self.consts = ConstPool(self.module)
+
+    # ---- steps --------------------------------------------------------------------
+    def step_function(self, i: int, step) -> tuple[ir.Function, list[Storage], bool]:
+        if isinstance(step, LoopStep):
+            lowering = FusedLoop(self.plan, step)
+            storages = list(lowering.storages.values())
+            fallible = False
+        else:
+            lowering = _OPAQUE[step.node.op]
+            storages = lowering.storages(self.plan, step.node)
+            fallible = step.node.op in _FALLIBLE
+        unique: dict[int, Storage] = {}
+        for st in storages:
+            if st.kind != "const":
+                unique.setdefault(id(st), st)
+        storages = list(unique.values())
+        params = [T.PTR] * (len(storages) + (1 if fallible else 0))
+        fnty = ir.FunctionType(T.I32 if fallible else ir.VoidType(), params)
+        fn = ir.Function(self.module, fnty, f"{self.name}.{_step_label(i, step)}")
+        fn.linkage = "internal"
+        fn.attributes.add("nounwind")
+        _set_vector_width(fn)
+        ptrs = {}
+        for arg, st in zip(fn.args, storages):
+            arg.name = st.name
+            arg.add_attribute("noalias")
+            ptrs[id(st)] = arg
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        ctx = StepContext(b, ptrs, self.plan, self.consts, fn.args[-1] if fallible else None)
+        if isinstance(step, LoopStep):
+            lowering.emit(ctx)
+        else:
+            lowering.emit(ctx, step.node, i)
+        if fallible:
+            b.ret(T.I32(0))
+        else:
+            b.ret_void()
+        return fn, storages, fallible
+
+    # ---- segments -------------------------------------------------------------------
+    def segment(self, k: int, indices: list[int]) -> ir.Function:
+        plan = self.plan
+        fn = ir.Function(self.module, ir.FunctionType(T.I32, [T.PTR, T.PTR]), segment_name(self.name, k))
+        fn.attributes.add("nounwind")
+        bufs, err = fn.args
+        bufs.name, err.name = "bufs", "err"
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        arena, release = self.arena(b, fn)
+        ptrs: dict[int, ir.Value] = {}
+
+        def ptr(st: Storage) -> ir.Value:
+            if id(st) not in ptrs:
+                if st.kind in ("in", "out", "ext"):
+                    slot = b.gep(bufs, [T.I64(st.slot)], inbounds=True, source_etype=T.PTR)
+                    ptrs[id(st)] = b.load(slot, typ=T.PTR, name=st.name)
+                elif st.kind == "temp":
+                    ptrs[id(st)] = b.gep(arena, [T.I64(st.slot)], inbounds=True, source_etype=T.I8,
+                                         name=st.name)
+                else:
+                    ptrs[id(st)] = self.consts.get(st)
+            return ptrs[id(st)]
+
+        for i in indices:
+            step = plan.steps[i]
+            if isinstance(step, CopyStep):
+                ctx = StepContext(b, {id(step.dst): ptr(step.dst), id(step.src): ptr(step.src)},
+                                  plan, self.consts)
+                ctx.memcpy(step.dst, step.src)
+                continue
+            sfn, storages, fallible = self.step_function(i, step)
+            args = [ptr(st) for st in storages] + ([err] if fallible else [])
+            status = b.call(sfn, args)
+            if fallible:
+                with b.if_then(b.icmp_signed("!=", status, T.I32(0)), likely=False):
+                    release()
+                    b.ret(status)
+        release()
+        b.ret(T.I32(0))
+        return fn
+
+    def arena(self, b: ir.IRBuilder, fn: ir.Function):
+        size = self.plan.arena_size
+        if size == 0:
+            return ir.Constant(T.PTR, None), lambda: None
+        if size <= STACK_ARENA:
+            slot = b.alloca(ir.ArrayType(T.I8, size), name="arena")
+            slot.align = 64
+            return slot, lambda: None
+        malloc = self.declare(MALLOC, ir.FunctionType(T.PTR, [T.I64]))
+        free = self.declare(FREE, ir.FunctionType(ir.VoidType(), [T.PTR]))
+        raw = b.call(malloc, [T.I64(size + 64)], name="arena.raw")
+        with b.if_then(b.icmp_unsigned("==", raw, ir.Constant(T.PTR, None)), likely=False):
+            b.ret(T.I32(2))
+        mis = b.and_(b.sub(T.I64(0), b.ptrtoint(raw, T.I64)), T.I64(63))
+        arena = b.gep(raw, [mis], inbounds=True, source_etype=T.I8, name="arena")
+        return arena, lambda: b.call(free, [raw])
+
+    def declare(self, name: str, fnty: ir.FunctionType) -> ir.Function:
+        return self.module.globals.get(name) or ir.Function(self.module, fnty, name)
+
+    def kernel(self) -> ir.Function:
+        """``i32 @name(ptr bufs)`` for callconv: segment 0 with a local error record."""
+        fn = ir.Function(self.module, ir.FunctionType(T.I32, [T.PTR]), self.name)
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        err = b.alloca(ir.ArrayType(T.I64, 4), name="err")
+        b.ret(b.call(self.module.get_global(segment_name(self.name, 0)), [fn.args[0], err]))
+        return fn
+
+
+def build_module(plan: Plan, name: str) -> tuple[ir.Module, ir.Function | None]:
+    """The module for ``plan``: one segment function per native segment, plus the
+    callconv kernel when the plan is fully native (else None)."""
+    builder = _Builder(plan, name)
+    for k, indices in enumerate(plan.segments):
+        builder.segment(k, indices)
+    kernel = builder.kernel() if not plan.hybrid else None
+    return builder.module, kernel

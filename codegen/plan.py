@@ -1,0 +1,529 @@
+"""The schedule of a program: what is materialised where, and in which steps.
+
+Input: a :class:`symgrad.compiler.program.Program`.  Output: a :class:`Plan` --
+
+* **roots**: nodes that get storage of their own: outputs, reductions, window ops
+  (pad_slice, cat), opaque ops (matmul, indexing, ...), numpy-rule nodes, bases of the
+  arguments of opaque/numpy nodes, and elementwise nodes that would otherwise be
+  recomputed in several places although they are expensive (cost > ``RECOMPUTE_COST``);
+* every other node is *virtual*: a layout op is index arithmetic, an elementwise node
+  is recomputed inside each loop that reads it (cheap nodes only, see above);
+* **steps**, in order: :class:`LoopStep` (one loop nest over one shape computing
+  several *items* -- stores of elementwise values and reductions -- so consumers of the
+  same input share one pass and one set of registers), :class:`NodeStep` (an opaque
+  lowering, or a numpy rule in a hybrid executable) and :class:`CopyStep`;
+* **storage**: inputs and outputs are the caller's buffers (an output root is computed
+  straight into its output array, also through a reshape); temporaries share one arena
+  whose offsets come from live ranges; hybrid executables pass buffers crossing a numpy
+  step as ``ext`` slots.
+
+Loop placement is greedy in topological order: an item joins the latest loop of its
+shape whose inputs are all complete before it -- or computed in that same loop at the
+same index (then the value is a register, never reloaded).
+
+>>> import numpy as np, symgrad
+>>> f = symgrad.compile(lambda x: (x * 2).exp().sum() + x.sum(), backend="numpy")
+>>> plan = build_plan(f.lower(np.ones(3)).optimized)
+>>> [type(s).__name__ for s in plan.steps]      # one loop computes both sums
+['LoopStep', 'LoopStep']
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from symgrad import dtypes
+from symgrad.dtypes import DType
+from symgrad.graph.node import Node
+
+from . import layout as L
+from .classify import const_scalar, ew_cost, kind_of, numpy_reason
+
+__all__ = ["Plan", "Storage", "Item", "LoopStep", "NodeStep", "CopyStep", "build_plan",
+           "RECOMPUTE_COST", "ARENA_ALIGN"]
+
+RECOMPUTE_COST = 12   # an elementwise node costing more is materialised rather than recomputed
+ARENA_ALIGN = 64
+
+
+@dataclass(eq=False)
+class Storage:
+    """One buffer: ``in``/``out``/``ext`` slots of the kernel's pointer array, an arena
+    ``temp`` (``slot`` = byte offset), or a ``const`` global (``value``)."""
+
+    kind: str
+    slot: int
+    dtype: DType
+    shape: tuple[int, ...]
+    name: str
+    value: Any = None
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+
+@dataclass(eq=False)
+class Item:
+    """One unit of work in a loop over ``shape``: ``store`` computes ``node`` at each
+    index into ``target``; ``reduce`` accumulates reduction ``node`` of its argument."""
+
+    kind: str
+    node: Node
+    target: L.StridedView
+    produces: Node | None
+    shape: tuple[int, ...]
+    scratch: dict = field(default_factory=dict)   # reduce: "acc"/"comp" -> Storage
+
+
+@dataclass(eq=False)
+class LoopStep:
+    shape: tuple[int, ...]
+    items: list[Item] = field(default_factory=list)
+    fills: list[Node] = field(default_factory=list)   # window roots zero-filled first
+    plain: set = field(default_factory=set)           # ids of roots stored at the identity
+
+
+@dataclass(eq=False)
+class NodeStep:
+    node: Node
+    kind: str            # "opaque" or "numpy"
+
+
+@dataclass(eq=False)
+class CopyStep:
+    dst: Storage
+    src: Storage
+
+
+@dataclass(eq=False)
+class Plan:
+    program: Any
+    steps: list
+    kinds: dict
+    roots: set
+    storage: dict                 # id(node) -> Storage (leaves and roots)
+    inputs: list[Storage]
+    outputs: list[Storage]
+    externals: list[Storage]
+    arena_size: int
+    views: dict                   # id(node) -> StridedView over Storage (memo)
+    numpy_nodes: list[Node]
+    segments: list[list[int]]     # step indices of each native segment, in order
+
+    def view(self, node: Node) -> L.StridedView | None:
+        """``node`` as a strided view of a Storage, or None if it is virtual."""
+        key = id(node)
+        if key not in self.views:
+            self.views[key] = _strided(node, self.kinds, self.roots, self.storage.get, set())
+        return self.views[key]
+
+    def scalar(self, node: Node):
+        """Python value of a constant whose elements are all equal, else None."""
+        return const_scalar(node)
+
+    @property
+    def hybrid(self) -> bool:
+        return bool(self.numpy_nodes)
+
+    def summary(self) -> str:
+        """The schedule in a few lines (part of ``as_text('program')``)."""
+        lines = []
+        for i, st in enumerate(self.steps):
+            if isinstance(st, LoopStep):
+                what = ", ".join(f"{it.kind} {it.node.op}" for it in st.items)
+                lines.append(f"  step {i}: loop {list(st.shape)}: {what}")
+            elif isinstance(st, NodeStep):
+                how = "numpy rule (hybrid)" if st.kind == "numpy" else "native"
+                lines.append(f"  step {i}: {st.node.op} {list(st.node.shape)} [{how}]")
+            else:
+                lines.append(f"  step {i}: copy {st.src.name} -> {st.dst.name}")
+        lines.append(f"  arena: {self.arena_size} bytes")
+        if self.numpy_nodes:
+            reasons = sorted({f"{n.op} ({numpy_reason(n)})" for n in self.numpy_nodes})
+            lines.append("  runs through numpy: " + "; ".join(reasons))
+        else:
+            lines.append("  fully native")
+        return "\n".join(lines)
+
+
+def _strided(node: Node, kinds: dict, roots: set, storage_of, failed: set) -> L.StridedView | None:
+    """``node`` as a strided view over the storage of a leaf or root (None: virtual).
+    ``storage_of(id)`` gives the buffer key; reshapes that would need a copy add the id
+    of their argument to ``failed``."""
+    kind = kinds[id(node)]
+    if kind == "leaf" or id(node) in roots:
+        buf = storage_of(id(node))
+        return L.StridedView.contiguous(buf if buf is not None else node, node.shape)
+    if kind != "view":
+        return None
+    arg = node.args[0]
+    base = _strided(arg, kinds, roots, storage_of, failed)
+    if base is None:
+        return None
+    if node.op == "reshape":
+        out = L.reshape_view(base, node.shape)
+        if out is None:
+            failed.add(id(arg))
+        return out
+    m = L.translate(node.op, dict(node.attrs), arg.shape, node.shape, L.identity(len(node.shape)))
+    offset, strides = L.view_strides(node.shape, L.address(base, m))
+    return L.StridedView(base.buffer, node.shape, strides, offset)
+
+
+def _base(node: Node, kinds: dict) -> Node:
+    while kinds[id(node)] == "view":
+        node = node.args[0]
+    return node
+
+
+class _Planner:
+    def __init__(self, program) -> None:
+        self.program = program
+        self.nodes: list[Node] = program.nodes()
+        self.kinds = {id(n): kind_of(n) for n in self.nodes}
+        for n in program.inputs:
+            self.kinds.setdefault(id(n), "leaf")
+        self.forced: set[int] = set()
+
+    # ---- roots ---------------------------------------------------------------------
+    def roots(self) -> set[int]:
+        kinds, roots = self.kinds, set(self.forced)
+        for n in self.nodes:
+            k = kinds[id(n)]
+            if k in ("reduce", "window", "opaque", "numpy"):
+                roots.add(id(n))
+                for a in n.args:
+                    if k in ("opaque", "numpy"):
+                        b = _base(a, kinds)
+                        if kinds[id(b)] != "leaf":
+                            roots.add(id(b))
+        for o in self.program.outputs:
+            if kinds[id(o)] not in ("leaf", "view"):
+                roots.add(id(o))
+        return roots
+
+    def strided(self, node: Node) -> L.StridedView | None:
+        return _strided(node, self.kinds, self.roots_now, lambda i: None, self.failed)
+
+    # ---- cones ---------------------------------------------------------------------
+    def walk(self, node: Node, m: L.IndexMap, deps: list, visits: list, seen: set,
+             top: bool = False) -> None:
+        """Record what computing ``node`` at map ``m`` reads: ``deps`` gets (root, map)
+        (map None: not the identity), ``visits`` gets the virtual (node, map) pairs."""
+        key = (id(node), m)
+        if key in seen:
+            return
+        seen.add(key)
+        kind = self.kinds[id(node)]
+        if kind == "leaf":
+            return
+        if id(node) in self.roots_now and not top:
+            deps.append((node, m))
+            return
+        if kind == "view":
+            arg = node.args[0]
+            tm = L.translate(node.op, dict(node.attrs), arg.shape, node.shape, m)
+            if tm is not None:
+                self.walk(arg, tm, deps, visits, seen)
+                return
+            view = self.strided(node)
+            if view is not None:
+                deps.append((view.buffer, None))
+            else:
+                self.failed.add(id(arg))
+            return
+        if kind != "ew":                       # a root read through its storage
+            deps.append((node, m))
+            return
+        visits.append((node, m))
+        if node.op in ("full", "iota"):
+            return
+        for a in node.args:
+            self.walk(a, L.broadcast_map(a.shape, node.shape, m), deps, visits, seen)
+
+    # ---- items -----------------------------------------------------------------------
+    def items_of(self, r: Node) -> list[Item]:
+        kind = self.kinds[id(r)]
+        own = L.StridedView.contiguous(r, r.shape)
+        if kind == "reduce":
+            return [Item("reduce", r, own, r, r.args[0].shape)]
+        if r.op == "pad_slice":
+            arg = r.args[0]
+            cs = L.contiguous_strides(r.shape)
+            offset, strides = 0, []
+            for d, n in enumerate(r.shape):
+                start, _, step = slice(r.attr("starts")[d], r.attr("stops")[d],
+                                       r.attr("steps")[d]).indices(n)
+                offset += start * cs[d]
+                strides.append(step * cs[d])
+            return [Item("store", arg, L.StridedView(r, arg.shape, tuple(strides), offset), r,
+                         arg.shape)]
+        if r.op == "cat":
+            axis = r.attr("axis") % len(r.shape)
+            cs = L.contiguous_strides(r.shape)
+            items, start = [], 0
+            for a in r.args:
+                items.append(Item("store", a, L.StridedView(r, a.shape, cs, start * cs[axis]), r,
+                                  a.shape))
+                start += a.shape[axis]
+            return items
+        return [Item("store", r, own, r, r.shape)]
+
+    # ---- placement ---------------------------------------------------------------------
+    def place(self, item: Item, steps: list, produced: dict) -> int:
+        deps: list = []
+        visits: list = []
+        if item.kind == "reduce":
+            self.walk(item.node.args[0], L.identity(len(item.shape)), deps, visits, set())
+        else:
+            self.walk(item.node, L.identity(len(item.shape)), deps, visits, set(),
+                      top=item.produces is item.node)
+        ident = L.identity(len(item.shape))
+        chosen = None
+        for idx in range(len(steps) - 1, -1, -1):
+            st = steps[idx]
+            if isinstance(st, LoopStep) and st.shape == item.shape:
+                ok = all(produced[id(n)] < idx or (produced[id(n)] == idx and m == ident
+                                                     and id(n) in st.plain)
+                         for n, m in deps)
+                if ok:
+                    chosen = idx
+                    break
+            if any(produced[id(n)] >= idx for n, _ in deps):
+                break
+        if chosen is None:
+            steps.append(LoopStep(item.shape))
+            chosen = len(steps) - 1
+        steps[chosen].items.append(item)
+        for n, m in visits:
+            self.contexts.setdefault(id(n), set()).add((chosen, m))
+        for n, _ in deps:
+            self.reads.setdefault(id(n), set()).add(chosen)
+        return chosen
+
+    def assign(self) -> tuple[list, dict]:
+        steps: list = []
+        produced: dict[int, int] = {}
+        for r in self.nodes:
+            if id(r) not in self.roots_now:
+                continue
+            kind = self.kinds[id(r)]
+            if kind in ("opaque", "numpy"):
+                ready = [produced[id(b)] for a in r.args
+                         if id(b := _base(a, self.kinds)) in produced]
+                steps.append(NodeStep(r, kind))
+                produced[id(r)] = len(steps) - 1
+                for a in r.args:
+                    b = _base(a, self.kinds)
+                    self.reads.setdefault(id(b), set()).add(len(steps) - 1)
+                    if kind == "opaque":
+                        self.strided(a)
+                continue
+            idx = [self.place(item, steps, produced) for item in self.items_of(r)]
+            produced[id(r)] = max(idx)
+            if r.op == "pad_slice":
+                steps[idx[0]].fills.append(r)
+            elif kind in ("ew", "view"):
+                steps[idx[0]].plain.add(id(r))
+        return steps, produced
+
+    def run(self) -> "Plan":
+        for _ in range(100):
+            self.roots_now = self.roots()
+            self.failed: set[int] = set()
+            self.contexts: dict[int, set] = {}
+            self.reads: dict[int, set] = {}
+            steps, produced = self.assign()
+            extra = set(self.failed)
+            for n in self.nodes:
+                if (len(self.contexts.get(id(n), ())) > 1 and id(n) not in self.roots_now
+                        and ew_cost(n) > RECOMPUTE_COST):
+                    extra.add(id(n))
+            if not extra - self.forced:
+                break
+            self.forced |= extra
+        return _finish(self, steps, produced)
+
+
+# ---- storage ----------------------------------------------------------------------------
+
+
+def _finish(p: _Planner, steps: list, produced: dict) -> Plan:
+    program, kinds, roots = p.program, p.kinds, p.roots_now
+    storage: dict[int, Storage] = {}
+    inputs = []
+    for k, (n, name) in enumerate(zip(program.inputs, program.input_names)):
+        st = Storage("in", k, n.dtype, n.shape, _ident(name))
+        inputs.append(st)
+        storage.setdefault(id(n), st)
+    for n in p.nodes:
+        if n.op == "const" and id(n) not in storage:
+            storage[id(n)] = Storage("const", -1, n.dtype, n.shape, f"const{len(storage)}",
+                                     n.attr("value").value)
+
+    outputs: list[Storage] = []
+    copies: list[CopyStep] = []
+    output_items: list[Item] = []
+    for j, (o, name) in enumerate(zip(program.outputs, program.output_names)):
+        st = Storage("out", len(inputs) + j, o.dtype, o.shape, f"out{j}")
+        outputs.append(st)
+        target = _alias_target(o, kinds, roots, program.outputs)
+        if target is not None and id(target) not in storage:      # computed straight into out j
+            storage[id(target)] = Storage("out", len(inputs) + j, target.dtype, target.shape,
+                                          f"out{j}")
+        elif id(o) in roots and id(o) not in storage:              # an output root
+            storage[id(o)] = st
+        elif id(o) in roots:                                       # the same root twice
+            copies.append(CopyStep(st, storage[id(o)]))
+        else:                                                      # a leaf or a view: copy
+            output_items.append(Item("store", o, L.StridedView.contiguous(st, o.shape), None,
+                                     o.shape))
+    produced = dict(produced)
+    for item in output_items:
+        p.place(item, steps, produced)
+    steps.extend(copies)
+
+    numpy_nodes = [st.node for st in steps if isinstance(st, NodeStep) and st.kind == "numpy"]
+    segment_of = _segments(steps)
+    externals = _externals(p, steps, produced, segment_of, storage, len(inputs), len(outputs))
+
+    for n in p.nodes:
+        if id(n) in roots and id(n) not in storage:
+            storage[id(n)] = Storage("temp", -1, n.dtype, n.shape, f"t{len(storage)}")
+    _add_scratch(steps, storage)
+    arena = _assign_arena(p, steps, produced, storage)
+    plan = Plan(program, steps, kinds, roots, storage, inputs, outputs, externals, arena, {},
+                numpy_nodes, [])
+    _rebind_items(plan)
+    plan.segments = _segment_lists(steps)
+    return plan
+
+
+def _ident(name: str) -> str:
+    out = "".join(c if c.isalnum() else "_" for c in str(name)).strip("_")
+    return out or "x"
+
+
+def _alias_target(o: Node, kinds: dict, roots: set, outputs: list) -> Node | None:
+    """The root an output reshape chain views contiguously (computed straight into the
+    output), or None."""
+    if kinds[id(o)] != "view":
+        return None
+    r = o
+    while kinds[id(r)] == "view" and r.op == "reshape":
+        r = r.args[0]
+    if r is o or id(r) not in roots or kinds[id(r)] not in ("ew", "reduce", "opaque", "window"):
+        return None
+    if any(x is r for x in outputs):
+        return None
+    return r
+
+
+def _segments(steps: list) -> list[int]:
+    seg, out = 0, []
+    for st in steps:
+        if isinstance(st, NodeStep) and st.kind == "numpy":
+            seg += 1
+            out.append(-1)
+        else:
+            out.append(seg)
+    return out
+
+
+def _segment_lists(steps: list) -> list[list[int]]:
+    lists: list[list[int]] = [[]]
+    for i, st in enumerate(steps):
+        if isinstance(st, NodeStep) and st.kind == "numpy":
+            lists.append([])
+        else:
+            lists[-1].append(i)
+    return lists
+
+
+def _externals(p: _Planner, steps, produced, segment_of, storage, n_in, n_out) -> list[Storage]:
+    """Roots crossing a numpy step live in caller-visible ``ext`` slots."""
+    if not any(s == -1 for s in segment_of):
+        return []
+    ext: list[Storage] = []
+    for n in p.nodes:
+        if id(n) not in p.roots_now or id(n) in storage:
+            continue
+        at = produced.get(id(n))
+        places = {segment_of[at]} | {segment_of[i] for i in p.reads.get(id(n), ())}
+        if len(places) > 1 or -1 in places:
+            st = Storage("ext", n_in + n_out + len(ext), n.dtype, n.shape, f"x{len(ext)}")
+            storage[id(n)] = st
+            ext.append(st)
+    return ext
+
+
+def _add_scratch(steps: list, storage: dict) -> None:
+    for st in steps:
+        if not isinstance(st, LoopStep):
+            continue
+        for item in st.items:
+            r = item.node
+            if item.kind != "reduce" or r.op not in ("sum", "mean") or not r.dtype.is_floating_point:
+                continue
+            if r.dtype.name == "float32":
+                item.scratch["acc"] = Storage("temp", -1, dtypes.float64, r.shape, f"acc{len(storage)}")
+            else:
+                item.scratch["comp"] = Storage("temp", -1, dtypes.float64, r.shape, f"comp{len(storage)}")
+
+
+def _assign_arena(p: _Planner, steps, produced, storage) -> int:
+    """First-fit offsets for temporaries by live range [first write, last read]."""
+    intervals: list[tuple[int, int, Storage]] = []
+    for n in p.nodes:
+        st = storage.get(id(n))
+        if st is None or st.kind != "temp":
+            continue
+        first = produced.get(id(n), 0)
+        for i, step in enumerate(steps):        # window roots are written by several loops
+            if isinstance(step, LoopStep) and any(it.produces is n for it in step.items):
+                first = min(first, i)
+        last = max(p.reads.get(id(n), {first}) | {first})
+        intervals.append((first, last, st))
+    for i, step in enumerate(steps):
+        if isinstance(step, LoopStep):
+            for item in step.items:
+                for st in item.scratch.values():
+                    intervals.append((i, i, st))
+    placed: list[tuple[int, int, int, int]] = []    # (first, last, offset, end)
+    top = 0
+    for first, last, st in sorted(intervals, key=lambda t: (t[0], -t[2].nbytes)):
+        size = -(-max(st.nbytes, 1) // ARENA_ALIGN) * ARENA_ALIGN
+        busy = sorted((o, e) for f, l, o, e in placed if not (l < first or f > last))
+        offset = 0
+        for o, e in busy:
+            if offset + size <= o:
+                break
+            offset = max(offset, e)
+        st.slot = offset
+        placed.append((first, last, offset, offset + size))
+        top = max(top, offset + size)
+    return top
+
+
+def _rebind_items(plan: Plan) -> None:
+    """Item targets were built over nodes; point them at Storage objects."""
+    for st in plan.steps:
+        if not isinstance(st, LoopStep):
+            continue
+        for item in st.items:
+            buf = item.target.buffer
+            if isinstance(buf, Node):
+                item.target = L.StridedView(plan.storage[id(buf)], item.target.shape,
+                                            item.target.strides, item.target.offset)
+
+
+def build_plan(program) -> Plan:
+    """Schedule ``program`` (see the module docstring)."""
+    return _Planner(program).run()
