@@ -28,9 +28,10 @@ def _fusible(n: Node) -> bool:
 
 
 def _consumers(outputs: list[Node]) -> dict[int, int]:
+    """How many distinct nodes use each node (x * x uses x once)."""
     count: dict[int, int] = {}
     for n in toposort(outputs):
-        for a in n.args:
+        for a in {id(a): a for a in n.args}.values():
             count[id(a)] = count.get(id(a), 0) + 1
     for o in outputs:
         count[id(o)] = count.get(id(o), 0) + 2       # outputs are always materialised

@@ -1,0 +1,48 @@
+"""The command line and the runnable examples."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _run(*args, **kw):
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=ROOT,
+                          timeout=300, **kw)
+
+
+@pytest.fixture
+def fn_file(tmp_path):
+    p = tmp_path / "fn.py"
+    p.write_text("def loss(x, w):\n    return ((x @ w).tanh() ** 2).sum()\n")
+    return str(p)
+
+
+@pytest.mark.parametrize("stage", ["graph", "graph-raw", "formulas", "dot", "symbolic"])
+def test_inspect_stages(fn_file, stage):
+    r = _run("-m", "symgrad", "inspect", f"{fn_file}:loss", "--arg", "f64[3,4]", "--arg",
+             "f64[4]", "--transform", "grad", "--stage", stage)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip()
+
+
+@pytest.mark.parametrize("stage", ["llvm", "llvm-opt", "asm"])
+def test_inspect_native_stages(fn_file, stage):
+    r = _run("-m", "symgrad", "inspect", f"{fn_file}:loss", "--arg", "f32[3,4]", "--arg",
+             "f32[4]", "--transform", "value_and_grad", "--backend", "llvm", "--stage", stage)
+    assert r.returncode == 0, r.stderr
+    assert ("define" in r.stdout) if stage != "asm" else ("ret" in r.stdout)
+
+
+def test_inspect_bad_arg(fn_file):
+    r = _run("-m", "symgrad", "inspect", f"{fn_file}:loss", "--arg", "q64[3]")
+    assert r.returncode == 2 and "unknown dtype" in r.stderr
+
+
+@pytest.mark.parametrize("example", ["quickstart.py", "compile_inspect.py", "scipy_optimize.py"])
+def test_examples_run(example):
+    r = _run(os.path.join("examples", example))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip()
