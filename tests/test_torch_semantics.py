@@ -880,3 +880,92 @@ def test_retained_grad_no_warning():
         y.sum().backward()
         return repr(y.grad)
     want, _ = check(snippet, warns=[])
+
+
+# ================================================ 7. beyond the reference (tutorial code)
+
+def test_saved_values_of_scalar_and_named_operands():
+    def snippet(T):
+        a = T.tensor([2., 3.], requires_grad=True)
+        m, d, p, e = a * 2, a / 2, a.pow(2), a.exp()
+        q = a * 2.5
+        res = (repr(m.grad_fn._saved_other), m.grad_fn._saved_self,
+               repr(q.grad_fn._saved_other), repr(d.grad_fn._saved_other),
+               p.grad_fn._saved_exponent, p.grad_fn._saved_self is a,
+               repr(e.grad_fn._saved_result))
+        m.sum().backward()
+        try:
+            m.grad_fn._saved_other
+        except RuntimeError as err:
+            return res + (str(err),)
+        return res
+    check(snippet)
+
+
+def _graph_names(fn, depth=0):
+    if fn is None:
+        return ["  " * depth + "None"]
+    out = ["  " * depth + fn.name()]
+    for nxt, _ in fn.next_functions:
+        out += _graph_names(nxt, depth + 1)
+    return out
+
+
+MATMUL_CASES = [((5,), False, (5, 3), True), ((5,), True, (5, 3), True),
+                ((3, 5), True, (5,), True), ((2, 5), True, (5, 3), False),
+                ((1, 2, 5), True, (5, 3), True), ((2, 2, 5), True, (5,), True),
+                ((2, 2, 5), True, (5, 3), True), ((5,), True, (5,), True)]
+
+
+@pytest.mark.parametrize(("sa", "ra", "sb", "rb"), MATMUL_CASES,
+                         ids=[f"{c[0]}@{c[2]}" for c in MATMUL_CASES])
+def test_matmul_backward_graph(sa, ra, sb, rb):
+    def snippet(T):
+        a = T.arange(float(T.ones(sa).numel())).reshape(sa).requires_grad_(ra)
+        b = T.arange(float(T.ones(sb).numel())).reshape(sb).requires_grad_(rb)
+        z = T.matmul(a, b)
+        z.sum().backward()
+        return (_graph_names(z.grad_fn), repr(z.detach()),
+                repr(a.grad) if ra else None, repr(b.grad) if rb else None)
+    check(snippet)
+
+
+_T_SCRIPT = """
+import sys, warnings
+T = __import__(sys.argv[1])
+with warnings.catch_warnings(record=True) as w:
+    warnings.simplefilter("always")
+    T.ones(2).T; T.ones(2).T; T.ones(()).T; T.ones(2, 3).T; T.ones(()).T
+print(repr([str(x.message) for x in w]))
+"""
+
+
+def test_T_on_non_matrix_warns_once_per_process():
+    import subprocess
+    import sys
+    runs = [subprocess.run([sys.executable, "-c", _T_SCRIPT, lib], capture_output=True,
+                           text=True, check=True).stdout for lib in ("torch", "symgrad")]
+    assert runs[0] == runs[1]
+    assert runs[0].count("Triggered internally") == 2
+
+
+def test_autograd_tutorial_gradient_accumulation():
+    """The official autograd tutorial's ``inp = torch.eye(4, 5)`` example."""
+    def snippet(T):
+        inp = T.eye(4, 5, requires_grad=True)
+        out = (inp + 1).pow(2).t()
+        printed = [repr(out)]
+        out.backward(T.ones_like(out), retain_graph=True)
+        printed.append(f"First call\n{inp.grad}")
+        out.backward(T.ones_like(out), retain_graph=True)
+        printed.append(f"\nSecond call\n{inp.grad}")
+        inp.grad.zero_()
+        out.backward(T.ones_like(out), retain_graph=True)
+        printed.append(f"\nCall after zeroing gradients\n{inp.grad}")
+        a = T.tensor([2., 3.], requires_grad=True)
+        b = T.tensor([6., 4.], requires_grad=True)
+        Q = 3 * a ** 3 - b ** 2
+        Q.backward(gradient=T.tensor([1., 1.]))
+        printed += [repr(Q), repr(9 * a ** 2 == a.grad), repr(-2 * b == b.grad)]
+        return printed
+    check(snippet)

@@ -106,26 +106,51 @@ class Function:
             self._saved_out = None
             self._freed = True
 
-    # PyTorch-style introspection of saved values
+    # PyTorch-style introspection of saved values: _saved_self, _saved_other,
+    # _saved_exponent, _saved_result, ...
     def __getattr__(self, item):
-        if item in ("_saved_self", "_saved_other") and self._saved:
-            i = 0 if item == "_saved_self" else 1
-            return self.input(i) if i < len(self._saved) else None
-        if item == "_saved_result":
+        names = _SAVED_NAMES.get(self._name, ("self", "other"))
+        key = item[len("_saved_"):] if item.startswith("_saved_") else None
+        if key in names and names.index(key) < len(self._saved):
+            i = names.index(key)
+            if self._saved[i] is None and not self._freed:
+                return None                  # not needed by this backward: undefined
+            v = self.input(i)
+            if hasattr(v, "grad_fn") or self._name in _SCALAR_OVERLOADS:
+                return v
+            return _wrapped_number(v)
+        if key == "result" and (self._saved_out is not None or self._freed):
             return self.out
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{item}'")
 
     def __dir__(self):
         names = ["name", "next_functions", "metadata"]
-        if len(self._saved) > 1 and self._saved[1] is not None:
-            names.append("_saved_other")
-        if self._saved and self._saved[0] is not None:
-            names.append("_saved_self")
-        return names
+        saved = _SAVED_NAMES.get(self._name, ("self", "other"))
+        names += [f"_saved_{n}" for n, s in zip(saved, self._saved) if s is not None]
+        if self._saved_out is not None:
+            names.append("_saved_result")
+        return sorted(names)
 
     @property
     def metadata(self) -> dict:
         return {}
+
+
+# PyTorch's names of saved inputs where they are not (self, other); in the Scalar
+# overloads a saved Python number reads back as itself, not as a wrapped-number tensor
+_SAVED_NAMES = {"PowBackward0": ("self", "exponent"), "PowBackward1": ("self", "exponent"),
+                "PowBackward2": ("self", "exponent"), "ClampBackward1": ("self", "min", "max"),
+                "WhereBackward0": ("condition", "self", "other")}
+_SCALAR_OVERLOADS = {"PowBackward0", "PowBackward2", "ClampBackward1"}
+
+
+def _wrapped_number(v):
+    """A saved Python scalar as PyTorch shows it: a 0-d int64 / float64 / bool tensor."""
+    from .. import dtypes
+    from ..functions.creation import tensor
+    dt = (dtypes.bool_ if isinstance(v, bool) else dtypes.int64 if isinstance(v, int)
+          else dtypes.float64)
+    return tensor(v, dtype=dt)
 
 
 def function_class(name: str) -> type:

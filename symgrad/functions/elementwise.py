@@ -131,8 +131,13 @@ class _NotImplementedBackward:
 
 
 def _scalar_as(value, dt):
-    """A Python scalar converted to the operation's dtype (bool/int/float)."""
+    """A Python scalar converted to the operation's dtype (bool/int/float). A Python int
+    stays an int for float operations (numpy computes in the tensor's dtype either way),
+    so a saved scalar reads back as PyTorch's wrapped number: ``(x * 2).grad_fn.
+    _saved_other`` is ``tensor(2)``."""
     if dt.category == "float":
+        if type(value) is int and -2 ** 53 < value < 2 ** 53:
+            return value
         return float(value)
     if dt.category == "int":
         return np.array(int(value)).astype(dt.np)[()]   # wraps like PyTorch (uint8 - 1)

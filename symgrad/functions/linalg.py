@@ -29,8 +29,21 @@ def _check_dtypes(a, b):
 
 
 def matmul(a, b):
+    """``a @ b`` recorded as PyTorch records it, so ``grad_fn.next_functions`` match:
+    vector @ matrix is unsqueeze(0) -> mm -> squeeze (SqueezeBackward4); a batch @ a
+    matrix or vector is folded: view(-1, n) -> mm / mv -> UnsafeViewBackward0."""
     a, b = to_tensor(a), to_tensor(b)
     _check_dtypes(a, b)
+    na, nb = a.dim(), b.dim()
+    if na == 1 and nb == 2:
+        from .shape import unsqueeze
+        out = matmul(unsqueeze(a, 0), b)
+        return bind(P["reshape"], out, shape=tuple(out.shape[1:]), grad_name="SqueezeBackward4")
+    if na >= 3 and nb in (1, 2) and (b.requires_grad or a.is_contiguous()):
+        from .shape import reshape
+        out = matmul(reshape(a, (-1, a.shape[-1])), b)
+        return bind(P["reshape"], out, shape=tuple(a.shape[:-1]) + tuple(b.shape[1:]),
+                    grad_name="UnsafeViewBackward0")
     return bind(P["matmul"], a, b, grad_name=_name(a, b))
 
 

@@ -147,8 +147,26 @@ def t(x):
     return _layout("permute", x, "TBackward0", perm=(1, 0))
 
 
+_T_WARNINGS = {
+    0: "Tensor.T is deprecated on 0-D tensors. This function is the identity in these cases. "
+       "(Triggered internally at /__w/pytorch/pytorch/aten/src/ATen/native/TensorShape.cpp:"
+       "4321.)",
+    1: "The use of `x.T` on tensors of dimension other than 2 to reverse their shape is "
+       "deprecated and it will throw an error in a future release. Consider `x.mT` to "
+       "transpose batches of matrices or `x.permute(*torch.arange(x.ndim - 1, -1, -1))` to "
+       "reverse the dimensions of a tensor. (Triggered internally at "
+       "/__w/pytorch/pytorch/aten/src/ATen/native/TensorShape.cpp:4314.)"}
+_T_WARNED: set = set()
+
+
 def T(x):
     n = x.dim()
+    if n != 2:                  # PyTorch warns once per process (TORCH_WARN_ONCE)
+        kind = 0 if n == 0 else 1
+        if kind not in _T_WARNED:
+            _T_WARNED.add(kind)
+            import warnings
+            warnings.warn(_T_WARNINGS[kind], UserWarning, stacklevel=2)
     return _layout("permute", x, "PermuteBackward0", perm=tuple(range(n - 1, -1, -1)))
 
 
