@@ -44,6 +44,11 @@ def matmul(a, b):
         out = matmul(reshape(a, (-1, a.shape[-1])), b)
         return bind(P["reshape"], out, shape=tuple(a.shape[:-1]) + tuple(b.shape[1:]),
                     grad_name="UnsafeViewBackward0")
+    if na == 2 and nb >= 3 and a.requires_grad:
+        # folded the other way: (bᵀ folded @ aᵀ)ᵀ, then .contiguous() (CloneBackward0)
+        from .shape import contiguous, transpose
+        out = transpose(matmul(transpose(b, -1, -2), transpose(a, 0, 1)), -1, -2)
+        return contiguous(out)
     return bind(P["matmul"], a, b, grad_name=_name(a, b))
 
 
@@ -84,6 +89,8 @@ def bmm(a, b):
 
 
 def outer(a, b):
+    """a[:, None] * b[None, :] (``MulBackward0``, as PyTorch computes it)."""
+    from .elementwise import binary
     from .shape import reshape
     a, b = to_tensor(a), to_tensor(b)
-    return matmul(reshape(a, (a.numel(), 1)), reshape(b, (1, b.numel())))
+    return binary("mul", reshape(a, (a.numel(), 1)), b)

@@ -71,6 +71,7 @@ def _extremum(kind, x, dim, keepdim, other):
         return binary("maximum" if kind == "max" else "minimum", x, other)
     prim = P["amax" if kind == "max" else "amin"]
     if dim is None:
+        _check_nonempty(kind, x, (), ())
         return bind(prim, x, axes=tuple(range(x.dim())), keepdim=False,
                     grad_name=f"{kind.capitalize()}Backward1")
     axis = wrap_dim(dim, x.dim())
@@ -79,7 +80,8 @@ def _extremum(kind, x, dim, keepdim, other):
     idx = bind(P["argmax" if kind == "max" else "argmin"], x, axis=axis if x.dim() else 0,
                keepdim=True) if x.dim() else lax.full((), 0, dtypes.int64)
     if x.dim() == 0:
-        return getattr(return_types, kind)(x.clone() if hasattr(x, "clone") else x, idx)
+        value = named(f"{kind.capitalize()}Backward0", lambda v: bind(P["copy"], v), x)
+        return getattr(return_types, kind)(value, idx)
     shape = x.shape[:axis] + ((1,) if keepdim else ()) + x.shape[axis + 1:]
     values = named(f"{kind.capitalize()}Backward0",
                    lambda v: lax.reshape(bind(P["gather"], v, idx, axis=axis), shape), x)
@@ -96,31 +98,52 @@ def min(x, dim=None, keepdim=False, *, out=None, other=None):
     return _extremum("min", x, dim, keepdim, other)
 
 
+def _check_nonempty(name, x, dims, axes):
+    """PyTorch's errors for a max / min over no elements (it has no identity)."""
+    if x.numel():
+        return
+    if not axes:
+        raise RuntimeError(f"{name}(): Expected reduction dim to be specified for "
+                           "input.numel() == 0. Specify the reduction dim with the 'dim' "
+                           "argument.")
+    for d, a in zip(dims, axes):
+        if x.shape[a] == 0:
+            raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
+
+
 def amax(x, dim=(), keepdim=False):
     x = to_tensor(x)
     axes = dims_arg(None if dim == () else dim, x.dim())
+    dims = () if dim == () else tuple(dim) if isinstance(dim, (tuple, list)) else (dim,)
+    _check_nonempty("amax", x, dims, axes if dims else ())
     return bind(P["amax"], x, axes=axes, keepdim=bool(keepdim))
 
 
 def amin(x, dim=(), keepdim=False):
     x = to_tensor(x)
     axes = dims_arg(None if dim == () else dim, x.dim())
+    dims = () if dim == () else tuple(dim) if isinstance(dim, (tuple, list)) else (dim,)
+    _check_nonempty("amin", x, dims, axes if dims else ())
     return bind(P["amin"], x, axes=axes, keepdim=bool(keepdim))
 
 
 def _arg(kind, x, dim, keepdim):
     x = to_tensor(x)
     prim = P["argmax" if kind == "max" else "argmin"]
+    if x.dtype is dtypes.bool_:
+        raise RuntimeError(f"arg{kind}(): does not support bool input")
     if dim is None:
         flat = lax.reshape(x, (x.numel(),))
         if x.numel() == 0:
-            raise RuntimeError(f"arg{kind}(): Expected reduction dim to be specified for "
-                               "input.numel() == 0.")
+            raise IndexError(f"arg{kind}(): Expected reduction dim to be specified for "
+                             "input.numel() == 0.")
         out = bind(prim, flat, axis=0, keepdim=False)
         return lax.reshape(out, (1,) * x.dim()) if keepdim else out
     axis = wrap_dim(dim, x.dim())
     if x.dim() == 0:
         return lax.full((), 0, dtypes.int64)
+    if x.shape[axis] == 0:
+        raise IndexError(f"arg{kind}(): Expected reduction dim {axis} to have non-zero size.")
     return bind(prim, x, axis=axis, keepdim=bool(keepdim))
 
 
@@ -161,7 +184,25 @@ def norm(x, p="fro", dim=None, keepdim=False, dtype=None):
     axes = dims_arg(dim, x.dim())
     if p == "fro" or p is None:
         p = 2
+    if p in (float("inf"), float("-inf")) and x.numel() == 0:
+        name = "inf" if p > 0 else "-inf"
+        if dim is None:
+            raise RuntimeError(f"linalg.vector_norm cannot compute the {name} norm on an empty "
+                               "tensor because the operation does not have an identity")
+        dims = tuple(dim) if isinstance(dim, (tuple, list)) else (dim,)
+        for d in dims:
+            if x.shape[d] == 0:
+                raise RuntimeError(f"linalg.vector_norm cannot compute the {name} norm on the "
+                                   f"dimension {d}because this dimension is empty and the "
+                                   "operation does not have an identity")
     return named("LinalgVectorNormBackward0", lambda v: _norm_prims(v, p, axes, keepdim), x)
+
+
+def _masked_pow(a, p):
+    """a ** p with a zero derivative where a == 0 (PyTorch's norm backward masks there),
+    without NaN from the untaken branch: where(a == 0, 0, pow(where(a == 0, 1, a), p))."""
+    zero = lax.eq(a, 0.0)
+    return lax.where(zero, 0.0, bind(P["pow"], lax.where(zero, 1.0, a), float(p)))
 
 
 def _norm_prims(x, p, axes, keepdim):
@@ -173,6 +214,6 @@ def _norm_prims(x, p, axes, keepdim):
     if p == 1:
         return lax.sum(a, axes, keepdim)
     if p == 2:
-        return lax.unary("sqrt", lax.sum(lax.mul(x, x), axes, keepdim))
-    s = lax.sum(bind(P["pow"], a, float(p)), axes, keepdim)
-    return bind(P["pow"], s, 1.0 / float(p))
+        return _masked_pow(lax.sum(lax.mul(x, x), axes, keepdim), 0.5)
+    s = lax.sum(_masked_pow(a, p), axes, keepdim)
+    return _masked_pow(s, 1.0 / float(p))

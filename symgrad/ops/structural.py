@@ -158,17 +158,26 @@ def _sum_numpy(x, *, axes, keepdim):
 _reg("sum", 1, _reduce_shape, _sum_numpy, grad_name="SumBackward1")
 
 
+def _extreme_value(dtype, lowest: bool):
+    if dtype.kind == "f":
+        return -np.inf if lowest else np.inf
+    if dtype.kind == "b":
+        return not lowest
+    info = np.iinfo(dtype)
+    return info.min if lowest else info.max
+
+
+# An empty reduction gives the identity (-inf for max) as logsumexp needs; the user-facing
+# functions raise PyTorch's errors for empty reductions before binding.
 def _amax_numpy(x, *, axes, keepdim):
     if x.size == 0:
-        raise RuntimeError("max(): Expected reduction dim to be specified for input.numel() "
-                           "== 0. Specify the reduction dim with the 'dim' argument.")
+        return np.amax(x, axis=axes, keepdims=keepdim, initial=_extreme_value(x.dtype, True))
     return np.amax(x, axis=axes, keepdims=keepdim)
 
 
 def _amin_numpy(x, *, axes, keepdim):
     if x.size == 0:
-        raise RuntimeError("min(): Expected reduction dim to be specified for input.numel() "
-                           "== 0. Specify the reduction dim with the 'dim' argument.")
+        return np.amin(x, axis=axes, keepdims=keepdim, initial=_extreme_value(x.dtype, False))
     return np.amin(x, axis=axes, keepdims=keepdim)
 
 
@@ -196,6 +205,8 @@ _reg("prod", 1, _reduce_shape, _prod_numpy, saves=(0,), saves_out=True,
 def _prod_others_numpy(x, *, axes):
     """For each element, the product of the other elements of its reduction group
     (exact with zeros: exclusive products from both sides)."""
+    if x.size == 0:
+        return np.ones_like(x)
     keep = [i for i in range(x.ndim) if i not in axes]
     perm = keep + list(axes)
     xt = np.transpose(x, perm)
