@@ -272,6 +272,12 @@ def _exp_of_reduced(e: _Emitter, ki: ir.Value, r: ir.Value) -> ir.Value:
     return _scale(e, e.add(e.c(1.0), _expm1_poly(e, r)), ki)
 
 
+def _tiny_is_identity(e: _Emitter, x: ir.Value, res: ir.Value) -> ir.Value:
+    """x itself where |x| < 2^-(mant+2): f(x) = x + O(x^2) rounds to x there
+    (keeps -0 and subnormals exact)."""
+    return e.sel(e.cmp("<", e.abs(x), e.c(2.0 ** -(e.f.mant + 2))), x, res)
+
+
 def _exp(e: _Emitter, x: ir.Value) -> ir.Value:
     _, ki, r = _exp_reduce(e, e.clamp(x, *EXP_CLAMP[e.k]))
     return _exp_of_reduced(e, ki, r)
@@ -282,7 +288,7 @@ def _expm1(e: _Emitter, x: ir.Value) -> ir.Value:
     p = _expm1_poly(e, r)
     t = e.pow2(e.b.sub(ki, e.i(1)))
     res = e.mul(e.c(2.0), e.muladd(t, p, e.sub(t, e.c(0.5))))
-    return e.sel(e.cmp("==", x, e.c(0.0)), x, res)
+    return _tiny_is_identity(e, x, res)
 
 
 def _tanh(e: _Emitter, x: ir.Value) -> ir.Value:
@@ -349,9 +355,7 @@ def _log1p(e: _Emitter, x: ir.Value) -> ir.Value:
     u = e.add(e.c(1.0), x)
     err = e.sub(x, e.sub(u, e.c(1.0)))      # exact: 1 + x = u + err
     res = _log_core(e, u, e.div(err, u))
-    res = _log_specials(e, x, res, -1.0)
-    tiny = e.cmp("<", e.abs(x), e.c(2.0 ** -(e.f.mant + 2)))
-    return e.sel(tiny, x, res)
+    return _tiny_is_identity(e, x, _log_specials(e, x, res, -1.0))
 
 
 # ------------------------------------------------------------------------- trig
@@ -524,7 +528,10 @@ def _add_string_attribute(fn: ir.Function, key: str, value: str) -> None:
 
 def _helper_function(module: ir.Module, name: str, ty: ir.Type) -> ir.Function:
     fn = ir.Function(module, ir.FunctionType(ty, [ty, ty]), name)
-    fn.linkage = "weak_odr"     # not internal: only the attribute refers to it
+    # Not internal: interprocedural passes must not specialise the helper's
+    # signature (that breaks the vector-variant mapping) nor delete the variants,
+    # to which only the attribute refers.
+    fn.linkage = "weak_odr"
     for attr in ("noinline", "nounwind", "readnone"):
         fn.attributes.add(attr)
     return fn
@@ -542,7 +549,6 @@ def _trig_huge_helper(module: ir.Module) -> ir.Function:
         return existing
     worker = _trig_huge_worker(module)
     fn = _helper_function(module, HUGE_HELPER, F64.ty)
-    fn.linkage = "internal"
     variants = ",".join(f"_ZGV_LLVM_N{n}vv_{HUGE_HELPER}({HUGE_HELPER}_v{n})"
                         for n in HUGE_LANES)
     _add_string_attribute(fn, "vector-function-abi-variant", variants)
