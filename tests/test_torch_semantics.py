@@ -969,3 +969,37 @@ def test_autograd_tutorial_gradient_accumulation():
         printed += [repr(Q), repr(9 * a ** 2 == a.grad), repr(-2 * b == b.grad)]
         return printed
     check(snippet)
+
+
+SETITEM_KEYS = ["[a < 0]", "[[0, 1]]", "[0, [1, 2]]", "[0]", "[:, 1]", "[..., 0]",
+                "[:, [0, 1]]", "[None, [0]]", "[1:, [0]]", "[[0], :]", "[[0], 1:]",
+                "[a[:, 0] > 0]"]
+
+
+@pytest.mark.parametrize("key", SETITEM_KEYS)
+@pytest.mark.parametrize("value", ["0", "T.tensor(7.)", "a.sum()"])
+def test_setitem_history(key, value):
+    """``y[key] = v``: IndexPutBackward0 for index tensors with ``:`` only, else
+    CopySlices; a 0-d value's edge goes straight to its history (no ExpandBackward0)."""
+    def snippet(T):
+        a = T.tensor([[0.5, -1.0, 2.0], [-0.3, 1.5, 0.8]], requires_grad=True)
+        y = a.clone() * 1
+        exec(f"y{key} = {value}", {"T": T, "a": a, "y": y})
+        y.sum().backward()
+        return repr(y), _graph_names(y.grad_fn), repr(a.grad)
+    check(snippet)
+
+
+@pytest.mark.parametrize("view", ["y[0]", "y.view(6)", "y[:, 1:]"])
+@pytest.mark.parametrize("key", ["[1]", "[0:1]", "[v > 0.5]"])
+def test_setitem_through_a_view(view, key):
+    def snippet(T):
+        a = T.tensor([[0.5, -1.0, 2.0], [-0.3, 1.5, 0.8]], requires_grad=True)
+        y = a.clone()
+        v = eval(view, {"y": y})
+        exec(f"v{key} = 3.", {"v": v})
+        out = (_graph_names(y.grad_fn), _graph_names(v.grad_fn), repr(y), repr(v),
+               y._version, v._version)
+        (y * y).sum().backward()
+        return out + (repr(a.grad),)
+    check(snippet)

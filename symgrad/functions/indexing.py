@@ -183,4 +183,10 @@ def setitem(x: Tensor, key, value):
         value = to_tensor(np.asarray(value)) if not isinstance(value, Tensor) else value
     nkey = _normalize(key, x.dim())
     pos = positions(x, [k for k in nkey if k is not None])
-    assign_positions(x, pos, value)
+    if (any(_is_advanced(k) for k in nkey) and x._base is None
+            and all(_is_advanced(k) or k == slice(None) for k in nkey)):
+        # only index tensors and `:`: PyTorch runs index_put_ on x itself; an int, a
+        # partial slice or None first makes a view, and the write is a CopySlices
+        assign_positions(x, pos, value, "IndexPutBackward0")
+    else:
+        assign_positions(x, pos, value)

@@ -100,16 +100,28 @@ def _rewrite_base(x: Tensor, base: Tensor, new: Tensor) -> None:
     if base._data is None:
         base._node = b_new._node
     base.grad_fn = b_new.grad_fn
-    x_new = b_new
-    for prim_name, attrs in x._view_chain:
-        x_new = bind(P[prim_name], x_new, **dict(attrs))
+    _regenerate_view(x, b_new)
+
+
+def _regenerate_view(x: Tensor, base: Tensor) -> None:
+    """After an update through view x, x's history (and node) recomputed from its updated
+    base — one Function, AsStridedBackward0, as PyTorch records it."""
+    chain = x._view_chain
+
+    def replay(b):
+        for prim_name, attrs in chain:
+            b = bind(P[prim_name], b, **dict(attrs))
+        return b
+    x_new = named("AsStridedBackward0", replay, base)
     if x._data is None:
         x._node = x_new._node
     x.grad_fn = x_new.grad_fn
 
 
-def assign_positions(x: Tensor, pos: np.ndarray, value) -> None:
-    """``x.flat[pos] = value`` as an in-place update (the core of ``x[key] = value``)."""
+def assign_positions(x: Tensor, pos: np.ndarray, value,
+                     name: str = "torch::autograd::CopySlices") -> None:
+    """``x.flat[pos] = value`` as an in-place update (the core of ``x[key] = value``),
+    recorded as `name`: CopySlices (copy into a view) or IndexPutBackward0 (index_put_)."""
     check_inplace(x, through_view=True)
     value = to_tensor(value, dtype=x.dtype) if not is_scalar(value) else value
     if is_scalar(value):
@@ -122,9 +134,17 @@ def assign_positions(x: Tensor, pos: np.ndarray, value) -> None:
     if bshape != pos.shape:
         raise RuntimeError(f"shape mismatch: value tensor of shape {list(value.shape)} cannot be "
                            f"broadcast to indexing result of shape {list(pos.shape)}")
-    value = lax.expand(value, pos.shape)
+    base = x._base
+    if base is not None and grad_mode.is_grad_enabled() and (base.requires_grad
+                                                            or value.requires_grad):
+        # x[key] = v on a view writes v into the base (CopySlices there: the old view
+        # values are not inputs of the write), then the view is regenerated from it
+        assign_positions(base, view_positions(x).reshape(-1)[pos], value)
+        _regenerate_view(x, base)
+        return
     pos_t = Tensor._from_array(pos.reshape(-1), dtypes.int64)
-    new = named("torch::autograd::CopySlices", lambda b, v: _put_into(b, pos_t, v), x, value)
+    # the broadcast of `value` happens inside the recorded op, as in PyTorch
+    new = named(name, lambda b, v: _put_into(b, pos_t, lax.expand(v, pos.shape)), x, value)
     update(x, new)
 
 
