@@ -54,7 +54,7 @@ import ctypes
 import struct
 import threading
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any, Callable, Union
 
 import llvmlite
@@ -267,8 +267,14 @@ class CompiledModule:
 
     ir: str             #: the IR text as generated
     optimized_ir: str   #: the IR text after :func:`optimize`
-    asm: str            #: host assembly
     loaded: LoadedObject
+
+    @cached_property
+    def asm(self) -> str:
+        """Host assembly of the optimised IR (emitted on first access: code
+        generation is a third of the compile time and rarely looked at)."""
+        with _LOCK:
+            return _shared_target_machine().emit_assembly(parse(self.optimized_ir))
 
     @property
     def object_code(self) -> bytes:
@@ -290,15 +296,13 @@ class CompiledModule:
 
 
 def compile_module(module: IRInput, level: int = 3) -> CompiledModule:
-    """Verify, optimise (``O<level>``), emit assembly and object code for the host,
-    and load the object.  Declare external functions in the IR and provide them via
-    the process or :func:`add_symbol` before calling this."""
+    """Verify, optimise (``O<level>``), emit object code for the host and load it.
+    Declare external functions in the IR and provide them via the process or
+    :func:`add_symbol` before calling this."""
     text = str(module)
     ref = parse(module)
     optimize(ref, level)
     with _LOCK:
-        tm = _shared_target_machine()
         optimized = str(ref)
-        asm = tm.emit_assembly(ref)
-        obj = tm.emit_object(ref)
-    return CompiledModule(text, optimized, asm, load_object(obj))
+        obj = _shared_target_machine().emit_object(ref)
+    return CompiledModule(text, optimized, load_object(obj))

@@ -51,12 +51,15 @@ Example::
 """
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 from functools import lru_cache
 from math import factorial, ldexp
 from typing import Callable
 
 import llvmlite.ir as ir
+
+from . import target
 
 __all__ = [
     "UNARY", "BINARY", "FUNCTIONS", "get_function", "emit", "build_elementwise_kernel",
@@ -380,15 +383,18 @@ def _two_over_pi_rows() -> tuple[float, ...]:
 
 
 def _two_over_pi_table(module: ir.Module) -> ir.GlobalVariable:
+    """The rows as one byte-string constant: ~30 KB that LLVM parses and emits in
+    ~1 ms, where an array of 3892 double literals costs ~100 ms of compile time."""
     name = "symgrad.vm.two_over_pi"
     table = module.globals.get(name)
     if table is None:
-        rows = _two_over_pi_rows()
-        ty = ir.ArrayType(F64.ty, len(rows))
+        data = struct.pack(f"<{len(_two_over_pi_rows())}d", *_two_over_pi_rows())
+        ty = ir.ArrayType(ir.IntType(8), len(data))
         table = ir.GlobalVariable(module, ty, name)
         table.global_constant = True
         table.linkage = "internal"
-        table.initializer = ir.Constant(ty, list(rows))
+        table.align = 8
+        table.initializer = ir.Constant(ty, bytearray(data))
     return table
 
 
@@ -409,8 +415,9 @@ def _trig_reduce_huge(e: _Emitter, x: ir.Value) -> tuple[ir.Value, ir.Value, ir.
                    e.i(TRIG_TABLE_ROWS - 1), row)
     m = e.mul(x, e.pow2(b.sub(e.i(1), row)))                 # x * 2^-E: an integer
     table = _two_over_pi_table(b.module)
-    base = b.mul(row, e.i(4))
-    g = [b.load(b.gep(table, [e.i(0), b.add(base, e.i(j))], inbounds=True))
+    base = b.mul(row, e.i(32))
+    g = [b.load(b.bitcast(b.gep(table, [e.i(0), b.add(base, e.i(8 * j))], inbounds=True),
+                          F64.ty.as_pointer()), align=8)
          for j in range(4)]
     p0h, p0l = e.two_prod(m, g[0])
     s1 = _reduce_mod4(e, e.add(_reduce_mod4(e, p0h), p0l))  # exact
@@ -517,7 +524,13 @@ def _tan(e: _Emitter, x: ir.Value) -> ir.Value:
 # with the matching vector version, so ordinary inputs pay one compare and branch.
 
 HUGE_HELPER = "symgrad_vm_trig_huge_f64"
-HUGE_LANES = (2, 4, 8, 16)
+
+
+def _huge_lanes() -> tuple[int, ...]:
+    """Vector variants offered: the host's full and half width (main loop and
+    vectorised epilogue); each costs compile time."""
+    full = target.vector_lanes(64)
+    return (full // 2, full) if full > 2 else (full,)
 
 
 def _add_string_attribute(fn: ir.Function, key: str, value: str) -> None:
@@ -550,11 +563,11 @@ def _trig_huge_helper(module: ir.Module) -> ir.Function:
     worker = _trig_huge_worker(module)
     fn = _helper_function(module, HUGE_HELPER, F64.ty)
     variants = ",".join(f"_ZGV_LLVM_N{n}vv_{HUGE_HELPER}({HUGE_HELPER}_v{n})"
-                        for n in HUGE_LANES)
+                        for n in _huge_lanes())
     _add_string_attribute(fn, "vector-function-abi-variant", variants)
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     b.ret(b.call(worker, list(fn.args)))
-    for lanes in HUGE_LANES:
+    for lanes in _huge_lanes():
         _trig_huge_variant(module, worker, lanes)
     return fn
 
