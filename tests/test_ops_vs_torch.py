@@ -615,3 +615,180 @@ def test_logsumexp_extremes(dtype):
     check(lambda m, t: m.logsumexp(t[:3], dim=1, keepdim=True), x,
           fn_torch=lambda m, t: m.logsumexp(t[:3].double(), 1, keepdim=True).to(t.dtype),
           names=False)
+
+
+# ==========================================================================================
+# elementwise math
+# ==========================================================================================
+
+UNARY_DOMAINS = {
+    "exp": (-3, 3), "log": (0.1, 5), "log1p": (-0.9, 5), "expm1": (-3, 3), "sqrt": (0.1, 5),
+    "rsqrt": (0.1, 5), "abs": (-3, 3), "sign": (-3, 3), "sin": (-4, 4), "cos": (-4, 4),
+    "tan": (-1.4, 1.4), "tanh": (-3, 3), "sigmoid": (-6, 6), "relu": (-3, 3),
+    "neg": (-3, 3), "reciprocal": (0.2, 3), "floor": (-3, 3),
+    "ceil": (-3, 3), "round": (-3, 3),
+}
+
+
+@F
+@pytest.mark.parametrize("shape", [(3, 4), (), (0, 2), (2, 1, 3)], ids=str)
+@pytest.mark.parametrize("name", list(UNARY_DOMAINS))
+def test_unary(name, shape, dtype):
+    x = randn(shape, dtype, 11, *UNARY_DOMAINS[name])
+    check(lambda m, t: getattr(m, name)(t), x)
+    check(lambda m, t: getattr(t, name)(), x)
+    check(lambda m, t: getattr(m, name)(t * 2).sum(), x)      # composed with others
+
+
+def _fn(m, name):
+    return getattr(m.nn.functional, name) if name == "softplus" else getattr(m, name)
+
+
+@F
+@pytest.mark.parametrize("name", ["relu", "abs", "sign", "sqrt", "log", "sigmoid", "tanh",
+                                  "softplus", "exp", "rsqrt", "reciprocal", "log1p"])
+def test_unary_special_points(name, dtype):
+    x = np.array([0.0, -0.0, 1e-30, -1e-30, 25.0, -25.0, 100.0, -100.0, 20.0, np.inf,
+                  -np.inf, np.nan], dtype)
+    if name in ("sqrt", "log", "rsqrt", "log1p"):
+        x = np.abs(x)
+    check(lambda m, t: _fn(m, name)(t), x)
+
+
+@pytest.mark.parametrize("name", ["exp", "log", "sqrt", "sin", "tanh", "sigmoid", "abs", "neg",
+                                  "relu", "sign", "floor"])
+@pytest.mark.parametrize("dt", ["int64", "int32", "bool", "uint8"])
+def test_unary_on_integer_tensors(name, dt):
+    _run_both(lambda t: getattr(t, name)(), lambda m: _typed(m, dt, (2, 3)))
+
+
+@F
+@pytest.mark.parametrize("exponent", [2, 3, 0.5, -1, 0, 1, -2.5, 2.0])
+def test_pow_scalar_exponent(exponent, dtype):
+    x = randn((3, 4), dtype, 12, 0.2, 3.0)
+    check(lambda m, t: t ** exponent, x)
+    check(lambda m, t: m.pow(t, exponent), x)
+    check(lambda m, t: t.pow(exponent), x)
+
+
+@F
+def test_pow_special_cases(dtype):
+    # zero and negative bases with integer exponents, zero exponents
+    x = np.array([0.0, 0.0, -2.0, -1.5, 2.0, 0.0], dtype)
+    y = np.array([2.0, 0.0, 3.0, 2.0, 0.0, 0.5], dtype)
+    check(lambda m, a, b: a ** b, x, y)
+    check(lambda m, a: a ** 2, x)
+    check(lambda m, a: a ** 0, x)
+    check(lambda m, a: a ** 3.0, x)
+    check(lambda m, b: 2.0 ** b, y)
+    check(lambda m, b: 0.0 ** b, y)
+
+
+def test_integer_pow_rules():
+    _run_both(lambda t: t ** 2, lambda m: m.tensor([1, 2, 3]))
+    _run_both(lambda t: t ** -1, lambda m: m.tensor([1, 2, 3]))
+    _run_both(lambda t: t ** 0.5, lambda m: m.tensor([1, 4, 9]))
+    _run_both(lambda t: 2 ** t, lambda m: m.tensor([1, 2, 3]))
+    _run_both(lambda t: 2.5 ** t, lambda m: m.tensor([1, 2, 3]))
+    _run_both(lambda t: t ** t, lambda m: m.tensor([1, 2, 3]))
+
+
+CLAMPS = [dict(min=-0.5), dict(max=0.3), dict(min=-0.5, max=0.5), dict(min=0.5, max=-0.5),
+          dict(min=0, max=1)]
+
+
+@F
+@pytest.mark.parametrize("kw", CLAMPS, ids=str)
+def test_clamp_scalar_bounds(kw, dtype):
+    x = randn((4, 5), dtype, 13)
+    x[0, 0] = kw.get("min", 0.0)                 # exactly on a bound
+    x[0, 1] = kw.get("max", 0.0)
+    check(lambda m, t: m.clamp(t, **kw), x)
+    check(lambda m, t: t.clamp(**kw), x)
+    check(lambda m, t: t.clip(**kw), x)
+
+
+@F
+def test_clamp_tensor_bounds(dtype):
+    x, lo, hi = randn((3, 4), dtype, 1), randn((4,), dtype, 2) - 0.5, randn((3, 1), dtype, 3) + 0.5
+    check(lambda m, t, a, b: m.clamp(t, a, b), x, lo, hi)
+    check(lambda m, t, a: m.clamp(t, min=a), x, lo)
+    check(lambda m, t, b: t.clamp(max=b), x, hi)
+    check(lambda m, t: t.clamp_min(0.1), x)
+    check(lambda m, t: t.clamp_max(0.1), x)
+
+
+@F
+def test_clamp_tensor_bounds_ties_nan_and_crossed_bounds(dtype):
+    x = np.array([-1.0, 0.0, 0.5, 1.0, 2.0, np.nan, 0.3, 5.0], dtype)
+    lo = np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0], dtype)
+    hi = np.array([1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, -1.0], dtype)
+    check(lambda m, t, a, b: m.clamp(t, a, b), x, lo, hi)
+    check(lambda m, t, a: m.clamp(t, min=a), x, lo)
+    check(lambda m, t, b: m.clamp(t, max=b), x, hi)
+    check(lambda m, t, a: t.clamp_min(a), x, lo)
+    check(lambda m, t, b: t.clamp_max(b), x, hi)
+    check(lambda m, t: m.clamp(t, 0.0, 1.0), x[:5])
+
+
+def test_clamp_errors_and_integers():
+    _run_both(lambda t: t.clamp(), lambda m: m.ones(3))
+    _run_both(lambda t: t.clamp(0, 2), lambda m: m.tensor([-1, 1, 5]))
+    _run_both(lambda t: t.clamp(0.5, 2), lambda m: m.tensor([-1, 1, 5]))
+
+
+@F
+@pytest.mark.parametrize("shapes", [((3, 4), (3, 4), (3, 4)), ((3, 1), (1, 4), (4,)),
+                                    ((), (2, 3), ()), ((2, 3), (), (2, 3)),
+                                    ((0, 2), (0, 2), (1, 2))], ids=str)
+def test_where(shapes, dtype):
+    c = rng(3).random(shapes[0]) > 0.5
+    x, y = randn(shapes[1], dtype, 1), randn(shapes[2], dtype, 2)
+    check(lambda m, cc, a, b: m.where(cc, a, b), np.asarray(c), x, y)
+    check(lambda m, cc, a: m.where(cc, a, 0.5), np.asarray(c), x)
+    check(lambda m, cc, b: m.where(cc, 2.0, b), np.asarray(c), y)
+
+
+def test_where_does_not_leak_nan_from_the_untaken_branch():
+    # pytorch#18287: grad through where of log(x) at x <= 0 is nan in torch too;
+    # the standard fix (double where) must give finite gradients in both
+    x = np.array([-1.0, 0.0, 2.0])
+    check(lambda m, t: m.where(t > 0, m.log(m.where(t > 0, t, m.ones_like(t))), t * 0), x)
+    check(lambda m, t: m.where(t > 0, m.log(t), t * 0), x)
+
+
+def test_where_promotion_and_errors():
+    _run_both(lambda c, a, b: c.__class__ and torch_or_sg(a).where(c, a, b),
+              lambda m: m.tensor([True, False]), lambda m: m.tensor([1, 2]),
+              lambda m: m.tensor([1.5, 2.5]))
+    _run_both(lambda c, a: torch_or_sg(a).where(c, a, 2.5),
+              lambda m: m.tensor([True, False]), lambda m: m.tensor([1, 2]))
+    _run_both(lambda c, a: torch_or_sg(a).where(c, a, 2),
+              lambda m: m.tensor([True, False]), lambda m: m.tensor([1.0, 2.0], dtype=m.float64))
+    _run_both(lambda c, a: torch_or_sg(a).where(c, a, a),
+              lambda m: m.tensor([1, 0]), lambda m: m.tensor([1.0, 2.0]))
+
+
+# ==========================================================================================
+# softmax family
+# ==========================================================================================
+
+@F
+@pytest.mark.parametrize("shape", [(3, 4), (2, 3, 4), (5,), ()], ids=str)
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+def test_softmax_family(name, shape, dtype):
+    x = np.asarray(randn(shape, dtype, 14) * 3)
+    for d in (range(-len(shape), len(shape)) if shape else (0,)):
+        check(lambda m, t: getattr(m, name)(t, d), x)
+        check(lambda m, t: getattr(m, name)(t, dim=d), x)
+        check(lambda m, t: getattr(t, name)(d), x)
+        check(lambda m, t: getattr(m.nn.functional, name)(t, dim=d), x)
+    check(lambda m, t: getattr(m, name)(t, -1 if shape else 0, dtype=m.float64), x)
+
+
+@F
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+def test_softmax_extremes(name, dtype):
+    x = np.array([[1000.0, 0.0, -1000.0], [-np.inf, 0.0, 1.0], [50.0, 50.0, 50.0],
+                  [-1e4, -1e4 + 1, -1e4 + 2]], dtype)
+    check(lambda m, t: getattr(m, name)(t, 1), x)

@@ -147,13 +147,24 @@ def _scalar_as(value, dt):
 def unary(name: str, x, grad_name: str | None = None):
     x = to_tensor(_operand(x))
     prim = P[name]
-    if name == "neg" and x.dtype is dtypes.bool_:
-        raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported. If "
-                           "you are trying to invert a mask, use the `~` or `logical_not()` "
-                           "operator instead.")
+    if x.dtype is dtypes.bool_ and name in _BOOL_REFUSED:
+        err, msg = _BOOL_REFUSED[name]
+        raise err(msg)
     if prim.out_dtype == "float" and x.dtype.category != "float":
         x = lax.cast(x, dtypes.get_default_dtype())
     return bind(prim, x, grad_name=grad_name or _NAMES.get(name))
+
+
+_BOOL_REFUSED = {
+    "neg": (RuntimeError, "Negation, the `-` operator, on a bool tensor is not supported. If you "
+                          "are trying to invert a mask, use the `~` or `logical_not()` operator "
+                          "instead."),
+    "relu": (RuntimeError, "Boolean inputs not supported for relu"),
+    "abs": (NotImplementedError, '"abs_cpu" not implemented for \'Bool\''),
+    "floor": (NotImplementedError, '"floor_vml_cpu" not implemented for \'Bool\''),
+    "ceil": (NotImplementedError, '"ceil_vml_cpu" not implemented for \'Bool\''),
+    "round": (NotImplementedError, '"round_vml_cpu" not implemented for \'Bool\''),
+}
 
 
 def pow(a, b):
@@ -188,24 +199,74 @@ def where(condition, input, other):
     return bind(P["where"], c, x, y)
 
 
-def clamp(x, min=None, max=None):
-    """Clamp into [min, max] (``ClampBackward1``); min/max may be scalars or tensors."""
+def clamp(x, min=None, max=None, *, grad_name=None):
+    """Clamp into [min, max] (``ClampBackward1``); min/max may be scalars or tensors
+    (``ClampBackward0``). The gradient reaches x where min <= x <= max (bounds included),
+    as in PyTorch."""
     if min is None and max is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
     x = to_tensor(x)
     if isinstance(min, Tensor) or isinstance(max, Tensor):
-        out = x
-        if min is not None:
-            out = binary("maximum", out, min, "ClampBackward0")
-        if max is not None:
-            out = binary("minimum", out, max, "ClampBackward0")
-        return out
+        return _clamp_tensor(x, min, max, grad_name or "ClampBackward0")
     info = _bounds(x.dtype)
     lo = info[0] if min is None else min
     hi = info[1] if max is None else max
     dt = promote([x, lo, hi])
     x = lax.cast(x, dt)
-    return bind(P["clamp"], x, _scalar_as(lo, dt), _scalar_as(hi, dt))
+    return bind(P["clamp"], x, _scalar_as(lo, dt), _scalar_as(hi, dt), grad_name=grad_name)
+
+
+def _clamp_tensor(x, lo, hi, name):
+    """clamp with tensor bounds: PyTorch's gradient masks — x where lo <= x <= hi, lo where
+    x < lo < hi, hi where x > hi or hi < lo — as nested where()s over the exact value."""
+    from .composite import named
+    bounds = [b for b in (lo, hi) if b is not None]
+    dt = promote([x] + bounds)
+    lo, hi = [lax.cast(to_tensor(b), dt) if isinstance(b, Tensor) else
+              (None if b is None else _scalar_as(b, dt)) for b in (lo, hi)]
+
+    def f(v, a, b):
+        with _no_grad():
+            exact = v.detach()
+            exact = exact if a is None else binary("maximum", exact, _detached(a))
+            exact = exact if b is None else binary("minimum", exact, _detached(b))
+        out = exact
+        if b is not None:
+            gt = binary("gt", v, b)
+            if a is not None:
+                gt = binary("logical_or", gt, binary("lt", b, a))
+            out = bind(P["where"], gt, *_same(b, out))
+        if a is not None:
+            lt = binary("lt", v, a)
+            if b is not None:
+                lt = binary("logical_and", lt, binary("lt", a, b))
+            out = bind(P["where"], lt, *_same(a, out))
+        inside = _and_opt(binary("ge", v, a) if a is not None else None,
+                          binary("le", v, b) if b is not None else None)
+        return bind(P["where"], inside, v, out)
+    return named(name, f, lax.cast(x, dt), lo, hi)
+
+
+def _no_grad():
+    from ..autograd.grad_mode import no_grad
+    return no_grad()
+
+
+def _detached(b):
+    return b.detach() if isinstance(b, Tensor) else b
+
+
+def _same(a, b):
+    """Operands for where(): Python scalars become 0-d tensors of the other's dtype."""
+    if not isinstance(a, Tensor):
+        a = lax.full((), a, b.dtype)
+    return a, b
+
+
+def _and_opt(a, b):
+    if a is None or b is None:
+        return a if b is None else b
+    return binary("logical_and", a, b)
 
 
 def _bounds(dt):

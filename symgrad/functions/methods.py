@@ -121,8 +121,10 @@ _METHODS = {
     "logical_and": _binop("logical_and"), "logical_or": _binop("logical_or"),
     "clamp": lambda self, min=None, max=None: E.clamp(self, min, max),
     "clip": lambda self, min=None, max=None: E.clamp(self, min, max),
-    "clamp_min": lambda self, m: E.clamp(self, m, None),
-    "clamp_max": lambda self, m: E.clamp(self, None, m),
+    "clamp_min": lambda self, m: E.clamp(
+        self, m, None, grad_name=f"ClampMinBackward{int(isinstance(m, Tensor))}"),
+    "clamp_max": lambda self, m: E.clamp(
+        self, None, m, grad_name=f"ClampMaxBackward{int(isinstance(m, Tensor))}"),
     "square": lambda self: E.pow(self, 2),
     # reductions
     "sum": reduction.sum, "mean": reduction.mean, "prod": reduction.prod,

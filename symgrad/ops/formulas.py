@@ -26,6 +26,13 @@ def _softplus_numpy(x):
         return np.where(x > 20, x, np.log1p(np.exp(np.minimum(x, 20))))
 
 
+def _sign_numpy(x):
+    if x.dtype == np.bool_:
+        return x.copy()
+    r = np.sign(x)
+    return np.where(np.isnan(r), 0, r) if r.dtype.kind == "f" else r
+
+
 def _ew(name, formula, **kw):
     return elementwise(name, formula, _builtin=True, **kw)
 
@@ -70,9 +77,12 @@ _ew("softplus", lambda x: _pw((x, x > 20), (log1p(S.exp(x)), True)), numpy=_soft
 _ew("reciprocal", lambda x: 1 / x, numpy=np.reciprocal, out_dtype="float")
 
 # piecewise-linear and rounding
-_ew("relu", lambda x: _pw((x, x > 0), (0, True)), numpy=lambda x: np.maximum(x, 0))
-_ew("abs", lambda x: S.Abs(x), numpy=np.abs)
-_ew("sign", lambda x: S.sign(x), numpy=np.sign, grads=lambda x, out: (0,))
+# NaN follows PyTorch: relu passes the gradient at NaN, abs and sign give 0 there
+_ew("relu", lambda x: _pw((0, x <= 0), (x, True)), numpy=lambda x: np.maximum(x, 0))
+_ew("abs", lambda x: S.Abs(x), numpy=np.abs,
+    grads=lambda x, out: (_pw((1, x > 0), (-1, x < 0), (0, True)),))
+_ew("sign", lambda x: _pw((1, x > 0), (-1, x < 0), (0, True)), numpy=_sign_numpy,
+    grads=lambda x, out: (0,))
 _ew("floor", lambda x: S.floor(x), numpy=np.floor, grads=lambda x, out: (0,))
 _ew("ceil", lambda x: S.ceiling(x), numpy=np.ceil, grads=lambda x, out: (0,))
 _ew("round", lambda x: S.Function("round")(x), numpy=np.round, grads=lambda x, out: (0,))

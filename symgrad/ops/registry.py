@@ -197,9 +197,11 @@ def _lambdified(syms, expr) -> Callable:
 
     def kernel(*arrays):
         shape = np.broadcast_shapes(*(np.shape(a) for a in arrays))
-        if any(np.shape(a) != shape for a in arrays):
-            # lambdified Piecewise conditions (logical_and.reduce) need equal shapes
-            arrays = np.broadcast_arrays(*arrays)
+        if any(isinstance(a, np.ndarray) and a.shape != shape for a in arrays):
+            # lambdified Piecewise conditions (logical_and.reduce) need equal shapes; Python
+            # scalars stay scalars (weak: x > 0.3 compares in x's dtype, as PyTorch does)
+            arrays = [np.broadcast_to(a, shape) if isinstance(a, np.ndarray) else a
+                      for a in arrays]
         with np.errstate(all="ignore"):   # log(0), 0 * inf ...: no warnings, as in PyTorch
             res = fn(*arrays)
         if np.shape(res) != shape:
