@@ -107,10 +107,15 @@ LN2_HI = _by_format(float.fromhex("0x1.62e42fefa3800p-1"), float.fromhex("0x1.62
 LN2_LO = _by_format(float.fromhex("0x1.ef35793c76730p-45"), float.fromhex("0x1.7f7d1cp-20"))
 INV_LN2 = float.fromhex("0x1.71547652b82fep+0")
 SQRT_HALF_BITS = _by_format(0x3FE6A09E667F3BCD, 0x3F3504F3)
-# pi/2 = PIO2[0] + PIO2[1] + PIO2[2] (to ~2^-162); 2/pi = TWO_OVER_PI[0] + [1].
-PIO2 = (float.fromhex("0x1.921fb54442d18p+0"), float.fromhex("0x1.1a62633145c07p-54"),
-        float.fromhex("-0x1.f1976b7ed8fbcp-110"))
-TWO_OVER_PI = (float.fromhex("0x1.45f306dc9c883p-1"), float.fromhex("-0x1.6b01ec5417056p-55"))
+# pi/2 = sum(PIO2[f]) (to ~2^-162 / ~2^-103); 2/pi = sum(TWO_OVER_PI[f]).
+PIO2 = _by_format(
+    (float.fromhex("0x1.921fb54442d18p+0"), float.fromhex("0x1.1a62633145c07p-54"),
+     float.fromhex("-0x1.f1976b7ed8fbcp-110")),
+    (float.fromhex("0x1.921fb6p+0"), float.fromhex("-0x1.777a5cp-25"),
+     float.fromhex("-0x1.ee59dap-50"), float.fromhex("0x1.98a2e0p-77")))
+TWO_OVER_PI = _by_format(
+    (float.fromhex("0x1.45f306dc9c883p-1"), float.fromhex("-0x1.6b01ec5417056p-55")),
+    (float.fromhex("0x1.45f306p-1"), float.fromhex("0x1.b93910p-26")))
 TWO_THIRDS = (float.fromhex("0x1.5555555555555p-1"), float.fromhex("0x1.5555555555555p-55"))
 
 # Polynomial coefficients (Taylor series, degree chosen for the reduced ranges).
@@ -119,14 +124,16 @@ EXP_COEFFS = _by_format([1 / factorial(n) for n in range(2, 14)],
 LOG_COEFFS = _by_format([2 / (2 * j + 1) for j in range(1, 11)],
                         [2 / (2 * j + 1) for j in range(1, 5)])
 POW_LOG_COEFFS = [2 / (2 * j + 1) for j in range(2, 13)]   # s^5 .. s^25 terms
-SIN_COEFFS = [(-1) ** n / factorial(2 * n + 1) for n in range(1, 9)]   # r^3 .. r^17
-COS_COEFFS = [(-1) ** n / factorial(2 * n) for n in range(2, 9)]       # r^4 .. r^16
+SIN_COEFFS = _by_format([(-1) ** n / factorial(2 * n + 1) for n in range(1, 9)],  # r^3..r^17
+                        [(-1) ** n / factorial(2 * n + 1) for n in range(1, 5)])  # r^3..r^9
+COS_COEFFS = _by_format([(-1) ** n / factorial(2 * n) for n in range(2, 9)],      # r^4..r^16
+                        [(-1) ** n / factorial(2 * n) for n in range(2, 6)])      # r^4..r^10
 EXP_CLAMP = _by_format((-746.0, 710.0), (-104.0, 89.0))
 EXPM1_CLAMP = _by_format((-60.0, 710.0), (-20.0, 89.0))
 TANH_CLAMP = _by_format(22.0, 10.0)
 SUBNORMAL_SCALE = _by_format(54, 25)
 SOFTPLUS_THRESHOLD = 20.0
-TRIG_LIMIT = 2.0 ** 51
+TRIG_LIMIT = _by_format(2.0 ** 51, 2.0 ** 17)   # fast reduction below this |x|
 TRIG_TABLE_ROWS = 973          # exponents E = -1 .. 971 of x = M 2^E
 TRIG_TABLE_PRECISION = 1300    # bits of 2/pi used to build the table
 
@@ -431,40 +438,44 @@ def _trig_reduce_huge(e: _Emitter, x: ir.Value) -> tuple[ir.Value, ir.Value, ir.
     k = e.roundeven(e.add(s2, t))
     fh, fl = e.two_sum(e.sub(s2, k), t)
     fl = e.add(fl, tail)
-    rh, rl = e.two_prod(fh, e.c(PIO2[0]))
-    rl = e.add(rl, e.muladd(fh, e.c(PIO2[1]), e.mul(fl, e.c(PIO2[0]))))
+    pio2 = PIO2["f64"]
+    rh, rl = e.two_prod(fh, e.c(pio2[0]))
+    rl = e.add(rl, e.muladd(fh, e.c(pio2[1]), e.mul(fl, e.c(pio2[0]))))
     rh, rl = e.fast_two_sum(rh, rl)
     return k, rh, rl
 
 
 def _trig_reduce(e: _Emitter, x: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value]:
-    """x = k pi/2 + (rh + rl), |rh + rl| <= pi/4, for |x| < 2^51 (double only).
+    """x = k pi/2 + (rh + rl), |rh + rl| <= pi/4, for |x| < TRIG_LIMIT.
 
     k is the nearest integer to x * 2/pi computed from the exact product with a
-    double-double 2/pi; the first product k * PIO2[0] cancels exactly by FMA
-    (k < 2^51); pi/2 has three parts (~2^-162).  Lanes with larger |x| compute
-    on 0 here; :func:`_trig_huge_helper` handles them."""
-    xs = e.sel(e.cmp(">=", e.abs(x), e.c(TRIG_LIMIT)), e.c(0.0), x)
-    ph, pl = e.two_prod(xs, e.c(TWO_OVER_PI[0]))
-    pl = e.muladd(xs, e.c(TWO_OVER_PI[1]), pl)
+    two-part 2/pi; the first product k * PIO2[0] cancels exactly by FMA; pi/2 has
+    three (double) or four (float) parts.  Lanes with larger |x| compute on 0
+    here; :func:`_trig_huge_helper` handles them."""
+    pio2, tpi = PIO2[e.k], TWO_OVER_PI[e.k]
+    xs = e.sel(e.cmp(">=", e.abs(x), e.c(TRIG_LIMIT[e.k])), e.c(0.0), x)
+    ph, pl = e.two_prod(xs, e.c(tpi[0]))
+    pl = e.muladd(xs, e.c(tpi[1]), pl)
     k0 = e.roundeven(ph)
     k = e.add(k0, e.roundeven(e.add(e.sub(ph, k0), pl)))
-    r1 = e.fma(e.neg(k), e.c(PIO2[0]), xs)          # exact
-    qh, ql = e.two_prod(k, e.c(PIO2[1]))
+    r1 = e.fma(e.neg(k), e.c(pio2[0]), xs)          # exact
+    qh, ql = e.two_prod(k, e.c(pio2[1]))
     s, err = e.two_sum(r1, e.neg(qh))
-    tail = e.sub(err, e.muladd(k, e.c(PIO2[2]), ql))
-    rh, rl = e.fast_two_sum(s, tail)
+    small = ql
+    for part in pio2[2:]:
+        small = e.muladd(k, e.c(part), small)
+    rh, rl = e.fast_two_sum(s, e.sub(err, small))
     return k, rh, rl
 
 
 def _sin_cos_kernels(e: _Emitter, rh: ir.Value, rl: ir.Value) -> tuple[ir.Value, ir.Value]:
     """(sin(rh + rl), cos(rh + rl)) for |rh| <= pi/4."""
     z = e.mul(rh, rh)
-    sin = e.add(rh, e.muladd(e.mul(z, rh), e.poly(z, SIN_COEFFS), rl))
+    sin = e.add(rh, e.muladd(e.mul(z, rh), e.poly(z, SIN_COEFFS[e.k]), rl))
     hz = e.mul(e.c(0.5), z)
     w = e.sub(e.c(1.0), hz)
     corr = e.sub(e.sub(e.c(1.0), w), hz)          # rounding error of w
-    tail = e.muladd(e.mul(z, z), e.poly(z, COS_COEFFS), e.sub(corr, e.mul(rh, rl)))
+    tail = e.muladd(e.mul(z, z), e.poly(z, COS_COEFFS[e.k]), e.sub(corr, e.mul(rh, rl)))
     return sin, e.add(w, tail)
 
 
@@ -485,13 +496,13 @@ def _trig_finish(e: _Emitter, x: ir.Value, fast: ir.Value, huge: ir.Value,
                  odd: bool) -> ir.Value:
     """Pick the huge-argument result, NaN for inf/NaN, x itself for +-0 if odd."""
     a = e.abs(x)
-    res = e.sel(e.cmp(">=", a, e.c(TRIG_LIMIT)), huge, fast)
+    res = e.sel(e.cmp(">=", a, e.c(TRIG_LIMIT[e.k])), huge, fast)
     res = e.sel(e.b.fcmp_unordered("==", a, e.c(INF)), e.c(NAN), res)
     return e.sel(e.cmp("==", x, e.c(0.0)), x, res) if odd else res
 
 
 def _huge(e: _Emitter, x: ir.Value, quarter_turns: float) -> ir.Value:
-    helper = _trig_huge_helper(e.b.module)
+    helper = _trig_huge_helper(e.b.module, e.f)
     return e.b.call(helper, [x, e.c(quarter_turns)])
 
 
@@ -507,6 +518,8 @@ def _cos(e: _Emitter, x: ir.Value) -> ir.Value:
 
 
 def _tan(e: _Emitter, x: ir.Value) -> ir.Value:
+    if e.f is F32:      # float sin/cos are ~0.8 ulp; their quotient would be ~2.5
+        return _in_double(e, _tan, x)
     k, rh, rl = _trig_reduce(e, x)
     s, c = _sin_cos_kernels(e, rh, rl)
     odd = _is_odd(e, k)
@@ -523,13 +536,14 @@ def _tan(e: _Emitter, x: ir.Value) -> ir.Value:
 # the scalar helper lane by lane.  The loop vectoriser replaces the scalar call
 # with the matching vector version, so ordinary inputs pay one compare and branch.
 
-HUGE_HELPER = "symgrad_vm_trig_huge_f64"
+def _huge_helper_name(fmt: _Format) -> str:
+    return f"symgrad_vm_trig_huge_{fmt.suffix}"
 
 
-def _huge_lanes() -> tuple[int, ...]:
+def _huge_lanes(fmt: _Format) -> tuple[int, ...]:
     """Vector variants offered: the host's full and half width (main loop and
     vectorised epilogue); each costs compile time."""
-    full = target.vector_lanes(64)
+    full = target.vector_lanes(fmt.ity.width)
     return (full // 2, full) if full > 2 else (full,)
 
 
@@ -550,53 +564,62 @@ def _helper_function(module: ir.Module, name: str, ty: ir.Type) -> ir.Function:
     return fn
 
 
-def _trig_huge_helper(module: ir.Module) -> ir.Function:
-    """double helper(double x, double q): sin(x + q pi/2) for |x| >= 2^51, else 0.
+def _trig_huge_helper(module: ir.Module, fmt: _Format) -> ir.Function:
+    """T helper(T x, T q): sin(x + q pi/2) for |x| >= TRIG_LIMIT, else 0.
 
-    Three functions: the helper (carries the vector-variant attribute), its
-    vector variants, and the worker they both call (no attribute -- were the
+    Three kinds of function: the helper (carries the vector-variant attribute),
+    its vector variants, and the worker they all call (no attribute -- were the
     variants to call the helper, the SLP vectoriser would turn their lane-by-lane
     calls back into a call of the variant itself: infinite recursion)."""
-    existing = module.globals.get(HUGE_HELPER)
+    name = _huge_helper_name(fmt)
+    existing = module.globals.get(name)
     if existing is not None:
         return existing
-    worker = _trig_huge_worker(module)
-    fn = _helper_function(module, HUGE_HELPER, F64.ty)
-    variants = ",".join(f"_ZGV_LLVM_N{n}vv_{HUGE_HELPER}({HUGE_HELPER}_v{n})"
-                        for n in _huge_lanes())
+    worker = _trig_huge_worker(module, fmt)
+    fn = _helper_function(module, name, fmt.ty)
+    variants = ",".join(f"_ZGV_LLVM_N{n}vv_{name}({name}_v{n})" for n in _huge_lanes(fmt))
     _add_string_attribute(fn, "vector-function-abi-variant", variants)
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     b.ret(b.call(worker, list(fn.args)))
-    for lanes in _huge_lanes():
-        _trig_huge_variant(module, worker, lanes)
+    for lanes in _huge_lanes(fmt):
+        _trig_huge_variant(module, worker, fmt, lanes)
     return fn
 
 
-def _trig_huge_worker(module: ir.Module) -> ir.Function:
-    fn = _helper_function(module, f"{HUGE_HELPER}_worker", F64.ty)
+def _trig_huge_worker(module: ir.Module, fmt: _Format) -> ir.Function:
+    """Double: the table reduction.  Float: the double functions, rounded."""
+    fn = _helper_function(module, f"{_huge_helper_name(fmt)}_worker", fmt.ty)
     fn.linkage = "internal"
     entry, work, skip = (fn.append_basic_block(s) for s in ("entry", "work", "skip"))
-    e = _Emitter(ir.IRBuilder(entry), F64)
+    e = _Emitter(ir.IRBuilder(entry), fmt)
     x, quarter = fn.args
-    e.b.cbranch(e.cmp(">=", e.abs(x), e.c(TRIG_LIMIT)), work, skip)
+    e.b.cbranch(e.cmp(">=", e.abs(x), e.c(TRIG_LIMIT[e.k])), work, skip)
     e.b.position_at_end(skip)
     e.b.ret(e.c(0.0))
     e.b.position_at_end(work)
-    k, rh, rl = _trig_reduce_huge(e, x)
-    e.b.ret(_sin_of(e, e.add(k, quarter), rh, rl))
+    if fmt is F64:
+        k, rh, rl = _trig_reduce_huge(e, x)
+        e.b.ret(_sin_of(e, e.add(k, quarter), rh, rl))
+        return fn
+    xd = e.b.fpext(x, F64.ty)
+    sin, cos = (e.b.call(get_function(module, n, F64.ty), [xd]) for n in ("sin", "cos"))
+    e.b.ret(e.b.fptrunc(e.sel(e.cmp("==", quarter, e.c(0.0)), sin, cos), F32.ty))
     return fn
 
 
-def _trig_huge_variant(module: ir.Module, worker: ir.Function, lanes: int) -> None:
-    """<lanes x double> version of the helper: zeros unless a lane is huge."""
-    vty = ir.VectorType(F64.ty, lanes)
-    fn = _helper_function(module, f"{HUGE_HELPER}_v{lanes}", vty)
+def _trig_huge_variant(module: ir.Module, worker: ir.Function, fmt: _Format,
+                       lanes: int) -> None:
+    """<lanes x T> version of the helper: zeros unless a lane is huge."""
+    vty = ir.VectorType(fmt.ty, lanes)
+    fn = _helper_function(module, f"{_huge_helper_name(fmt)}_v{lanes}", vty)
     entry, work, skip = (fn.append_basic_block(s) for s in ("entry", "work", "skip"))
     b = ir.IRBuilder(entry)
     x, quarter = fn.args
-    fabs = module.globals.get(f"llvm.fabs.v{lanes}f64") or ir.Function(
-        module, ir.FunctionType(vty, [vty]), f"llvm.fabs.v{lanes}f64")
-    big = b.fcmp_ordered(">=", b.call(fabs, [x]), ir.Constant(vty, [TRIG_LIMIT] * lanes))
+    fabs_name = f"llvm.fabs.v{lanes}{fmt.suffix}"
+    fabs = module.globals.get(fabs_name) or ir.Function(
+        module, ir.FunctionType(vty, [vty]), fabs_name)
+    limit = ir.Constant(vty, [TRIG_LIMIT[fmt.suffix]] * lanes)
+    big = b.fcmp_ordered(">=", b.call(fabs, [x]), limit)
     any_big = b.icmp_unsigned("!=", b.bitcast(big, ir.IntType(lanes)), ir.IntType(lanes)(0))
     b.cbranch(any_big, work, skip)
     b.position_at_end(skip)
@@ -654,27 +677,56 @@ def _pow_magnitude(e: _Emitter, ax: ir.Value, y: ir.Value) -> ir.Value:
     return _exp_dd(e, yh, e.muladd(y, ll, yl))
 
 
-def _pow(e: _Emitter, x: ir.Value, y: ir.Value) -> ir.Value:
+def _pow_magnitude_single(e: _Emitter, ax: ir.Value, y: ir.Value) -> ir.Value:
+    """|x|^y in double for float arguments: |y log|x|| < 104 wherever the float
+    result is finite and nonzero, so double log/exp are ~2^-45 accurate there."""
+    return _exp(e, e.mul(y, _log_core(e, ax, e.c(0.0))))
+
+
+def _pow_with(e: _Emitter, x: ir.Value, y: ir.Value,
+              magnitude: Callable[[_Emitter, ir.Value, ir.Value], ir.Value]) -> ir.Value:
+    """x**y from ``magnitude`` (valid for finite ax > 0, finite y) plus every C99
+    special case."""
     one, zero, inf = e.c(1.0), e.c(0.0), e.c(INF)
     ax = e.abs(x)
     finite_x = e.b.and_(e.cmp("<", ax, inf), e.cmp(">", ax, zero))
-    y_inf = e.cmp("==", e.abs(y), inf)
-    mag = _pow_magnitude(e, e.sel(finite_x, ax, one), e.sel(e.cmp("<", e.abs(y), inf), y, zero))
+    mag = magnitude(e, e.sel(finite_x, ax, one), e.sel(e.cmp("<", e.abs(y), inf), y, zero))
     y_neg = e.cmp("<", y, zero)
     mag = e.sel(e.cmp("==", ax, zero), e.sel(y_neg, inf, zero), mag)
     mag = e.sel(e.cmp("==", ax, inf), e.sel(y_neg, zero, inf), mag)
     grows = e.b.icmp_unsigned("==", e.cmp("<", ax, one), y_neg)
+    y_inf = e.cmp("==", e.abs(y), inf)
     mag = e.sel(y_inf, e.sel(e.cmp("==", ax, one), one, e.sel(grows, inf, zero)), mag)
+    return _pow_signs_and_nans(e, x, y, mag)
+
+
+def _pow_signs_and_nans(e: _Emitter, x: ir.Value, y: ir.Value, mag: ir.Value) -> ir.Value:
+    """Negative x: odd integer y flips the sign, non-integer finite y gives NaN;
+    then NaN propagation, except pow(1, y) = pow(x, 0) = 1."""
+    one, zero = e.c(1.0), e.c(0.0)
     y_int = e.cmp("==", e.floor(y), y)
     half = e.mul(y, e.c(0.5))
     y_odd = e.b.and_(y_int, e.cmp("!=", e.floor(half), half))
     x_signbit = e.b.icmp_signed("<", e.bits(x), e.i(0))
     res = e.sel(e.b.and_(x_signbit, y_odd), e.neg(mag), mag)
-    bad = e.b.and_(e.cmp("<", x, zero), e.cmp("<", ax, inf))
-    bad = e.b.and_(bad, e.b.and_(e.b.not_(y_int), e.b.not_(y_inf)))
-    res = e.sel(bad, e.c(NAN), res)
+    finite_negative = e.b.and_(e.cmp("<", x, zero), e.cmp("<", e.abs(x), e.c(INF)))
+    y_fraction = e.b.and_(e.b.not_(y_int), e.cmp("<", e.abs(y), e.c(INF)))
+    res = e.sel(e.b.and_(finite_negative, y_fraction), e.c(NAN), res)
     res = e.sel(e.b.or_(e.isnan(x), e.isnan(y)), e.c(NAN), res)
     return e.sel(e.b.or_(e.cmp("==", x, one), e.cmp("==", y, zero)), one, res)
+
+
+def _pow(e: _Emitter, x: ir.Value, y: ir.Value) -> ir.Value:
+    if e.f is F32:
+        return _in_double(e, lambda w, xd, yd: _pow_with(w, xd, yd, _pow_magnitude_single),
+                          x, y)
+    return _pow_with(e, x, y, _pow_magnitude)
+
+
+def _in_double(e: _Emitter, body: Callable[..., ir.Value], *args: ir.Value) -> ir.Value:
+    """A float function computed by a double body and rounded once."""
+    wide = [e.b.fpext(a, F64.ty) for a in args]
+    return e.b.fptrunc(body(_Emitter(e.b, F64), *wide), F32.ty)
 
 
 # ------------------------------------------------------------------- intrinsics
@@ -695,7 +747,6 @@ _BODIES: dict[str, Callable[..., ir.Value]] = {
 BINARY: tuple[str, ...] = ("pow",)
 UNARY: tuple[str, ...] = tuple(n for n in _BODIES if n not in BINARY)
 FUNCTIONS: tuple[str, ...] = tuple(_BODIES)
-_COMPUTED_IN_DOUBLE = frozenset({"sin", "cos", "tan", "pow"})
 
 
 def _arity(name: str) -> int:
@@ -717,12 +768,7 @@ def get_function(module: ir.Module, name: str, ty: ir.Type) -> ir.Function:
     fn.attributes.add("alwaysinline")
     fn.attributes.add("nounwind")
     builder = ir.IRBuilder(fn.append_basic_block("entry"))
-    if fmt is F32 and name in _COMPUTED_IN_DOUBLE:
-        wide = [builder.fpext(a, F64.ty) for a in fn.args]
-        result = builder.call(get_function(module, name, F64.ty), wide)
-        builder.ret(builder.fptrunc(result, F32.ty))
-    else:
-        builder.ret(_BODIES[name](_Emitter(builder, fmt), *fn.args))
+    builder.ret(_BODIES[name](_Emitter(builder, fmt), *fn.args))
     return fn
 
 
