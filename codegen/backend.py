@@ -9,7 +9,7 @@ output -- forward and gradient -- per call):
 3. :func:`codegen.module.build_module` -- IR with ``llvmlite.ir``; plus the CPython
    entry (:func:`codegen.callconv.build_entry`) for fully native plans;
 4. :func:`codegen.target.compile_module` -- O3 for the host CPU, object code, stored
-   in the disk cache with the IR and assembly texts.
+   in the disk cache with the IR texts (assembly is generated when first asked for).
 
 >>> import numpy as np, symgrad
 >>> vg = symgrad.value_and_grad(lambda x: (3 * (x + 2) ** 2).mean(), backend="llvm")
@@ -30,7 +30,7 @@ __all__ = ["compile_program", "LLVMExecutable", "ENTRY_SUFFIX", "stats"]
 
 ENTRY_SUFFIX = ".entry"
 stats = {"compiled": 0, "from_cache": 0}
-_TEXTS = ("llvm", "llvm-opt", "asm")
+_TEXTS = ("llvm", "llvm-opt")
 
 
 def _entry_specs(plan):
@@ -55,6 +55,7 @@ def compile_program(program) -> LLVMExecutable:
     hit = cache.load(key)
     if hit is not None:
         try:
+            runtime.register_for(hit["object"])
             handle = target.load_object(hit["object"])
             texts = {k: zlib.decompress(hit[k]).decode() for k in _TEXTS if k in hit}
             stats["from_cache"] += 1
@@ -65,8 +66,10 @@ def compile_program(program) -> LLVMExecutable:
     if entry_name is not None:
         args, outs = _entry_specs(plan)
         callconv.build_entry(module, kernel, entry_name, args, outs)
-    compiled = target.compile_module(module)
-    texts = {"llvm": compiled.ir, "llvm-opt": compiled.optimized_ir, "asm": compiled.asm}
+    if any(name in module.globals for name in runtime.BLAS_GEMM.values()):
+        runtime.register_blas()
+    compiled = target.compile_module(str(module))
+    texts = {"llvm": compiled.ir, "llvm-opt": compiled.optimized_ir}   # asm: on demand
     sections = {"object": compiled.object_code}
     sections.update({k: zlib.compress(v.encode(), 1) for k, v in texts.items()})
     cache.store(key, sections)

@@ -147,8 +147,12 @@ class LLVMExecutable:
     def as_text(self, kind: str = "llvm") -> str:
         if kind == "program":
             return self.plan.program.as_text() + "\n# schedule\n" + self.plan.summary()
-        if kind not in self.texts:
+        if kind not in TEXT_KINDS:
             raise ValueError(f"unknown text kind {kind!r}; choose one of {TEXT_KINDS}")
+        if kind == "asm" and "asm" not in self.texts:       # code generation, on demand
+            from . import target
+            module = target.CompiledModule(self.texts["llvm"], self.texts["llvm-opt"], self.handle)
+            self.texts["asm"] = module.asm
         return self.texts[kind]
 
     def __repr__(self) -> str:

@@ -40,6 +40,7 @@ from symgrad.graph.node import Node
 
 from . import layout as L
 from .classify import const_scalar, ew_cost, kind_of, numpy_reason
+from .windows import MAX_SEGMENTS, translated_arg_maps, window_cuts, window_ranges
 
 __all__ = ["Plan", "Storage", "Item", "LoopStep", "NodeStep", "CopyStep", "build_plan",
            "RECOMPUTE_COST", "ARENA_ALIGN"]
@@ -87,6 +88,7 @@ class LoopStep:
     shape: tuple[int, ...]
     items: list[Item] = field(default_factory=list)
     fills: list[Node] = field(default_factory=list)   # window roots zero-filled first
+    cuts: set = field(default_factory=set)            # (dim, position) segment cuts
     plain: set = field(default_factory=set)           # ids of roots stored at the identity
 
 
@@ -197,7 +199,7 @@ class _Planner:
         kinds, roots = self.kinds, set(self.forced)
         for n in self.nodes:
             k = kinds[id(n)]
-            if k in ("reduce", "window", "opaque", "numpy"):
+            if k in ("reduce", "opaque", "numpy"):
                 roots.add(id(n))
                 for a in n.args:
                     if k in ("opaque", "numpy"):
@@ -239,6 +241,16 @@ class _Planner:
             else:
                 self.failed.add(id(arg))
             return
+        if kind == "window":                   # segmented loop, see codegen.windows
+            visits.append((node, m))
+            cuts = window_cuts(node, m, self.loop_shape)
+            if cuts is None:
+                self.failed.add(id(node))
+                return
+            self.item_cuts.extend(cuts)
+            for a, am in zip(node.args, translated_arg_maps(node, m)):
+                self.walk(a, am, deps, visits, seen)
+            return
         if kind != "ew":                       # a root read through its storage
             deps.append((node, m))
             return
@@ -254,6 +266,8 @@ class _Planner:
         own = L.StridedView.contiguous(r, r.shape)
         if kind == "reduce":
             return [Item("reduce", r, own, r, r.args[0].shape)]
+        if kind == "window" and window_ranges(r) is not None:       # segmented store
+            return [Item("store", r, own, r, r.shape)]
         if r.op == "pad_slice":
             arg = r.args[0]
             cs = L.contiguous_strides(r.shape)
@@ -280,6 +294,7 @@ class _Planner:
     def place(self, item: Item, steps: list, produced: dict) -> int:
         deps: list = []
         visits: list = []
+        self.loop_shape, self.item_cuts = item.shape, []
         if item.kind == "reduce":
             self.walk(item.node.args[0], L.identity(len(item.shape)), deps, visits, set())
         else:
@@ -302,6 +317,13 @@ class _Planner:
             steps.append(LoopStep(item.shape))
             chosen = len(steps) - 1
         steps[chosen].items.append(item)
+        cuts = steps[chosen].cuts
+        cuts.update(self.item_cuts)
+        segments = 1
+        for k in {k for k, _ in cuts}:
+            segments *= 1 + sum(1 for d, _ in cuts if d == k)
+        if segments > MAX_SEGMENTS:                  # too much code: materialise windows
+            self.failed.update(id(n) for n, _ in visits if self.kinds[id(n)] == "window")
         for n, m in visits:
             self.contexts.setdefault(id(n), set()).add((chosen, m))
         for n, _ in deps:
@@ -328,10 +350,18 @@ class _Planner:
                 continue
             idx = [self.place(item, steps, produced) for item in self.items_of(r)]
             produced[id(r)] = max(idx)
-            if r.op == "pad_slice":
+            if r.op == "pad_slice" and window_ranges(r) is None:
                 steps[idx[0]].fills.append(r)
-            elif kind in ("ew", "view"):
+            elif kind in ("ew", "view") or (kind == "window" and window_ranges(r) is not None):
                 steps[idx[0]].plain.add(id(r))
+        seen: set[int] = set()
+        for j, o in enumerate(self.program.outputs):      # leaves and views: copy loops
+            copied = id(o) in self.roots_now or _alias_target(o, self.kinds, self.roots_now,
+                                                            self.program.outputs) is not None
+            if not copied and id(o) not in seen:
+                item = Item("store", o, L.StridedView.contiguous(("out", j), o.shape), None, o.shape)
+                self.place(item, steps, produced)
+            seen.add(id(o))
         return steps, produced
 
     def run(self) -> "Plan":
@@ -370,24 +400,19 @@ def _finish(p: _Planner, steps: list, produced: dict) -> Plan:
 
     outputs: list[Storage] = []
     copies: list[CopyStep] = []
-    output_items: list[Item] = []
-    for j, (o, name) in enumerate(zip(program.outputs, program.output_names)):
+    first_slot: dict[int, Storage] = {}
+    for j, o in enumerate(program.outputs):
         st = Storage("out", len(inputs) + j, o.dtype, o.shape, f"out{j}")
         outputs.append(st)
         target = _alias_target(o, kinds, roots, program.outputs)
+        if id(o) in first_slot:                                    # the same node twice
+            copies.append(CopyStep(st, first_slot[id(o)]))
+            continue
+        first_slot[id(o)] = st
         if target is not None and id(target) not in storage:      # computed straight into out j
-            storage[id(target)] = Storage("out", len(inputs) + j, target.dtype, target.shape,
-                                          f"out{j}")
-        elif id(o) in roots and id(o) not in storage:              # an output root
+            storage[id(target)] = Storage("out", st.slot, target.dtype, target.shape, f"out{j}")
+        elif id(o) in roots:                                       # an output root
             storage[id(o)] = st
-        elif id(o) in roots:                                       # the same root twice
-            copies.append(CopyStep(st, storage[id(o)]))
-        else:                                                      # a leaf or a view: copy
-            output_items.append(Item("store", o, L.StridedView.contiguous(st, o.shape), None,
-                                     o.shape))
-    produced = dict(produced)
-    for item in output_items:
-        p.place(item, steps, produced)
     steps.extend(copies)
 
     numpy_nodes = [st.node for st in steps if isinstance(st, NodeStep) and st.kind == "numpy"]
@@ -520,8 +545,11 @@ def _rebind_items(plan: Plan) -> None:
         for item in st.items:
             buf = item.target.buffer
             if isinstance(buf, Node):
-                item.target = L.StridedView(plan.storage[id(buf)], item.target.shape,
-                                            item.target.strides, item.target.offset)
+                buf = plan.storage[id(buf)]
+            elif isinstance(buf, tuple):                    # ("out", j): an output copy
+                buf = plan.outputs[buf[1]]
+            item.target = L.StridedView(buf, item.target.shape, item.target.strides,
+                                        item.target.offset)
 
 
 def build_plan(program) -> Plan:

@@ -4,9 +4,10 @@ compiled in one process links in another (see :func:`register`).
 * ``symgrad_blas_dgemm`` / ``symgrad_blas_sgemm``: the Fortran-ABI GEMM of scipy's
   BLAS, taken from the ``scipy.linalg.cython_blas.__pyx_capi__`` capsules;
 * ``symgrad_rt_malloc`` / ``symgrad_rt_free``: the C library's allocator (the arena of
-  temporaries when it is too large for the stack).
+  temporaries when it is too large for the stack);
+* ``memset``/``memcpy``/``memmove``: what LLVM lowers its memory intrinsics to.
 
->>> register(); sorted(symbols())[:2]
+>>> register_blas(); sorted(blas_symbols())
 ['symgrad_blas_dgemm', 'symgrad_blas_sgemm']
 """
 from __future__ import annotations
@@ -14,10 +15,12 @@ from __future__ import annotations
 import ctypes
 import functools
 
-__all__ = ["register", "symbols", "BLAS_GEMM", "MALLOC", "FREE"]
+__all__ = ["register", "register_blas", "register_for", "symbols", "blas_symbols", "BLAS_GEMM",
+           "MALLOC", "FREE"]
 
 BLAS_GEMM = {"float64": "symgrad_blas_dgemm", "float32": "symgrad_blas_sgemm"}
 MALLOC, FREE = "symgrad_rt_malloc", "symgrad_rt_free"
+LIBC_INTRINSICS = ("memset", "memcpy", "memmove")
 
 
 def _capsule_address(capsule: object) -> int:
@@ -28,17 +31,45 @@ def _capsule_address(capsule: object) -> int:
     return get_pointer(capsule, get_name(capsule))
 
 
+def _cython_blas():
+    """scipy's ``cython_blas`` module without importing ``scipy.linalg`` (~0.4 s)."""
+    import sys
+    mod = sys.modules.get("scipy.linalg.cython_blas")
+    if mod is not None:
+        return mod
+    import importlib.util
+    import os
+    import scipy
+    folder = os.path.join(os.path.dirname(scipy.__file__), "linalg")
+    for name in sorted(os.listdir(folder)):
+        if name.startswith("cython_blas.") and name.endswith((".so", ".pyd")):
+            spec = importlib.util.spec_from_file_location("scipy.linalg.cython_blas",
+                                                          os.path.join(folder, name))
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+            return mod
+    from scipy.linalg import cython_blas
+    return cython_blas
+
+
+@functools.cache
+def blas_symbols() -> dict[str, int]:
+    """Name -> address of the BLAS routines (loads scipy's BLAS on first use)."""
+    capi = _cython_blas().__pyx_capi__
+    return {BLAS_GEMM["float64"]: _capsule_address(capi["dgemm"]),
+            BLAS_GEMM["float32"]: _capsule_address(capi["sgemm"])}
+
+
 @functools.cache
 def symbols() -> dict[str, int]:
-    """Name -> address of every runtime symbol."""
-    from scipy.linalg import cython_blas
-    capi = cython_blas.__pyx_capi__
+    """Name -> address of every runtime symbol except BLAS (see :func:`register_blas`)."""
     libc = ctypes.CDLL(None)
     return {
-        BLAS_GEMM["float64"]: _capsule_address(capi["dgemm"]),
-        BLAS_GEMM["float32"]: _capsule_address(capi["sgemm"]),
         MALLOC: ctypes.cast(libc.malloc, ctypes.c_void_p).value,
         FREE: ctypes.cast(libc.free, ctypes.c_void_p).value,
+        # LLVM lowers large llvm.memset/llvm.memcpy intrinsics to these C functions
+        **{name: ctypes.cast(getattr(libc, name), ctypes.c_void_p).value
+           for name in LIBC_INTRINSICS},
     }
 
 
@@ -49,3 +80,20 @@ def register() -> None:
     callconv.register_runtime_symbols()
     for name, address in symbols().items():
         target.add_symbol(name, address)
+
+
+@functools.cache
+def register_blas() -> None:
+    """Publish the BLAS symbols (only programs calling BLAS pay for loading it)."""
+    from . import target
+    for name, address in blas_symbols().items():
+        target.add_symbol(name, address)
+
+
+def register_for(object_code: bytes) -> None:
+    """Publish everything ``object_code`` needs before it is loaded."""
+    register()
+    from . import target
+    _, undefined = target._elf_symbols(object_code)
+    if any(name in BLAS_GEMM.values() for name in undefined):
+        register_blas()

@@ -26,6 +26,7 @@ from ..plan import Item, LoopStep, Plan, Storage
 from . import reduce as R
 from .context import StepContext
 from .loops import Loop
+from ..windows import inside, translated_arg_maps, window_cuts, window_ranges
 from .sympy_ir import FormulaEmitter, compute_dtype
 
 __all__ = ["FusedLoop"]
@@ -68,6 +69,7 @@ class FusedLoop:
         self.addrs: set[L.Affine] = set()
         self.index_dims: set[int] = set()
         self.storages: dict[int, Storage] = {}
+        self.cuts: dict[int, set[int]] = {}
         self._seen: set = set()
         self._analyse()
         self.groups = self._coalesce()
@@ -99,6 +101,13 @@ class FusedLoop:
                 self._use(self._reshape_view(node), m)
             else:
                 self._collect(arg, tm)
+            return
+        if kind == "window":
+            for k, pos in window_cuts(node, m, self.shape):
+                self.cuts.setdefault(k, set()).add(pos)
+                self.index_dims.add(k)
+            for a, am in zip(node.args, translated_arg_maps(node, m)):
+                self._collect(a, am)
             return
         if node.op == "iota":
             self.index_dims.update(d for d, _ in m[node.attr("axis")][1])
@@ -200,6 +209,8 @@ class FusedLoop:
             if tm is None:
                 return self.load(self._reshape_view(node), m, name=_name(node))
             return self.value_at(arg, tm)
+        if kind == "window":
+            return self._window_value(node, m)
         if op == "full":
             return T.constant(node.dtype, node.attr("value"))
         if op == "iota":
@@ -216,21 +227,38 @@ class FusedLoop:
         value = em.emit(expr)
         return T.convert(self.b, value, cdt, node.dtype)
 
+    def _window_value(self, node: Node, m: L.IndexMap) -> ir.Value:
+        """pad_slice / cat inside the current loop segment: the conditions are constant."""
+        at = {d: self.seg_lo.get(d, 0) for d in range(len(self.shape))}
+        maps = translated_arg_maps(node, m)
+        for (d, ranges) in window_ranges(node):
+            for t, (lo, hi) in enumerate(ranges):
+                if node.op == "pad_slice" and not inside(m[d], lo, hi, at):
+                    return T.constant(node.dtype, 0)
+                if node.op == "cat" and inside(m[d], lo, hi, at):
+                    return self.value_at(node.args[t], maps[t])
+        return self.value_at(node.args[0], maps[0])
+
     # ---- emission ------------------------------------------------------------------------
     def emit(self, ctx: StepContext) -> None:
         self.ctx, self.b = ctx, ctx.b
         self.vars: dict[int, ir.Value] = {}
+        self.seg_lo: dict[int, int] = {}
         self.memo: dict = {}
         for root in self.step.fills:
             ctx.memset0(self.plan.storage[id(root)])
         reductions = [it for it in self.step.items if it.kind == "reduce"]
         for it in reductions:
             self._init_reduction(it)
-        if any(0 in self.shape for _ in (0,)):
-            pass
         self._nest(0)
         for it in reductions:
             self._finalise(it)
+
+    def _segments(self, gi: int, extent: int) -> list[tuple[int, int]]:
+        g = self.groups[gi]
+        cuts = sorted(self.cuts.get(g[0], ())) if len(g) == 1 else []
+        bounds = [0] + cuts + [extent]
+        return [(lo, hi) for lo, hi in zip(bounds, bounds[1:]) if hi > lo]
 
     def _nest(self, gi: int) -> None:
         b = self.b
@@ -242,18 +270,25 @@ class FusedLoop:
         for d in self.groups[gi]:
             extent *= self.shape[d]
         name = "i" + "_".join(map(str, self.groups[gi]))
-        if gi < len(self.groups) - 1:
-            loop = Loop(b, 0, extent, name)
-            self.vars[gi] = loop.index
-            self._nest(gi + 1)
-            loop.close()
-            del self.vars[gi]
-            return
+        for lo, hi in self._segments(gi, extent):
+            if len(self.groups[gi]) == 1:
+                self.seg_lo[self.groups[gi][0]] = lo
+            if gi < len(self.groups) - 1:
+                loop = Loop(b, lo, hi, name)
+                self.vars[gi] = loop.index
+                self._nest(gi + 1)
+                loop.close()
+                del self.vars[gi]
+            else:
+                self._inner(gi, name, lo, hi)
+
+    def _inner(self, gi: int, name: str, lo: int, hi: int) -> None:
+        b = self.b
         inner = self.groups[gi][-1]
         in_register = [it for it in self.step.items
                        if it.kind == "reduce" and _coef(reduce_out_affine(it.node), inner) == 0]
         if not in_register:
-            loop = Loop(b, 0, extent, name)
+            loop = Loop(b, lo, hi, name)
             self.vars[gi] = loop.index
             self.memo = {}
             self._body(register=())
@@ -261,19 +296,19 @@ class FusedLoop:
             del self.vars[gi]
             return
         block = R.BLOCK_F64 if any(it.scratch.get("comp") for it in in_register) else R.BLOCK_OTHER
+        extent = hi - lo
         if extent <= block:
-            partial = self._register_loop(gi, name, 0, extent, in_register)
-        else:
-            nblocks = -(-extent // block)
-            outer = Loop(b, 0, nblocks, name + ".blk")
-            start = b.mul(outer.index, T.I64(block))
-            stop = b.add(start, T.I64(block))
-            stop = b.select(b.icmp_signed("<", stop, T.I64(extent)), stop, T.I64(extent))
-            partial = self._register_loop(gi, name, start, stop, in_register)
+            partial = self._register_loop(gi, name, lo, hi, in_register)
             self._combine_blocks(in_register, partial)
-            outer.close()
             return
+        nblocks = -(-extent // block)
+        outer = Loop(b, 0, nblocks, name + ".blk")
+        start = b.add(b.mul(outer.index, T.I64(block)), T.I64(lo))
+        stop = b.add(start, T.I64(block))
+        stop = b.select(b.icmp_signed("<", stop, T.I64(hi)), stop, T.I64(hi))
+        partial = self._register_loop(gi, name, start, stop, in_register)
         self._combine_blocks(in_register, partial)
+        outer.close()
 
     def _register_loop(self, gi: int, name: str, start, stop, items: list[Item]) -> list[ir.Value]:
         inits = [T.constant(R.acc_dtype(it.node), R.identity(it.node)) for it in items]

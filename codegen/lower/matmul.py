@@ -3,12 +3,16 @@
 Each batch element is one ``C[m, n] = A[m, k] @ B[k, n]`` on strided views:
 
 * BLAS (``dgemm_``/``sgemm_`` of scipy's OpenBLAS, called by name, see
-  :mod:`codegen.runtime`) when the product is large (``m*n*k >= BLAS_MIN_WORK``) and
-  each operand has a unit stride in one of its two dimensions -- a transposed view is
-  passed as ``'T'``, never copied.  Row-major C = A B is column-major C^T = B^T A^T.
-* otherwise an IR loop nest: ``i, k, j`` with the ``j`` loop vectorised when n >= 4,
-  else ``i, j, k`` with a ``reassoc`` dot product over k.  It takes any strides
-  (broadcast operands included) and handles integer dtypes.
+  :mod:`codegen.runtime`) when the product is large (``m*n*k >= BLAS_MIN_WORK``, every
+  dimension >= ``BLAS_MIN_DIM``: OpenBLAS's gemm takes ~1 s for a 1e6x5 @ 5x1 product
+  that a loop does in a few ms) and each operand has a unit stride in one of its two
+  dimensions -- a transposed view is passed as ``'T'``, never copied.  Row-major
+  C = A B is column-major C^T = B^T A^T.
+* otherwise an IR loop nest whose order comes from the strides (:func:`loop_order`):
+  the innermost loop walks its operands contiguously (vectorised), a ``k`` innermost
+  loop is a ``reassoc`` dot product in registers, and the skinny operand of a
+  matrix-vector product is read in one pass.  Any strides (broadcast operands
+  included) and integer dtypes.
 """
 from __future__ import annotations
 
@@ -27,6 +31,7 @@ from .reduce import REASSOC
 __all__ = ["storages", "emit", "BLAS_MIN_WORK", "Operand", "operands"]
 
 BLAS_MIN_WORK = 1 << 15
+BLAS_MIN_DIM = 8      # skinny products (matrix-vector) are far slower in OpenBLAS's gemm
 _INT32_MAX = 2 ** 31 - 1
 
 
@@ -86,7 +91,7 @@ def _use_blas(node: Node, A: Operand, B: Operand) -> bool:
     if node.dtype.name not in BLAS_GEMM:
         return False
     m, k, n = A.rows, A.cols, B.cols
-    if m * n * k < BLAS_MIN_WORK or max(m, n, k) > _INT32_MAX:
+    if m * n * k < BLAS_MIN_WORK or max(m, n, k) > _INT32_MAX or min(m, n, k) < BLAS_MIN_DIM:
         return False
     return A.blas_layout() is not None and B.blas_layout() is not None
 
@@ -151,6 +156,24 @@ def strided_offset_dyn(b: ir.IRBuilder, base: ir.Value, strides, indices) -> ir.
     return b.add(base, strided_offset(b, 0, strides, indices))
 
 
+def loop_order(A: Operand, B: Operand, C: Operand) -> tuple[str, str, str]:
+    """(outer, middle, inner) loop indices: the innermost loop gets unit (or zero) strides
+    on the operands it walks, weighted by operand size; the middle loop is the longer of
+    the other two (one pass over a skinny operand)."""
+    m, k, n = A.rows, A.cols, B.cols
+    extent = {"i": m, "j": n, "k": k}
+    walks = {"i": [(A.rs, m * k), (C.rs, m * n)], "j": [(B.cs, k * n), (C.cs, m * n)],
+             "k": [(A.cs, m * k), (B.rs, k * n)]}
+
+    def cost(x: str) -> tuple[int, int]:
+        strided = sum(w for s, w in walks[x] if s not in (0, 1))
+        return (strided + (10 ** 18 if extent[x] == 1 else 0), "jki".index(x))
+
+    inner = min("ijk", key=cost)
+    rest = sorted((x for x in "ijk" if x != inner), key=lambda x: extent[x])
+    return rest[0], rest[1], inner
+
+
 def _loops(ctx: StepContext, node: Node, A: Operand, B: Operand, C: Operand, offs) -> None:
     b, dt = ctx.b, node.dtype
     is_float = dt.is_floating_point
@@ -158,30 +181,36 @@ def _loops(ctx: StepContext, node: Node, A: Operand, B: Operand, C: Operand, off
     m, k, n = A.rows, A.cols, B.cols
     aoff, boff, coff = offs
     zero = T.constant(dt, 0)
-    ld = lambda X, off, r, c: T.load(b, ctx.elem(X.storage, strided_offset_dyn(b, off, (X.rs, X.cs), (r, c))), dt)
-    if n >= 4:
-        rows = Loop(b, 0, m, "i")
-        i = rows.index
-        init = Loop(b, 0, n, "j0")
-        T.store(b, zero, ctx.elem(C.storage, strided_offset_dyn(b, coff, (C.rs, C.cs), (i, init.index))), dt)
-        init.close()
-        kl = Loop(b, 0, k, "k")
-        a = ld(A, aoff, i, kl.index)
-        cols = Loop(b, 0, n, "j")
-        j = cols.index
-        cptr = ctx.elem(C.storage, strided_offset_dyn(b, coff, (C.rs, C.cs), (i, j)))
-        prod = mul(a, ld(B, boff, kl.index, j))
-        acc = T.load(b, cptr, dt)
-        T.store(b, b.fadd(acc, prod) if is_float else b.add(acc, prod), cptr, dt)
-        cols.close()
-        kl.close()
-        rows.close()
+    extent = {"i": m, "j": n, "k": k}
+
+    def ptr(X: Operand, off, r, c):
+        return ctx.elem(X.storage, strided_offset_dyn(b, off, (X.rs, X.cs), (r, c)))
+
+    outer, middle, inner = loop_order(A, B, C)
+    if inner == "k":                                # dot products in registers
+        lo = Loop(b, 0, extent[outer], outer)
+        mi = Loop(b, 0, extent[middle], middle)
+        idx = {outer: lo.index, middle: mi.index}
+        kl = Loop(b, 0, k, "k", [zero])
+        prod = mul(T.load(b, ptr(A, aoff, idx["i"], kl.index), dt),
+                   T.load(b, ptr(B, boff, kl.index, idx["j"]), dt))
+        acc = b.fadd(kl.carried[0], prod, flags=REASSOC) if is_float else b.add(kl.carried[0], prod)
+        total, = kl.close([acc])
+        T.store(b, total, ptr(C, coff, idx["i"], idx["j"]), dt)
+        mi.close()
+        lo.close()
         return
-    nest = LoopNest(b, (m, n), "ij")
-    i, j = nest.indices
-    kl = Loop(b, 0, k, "k", [zero])
-    prod = mul(ld(A, aoff, i, kl.index), ld(B, boff, kl.index, j))
-    acc = b.fadd(kl.carried[0], prod, flags=REASSOC) if is_float else b.add(kl.carried[0], prod)
-    total, = kl.close([acc])
-    T.store(b, total, ctx.elem(C.storage, strided_offset_dyn(b, coff, (C.rs, C.cs), (i, j))), dt)
-    nest.close()
+    init = LoopNest(b, (m, n), "c")                 # C = 0, then C += A B in place
+    T.store(b, zero, ptr(C, coff, *init.indices), dt)
+    init.close()
+    loops, idx = [], {}
+    for x in (outer, middle, inner):
+        loops.append(Loop(b, 0, extent[x], x))
+        idx[x] = loops[-1].index
+    cptr = ptr(C, coff, idx["i"], idx["j"])
+    prod = mul(T.load(b, ptr(A, aoff, idx["i"], idx["k"]), dt),
+               T.load(b, ptr(B, boff, idx["k"], idx["j"]), dt))
+    acc = T.load(b, cptr, dt)
+    T.store(b, b.fadd(acc, prod) if is_float else b.add(acc, prod), cptr, dt)
+    for loop in reversed(loops):
+        loop.close()
