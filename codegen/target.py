@@ -9,9 +9,9 @@ module owns:
   opt level 3) and facts derived from it: :func:`host_fingerprint` (for cache keys),
   :func:`widest_vector_bits`, :func:`vector_lanes`;
 * :func:`optimize` -- the new pass manager at O3 with loop and SLP vectorisation;
-* :func:`compile_module` -- IR (text or ``ir.Module``) to a :class:`CompiledModule`
-  holding the IR as generated, the optimised IR, the assembly, the object code and
-  the loaded functions;
+* :func:`compile_module` -- IR (text, ``ir.Module`` or ``ModuleRef``) to a
+  :class:`CompiledModule` holding the IR as generated, the optimised IR, the
+  assembly (on demand), the object code and the loaded functions;
 * :func:`load_object` -- load cached object code (e.g. in a new process) without
   running the optimiser or code generation.
 
@@ -23,15 +23,24 @@ and each :class:`LoadedObject` owns its engine (functions stay valid while it is
 alive; two modules may define the same symbol name).  External symbols (BLAS, the
 Python C API, ...) are resolved *by name* at load time from the process and from
 :func:`add_symbol`; an object with an unresolvable symbol raises
-:class:`UnresolvedSymbolError` instead of jumping to address 0 later.
+:class:`UnresolvedSymbolError` instead of jumping to address 0 later.  (MCJIT
+rather than ORC's LLJIT: ``get_function_address`` finds any symbol by name without
+declaring exports up front, and ``llvm.add_symbol`` feeds its resolver directly.)
+Code model ``jitdefault`` (large): with the small model RuntimeDyld asserts on
+32-bit relocations between separately mapped sections.  LLVM calls are
+serialised by one lock, so threads may compile concurrently; native calls run
+without it.
 
-Measured on this host (AMD Zen 4, llvmlite 0.50.0 / LLVM 22.1, 2 cores):
+Measured on this host (AMD Zen 4, llvmlite 0.50.0 / LLVM 22.1; CPU time -- wall
+time was 2-3x higher while other processes shared the 2 cores):
 
-* compile latency, small module (one vectorised elementwise ``exp`` kernel):
-  ~40 ms in total (~15 ms optimise, ~20 ms object + assembly emission, <1 ms load);
-  a 20-kernel module ~0.3 s;
-* object reload (:func:`load_object`) of that module in a fresh process: ~1 ms
-  (plus ~60 ms one-time import of llvmlite).
+* compile latency (:func:`compile_module`: parse, O3, object, load) of a small
+  module with one vectorised ``exp`` kernel: ~19 ms (optimise ~7, object ~7,
+  load ~1.5); one ``sin`` kernel: ~47 ms; 20 mixed transcendental kernels:
+  ~0.41 s.  Assembly is emitted only when :attr:`CompiledModule.asm` is first read
+  (+50-70% of the compile time, so not paid by default);
+* object reload (:func:`load_object`) in a fresh process: ~1.5-3.5 ms for those
+  modules, after a one-time ~55 ms ``import codegen`` (llvmlite).
 
 Example::
 
