@@ -12,8 +12,6 @@ operations are primitives whose gradients are symbolic (see ``symgrad.graph``) a
 """
 from __future__ import annotations
 
-import warnings as _warnings
-
 from . import dtypes as _dtypes
 from .dtypes import (DType as dtype, bool_ as bool, float16, float32, float64, int8, int16,
                      int32, int64, uint8, get_default_dtype, set_default_dtype)
@@ -52,10 +50,6 @@ cfloat = None
 
 _methods.install()
 
-# numpy's floating-point warnings from symgrad's kernels (log(0), overflow ...) are not
-# PyTorch behaviour: silence them for symgrad's own modules only.
-_warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"symgrad(\.|$)")
-_warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"numpy(\.|$)")
 
 
 def _unary_fn(name):

@@ -58,6 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     ins.add_argument("--stage", choices=STAGES, default="graph")
     ins.add_argument("--transform", choices=TRANSFORMS, default="compile")
     ins.add_argument("--backend", choices=("llvm", "numpy"), default=None)
+    ins.add_argument("--simplify", action="store_true",
+                     help="simplify symbolic formulas with sympy (slow for large programs)")
     args = p.parse_args(argv)
     from . import compiler
     fn = _load(args.target)
@@ -73,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     elif stage == "formulas":
         out = "\n".join(f"{k}: {v}" for k, v in lowered.formulas().items()) or "(no fused kernels)"
     elif stage == "symbolic":
-        out = str(lowered.symbolic())
+        out = str(lowered.symbolic(simplify=args.simplify))
     elif stage == "dot":
         out = lowered.dot()
     else:

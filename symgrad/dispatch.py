@@ -12,6 +12,7 @@ import numpy as np
 from . import dtypes
 from .autograd import grad_mode
 from .autograd.function import SavedTensor, accumulator, new_function
+from .fpstate import quiet
 from .graph import node as gnode
 from .ops import registry
 from .ops.registry import NUMPY_RULES, SHAPE_RULES
@@ -67,7 +68,7 @@ def _eager(prim, operands, attrs):
     arrays = [o._data if isinstance(o, Tensor) else o for o in operands]
     if prim.kind == "elementwise":
         try:
-            with np.errstate(all="ignore"):     # log(0), sqrt(-1): no warnings, as in PyTorch
+            with quiet():     # log(0), sqrt(-1): no warnings, as in PyTorch
                 res = NUMPY_RULES[prim.name](*arrays)
         except ValueError:
             SHAPE_RULES[prim.name]([(np.shape(a), None) for a in arrays])  # raises torch's text
@@ -78,7 +79,7 @@ def _eager(prim, operands, attrs):
         return Tensor._from_array(res, dt)
     avals = [(o.shape, o.dtype) if isinstance(o, Tensor) else (np.shape(o), None) for o in operands]
     shape, dt = SHAPE_RULES[prim.name](avals, **attrs)
-    with np.errstate(all="ignore"):
+    with quiet():
         res = NUMPY_RULES[prim.name](*arrays, **attrs)
     if type(res) is not np.ndarray or res.dtype != dt.np:
         res = np.asarray(res, dtype=dt.np)

@@ -8,6 +8,7 @@ import numpy as np
 
 from ..ops.registry import NUMPY_RULES
 from .node import Node, toposort
+from ..fpstate import quiet
 
 __all__ = ["evaluate", "run_node"]
 
@@ -31,7 +32,7 @@ def evaluate(outputs: Sequence[Node], inputs: Mapping[Node, np.ndarray]) -> list
     array([-1., -2.])
     """
     env: dict[int, np.ndarray] = {}
-    with np.errstate(all="ignore"):
+    with quiet():
         for node in toposort(outputs):
             if node.op == "input":
                 try:

@@ -13,6 +13,7 @@ from sympy.codegen.cfunctions import expm1, log1p
 
 from .registry import elementwise
 from .vjp import where_vjp
+from ..fpstate import quiet
 
 __all__ = ["BUILTIN_ELEMENTWISE"]
 
@@ -22,7 +23,7 @@ def _pw(*pairs):
 
 
 def _softplus_numpy(x):
-    with np.errstate(over="ignore"):
+    with quiet():
         return np.where(x > 20, x, np.log1p(np.exp(np.minimum(x, 20))))
 
 

@@ -11,6 +11,7 @@ import sympy
 
 from ..dispatch import STRUCTURAL_SAVES
 from .registry import PRIMITIVES, lambdify, register_structural
+from ..fpstate import quiet
 
 __all__ = ["fused_symbols", "fused_kernel"]
 
@@ -31,7 +32,7 @@ def _shape(avals, *, expr, dtype, shape):
 
 
 def _numpy(*arrays, expr, dtype, shape):
-    with np.errstate(all="ignore"):
+    with quiet():
         res = fused_kernel(expr, len(arrays))(*arrays)
     res = np.asarray(res, dtype=dtype.np)
     if res.shape != shape:

@@ -20,6 +20,7 @@ from typing import Callable
 
 import numpy as np
 import sympy
+from ..fpstate import quiet
 
 __all__ = ["Primitive", "Formula", "PRIMITIVES", "SHAPE_RULES", "NUMPY_RULES", "VJP_RULES",
            "elementwise", "register_structural", "get", "derivative_primitive"]
@@ -202,7 +203,7 @@ def _lambdified(syms, expr) -> Callable:
             # scalars stay scalars (weak: x > 0.3 compares in x's dtype, as PyTorch does)
             arrays = [np.broadcast_to(a, shape) if isinstance(a, np.ndarray) else a
                       for a in arrays]
-        with np.errstate(all="ignore"):   # log(0), 0 * inf ...: no warnings, as in PyTorch
+        with quiet():   # log(0), 0 * inf ...: no warnings, as in PyTorch
             res = fn(*arrays)
         if np.shape(res) != shape:
             res = np.broadcast_to(res, shape).copy()

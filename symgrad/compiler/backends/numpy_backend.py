@@ -6,6 +6,7 @@ import numpy as np
 
 from ...graph.interpret import run_node
 from ..program import Program
+from ...fpstate import quiet
 
 __all__ = ["compile_program", "NumpyExecutable"]
 
@@ -41,7 +42,7 @@ class NumpyExecutable:
         env = list(arrays) + [None] * (self.nslot - len(arrays))
         for slot, value in self.consts:
             env[slot] = value
-        with np.errstate(all="ignore"):
+        with quiet():
             for slot, node, args in self.steps:
                 env[slot] = run_node(node, [env[a] for a in args])
         return [env[s] for s in self.out_slots]
