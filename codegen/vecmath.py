@@ -9,7 +9,7 @@ Design.  Each function is an ``internal alwaysinline`` *scalar* IR function,
 :func:`get_function` (or emitted as a call by :func:`emit` / :func:`exp` ...).
 Bodies are straight-line code: no branches, no calls other than LLVM intrinsics
 with vector forms (fmuladd, fma, fabs, floor, roundeven, copysign, sqrt); special
-cases are ``select``\ s, exponent tricks are bitcasts to i64/i32.  After inlining,
+cases are selects, exponent tricks are bitcasts to i64/i32.  After inlining,
 the loop vectoriser widens a loop calling them to the host's widest vectors
 (``<8 x double>`` / ``<16 x float>`` on AVX-512).  No libm or libmvec symbol is
 referenced: results do not depend on the C library, and objects link stand-alone.
