@@ -435,22 +435,30 @@ def _reduce_mod4(e: _Emitter, v: ir.Value) -> ir.Value:
     return e.sub(v, e.mul(e.c(4.0), e.roundeven(e.mul(v, e.c(0.25)))))
 
 
-def _trig_reduce_huge(e: _Emitter, x: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value]:
-    """Payne-Hanek style reduction for |x| >= 2^51 (double only): x = M 2^E with an
-    integer M, so x 2/pi = M G(E) (mod 4), G(E) from a table (a gather per part).
-    Other lanes compute garbage that the caller discards."""
+def _table_row(e: _Emitter, x: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """(row = E + 1 clamped to the table, M = x 2^-E) for x = M 2^E, M an integer
+    when |x| >= 2^51."""
     b = e.b
     biased = b.and_(b.lshr(e.bits(x), e.i(52)), e.i(0x7FF))
-    row = b.sub(biased, e.i(1075 - 1))                       # E + 1
+    row = b.sub(biased, e.i(1075 - 1))
     row = b.select(b.icmp_signed("<", row, e.i(0)), e.i(0), row)
     row = b.select(b.icmp_signed(">", row, e.i(TRIG_TABLE_ROWS - 1)),
                    e.i(TRIG_TABLE_ROWS - 1), row)
-    m = e.mul(x, e.pow2(b.sub(e.i(1), row)))                 # x * 2^-E: an integer
+    return row, e.mul(x, e.pow2(b.sub(e.i(1), row)))
+
+
+def _table_parts(e: _Emitter, row: ir.Value) -> list[ir.Value]:
+    """The four doubles of G(E) from the table."""
+    b = e.b
     table = _two_over_pi_table(b.module)
     base = b.mul(row, e.i(32))
-    g = [b.load(b.bitcast(b.gep(table, [e.i(0), b.add(base, e.i(8 * j))], inbounds=True),
-                          F64.ty.as_pointer()), align=8)
-         for j in range(4)]
+    ptrs = [b.gep(table, [e.i(0), b.add(base, e.i(8 * j))], inbounds=True) for j in range(4)]
+    return [b.load(b.bitcast(p, F64.ty.as_pointer()), align=8) for p in ptrs]
+
+
+def _times_g_mod4(e: _Emitter, m: ir.Value, g: list[ir.Value]) -> tuple[ir.Value, ...]:
+    """M * (g0 + g1 + g2 + g3) mod 4 as k + fh + fl with integer k and |fh| <= 1/2;
+    exact up to ~2^-157 (products by FMA, sums by two_sum, mod 4 by roundeven)."""
     p0h, p0l = e.two_prod(m, g[0])
     s1 = _reduce_mod4(e, e.add(_reduce_mod4(e, p0h), p0l))  # exact
     p1h, p1l = e.two_prod(m, g[1])
@@ -462,7 +470,15 @@ def _trig_reduce_huge(e: _Emitter, x: ir.Value) -> tuple[ir.Value, ir.Value, ir.
     tail = e.add(e.add(ae, te), e.muladd(m, g[3], p2l))
     k = e.roundeven(e.add(s2, t))
     fh, fl = e.two_sum(e.sub(s2, k), t)
-    fl = e.add(fl, tail)
+    return k, fh, e.add(fl, tail)
+
+
+def _trig_reduce_huge(e: _Emitter, x: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value]:
+    """Payne-Hanek style reduction for |x| >= 2^51 (double only): x = M 2^E with an
+    integer M, so x 2/pi = M G(E) (mod 4) with G(E) from the table; the fraction
+    times pi/2 gives r.  Correct to the last bit even for the hardest doubles."""
+    row, m = _table_row(e, x)
+    k, fh, fl = _times_g_mod4(e, m, _table_parts(e, row))
     pio2 = PIO2["f64"]
     rh, rl = e.two_prod(fh, e.c(pio2[0]))
     rl = e.add(rl, e.muladd(fh, e.c(pio2[1]), e.mul(fl, e.c(pio2[0]))))
