@@ -677,26 +677,36 @@ def _trig_huge_variant(module: ir.Module, worker: ir.Function, fmt: _Format,
 # -------------------------------------------------------------------------- pow
 
 
-def _log_dd(e: _Emitter, x: ir.Value) -> tuple[ir.Value, ir.Value]:
-    """log(x) as a double-double (hi, lo), ~2^-65 relative, finite x > 0."""
-    kd, m = _log_split(e, x)
+def _atanh_ratio_dd(e: _Emitter, m: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """s = (m - 1) / (m + 1) as a double-double (log m = 2 atanh s)."""
     fr = e.sub(m, e.c(1.0))                                  # exact
     dh = e.add(m, e.c(1.0))
     dl = e.sub(m, e.sub(dh, e.c(1.0)))                       # m + 1 = dh + dl
     sh = e.div(fr, dh)
-    sl = e.div(e.sub(e.fma(e.neg(sh), dh, fr), e.mul(sh, dl)), dh)
+    return sh, e.div(e.sub(e.fma(e.neg(sh), dh, fr), e.mul(sh, dl)), dh)
+
+
+def _cube_term_dd(e: _Emitter, sh: ir.Value, sl: ir.Value) -> tuple[ir.Value, ...]:
+    """((2/3) s^3 as hi, lo; s^3 and s^2 roughly) for s = sh + sl."""
     zh, zl = e.two_prod(sh, sh)
-    ch, cl = e.two_prod(sh, zh)                              # s^3 ~ ch + cl + ...
+    ch, cl = e.two_prod(sh, zh)
     c_lo = e.add(cl, e.muladd(sh, zl, e.mul(e.c(3.0), e.mul(zh, sl))))
-    uh, ul = e.two_prod(e.c(TWO_THIRDS[0]), ch)              # (2/3) s^3
+    uh, ul = e.two_prod(e.c(TWO_THIRDS[0]), ch)
     u_lo = e.add(ul, e.muladd(e.c(TWO_THIRDS[0]), c_lo, e.mul(e.c(TWO_THIRDS[1]), ch)))
-    t5 = e.mul(e.mul(ch, zh), e.poly(zh, POW_LOG_COEFFS))    # s^5 (2/5 + ...)
-    a = e.mul(kd, e.c(LN2_HI["f64"]))                        # exact
-    s1, e1 = e.two_sum(a, e.add(sh, sh))
+    return uh, u_lo, ch, zh
+
+
+def _log_dd(e: _Emitter, x: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """log(x) as a double-double (hi, lo), ~2^-65 relative, finite x > 0:
+    k ln2 + 2s + (2/3)s^3 + s^5 (2/5 + 2s^2/7 + ...), big terms summed exactly."""
+    kd, m = _log_split(e, x)
+    sh, sl = _atanh_ratio_dd(e, m)
+    uh, u_lo, cube, square = _cube_term_dd(e, sh, sl)
+    t5 = e.mul(e.mul(cube, square), e.poly(square, POW_LOG_COEFFS))
+    s1, e1 = e.two_sum(e.mul(kd, e.c(LN2_HI["f64"])), e.add(sh, sh))
     s2, e2 = e.two_sum(s1, uh)
     lo = e.add(e.add(e1, e2), e.muladd(kd, e.c(LN2_LO["f64"]), e.add(sl, sl)))
-    lo = e.add(lo, e.add(u_lo, t5))
-    return e.fast_two_sum(s2, lo)
+    return e.fast_two_sum(s2, e.add(lo, e.add(u_lo, t5)))
 
 
 def _exp_dd(e: _Emitter, yh: ir.Value, yl: ir.Value) -> ir.Value:
