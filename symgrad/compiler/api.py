@@ -187,7 +187,8 @@ class Compiled:
         return names
 
     # ---- calling -----------------------------------------------------------------------
-    def __call__(self, *args, **kwargs):
+    def _call(self, *args, **kwargs):
+        """The Python dispatcher: signature → cache entry (compiling on a miss) → run."""
         if kwargs:
             raise TypeError(f"compiled function {self.__name__!r} takes positional arguments "
                             f"only (got keyword arguments {sorted(kwargs)})")
@@ -209,7 +210,33 @@ class Compiled:
         else:
             self.hits += 1
             self._cache.move_to_end(key)
-        return self._run(entry, leaves)
+        out = self._run(entry, leaves)
+        self._install_fast_path(entry, leaves, args)
+        return out
+
+    __call__ = _call
+
+    def _install_fast_path(self, entry: _Entry, leaves, args) -> None:
+        """Make calls with this signature go straight to native code.
+
+        When every argument is a plain numpy array and the outputs are one array or a flat
+        tuple of arrays, the instance's ``__call__`` becomes the backend's native
+        METH_FASTCALL entry (a per-instance subclass): it checks the arguments in native
+        code and runs the kernel, or hands any other call back to :meth:`_call`. Calls
+        taken by the native path are not counted in :meth:`cache_info`."""
+        native_entry = getattr(entry.exe, "native_entry", None)
+        if (native_entry is None or not entry.numpy_out or entry.closure or entry.aux
+                or self.static_argnums or len(leaves) != len(args)
+                or not all(type(v) is np.ndarray for v in leaves)):
+            return
+        s = entry.structure
+        if not (s == "*" or (s[0] == "tuple" and len(s[1]) >= 2 and all(c == "*" for c in s[1]))):
+            return
+        if getattr(type(self), "_fast_key", None) is entry:
+            return
+        fast = native_entry(self._call)
+        self.__class__ = type(f"Compiled_{getattr(self.fn, '__name__', 'fn')}", (Compiled,),
+                              {"__call__": fast, "_fast_key": entry})
 
     def _miss(self, reason: str) -> None:
         self.misses += 1
@@ -235,7 +262,7 @@ class Compiled:
         arrays.extend(entry.aux)
         outs = entry.exe(arrays)
         if entry.numpy_out:
-            res = [o[()] if o.ndim == 0 else o for o in outs]
+            res = list(outs)
         else:
             res = [Tensor._from_array(np.asarray(o)) for o in outs]
         return pytree.unflatten(entry.structure, res)
