@@ -74,6 +74,7 @@ from llvmlite import ir
 
 __all__ = [
     "ArgSpec",
+    "native_calls",
     "OutSpec",
     "CompiledEntry",
     "ConvertingFallback",
@@ -294,12 +295,14 @@ def _constant_global(module: ir.Module, name: str, value: ir.Constant) -> ir.Glo
 
 def build_entry(module: ir.Module, kernel: ir.Function | str, entry_name: str,
                 args: Sequence[ArgSpec], outs: Sequence[OutSpec], *,
-                gil_release_threshold: int = DEFAULT_GIL_RELEASE_THRESHOLD) -> ir.Function:
+                gil_release_threshold: int = DEFAULT_GIL_RELEASE_THRESHOLD,
+                tuple_result: bool = False) -> ir.Function:
     """Emit ``entry_name`` (a METH_FASTCALL function) calling ``kernel`` into ``module``.
 
     Also emits the constant ``@"<entry_name>.signature"`` that :func:`make_callable`
     checks.  The GIL is released around the kernel when the total element count of
-    inputs and outputs exceeds ``gil_release_threshold``.
+    inputs and outputs exceeds ``gil_release_threshold``.  The result is the output
+    array, or a tuple of them (always a tuple with ``tuple_result=True``).
 
     >>> m = ir.Module()
     >>> k = ir.Function(m, ir.FunctionType(ir.VoidType(), [ir.PointerType()]), "k")
@@ -317,6 +320,7 @@ def build_entry(module: ir.Module, kernel: ir.Function | str, entry_name: str,
     _constant_global(module, f"{entry_name}.signature",
                      ir.Constant(ir.ArrayType(_I8, len(text)), text))
     emitter = _EntryEmitter(module, kernel_fn, entry_name, tuple(args), tuple(outs), numpy_layout())
+    emitter.tuple_result = tuple_result
     return emitter.emit(_element_count(args, outs) > gil_release_threshold)
 
 
@@ -336,6 +340,7 @@ class _EntryEmitter:
         self.self_obj, self.argv, self.nargs = self.fn.args
         self.builder = ir.IRBuilder(self.fn.append_basic_block("entry"))
         self.fallback_block = self.fn.append_basic_block("fallback")
+        self.tuple_result = False
 
     def call_python(self, name: str, *values: ir.Value) -> ir.Instruction:
         return self.builder.call(_declare_python(self.module, name), values)
@@ -365,9 +370,18 @@ class _EntryEmitter:
                 for obj in arrays:
                     self.call_python("Py_DecRef", obj)
                 b.branch(self.fallback_block)
-        b.ret(arrays[0] if len(arrays) == 1 else self.pack_tuple(arrays))
+        single = len(arrays) == 1 and not self.tuple_result
+        result = arrays[0] if single else self.pack_tuple(arrays)
+        b.atomic_rmw("add", self.call_counter(), _I64(1), "monotonic")
+        b.ret(result)
         self.emit_fallback()
         return self.fn
+
+    def call_counter(self) -> ir.GlobalVariable:
+        """``@"<entry>.calls"``: calls completed by the native path (:func:`native_calls`)."""
+        counter = ir.GlobalVariable(self.module, _I64, f"{self.fn.name}.calls")
+        counter.initializer = _I64(0)
+        return counter
 
     def store_buffer(self, bufs: ir.Value, index: int, data: ir.Value) -> None:
         slot = self.builder.gep(bufs, [_I64(index)], inbounds=True, source_etype=_PTR)
@@ -465,6 +479,14 @@ class _EntryEmitter:
 
 
 # ------------------------------------------------------------------------ binding
+
+
+def native_calls(handle: Any, entry_name: str) -> int:
+    """Calls completed by the native path of ``entry_name`` (its atomic counter)."""
+    name = f"{entry_name}.calls"
+    engine = getattr(handle, "_engine", None)
+    address = engine.get_global_value_address(name) if engine is not None else 0
+    return ctypes.c_int64.from_address(address or _symbol_address(handle, name)).value
 
 
 class _PyMethodDef(ctypes.Structure):

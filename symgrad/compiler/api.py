@@ -219,19 +219,19 @@ class Compiled:
     def _install_fast_path(self, entry: _Entry, leaves, args) -> None:
         """Make calls with this signature go straight to native code.
 
-        When every argument is a plain numpy array and the outputs are one array or a flat
-        tuple of arrays, the instance's ``__call__`` becomes the backend's native
+        When every argument is a plain numpy array and the outputs are a flat tuple of
+        arrays, the instance's ``__call__`` becomes the backend's native
         METH_FASTCALL entry (a per-instance subclass): it checks the arguments in native
-        code and runs the kernel, or hands any other call back to :meth:`_call`. Calls
-        taken by the native path are not counted in :meth:`cache_info`."""
+        code and runs the kernel, or hands any other call back to :meth:`_call`. The entry
+        counts its own calls, which :meth:`cache_info` adds to the hits."""
         native_entry = getattr(entry.exe, "native_entry", None)
         if (native_entry is None or not entry.numpy_out or entry.closure or entry.aux
                 or self.static_argnums or len(leaves) != len(args)
                 or not all(type(v) is np.ndarray for v in leaves)):
             return
         s = entry.structure
-        if not (s == "*" or (s[0] == "tuple" and len(s[1]) >= 2 and all(c == "*" for c in s[1]))):
-            return
+        if not (s != "*" and s[0] == "tuple" and len(s[1]) >= 2 and all(c == "*" for c in s[1])):
+            return          # the native entry returns a flat tuple of arrays
         if getattr(type(self), "_fast_key", None) is entry:
             return
         fast = native_entry(self._call)
@@ -304,7 +304,21 @@ class Compiled:
         return self._lower(args, key, names)[0]
 
     def cache_info(self) -> CacheInfo:
-        return CacheInfo(self.hits, self.misses, len(self._cache), self._maxsize)
+        """Hits (Python dispatcher and native fast path), misses, entries, bound."""
+        return CacheInfo(self.hits + self._native_hits(), self.misses, len(self._cache),
+                         self._maxsize)
+
+    def _native_hits(self) -> int:
+        total = 0
+        for entry in self._cache.values():
+            name = getattr(entry.exe, "entry_name", None)
+            if name:
+                from codegen import callconv
+                try:
+                    total += callconv.native_calls(entry.exe.handle, name)
+                except KeyError:
+                    pass
+        return total
 
     def cache_clear(self) -> None:
         self._cache.clear()
