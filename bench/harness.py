@@ -81,7 +81,7 @@ def prepare(system: System, w: Workload, plan: timing.Plan) -> tuple[Cell, timin
         if not _checked(cell, system, outputs, w):
             return cell, None
         system.before_sample()
-        per_call = timing.warm_up(fn, plan)
+        per_call, provisional = timing.warm_up(fn, cell.first_call_s, plan)
     except Unsupported as exc:
         cell.status, cell.message = "n/a", str(exc)
         return cell, None
@@ -89,7 +89,8 @@ def prepare(system: System, w: Workload, plan: timing.Plan) -> tuple[Cell, timin
         cell.status, cell.message = "error", _short(exc)
         return cell, None
     calls = timing.calls_per_sample(per_call, plan)
-    return cell, timing.Timed(fn, calls, timing.rounds_for(per_call, calls, plan))
+    rounds = timing.rounds_for(per_call, calls, plan)
+    return cell, timing.Timed(fn, calls, rounds, provisional)
 
 
 def _checked(cell: Cell, system: System, outputs: object, w: Workload) -> bool:
@@ -115,7 +116,7 @@ def run_workload(w: Workload, systems: list[System], plan: timing.Plan,
         result.cells.append(cell)
         if t is not None:
             timed[s.name] = t
-    timing.interleave(timed, {s.name: s.before_sample for s in systems})
+    timing.interleave(timed, {s.name: s.before_sample for s in systems}, plan)
     for cell in result.cells:
         _finish(cell, timed.get(cell.system))
     return result
