@@ -65,7 +65,7 @@ def compile_program(program) -> LLVMExecutable:
     module, kernel = build_module(plan, name)
     if entry_name is not None:
         args, outs = _entry_specs(plan)
-        callconv.build_entry(module, kernel, entry_name, args, outs)
+        callconv.build_entry(module, kernel, entry_name, args, outs, tuple_result=True)
     if any(name in module.globals for name in runtime.BLAS_GEMM.values()):
         runtime.register_blas()
     compiled = target.compile_module(str(module))

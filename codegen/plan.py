@@ -237,7 +237,8 @@ class _Planner:
                 return
             view = self.strided(node)
             if view is not None:
-                deps.append((view.buffer, None))
+                if self.kinds[id(view.buffer)] != "leaf":
+                    deps.append((view.buffer, None))
             else:
                 self.failed.add(id(arg))
             return

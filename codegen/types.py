@@ -2,9 +2,9 @@
 
 * storage type: how an element lives in memory (``bool`` is one byte, ``i8``);
 * value type: how it lives in a register (``bool`` is ``i1``);
-* :func:`convert` casts a register value with numpy's ``astype`` semantics, except that
-  float -> int saturates (``llvm.fptosi.sat``; NaN -> 0) so a cast can never produce
-  poison that later reaches an address computation.
+* :func:`convert` casts a register value with numpy's ``astype`` semantics (on x86: a
+  NaN or out-of-range float becomes the minimum integer) and never produces poison
+  that could later reach an address computation.
 
 >>> from symgrad import dtypes
 >>> str(storage_type(dtypes.bool_)), str(value_type(dtypes.bool_)), str(storage_type(dtypes.float32))
@@ -73,11 +73,13 @@ def constant(dtype: DType, value: float | int | bool) -> ir.Constant:
     return ir.Constant(ty, int(value))
 
 
-def _fptosi_sat(b: ir.IRBuilder, value: ir.Value, to: ir.IntType) -> ir.Value:
-    src = "f64" if value.type == F64 else "f32"
-    name = f"llvm.fptosi.sat.i{to.width}.{src}"
-    fn = b.module.globals.get(name) or ir.Function(b.module, ir.FunctionType(to, [value.type]), name)
-    return b.call(fn, [value])
+def _fptosi(b: ir.IRBuilder, value: ir.Value, to: ir.IntType) -> ir.Value:
+    """numpy's float -> int cast on x86: out of range or NaN gives the minimum integer.
+    (``fptosi`` alone would be poison there; ``select`` discards it.)"""
+    limit = ir.Constant(value.type, float(2 ** (to.width - 1)))
+    in_range = b.and_(b.fcmp_ordered(">=", value, ir.Constant(value.type, -float(2 ** (to.width - 1)))),
+                      b.fcmp_ordered("<", value, limit))
+    return b.select(in_range, b.fptosi(value, to), ir.Constant(to, -(2 ** (to.width - 1))))
 
 
 def convert(b: ir.IRBuilder, value: ir.Value, src: DType, dst: DType) -> ir.Value:
@@ -94,7 +96,7 @@ def convert(b: ir.IRBuilder, value: ir.Value, src: DType, dst: DType) -> ir.Valu
     if src.is_floating_point and dst.is_floating_point:
         return b.fpext(value, to) if to == F64 else b.fptrunc(value, to)
     if src.is_floating_point:
-        return _fptosi_sat(b, value, to)
+        return _fptosi(b, value, to)
     if dst.is_floating_point:
         return b.sitofp(value, to)
     if to.width > value.type.width:

@@ -295,7 +295,12 @@ class FusedLoop:
             loop.close()
             del self.vars[gi]
             return
-        block = R.BLOCK_F64 if any(it.scratch.get("comp") for it in in_register) else R.BLOCK_OTHER
+        if any(it.scratch.get("comp") for it in in_register):
+            block = R.BLOCK_F64
+        elif any(it.scratch.get("acc") for it in in_register):
+            block = R.BLOCK_F32
+        else:
+            block = R.BLOCK_OTHER
         extent = hi - lo
         if extent <= block:
             partial = self._register_loop(gi, name, lo, hi, in_register)
@@ -311,7 +316,7 @@ class FusedLoop:
         outer.close()
 
     def _register_loop(self, gi: int, name: str, start, stop, items: list[Item]) -> list[ir.Value]:
-        inits = [T.constant(R.acc_dtype(it.node), R.identity(it.node)) for it in items]
+        inits = [T.constant(R.block_dtype(it.node), R.identity(it.node)) for it in items]
         loop = Loop(self.b, start, stop, name, inits)
         self.vars[gi] = loop.index
         self.memo = {}
@@ -337,11 +342,13 @@ class FusedLoop:
                 continue
             r = item.node
             x = self.value_at(r.args[0], self.ident)
-            adt = R.acc_dtype(r)
-            x = T.convert(b, x, r.args[0].dtype, adt)
             if id(item) in reg:
-                nxt.append(R.combine(b, r.op, adt, reg[id(item)], x, reassoc=True))
+                bdt = R.block_dtype(r)
+                x = T.convert(b, x, r.args[0].dtype, bdt)
+                nxt.append(R.combine(b, r.op, bdt, reg[id(item)], x, reassoc=True))
             else:
+                adt = R.acc_dtype(r)
+                x = T.convert(b, x, r.args[0].dtype, adt)
                 acc = self._acc_storage(item)
                 ptr = self.ctx.elem(acc, self.offset(reduce_out_affine(r)))
                 T.store(b, R.combine(b, r.op, adt, T.load(b, ptr, acc.dtype), x), ptr, acc.dtype)
@@ -354,6 +361,7 @@ class FusedLoop:
         b = self.b
         for item, x in zip(items, partials):
             r = item.node
+            x = T.convert(b, x, R.block_dtype(r), R.acc_dtype(r))
             acc = self._acc_storage(item)
             off = self.offset(reduce_out_affine(r))
             ptr = self.ctx.elem(acc, off)

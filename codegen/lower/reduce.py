@@ -11,7 +11,9 @@ output's accumulator in memory:
   (a second ``comp`` buffer), so the error is that of one block (<= 16 sequential adds
   per lane + a tree of 8 lanes, ~20 ulp worst case) plus ~2 ulp -- independent of n,
   while numpy's pairwise sum grows with log2(n);
-* float32 sum/mean accumulate in float64 (a float64 scratch buffer), rounded once;
+* float32 sum/mean: float32 partial sums over blocks of :data:`BLOCK_F32` elements
+  (<= 16 adds per lane), block sums accumulated in float64 (a float64 scratch
+  buffer), rounded once at the end;
 * other reductions combine directly (max/min are exact; prod multiplies).
 
 A reduction whose output moves with the innermost loop (e.g. ``x.sum(0)`` of a
@@ -29,23 +31,34 @@ from symgrad.graph.node import Node
 
 from .. import types as T
 
-__all__ = ["acc_dtype", "identity", "combine", "neumaier", "BLOCK_F64", "BLOCK_OTHER",
+__all__ = ["acc_dtype", "block_dtype", "identity", "combine", "neumaier", "BLOCK_F64", "BLOCK_OTHER",
            "REASSOC"]
 
 BLOCK_F64 = 128        # elements per register block for compensated float64 sums
-BLOCK_OTHER = 4096     # elements per block when no compensation is needed
+BLOCK_F32 = 256        # elements per register block of float32 partial sums
+BLOCK_OTHER = 4096     # elements per block for max/min/prod/integer sums
 REASSOC = ("reassoc",)
 
 
 def acc_dtype(r: Node) -> DType:
-    """The dtype a reduction accumulates in."""
+    """The dtype a reduction accumulates in, in memory."""
     if r.op in ("sum", "mean") and r.dtype.name == "float32":
         return dtypes.float64
     return r.dtype
 
 
+def block_dtype(r: Node) -> DType:
+    """The dtype of a reduction's register accumulator inside one block: the data's own
+    float type (a float64 add in a float32 loop would halve its vector width)."""
+    if r.op in ("sum", "mean") and r.dtype.name == "float32":
+        return dtypes.float32
+    return acc_dtype(r)
+
+
 def identity(r: Node) -> float | int | bool:
     op, dt = r.op, acc_dtype(r)
+    if dt.name == "bool" and op in ("sum", "mean"):
+        return False
     if op in ("sum", "mean"):
         return 0
     if op == "prod":

@@ -1,0 +1,405 @@
+"""The LLVM backend against torch and the numpy backend (the reference semantics).
+
+Every case runs through ``symgrad.compile`` / ``value_and_grad`` with ``backend="llvm"``;
+references are torch (autograd, float64 and float32) or the numpy rules, never numbers
+the LLVM backend produced.  Tolerances are set by dtype only.
+"""
+from __future__ import annotations
+
+import math
+import re
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import torch
+
+import symgrad
+from symgrad.dispatch import bind
+from symgrad.ops.registry import PRIMITIVES
+from codegen import target
+
+TOL = {np.dtype("float64"): dict(rtol=1e-9, atol=1e-11),
+       np.dtype("float32"): dict(rtol=1e-4, atol=1e-5)}
+RNG = np.random.default_rng(1234)
+
+
+def P(name, *operands, **attrs):
+    """A primitive applied inside a traced function."""
+    return bind(PRIMITIVES[name], *operands, **attrs)
+
+
+def _nnf(lib):
+    return lib.nn.functional
+
+
+def _close(got, want, dtype):
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.shape == want.shape, (got.shape, want.shape)
+    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), **TOL[np.dtype(dtype)])
+
+
+def _torch_value_and_grad(fn, args, argnums):
+    ts = [torch.tensor(a, requires_grad=(i in argnums and a.dtype.kind == "f"))
+          for i, a in enumerate(args)]
+    out = fn(torch, *ts)
+    grads = torch.autograd.grad(out, [ts[i] for i in argnums], allow_unused=True)
+    return out.detach().numpy(), [g.numpy() if g is not None else np.zeros_like(args[i])
+                                  for g, i in zip(grads, argnums)]
+
+
+# ---- programs written against the torch API: value and gradient vs torch ----------------
+def chain(lib, x):
+    y = x
+    for _ in range(3):
+        y = y.tanh() * 0.5 + y.sin() * y - (-y * y).exp()
+    return y.sum()
+
+
+def transcendental(lib, x):
+    return ((x.abs() + 1).log() + x.sigmoid() * x.cos() + _nnf(lib).softplus(x)
+            + (x * x + 1).sqrt() + (x * 0.3).exp().pow(1.5) + x.tan().clamp(-3, 3)
+            + (x * 0.1).expm1() + (x.abs()).log1p()).mean()
+
+
+def piecewise(lib, x):
+    return (lib.where(x > 0, x.relu() * 2, x * x) + x.clamp(-0.5, 0.7)
+            + x.abs() * (x > 0.3)).sum()
+
+
+def broadcasting(lib, a, b, c):
+    return ((a + b) * c - a / (1 + b * b) + (a * c).exp() / 10).sum()
+
+
+def reductions(lib, x):
+    total = 0
+    for ax in (0, 1, 2):
+        for keep in (False, True):
+            total = total + (x.sum(ax, keepdim=keep).sin().sum() + x.mean(ax, keepdim=keep).exp().sum()
+                             + x.amax(ax, keepdim=keep).tanh().sum() + x.amin(ax, keepdim=keep).sum()
+                             + x.prod(ax, keepdim=keep).sum())
+    return total + x.sum() + x.mean() + x.amax() + x.amin() + x.sum((0, 2)).pow(2).sum()
+
+
+def softmax_xent(lib, x, labels):
+    return _nnf(lib).cross_entropy(x, labels) + lib.logsumexp(x, 1).sum() \
+        + _nnf(lib).log_softmax(x, dim=0).mean()
+
+
+def layout(lib, x):
+    y = x.permute(2, 0, 1).reshape(5, 12)
+    z = x[1:, ::2, -1] * x[0, 1:3, 2:4]
+    w = lib.cat([x[:, :2, :], x[:, 1:, :] * 2], 1)
+    s = lib.stack([x[0], x[1]], 0)
+    return (y.tanh().sum() + z.sum() + w.sin().sum() + s.exp().sum() + x.transpose(0, 2)[1:].sum()
+            + x.unsqueeze(1).expand(3, 2, 4, 5).sum())
+
+
+def logistic(lib, w, b, X, y):
+    return _nnf(lib).binary_cross_entropy_with_logits(X @ w + b, y)
+
+
+def mlp(lib, W1, b1, W2, b2, X, t):
+    return _nnf(lib).cross_entropy((X @ W1 + b1).tanh() @ W2 + b2, t)
+
+
+def matmuls(lib, a, b, v, c, d):
+    return ((a @ b).tanh().sum() + (a @ v).sum() + (v @ v) + (b.transpose(0, 1) @ v[:3]).sum()
+            + (c @ d).sum() + (c @ b[:, :2].transpose(0, 1)[:, :3].transpose(0, 1)).sum()
+            + (v[:3] @ b).sum())
+
+
+def big_matmul(lib, a, b):
+    return (a @ b).sin().sum() + (a.transpose(0, 1) @ a).sum()
+
+
+def runtime_index(lib, x, i):
+    return (x[i] * 2).sum() + x[:, i].exp().sum()
+
+
+def _r(*shape):
+    return lambda dt: (RNG.standard_normal(shape)).astype(dt)
+
+
+TORCH_CASES = {
+    "chain": (chain, lambda dt: (RNG.uniform(-2, 2, 1000).astype(dt),), (0,)),
+    "transcendental": (transcendental, lambda dt: (RNG.uniform(-1, 1, 300).astype(dt),), (0,)),
+    "piecewise": (piecewise, lambda dt: (RNG.standard_normal(257).astype(dt),), (0,)),
+    "broadcasting": (broadcasting, lambda dt: (_r(4, 1, 3)(dt), _r(5, 1)(dt), _r(3)(dt)), (0, 1, 2)),
+    "reductions": (reductions, lambda dt: ((RNG.standard_normal((3, 4, 5)) * 0.5).astype(dt),), (0,)),
+    "softmax_xent": (softmax_xent, lambda dt: (_r(6, 7)(dt), RNG.integers(0, 7, 6)), (0,)),
+    "layout": (layout, lambda dt: (_r(3, 4, 5)(dt),), (0,)),
+    "logistic": (logistic, lambda dt: (_r(5)(dt), np.array(0.1, dt), _r(300, 5)(dt),
+                                       (RNG.random(300) > 0.5).astype(dt)), (0, 1)),
+    "mlp": (mlp, lambda dt: ((_r(12, 40)(dt) * 0.3), np.zeros(40, dt), (_r(40, 10)(dt) * 0.3),
+                             np.zeros(10, dt), _r(64, 12)(dt), RNG.integers(0, 10, 64)), (0, 1, 2, 3)),
+    "matmuls": (matmuls, lambda dt: (_r(4, 3)(dt), _r(3, 4)(dt), _r(3)(dt), _r(2, 4, 3)(dt),
+                                     _r(2, 3, 5)(dt)), (0, 1, 2, 3, 4)),
+    "big_matmul": (big_matmul, lambda dt: (_r(40, 50)(dt) * 0.2, _r(50, 60)(dt) * 0.2), (0, 1)),
+}
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("case", sorted(TORCH_CASES))
+def test_value_and_grad_vs_torch(case, dtype):
+    fn, make, argnums = TORCH_CASES[case]
+    args = make(np.dtype(dtype))
+    vg = symgrad.value_and_grad(lambda *a: fn(symgrad, *a),
+                                argnums=argnums if len(argnums) > 1 else argnums[0], backend="llvm")
+    value, grads = vg(*args)
+    grads = grads if isinstance(grads, tuple) else (grads,)
+    want_value, want_grads = _torch_value_and_grad(fn, args, argnums)
+    _close(value, want_value, dtype)
+    for g, w in zip(grads, want_grads):
+        _close(g, w, dtype)
+
+
+def test_runtime_int64_indices_vs_torch():
+    x, i = RNG.standard_normal((5, 6)), np.array([4, 0, -1, 2, 2])
+    vg = symgrad.value_and_grad(lambda x, i: runtime_index(symgrad, x, i), backend="llvm")
+    value, grad = vg(x, i)
+    want_value, (want_grad,) = _torch_value_and_grad(runtime_index, (x, i), (0,))
+    _close(value, want_value, "float64")
+    _close(grad, want_grad, "float64")
+    value2, _ = vg(x, np.array([1, 1, 1, 1, 1]))          # same code, new index values
+    _close(value2, _torch_value_and_grad(runtime_index, (x, np.array([1] * 5)), (0,))[0], "float64")
+
+
+# ---- primitive programs: LLVM vs the numpy backend (numpy rules) ---------------------------
+def _prims():
+    i64 = lambda *v: np.array(v, dtype=np.int64)
+    x34 = RNG.standard_normal((3, 4))
+    return {
+        "gather": (lambda x, i: P("gather", x, i, axis=1), (x34, i64([0, 3], [1, 1], [-1, 2]))),
+        "gather_axis0": (lambda x, i: P("gather", x, i, axis=0), (x34, i64([2, 0, 1, 1]).reshape(1, 4))),
+        "take_2d_index": (lambda x, i: P("take", x, i, axis=1), (x34, i64([0, 3, 2], [1, -4, 0]))),
+        "gather_scatter": (lambda g, i: P("gather_scatter", g, i, axis=1, size=5),
+                           (RNG.standard_normal((3, 2)), i64([0, 4], [4, 4], [-1, 0]))),
+        "scatter_add": (lambda g, i: P("scatter_add", g, i, axis=0, size=4),
+                        (RNG.standard_normal((5, 3)), i64(0, 3, 3, -1, 2))),
+        "index_put": (lambda x, i, v: P("index_put", x, i, v),
+                      (RNG.standard_normal(6), i64(1, 5, -1, 1), RNG.standard_normal(4))),
+        "cumsum": (lambda x: P("cumsum", x, axis=1), (x34,)),
+        "cumsum_f32": (lambda x: P("cumsum", x, axis=0), (x34.astype(np.float32),)),
+        "argmax_nan": (lambda x: (P("argmax", x, axis=1, keepdim=False), P("argmin", x, axis=0, keepdim=True)),
+                       (np.array([[1.0, 3.0, 3.0, 0.0], [2.0, np.nan, 5.0, np.nan], [-1, -2, -3, -2]]),)),
+        "flip": (lambda x: P("flip", x, axes=(0, 1)) * x, (x34,)),
+        "pad_step2": (lambda x: P("pad_slice", x, shape=(7, 4), starts=(1, 0), stops=(7, 4), steps=(2, 1)).exp(),
+                      (x34,)),
+        "pad_then_add": (lambda x: P("pad_slice", x, shape=(5, 4), starts=(2, 0), stops=(5, 4), steps=(1, 1))
+                         + P("pad_slice", x * 2, shape=(5, 4), starts=(0, 0), stops=(3, 4), steps=(1, 1)),
+                         (x34,)),
+        "cat_axis1": (lambda x, y: P("cat", x, y.exp(), x, axis=1), (x34, RNG.standard_normal((3, 2)))),
+        "iota_full": (lambda x: x * P("iota", shape=(3, 4), axis=1, dtype=symgrad.float64)
+                      + P("full", shape=(3, 4), value=2.5, dtype=symgrad.float64), (x34,)),
+        "casts": (lambda x: (P("cast", x * 3, dtype=symgrad.int64), P("cast", x, dtype=symgrad.bool),
+                             P("cast", x, dtype=symgrad.float32)),
+                  (np.array([[-1.7, 0.0, 2.5, np.nan]]),)),
+        "int64_ops": (lambda a, b: (a * b + a - 3, (a > b), (a == b) | (a < 0)),
+                      (i64(-3, 0, 5, 7), i64(2, 0, 5, -1))),
+        "bool_reduce": (lambda m: (P("amax", m, axes=(1,), keepdim=False), P("amin", m, axes=(0,), keepdim=False),
+                                   P("sum", P("cast", m, dtype=symgrad.int64), axes=(0, 1), keepdim=False)),
+                        (np.array([[True, False], [False, False], [True, True]]),)),
+        "select_view_output": (lambda x: (P("select", x, axis=1, index=-1), x.transpose(0, 1), x),
+                               (x34,)),
+        "duplicate_outputs": (lambda x: (x.sum(), x.sum(), x * 2, x * 2), (x34,)),
+        "batched_broadcast_matmul": (lambda a, b: (a @ b, b.transpose(0, 1) @ a[0].transpose(0, 1)),
+                                     (RNG.standard_normal((2, 3, 4)), RNG.standard_normal((4, 5)))),
+        "int_matmul": (lambda a, b: a @ b, (i64([1, 2], [3, 4], [5, 6]), i64([1, 0, 2], [0, 1, -1]))),
+        "empty_sum": (lambda x: (x.sum(), x.sum(0), x * 2), (np.zeros((0, 3)),)),
+    }
+
+
+PRIMS = _prims()
+
+
+@pytest.mark.parametrize("case", sorted(PRIMS))
+def test_primitives_vs_numpy_backend(case):
+    fn, args = PRIMS[case]
+    got = symgrad.compile(fn, backend="llvm")(*args)
+    want = symgrad.compile(fn, backend="numpy")(*args)
+    got = got if isinstance(got, tuple) else (got,)
+    want = want if isinstance(want, tuple) else (want,)
+    for g, w in zip(got, want):
+        g, w = np.asarray(g), np.asarray(w)
+        assert g.dtype == w.dtype and g.shape == w.shape
+        if g.dtype.kind == "f":
+            np.testing.assert_allclose(g, w, **TOL[g.dtype], equal_nan=True)
+        else:
+            np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("index, ok", [([0, 2], True), ([-3, -1], True), ([0, 3], False),
+                                       ([-4], False), ([1 << 40], False)])
+def test_index_out_of_range_raises_index_error(index, ok):
+    f = symgrad.compile(lambda x, i: P("take", x, i, axis=0) * 2, backend="llvm")
+    x, i = np.arange(3.0), np.array(index, dtype=np.int64)
+    exe = f.lower(x, i).compile()
+    entry = exe.native_entry()
+    if ok:
+        np.testing.assert_array_equal(f(x, i), np.take(x, i) * 2)
+        np.testing.assert_array_equal(entry(x, i)[0], np.take(x, i) * 2)
+        return
+    with pytest.raises(IndexError) as numpy_error:
+        np.take(x, i)
+    for call in (lambda: f(x, i), lambda: exe([x, i]), lambda: entry(x, i)):
+        with pytest.raises(IndexError) as error:
+            call()
+        assert str(error.value) == str(numpy_error.value)
+
+
+def test_hybrid_program_names_its_numpy_steps():
+    x = RNG.standard_normal((3, 4))
+    vg = symgrad.value_and_grad(lambda x: x.prod(1).sum(), backend="llvm")
+    value, grad = vg(x)
+    want_value, (want_grad,) = _torch_value_and_grad(lambda lib, x: x.prod(1).sum(), (x,), (0,))
+    _close(value, want_value, "float64")
+    _close(grad, want_grad, "float64")
+    text = vg.lower(x).compile().as_text("program")
+    assert "runs through numpy: prod_others" in text
+
+
+def test_benchmark_workloads_are_fully_native():
+    import bench.workloads as W
+    from codegen.plan import build_plan
+    for family, sizes in [("seed", {}), ("rosenbrock", {"N": 100}), ("logreg", {"N": 50, "D": 5}),
+                          ("mlp", {"B": 4, "D": 20, "H": 8, "C": 3}), ("chain", {"N": 64})]:
+        fam = W.FAMILIES[family]
+        arrays = fam.make_inputs(np.random.default_rng(0), np.dtype("float64"), **sizes)
+        names = list(arrays)
+        argnums = tuple(names.index(p) for p in fam.params)
+        vg = symgrad.value_and_grad(lambda *a: fam.loss(symgrad, *a),
+                                    argnums=argnums if len(argnums) > 1 else argnums[0])
+        plan = build_plan(vg.lower(*arrays.values()).optimized)
+        assert not plan.hybrid, (family, plan.summary())
+
+
+# ---- inspection -------------------------------------------------------------------------------
+def test_as_text_kinds():
+    f = symgrad.compile(lambda x: (x.exp() * 2).sum(), backend="llvm")
+    exe = f.lower(np.ones(5)).compile()
+    assert "define" in exe.as_text("llvm") and "exp" in exe.as_text("llvm")
+    assert "define" in exe.as_text("llvm-opt")
+    assert "ret" in exe.as_text("asm")
+    assert "fully native" in exe.as_text("program") and "sum" in exe.as_text("program")
+    with pytest.raises(ValueError):
+        exe.as_text("pdf")
+
+
+def _libm_calls(ir_text):
+    """Calls to libm (or to LLVM intrinsics that become libm calls).  llvm.sqrt is a
+    hardware instruction and is allowed."""
+    names = "exp|exp2|log|log2|log10|sin|cos|tan|tanh|pow|log1p|expm1|atan|sinh|cosh"
+    pattern = rf"call [^@\n]*@\"?(?:(?:{names})f?|llvm\.(?:{names})\.[vf0-9a-z]+)\"?\("
+    return re.findall(pattern, ir_text)
+
+
+@pytest.mark.parametrize("dtype, bits", [("float64", 64), ("float32", 32)])
+def test_large_elementwise_function_uses_widest_vectors(dtype, bits):
+    if target.has_feature("avx512f"):
+        lanes = 512 // bits
+    elif target.has_feature("avx2") or target.has_feature("avx"):
+        lanes = 256 // bits
+    else:
+        lanes = 128 // bits
+    assert lanes == target.vector_lanes(bits)
+    elem = "double" if bits == 64 else "float"
+    f = symgrad.compile(lambda x, y: ((x.exp() + y.log()) * x.tanh() + (x * y).sigmoid()).sum()
+                        + (x * y + 1).sqrt().mean(), backend="llvm")
+    x = RNG.uniform(0.5, 2, 4096).astype(dtype)
+    opt = f.lower(x, x).compile().as_text("llvm-opt")
+    assert f"<{lanes} x {elem}>" in opt
+    assert not _libm_calls(opt), _libm_calls(opt)[:5]
+
+
+# ---- reduction accuracy -------------------------------------------------------------------------
+def test_float64_sum_at_least_as_accurate_as_numpy_pairwise():
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal(1_000_003) * 10.0 ** rng.uniform(-4, 4, 1_000_003)
+    exact = math.fsum(x)
+    scale = math.fsum(np.abs(x))
+    ours = float(symgrad.compile(lambda v: v.sum(), backend="llvm")(x))
+    ours_mean = float(symgrad.compile(lambda v: v.mean(), backend="llvm")(x))
+    numpy_err = abs(float(np.sum(x)) - exact) / scale
+    assert abs(ours - exact) / scale <= max(numpy_err, 4 * 2.0 ** -53)
+    assert abs(ours_mean - exact / x.size) / (scale / x.size) <= max(numpy_err, 4 * 2.0 ** -53)
+
+
+def test_float64_axis_sums_vs_fsum():
+    x = np.random.default_rng(8).standard_normal((300, 5000)) * 1e3
+    f = symgrad.compile(lambda v: (v.sum(1), v.sum(0)), backend="llvm")
+    rows, cols = f(x)
+    for got, slices in ((rows, x), (cols, x.T)):
+        exact = np.array([math.fsum(s) for s in slices])
+        np_err = np.abs(slices.sum(1) - exact)
+        scale = np.array([math.fsum(np.abs(s)) for s in slices])
+        assert np.all(np.abs(got - exact) <= np.maximum(np_err, 4 * 2.0 ** -53 * scale))
+
+
+def test_float32_sums_are_correctly_rounded_vs_fsum():
+    rng = np.random.default_rng(9)
+    x = (rng.standard_normal(2_000_001) + 0.25).astype(np.float32)
+    exact = math.fsum(x.astype(np.float64))
+    ours = symgrad.compile(lambda v: v.sum(), backend="llvm")(x)
+    assert ours.dtype == np.float32
+    assert abs(float(ours) - exact) <= float(np.spacing(np.float32(exact)))     # <= 1 ulp
+    assert abs(float(ours) - exact) <= abs(float(np.sum(x)) - exact) + float(np.spacing(np.float32(exact)))
+    m = x[:2_000_000].reshape(1000, 2000)
+    cols = symgrad.compile(lambda v: v.sum(0), backend="llvm")(np.ascontiguousarray(m))
+    exact_cols = np.array([math.fsum(c) for c in m.astype(np.float64).T])
+    assert np.all(np.abs(cols - exact_cols) <= np.spacing(np.abs(exact_cols).astype(np.float32)))
+
+
+# ---- argument checking (in a subprocess that must exit cleanly) ---------------------------------
+_BAD_ARGS = textwrap.dedent("""
+    import numpy as np, symgrad
+    vg = symgrad.value_and_grad(lambda x, y: (x * y).sum(), backend="llvm")
+    x, y = np.ones((2, 3)), np.ones(3)
+    exe = vg.lower(x, y).compile()
+    entry = exe.native_entry()
+    cases = {"dtype": np.ones((2, 3), np.float32), "int dtype": np.ones((2, 3), np.int64),
+             "shape": np.ones((3, 2)), "ndim": np.ones(6), "None": None,
+             "list": [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], "str": "x", "scalar": 1.0}
+    for what, bad in cases.items():
+        for how, call in (("exe", lambda: exe([bad, y])), ("entry", lambda: entry(bad, y))):
+            try:
+                call()
+            except (TypeError, ValueError) as e:
+                assert str(e), what
+            else:
+                raise SystemExit(f"{how}: {what} was accepted")
+    for how, call in (("count", lambda: entry(x)), ("not a list", lambda: exe(x))):
+        try:
+            call()
+        except TypeError:
+            pass
+        else:
+            raise SystemExit(f"{how} was accepted")
+    strided = np.ones((3, 2)).T                       # non-contiguous: copied, correct
+    swapped = np.ones((2, 3)).astype(">f8")
+    for arr in (strided, swapped):
+        v, g = entry(arr, y)
+        assert float(v) == 6.0 and (g == 1).all(), (v, g)
+        v, g = exe([arr, y])
+        assert float(v) == 6.0
+    print("clean")
+""")
+
+
+def test_bad_arguments_raise_in_a_subprocess():
+    r = subprocess.run([sys.executable, "-c", _BAD_ARGS], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() == "clean"
+
+
+def test_native_entry_is_a_builtin_and_fast_path_matches():
+    vg = symgrad.value_and_grad(lambda x: (3 * (x + 2) ** 2).mean(), backend="llvm")
+    exe = vg.lower(np.ones((2, 2))).compile()
+    entry = exe.native_entry()
+    assert type(entry).__name__ == "builtin_function_or_method"
+    value, grad = entry(np.ones((2, 2)))
+    assert float(value) == 27.0 and (grad == 4.5).all()
+    value, grad = vg(np.ones((2, 2)))
+    assert float(value) == 27.0 and np.array_equal(grad, np.full((2, 2), 4.5))
