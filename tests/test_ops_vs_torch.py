@@ -792,3 +792,422 @@ def test_softmax_extremes(name, dtype):
     x = np.array([[1000.0, 0.0, -1000.0], [-np.inf, 0.0, 1.0], [50.0, 50.0, 50.0],
                   [-1e4, -1e4 + 1, -1e4 + 2]], dtype)
     check(lambda m, t: getattr(m, name)(t, 1), x)
+
+
+# ==========================================================================================
+# shape and layout
+# ==========================================================================================
+
+SHAPE_OPS = [
+    ((2, 3, 4), lambda m, t: t.view(6, 4)), ((2, 3, 4), lambda m, t: t.view(-1)),
+    ((2, 3, 4), lambda m, t: t.view(2, -1, 2)), ((2, 3, 4), lambda m, t: t.view((4, 6))),
+    ((2, 3, 4), lambda m, t: t.reshape(4, 3, 2)), ((2, 3, 4), lambda m, t: m.reshape(t, (-1, 4))),
+    ((2, 3, 4), lambda m, t: t.transpose(0, 2).reshape(-1)),
+    ((2, 3, 4), lambda m, t: t.transpose(0, 1)), ((2, 3, 4), lambda m, t: m.transpose(t, -1, 0)),
+    ((3, 4), lambda m, t: t.t()), ((3,), lambda m, t: t.t()), ((3, 4), lambda m, t: m.t(t)),
+    ((3, 4), lambda m, t: t.T), ((2, 3, 4), lambda m, t: t.mT),
+    ((2, 3, 4), lambda m, t: t.permute(2, 0, 1)), ((2, 3, 4), lambda m, t: m.permute(t, (1, 2, 0))),
+    ((2, 3, 4), lambda m, t: t.permute(-1, 0, 1)),
+    ((2, 1, 3, 1), lambda m, t: t.squeeze()), ((2, 1, 3, 1), lambda m, t: t.squeeze(1)),
+    ((2, 1, 3, 1), lambda m, t: t.squeeze(0)), ((2, 1, 3, 1), lambda m, t: m.squeeze(t, -1)),
+    ((2, 1, 3, 1), lambda m, t: t.squeeze((1, 3))), ((), lambda m, t: t.squeeze()),
+    ((2, 3), lambda m, t: t.unsqueeze(0)), ((2, 3), lambda m, t: t.unsqueeze(-1)),
+    ((2, 3), lambda m, t: m.unsqueeze(t, 1)), ((), lambda m, t: t.unsqueeze(0)),
+    ((2, 3, 4), lambda m, t: t.flatten()), ((2, 3, 4), lambda m, t: t.flatten(1)),
+    ((2, 3, 4), lambda m, t: m.flatten(t, 0, 1)), ((), lambda m, t: t.flatten()),
+    ((2, 3, 4), lambda m, t: t.flatten(1, 1)),
+    ((3, 1), lambda m, t: t.expand(3, 4)), ((3, 1), lambda m, t: t.expand(2, 3, 4)),
+    ((3, 1), lambda m, t: t.expand(-1, 5)), ((1,), lambda m, t: t.expand(0)),
+    ((), lambda m, t: t.expand(2, 2)),
+    ((3, 1), lambda m, t: t.expand_as(m.ones(2, 3, 4))),
+    ((3, 4), lambda m, t: t.t().contiguous()), ((3, 4), lambda m, t: t.contiguous()),
+    ((3, 4), lambda m, t: t.clone()), ((3, 4), lambda m, t: m.clone(t)),
+    ((3, 4), lambda m, t: t.transpose(0, 1).contiguous().view(-1)),
+    ((2, 3, 4), lambda m, t: t.movedim(0, 2)), ((2, 6), lambda m, t: t.unflatten(1, (2, 3))),
+    ((2, 3), lambda m, t: t.view_as(m.ones(3, 2))), ((2, 3), lambda m, t: t.reshape_as(m.ones(6))),
+    ((0, 3), lambda m, t: t.reshape(3, 0)), ((0, 3), lambda m, t: t.t()),
+]
+
+
+@F
+@pytest.mark.parametrize("case", range(len(SHAPE_OPS)))
+def test_shape_ops(case, dtype):
+    shape, fn = SHAPE_OPS[case]
+    x = np.asarray(randn(shape, dtype, case))
+    check(fn, x)
+    check(lambda m, t: fn(m, t * 1) * 2, x)                 # through a non-leaf
+
+
+@pytest.mark.parametrize("fn", [
+    lambda m: m.ones(2, 3).view(4, 2), lambda m: m.ones(2, 3).t().view(-1),
+    lambda m: m.ones(2, 3).view(-1, -1), lambda m: m.ones(2, 3).reshape(5),
+    lambda m: m.ones(2, 3).permute(0), lambda m: m.ones(2, 3).permute(0, 0),
+    lambda m: m.ones(2, 3).transpose(0, 2), lambda m: m.ones(2, 3, 4).t(),
+    lambda m: m.ones(2, 3).expand(4, 3), lambda m: m.ones(2, 3).expand(3),
+    lambda m: m.ones(2, 3).expand(-1, 2, 3), lambda m: m.ones(2, 3).squeeze(2),
+    lambda m: m.ones(2, 3).unsqueeze(3), lambda m: m.ones(2, 3).flatten(1, 0),
+    lambda m: m.ones(2, 3).view(2, 3, -1, 2), lambda m: m.ones(2, 3).reshape(-2, 3),
+])
+def test_shape_errors(fn):
+    _run_both(fn)
+
+
+@F
+@pytest.mark.parametrize("dim", [0, 1, -1, -2])
+def test_cat_and_stack(dim, dtype):
+    a, b, c = randn((2, 3), dtype, 1), randn((2, 3), dtype, 2), randn((2, 3), dtype, 3)
+    check(lambda m, x, y, z: m.cat([x, y, z], dim), a, b, c)
+    check(lambda m, x, y, z: m.cat((x, y * 2), dim=dim), a, b, c)
+    check(lambda m, x, y, z: m.stack([x, y, z], dim), a, b, c)
+    check(lambda m, x, y: m.stack((x, y), dim=dim - (dim < 0)), a, b)
+    check(lambda m, x: m.cat([x], dim), a)
+
+
+@F
+def test_cat_uneven_empty_and_promoting(dtype):
+    a, b = randn((2, 3), dtype, 1), randn((4, 3), dtype, 2)
+    check(lambda m, x, y: m.cat([x, y]), a, b)
+    check(lambda m, x, y: m.cat([x, y.t()], 1), a, randn((3, 2), dtype, 5))
+    check(lambda m, x, y: m.cat([x, y]), a, np.zeros((0, 3), dtype))
+    check(lambda m, x, y: m.cat([x, y]), a, np.zeros((0,), dtype))
+    check(lambda m, x, y: m.stack([x, y]), np.zeros((0, 2), dtype), np.zeros((0, 2), dtype))
+    _run_both(lambda x, y: torch_or_sg(x).cat([x, y]), lambda m: m.ones(2, dtype=m.int64),
+              lambda m: m.ones(3))
+    _run_both(lambda x, y: torch_or_sg(x).cat([x, y]), lambda m: m.ones(2, dtype=m.float64),
+              lambda m: m.ones(3))
+
+
+@pytest.mark.parametrize("fn", [
+    lambda m: m.cat([]), lambda m: m.cat([m.ones(2, 3), m.ones(2, 4)]),
+    lambda m: m.cat([m.ones(2, 3), m.ones(3)]), lambda m: m.cat([m.ones(2), m.ones(2)], 1),
+    lambda m: m.cat([m.tensor(1.0), m.tensor(2.0)]), lambda m: m.stack([]),
+    lambda m: m.stack([m.ones(2), m.ones(3)]), lambda m: m.stack([m.ones(2), m.ones(2)], 2),
+])
+def test_cat_stack_errors(fn):
+    _run_both(fn)
+
+
+# ==========================================================================================
+# indexing
+# ==========================================================================================
+
+def _idx(m, v, dtype=None):
+    return m.tensor(v, dtype=dtype)
+
+
+GETITEM = [
+    lambda m, t: t[0], lambda m, t: t[-1], lambda m, t: t[1, 2], lambda m, t: t[0, -1, 3],
+    lambda m, t: t[1:], lambda m, t: t[:, 1:3], lambda m, t: t[..., ::2], lambda m, t: t[::2],
+    lambda m, t: t[:, :, 1:4:2], lambda m, t: t[None], lambda m, t: t[:, None, 1],
+    lambda m, t: t[..., None], lambda m, t: t[...], lambda m, t: t[:], lambda m, t: t[1, ...],
+    lambda m, t: t[..., 2], lambda m, t: t[0, :, None, ::3], lambda m, t: t[5:], lambda m, t: t[:, 10:20],
+    lambda m, t: t[-2:, -1:], lambda m, t: t[t > 0], lambda m, t: t[0][t[0] > 0],
+    lambda m, t: t[_idx(m, [0, 1, 0])], lambda m, t: t[:, _idx(m, [2, 0])],
+    lambda m, t: t[..., _idx(m, [[0, 1], [3, 3]])], lambda m, t: t[[0, 1]],
+    lambda m, t: t[_idx(m, [1, 0]), _idx(m, [2, 1])], lambda m, t: t[_idx(m, [1, 0]), :, _idx(m, [3, 0])],
+    lambda m, t: t[1, _idx(m, [0, 2])], lambda m, t: t[_idx(m, [0, 1]), 1:3],
+    lambda m, t: t[:, _idx(m, [True, False, True])], lambda m, t: t[_idx(m, [True, False])],
+    lambda m, t: t[_idx(m, [[True, False, True], [False, False, True]])],
+    lambda m, t: t[_idx(m, 1)], lambda m, t: t[_idx(m, [0, 1], m.int32)],
+    lambda m, t: t[None, ..., None, 0], lambda m, t: t[0, 0, 0],
+    lambda m, t: t[_idx(m, [-1, -2])], lambda m, t: t[:, :, _idx(m, [0, 0, 0])],
+    lambda m, t: t[_idx(m, [[0], [1]]), _idx(m, [[0, 1, 2]])],
+    lambda m, t: t[True], lambda m, t: t[False], lambda m, t: t[:, [0, 1]][:, :, 1:3],
+]
+
+
+@F
+@pytest.mark.parametrize("case", range(len(GETITEM)))
+def test_getitem(case, dtype):
+    x = randn((2, 3, 4), dtype, case)
+    check(GETITEM[case], x)
+    check(lambda m, t: GETITEM[case](m, t * 1).sum() * 2, x)
+
+
+@F
+def test_getitem_on_0d_and_1d(dtype):
+    x0, x1 = np.asarray(randn((), dtype, 1)), randn((5,), dtype, 2)
+    for f in (lambda m, t: t[...], lambda m, t: t[None], lambda m, t: t[()], lambda m, t: t[t > 0]):
+        check(f, x0)
+    for f in (lambda m, t: t[2], lambda m, t: t[1:4], lambda m, t: t[::2],
+              lambda m, t: t[_idx(m, [4, 4, 0])], lambda m, t: t[t > 0], lambda m, t: t[-1:]):
+        check(f, x1)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda m, t: t[2], lambda m, t: t[0, 3], lambda m, t: t[0, 0, 0, 0], lambda m, t: t[-3],
+    lambda m, t: t[None, 0, 5], lambda m, t: t[..., 3], lambda m, t: t[m.tensor([[0, 5]])],
+    lambda m, t: t[m.tensor([[True, False], [True, True]])], lambda m, t: t[1, m.tensor([5])],
+    lambda m, t: t[m.tensor([0]), m.tensor([4])], lambda m, t: t[m.tensor([-7, 1])],
+    lambda m, t: t[:, m.tensor([True, False])],
+    lambda m, t: t[m.tensor([0, 2])], lambda m, t: t[m.tensor([True, False, True])],
+    lambda m, t: t[m.tensor([0.0])], lambda m, t: t[1.5], lambda m, t: t[::-1],
+    lambda m, t: t[:, m.tensor([3])], lambda m, t: t["a"],
+])
+def test_getitem_errors(fn):
+    _run_both(lambda t: fn(torch_or_sg(t), t), lambda m: m.ones(2, 3))
+
+
+def test_basic_indexing_gives_views():
+    x = sg.zeros(3, 4)
+    v = x[1]
+    v[2] = 5.0
+    assert x[1, 2].item() == 5.0
+    x[:, 0] = 1.0
+    assert v[0].item() == 1.0
+    assert x._version == v._version
+
+
+# ==========================================================================================
+# __setitem__
+# ==========================================================================================
+
+SETITEM = [
+    (lambda t: (0,), lambda m, v: 2.5), (lambda t: (slice(None), 1), lambda m, v: v),
+    (lambda t: (1, 2), lambda m, v: v.sum()), (lambda t: (slice(0, 3, 2),), lambda m, v: v * 3),
+    (lambda t: (Ellipsis, 0), lambda m, v: v), (lambda t: (t > 0,), lambda m, v: 0.0),
+    (lambda t: (None, 1), lambda m, v: v[:1] * 2),
+    (lambda t: ([0, 2],), lambda m, v: v.sum(0, keepdim=True)),
+    (lambda t: (slice(1, None), slice(None, None, 2)), lambda m, v: -v[:2, :2]),
+]
+
+
+def _key(spec, t_np, m):
+    key = spec(t_np)
+    out = []
+    for k in key:
+        if isinstance(k, np.ndarray):
+            k = m.tensor(k)
+        elif isinstance(k, list):
+            k = m.tensor(k)
+        out.append(k)
+    return tuple(out)
+
+
+@F
+@pytest.mark.parametrize("case", range(len(SETITEM)))
+def test_setitem_values_and_gradients(case, dtype):
+    key_spec, val_fn = SETITEM[case]
+    x = randn((3, 4), dtype, case)
+    v = randn((3, 4), dtype, case + 50)
+    key_np = key_spec(x)
+    key_shape = np.zeros((3, 4))[tuple(key_np)].shape if all(
+        not isinstance(k, list) for k in key_np) else np.zeros((3, 4))[tuple(
+            np.asarray(k) if isinstance(k, list) else k for k in key_np)].shape
+    del key_shape
+
+    def fn(m, a, b):
+        y = a * 1.0                      # a non-leaf copy we may modify in place
+        val = val_fn(m, b)
+        if isinstance(val, (torch.Tensor, sg.Tensor)):
+            tgt = y[_key(key_spec, x, m)]
+            val = val.reshape(-1)[:tgt.numel()].reshape(tgt.shape) if val.numel() >= tgt.numel() \
+                else val
+        y[_key(key_spec, x, m)] = val
+        return y * 2
+
+    check(fn, x, v)
+
+
+@F
+def test_setitem_on_leaf_requires_no_grad_and_errors(dtype):
+    def f(m):
+        t = m.ones(3, requires_grad=True)
+        t[0] = 2.0
+    _run_both(f)
+    _run_both(lambda t: t.__setitem__(0, torch_or_sg(t).ones(2)), lambda m: m.zeros(3))
+    _run_both(lambda t: t.__setitem__(slice(None), torch_or_sg(t).ones(2)), lambda m: m.zeros(3))
+    _run_both(lambda t: t.__setitem__(5, 1.0), lambda m: m.zeros(3))
+
+    def g(m):
+        t = m.zeros(2, 3)
+        t[:, 1] = m.tensor([7, 8])
+        t[t > 7] = -1
+        t[m.tensor([0, 0])] = m.tensor([1.0, 2.0, 3.0])
+        return t
+    _run_both(g)
+
+
+@F
+def test_setitem_through_a_view_rewrites_base_history(dtype):
+    x, v = randn((3, 4), dtype, 1), randn((4,), dtype, 2)
+
+    def fn(m, a, b):
+        y = a.clone()
+        row = y[1]                       # a view
+        row[1:3] = b[:2] * 3             # written through the view
+        return (y ** 2).sum(), row * 1
+
+    s, t = check(fn, x, v)
+    assert grad_fn_name(t[0]) == "SumBackward0"
+
+
+# ==========================================================================================
+# in-place operations
+# ==========================================================================================
+
+INPLACE = [
+    lambda m, y, b: y.add_(b), lambda m, y, b: y.add_(b, alpha=2.0), lambda m, y, b: y.sub_(b),
+    lambda m, y, b: y.mul_(b), lambda m, y, b: y.div_(b + 3), lambda m, y, b: y.add_(1.5),
+    lambda m, y, b: y.mul_(2), lambda m, y, b: y.zero_(), lambda m, y, b: y.fill_(3.0),
+    lambda m, y, b: y.fill_(m.tensor(2.5)), lambda m, y, b: y.copy_(b), lambda m, y, b: y.copy_(b[0]),
+    lambda m, y, b: y.clamp_(-0.5, 0.5), lambda m, y, b: y.clamp_(min=0.0),
+    lambda m, y, b: y.exp_(), lambda m, y, b: y.tanh_(), lambda m, y, b: y.sigmoid_(),
+    lambda m, y, b: y.relu_(), lambda m, y, b: y.neg_(), lambda m, y, b: y.abs_(),
+    lambda m, y, b: y.pow_(2), lambda m, y, b: y.sub_(b, alpha=0.5),
+]
+
+
+def _iop(fn):
+    def run(m, a, b):
+        y = a * 1.0
+        out = fn(m, y, b)
+        assert out is y
+        return y * 1.0
+    return run
+
+
+@F
+@pytest.mark.parametrize("case", range(len(INPLACE)))
+def test_inplace_methods(case, dtype):
+    x, v = randn((3, 4), dtype, case), randn((3, 4), dtype, case + 9)
+    check(_iop(INPLACE[case]), x, v)
+
+
+AUGMENTED = {"+=": lambda y, b: y.__iadd__(b), "-=": lambda y, b: y.__isub__(b),
+             "*=": lambda y, b: y.__imul__(b), "/=": lambda y, b: y.__itruediv__(b),
+             "**=": lambda y, b: y.__ipow__(b)}
+
+
+@F
+@pytest.mark.parametrize("op", list(AUGMENTED))
+@pytest.mark.parametrize("other", ["tensor", "broadcast", "scalar"])
+def test_augmented_assignment(op, other, dtype):
+    x = randn((3, 4), dtype, 1, 0.5, 2.0)
+    v = {"tensor": randn((3, 4), dtype, 2, 0.5, 2.0), "broadcast": randn((4,), dtype, 3, 0.5, 2.0),
+         "scalar": None}[other]
+
+    def fn(m, a, b=None):
+        y = a * 1.0
+        z = y
+        if op == "+=":
+            z += b if b is not None else 2
+        elif op == "-=":
+            z -= b if b is not None else 2
+        elif op == "*=":
+            z *= b if b is not None else 2
+        elif op == "/=":
+            z /= b if b is not None else 2
+        else:
+            z **= b if b is not None else 2
+        assert z is y
+        return z
+    check(fn, *([x] if v is None else [x, v]))
+
+
+def test_inplace_rules_match_torch():
+    def leaf(m):
+        m.ones(2, requires_grad=True).add_(1)
+
+    def view_of_leaf(m):
+        m.ones(2, 2, requires_grad=True)[0].mul_(2)
+
+    def int_into_float_ok(m):
+        t = m.ones(3)
+        t.add_(m.tensor([1, 2, 3]))
+        return t
+
+    def float_into_int(m):
+        m.ones(3, dtype=m.int64).add_(1.5)
+
+    def broadcast_bad(m):
+        m.ones(3).add_(m.ones(2, 3))
+
+    def saved_modified(m):
+        a = m.ones(3, requires_grad=True)
+        b = a * 2
+        c = b.exp()
+        b.mul_(3)
+        c.sum().backward()
+
+    def saved_modified_ok(m):
+        a = m.ones(3, requires_grad=True)
+        b = a * 2
+        c = b * 3                        # mul by a scalar saves nothing of b
+        b.add_(1)
+        c.sum().backward()
+        return a.grad
+
+    def no_grad_ok(m):
+        a = m.ones(3, requires_grad=True)
+        with m.no_grad():
+            a.mul_(2)
+        return a
+
+    for f in (leaf, view_of_leaf, int_into_float_ok, float_into_int, broadcast_bad,
+              saved_modified, saved_modified_ok, no_grad_ok):
+        _run_both(f)
+
+
+def test_inplace_version_counter_and_grad_fn_names():
+    for m in (sg, torch):
+        a = m.ones(3, requires_grad=True)
+        b = a * 2
+        v0 = b._version
+        b.add_(1)
+        assert b._version == v0 + 1
+    names = []
+    for m in (sg, torch):
+        a = m.ones(3, requires_grad=True)
+        b = a * 2
+        b.add_(1)
+        c = a * 1
+        c[0] = 5.0
+        d = a * 1
+        d.clamp_(0, 1)
+        names.append((grad_fn_name(b), grad_fn_name(c), grad_fn_name(d)))
+    assert names[0] == names[1]
+
+
+# ==========================================================================================
+# conversions
+# ==========================================================================================
+
+def test_conversions():
+    for data in ([1.5, -2.0], [[1, 2], [3, 4]], [True, False], 3.5, 7, True):
+        s, t = sg.tensor(data), torch.tensor(data)
+        assert s.tolist() == t.tolist()
+        np.testing.assert_array_equal(s.numpy(), t.numpy())
+        assert s.numpy().dtype == t.numpy().dtype
+        if s.numel() == 1:
+            assert s.item() == t.item() and type(s.item()) is type(t.item())
+            assert float(s) == float(t) and int(s) == int(t) and bool(s) == bool(t)
+        if s.dim():
+            assert len(s) == len(t)
+            assert [x.tolist() for x in s] == [x.tolist() for x in t]
+
+
+def test_conversion_errors():
+    _run_both(lambda t: t.item(), lambda m: m.ones(2))
+    _run_both(lambda t: float(t), lambda m: m.ones(2))
+    _run_both(lambda t: int(t), lambda m: m.ones(2))
+    _run_both(lambda t: bool(t), lambda m: m.ones(2))
+    _run_both(lambda t: len(t), lambda m: m.tensor(1.0))
+    _run_both(lambda t: iter(t), lambda m: m.tensor(1.0))
+    _run_both(lambda t: t.numpy(), lambda m: m.ones(2, requires_grad=True))
+    _run_both(lambda t: t.item(), lambda m: m.ones(1, 1, requires_grad=True))
+    _run_both(lambda t: float(t), lambda m: m.ones(1, requires_grad=True))
+
+
+def test_numpy_shares_memory_and_iteration_gives_views():
+    s = sg.zeros(2, 3)
+    a = s.numpy()
+    a[0, 0] = 4
+    assert s[0, 0].item() == 4
+    rows = list(s)
+    rows[1][2] = 9
+    assert s[1, 2].item() == 9
+    x = sg.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+    total = sum(row.sum() for row in x)
+    total.backward()
+    assert x.grad.tolist() == [[1.0, 1.0], [1.0, 1.0]]

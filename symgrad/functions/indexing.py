@@ -11,6 +11,7 @@ from ..dispatch import bind
 from ..ops import lax
 from ..ops.registry import PRIMITIVES as P
 from .common import Tensor, to_tensor
+from ..ops.shapes import broadcast_shapes
 from .shape import make_view
 
 __all__ = ["getitem", "setitem", "positions"]
@@ -30,6 +31,8 @@ def _normalize(key, ndim):
             k = to_tensor(np.array(bool(k)))
         elif isinstance(k, np.integer):
             k = int(k)
+        elif isinstance(k, str):
+            raise TypeError(f"new(): invalid data type '{type(k).__name__}'")
         elif not (k is None or k is Ellipsis or isinstance(k, (int, slice))):
             raise IndexError("only integers, slices (`:`), ellipsis (`...`), None and long or "
                              "byte Variables are valid indices (got "
@@ -72,16 +75,17 @@ def getitem(x: Tensor, key):
     if any(_is_advanced(k) for k in key):
         return _advanced(x, key)
     out, axis = x, 0
-    for k in key:
+    raw_pos = _raw_positions(raw, len(key))
+    for j, k in enumerate(key):
         if k is None:
             shape = tuple(out.shape[:axis]) + (1,) + tuple(out.shape[axis:])
             out = _view(out, "reshape", "UnsqueezeBackward0", shape=shape)
             axis += 1
         elif isinstance(k, int):
             size = out.shape[axis]
-            if not -size <= k < size:
-                raise IndexError(f"index {k} is out of bounds for dimension {axis} with size "
-                                 f"{size}")
+            if not -size <= k < size:      # PyTorch names the position in the key
+                raise IndexError(f"index {k} is out of bounds for dimension {raw_pos[j]} with "
+                                 f"size {size}")
             out = _view(out, "select", "SelectBackward0", axis=axis, index=k % size)
         else:
             start, stop, step = k.indices(out.shape[axis])
@@ -110,6 +114,16 @@ def _raw_key(key):
     return key if isinstance(key, tuple) else (key,)
 
 
+def _raw_positions(raw, n):
+    """For each entry of a normalised key of length n, its position in the raw key."""
+    raw = _raw_key(raw)
+    e = next((i for i, k in enumerate(raw) if k is Ellipsis), None)
+    if e is None:
+        return list(range(n))
+    fill = n - (len(raw) - 1)             # the slices the ellipsis stands for
+    return [i if i < e else e if i < e + fill else i - fill + 1 for i in range(n)]
+
+
 def _view(x, prim, name, **attrs):
     return make_view(x, bind(P[prim], x, grad_name=name, **attrs), prim, attrs)
 
@@ -131,7 +145,7 @@ def _advanced(x, key):
         if idx.dtype.category != "int":
             raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
         if idx._data is not None:
-            _check_bounds(idx._data, x.shape[axis], axis)
+            _check_bounds(idx._data, x.shape[axis], 0)
         return bind(P["take"], x, lax.cast(idx, dtypes.int64), axis=axis,
                     grad_name="IndexBackward0")
     pos = positions(x, key)
@@ -140,16 +154,24 @@ def _advanced(x, key):
                 grad_name="IndexBackward0")
 
 
-def _check_bounds(idx: np.ndarray, size: int, axis: int):
-    if idx.size and (idx.max() >= size or idx.min() < -size):
-        bad = idx.max() if idx.max() >= size else idx.min()
-        raise IndexError(f"index {bad} is out of bounds for dimension {axis} with size {size}")
+def _check_bounds(idx: np.ndarray, size: int, dim: int):
+    """PyTorch's error for an index tensor: the first bad value, and `dim` counts the index
+    tensors before this one (PyTorch moves the indexed dimensions to the front)."""
+    bad = (idx >= size) | (idx < -size)
+    if bad.any():
+        value = idx.reshape(-1)[np.argmax(bad.reshape(-1))]
+        raise IndexError(f"index {value} is out of bounds for dimension {dim} with size {size}")
 
 
 def positions(x: Tensor, key) -> np.ndarray:
     """Flat positions in `x` selected by a (normalised) key — computed on the index values,
     so index tensors must be concrete."""
     np_key = []
+    # the tensor PyTorch indexes with tensors: x after the integer indices (selects)
+    kept = [s for s, k in zip(x.shape, [k for k in key if k is not None])
+            if not isinstance(k, int)]
+    kept += list(x.shape[len([k for k in key if k is not None]):])
+    dim = n_index = gaxis = 0            # position in `kept`, index tensors seen, in x
     for axis, k in enumerate(key):
         if isinstance(k, Tensor):
             if k._data is None:
@@ -157,20 +179,31 @@ def positions(x: Tensor, key) -> np.ndarray:
                                 "supported inside symgrad.compile; index one dimension at a "
                                 "time with an integer tensor, or use symgrad.where")
             if k.dtype is dtypes.bool_:
-                mshape = tuple(x.shape[len(np_key):len(np_key) + k.dim()])
+                mshape = tuple(x.shape[gaxis:gaxis + k.dim()])
                 if tuple(k.shape) != mshape:
-                    raise IndexError(f"The shape of the mask {list(k.shape)} at index "
-                                     f"{len(np_key)} does not match the shape of the indexed "
-                                     f"tensor {list(mshape)} at index {len(np_key)}")
+                    j = next((i for i, (a, b) in enumerate(zip(k.shape, mshape)) if a != b),
+                             min(len(mshape), k.dim() - 1))
+                    raise IndexError(f"The shape of the mask {list(k.shape)} at index {j} does "
+                                     f"not match the shape of the indexed tensor {kept} at "
+                                     f"index {dim + j}")
+                n_index += k.dim()
             elif k.dtype.category != "int":
                 raise IndexError("tensors used as indices must be long, int, byte or bool "
                                  "tensors")
+            else:
+                _check_bounds(k._data, x.shape[gaxis], n_index)
+                n_index += 1
+            dim += max(k.dim(), 1)
+            gaxis += k.dim() if k.dtype is dtypes.bool_ else 1
             np_key.append(k._data)
         else:
+            if k is not None and not isinstance(k, int):
+                dim += 1
+            gaxis += k is not None
             np_key.append(k)
     grid = np.arange(x.numel(), dtype=np.int64).reshape(tuple(x.shape))
     try:
-        return np.ascontiguousarray(grid[tuple(np_key)])
+        return np.array(grid[tuple(np_key)], dtype=np.int64)   # keeps 0-d keys 0-d
     except IndexError as e:
         msg = str(e).replace("axis", "dimension")
         raise IndexError(msg) from None
@@ -183,6 +216,8 @@ def setitem(x: Tensor, key, value):
         value = to_tensor(np.asarray(value)) if not isinstance(value, Tensor) else value
     nkey = _normalize(key, x.dim())
     pos = positions(x, [k for k in nkey if k is not None])
+    if isinstance(value, Tensor):
+        value = _fit_value(value, pos.shape, any(_is_advanced(k) for k in nkey))
     if (any(_is_advanced(k) for k in nkey) and x._base is None
             and all(_is_advanced(k) or k == slice(None) for k in nkey)):
         # only index tensors and `:`: PyTorch runs index_put_ on x itself; an int, a
@@ -190,3 +225,20 @@ def setitem(x: Tensor, key, value):
         assign_positions(x, pos, value, "IndexPutBackward0")
     else:
         assign_positions(x, pos, value)
+
+
+def _fit_value(value: Tensor, shape, advanced: bool) -> Tensor:
+    """PyTorch drops leading size-1 dims of the value (``slicePrefix1sSize``); a value that
+    still does not broadcast raises expand's error for a basic key (index_put_'s "shape
+    mismatch" for an advanced one is raised by assign_positions)."""
+    from .shape import expand
+    while value.dim() > len(shape) and value.shape[0] == 1:
+        value = lax.reshape(value, tuple(value.shape[1:]))
+    if not advanced:
+        try:
+            ok = broadcast_shapes(tuple(value.shape), tuple(shape)) == tuple(shape)
+        except RuntimeError:
+            ok = False
+        if not ok:
+            expand(value, *shape)          # raises PyTorch's text
+    return value

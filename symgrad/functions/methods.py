@@ -37,21 +37,49 @@ def _inplace_op(fn):
     return method
 
 
-def _fill_(self, value):
+def _overwrite(self, name, make, *srcs):
+    """Replace self's value by ``make(*srcs)`` in place. When autograd records it, the old
+    value of self gets a zero gradient (PyTorch's ZeroBackward0 / FillBackward2 / 3 /
+    CopyBackwards): where(all-true, new, old)."""
     inplace.check_inplace(self)
-    v = value.item() if isinstance(value, Tensor) else value
-    return inplace.update(self, lax.full(tuple(self.shape), v, self.dtype))
+    from ..autograd import grad_mode
+    from .composite import named
+    if not grad_mode.is_grad_enabled() or not (
+            self.requires_grad or any(isinstance(s, Tensor) and s.requires_grad for s in srcs)):
+        return inplace.update(self, make(*srcs))
+    shape, dt = tuple(self.shape), self.dtype
+
+    def f(old, *ss):
+        return lax.where(lax.full(shape, True, dtypes.bool_), make(*ss), old)
+    return inplace.update(self, named(name, f, inplace.original(self), *srcs))
+
+
+def _fill_(self, value):
+    shape, dt = tuple(self.shape), self.dtype
+    if isinstance(value, Tensor):
+        if value.dim():
+            raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor "
+                               f"with {value.dim()} dimensions.")
+        return _overwrite(self, "FillBackward3",
+                          lambda v: lax.expand(lax.cast(v, dt), shape), value)
+    return _overwrite(self, "FillBackward2", lambda: lax.full(shape, value, dt))
 
 
 def _zero_(self):
-    return _fill_(self, 0)
+    shape, dt = tuple(self.shape), self.dtype
+    return _overwrite(self, "ZeroBackward0", lambda: lax.full(shape, 0, dt))
 
 
 def _copy_(self, src, non_blocking=False):
-    inplace.check_inplace(self)
-    return inplace.update(self, lax.expand(lax.cast(to_tensor(src), self.dtype), self.shape)
-                          if tuple(to_tensor(src).shape) != tuple(self.shape)
-                          else to_tensor(src))
+    shape, dt = tuple(self.shape), self.dtype
+    src = to_tensor(src)
+    from ..ops.shapes import broadcast_shapes
+    if broadcast_shapes(tuple(src.shape), shape) != shape:
+        raise RuntimeError(f"output with shape {list(shape)} doesn't match the broadcast shape "
+                           f"{list(broadcast_shapes(tuple(src.shape), shape))}")
+    return _overwrite(self, "torch::autograd::CopyBackwards",
+                      lambda s: lax.expand(lax.reshape(lax.cast(s, dt), (1,) * (
+                          len(shape) - s.dim()) + tuple(s.shape)), shape), src)
 
 
 def _random_fill(kind):

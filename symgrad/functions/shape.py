@@ -4,6 +4,8 @@ their input are views: they share its version counter and remember how they were
 (for in-place updates through them)."""
 from __future__ import annotations
 
+import numpy as np
+
 from ..dispatch import bind
 from ..ops import lax
 from ..ops.registry import PRIMITIVES as P
@@ -182,7 +184,7 @@ def expand(x, *sizes):
     x = to_tensor(x)
     sizes = _shape_ints(sizes)
     if len(sizes) < x.dim():
-        raise RuntimeError(f"expand(torch.FloatTensor{{{list(x.shape)}}}, size={list(sizes)}): "
+        raise RuntimeError(f"expand({x.dtype.tensor_type}{{{list(x.shape)}}}, size={list(sizes)}): "
                            f"the number of sizes provided ({len(sizes)}) must be greater or "
                            f"equal to the number of dimensions in the tensor ({x.dim()})")
     lead = len(sizes) - x.dim()
@@ -209,7 +211,10 @@ def expand_as(x, other):
 def contiguous(x):
     if x.is_contiguous():
         return x
-    return bind(P["copy"], x, grad_name="CloneBackward0")
+    out = bind(P["copy"], x, grad_name="CloneBackward0")
+    if out._data is not None and not out._data.flags.c_contiguous:
+        out._data = np.ascontiguousarray(out._data)   # copy keeps strides (as clone does)
+    return out
 
 
 def clone(x, *, memory_format=None):
@@ -229,7 +234,13 @@ def cat(tensors, dim=0):
         raise RuntimeError("zero-dimensional tensor (at position 0) cannot be concatenated")
     axis = wrap_dim(dim, ref.dim())
     dt = promote(nonempty)
-    for i, tt in enumerate(nonempty):
+    parts = []
+    for i, tt in enumerate(tensors):
+        if tt.dim() == 1 and tt.shape[0] == 0:
+            if tt.requires_grad:   # a legacy empty input still gets its (empty) gradient
+                parts.append(lax.reshape(tt, tuple(0 if d == axis else s
+                                                   for d, s in enumerate(ref.shape))))
+            continue
         if tt.dim() != ref.dim():
             raise RuntimeError(f"Tensors must have same number of dimensions: got {ref.dim()} "
                                f"and {tt.dim()}")
@@ -238,7 +249,8 @@ def cat(tensors, dim=0):
                 raise RuntimeError(f"Sizes of tensors must match except in dimension {axis}. "
                                    f"Expected size {ref.shape[d]} but got size {tt.shape[d]} "
                                    f"for tensor number {i} in the list.")
-    return bind(P["cat"], *(lax.cast(t, dt) for t in nonempty), axis=axis)
+        parts.append(tt)
+    return bind(P["cat"], *(lax.cast(t, dt) for t in parts), axis=axis)
 
 
 def stack(tensors, dim=0):
