@@ -1,0 +1,128 @@
+"""The persistent disk cache of the LLVM backend: reload in a new process without LLVM,
+corrupted / truncated / stale entries rebuilt, atomic writes, disabling, keys."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import symgrad
+from symgrad.config import settings
+from codegen import backend, cache
+
+_ROOT = str(Path(__file__).resolve().parents[2])
+
+_CHILD = textwrap.dedent("""
+    import sys, numpy as np
+    import codegen.target as target
+    calls = {"optimize": 0, "compile_module": 0}
+    real_optimize, real_compile = target.optimize, target.compile_module
+    def counting_optimize(*a, **k):
+        calls["optimize"] += 1
+        return real_optimize(*a, **k)
+    def counting_compile(*a, **k):
+        calls["compile_module"] += 1
+        return real_compile(*a, **k)
+    target.optimize, target.compile_module = counting_optimize, counting_compile
+    import symgrad, codegen.backend as B
+    vg = symgrad.value_and_grad(lambda x, w: ((x @ w).tanh() ** 2).mean() + (x * 3).exp().sum(),
+                                argnums=(0, 1), backend="llvm")
+    x, w = np.linspace(-1, 1, 12).reshape(3, 4), np.linspace(0, 1, 8).reshape(4, 2)
+    value, (gx, gw) = vg(x, w)
+    print(calls["optimize"], calls["compile_module"], B.stats["from_cache"], repr(float(value)),
+          repr(float(gx.sum())), repr(float(gw.sum())))
+""")
+
+
+def _child(cache_dir, enabled="1"):
+    env = dict(os.environ, SYMGRAD_CACHE_DIR=str(cache_dir), SYMGRAD_DISK_CACHE=enabled,
+               PYTHONPATH=_ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    r = subprocess.run([sys.executable, "-c", _CHILD], env=env, capture_output=True, text=True,
+                       timeout=180, cwd=_ROOT)
+    assert r.returncode == 0, r.stderr[-3000:]
+    optimize, compile_module, hits, *values = r.stdout.split()
+    return int(optimize), int(compile_module), int(hits), values
+
+
+def _entries(cache_dir):
+    return sorted(Path(cache_dir).rglob("*.obj"))
+
+
+def test_second_process_loads_from_disk_without_llvm(tmp_path):
+    cold = _child(tmp_path)
+    assert cold[0] == 1 and cold[1] == 1 and cold[2] == 0        # compiled once
+    assert len(_entries(tmp_path)) == 1
+    warm = _child(tmp_path)
+    assert warm[:3] == (0, 0, 1)                                  # no optimiser, no codegen
+    assert warm[3] == cold[3]                                     # same results, bit for bit
+
+
+def test_corrupted_truncated_and_foreign_entries_are_rebuilt(monkeypatch, tmp_path):
+    monkeypatch.setattr(settings, "cache_dir", str(tmp_path))
+    monkeypatch.setattr(settings, "disk_cache", True)
+    program = symgrad.compile(lambda x: (x.exp() - x).sum(), backend="llvm").lower(np.ones(9)).optimized
+    x = np.linspace(-1, 1, 9)
+    want = backend.compile_program(program)([x])[0]
+    (path,) = _entries(tmp_path)
+    good = path.read_bytes()
+    for bad in (good[: len(good) // 2],                           # truncated
+                good[:-20] + bytes(20),                           # corrupted payload
+                b"garbage",                                       # not a cache file
+                cache.encode("0" * 48, cache.decode(good, path.stem))):   # another key's file
+        path.write_bytes(bad)
+        before = backend.stats["compiled"]
+        exe = backend.compile_program(program)
+        assert backend.stats["compiled"] == before + 1 and not exe.from_cache
+        np.testing.assert_array_equal(exe([x])[0], want)
+        assert cache.decode(path.read_bytes(), path.stem) is not None     # rewritten, valid
+    assert not list(Path(tmp_path).rglob(".tmp-*"))               # no temporary files left
+
+
+def test_disabled_cache_writes_nothing(tmp_path):
+    assert _child(tmp_path, enabled="0")[:3] == (1, 1, 0)
+    assert not _entries(tmp_path)
+
+
+def test_concurrent_processes_leave_one_valid_entry(tmp_path):
+    env = dict(os.environ, SYMGRAD_CACHE_DIR=str(tmp_path), SYMGRAD_DISK_CACHE="1",
+               PYTHONPATH=_ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    procs = [subprocess.Popen([sys.executable, "-c", _CHILD], env=env, cwd=_ROOT,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(3)]
+    outs = [p.communicate(timeout=180) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [o[1][-500:] for o in outs]
+    assert len({tuple(o[0].split()[3:]) for o in outs}) == 1
+    (path,) = _entries(tmp_path)
+    assert cache.decode(path.read_bytes(), path.stem) is not None
+
+
+def test_key_covers_shapes_dtypes_and_structure(monkeypatch, tmp_path):
+    monkeypatch.setattr(settings, "cache_dir", str(tmp_path))
+    monkeypatch.setattr(settings, "disk_cache", True)
+    keys = set()
+    for fn, x in [(lambda x: (x * 2).sum(), np.ones(3)), (lambda x: (x * 2).sum(), np.ones(4)),
+                  (lambda x: (x * 2).sum(), np.ones(3, np.float32)), (lambda x: (x * 3).sum(), np.ones(3)),
+                  (lambda x: (x * 2).mean(), np.ones(3))]:
+        keys.add(cache.cache_key(symgrad.compile(fn, backend="llvm").lower(x).optimized))
+    assert len(keys) == 5
+
+
+def test_in_process_reload_uses_the_cache(monkeypatch, tmp_path):
+    monkeypatch.setattr(settings, "cache_dir", str(tmp_path))
+    monkeypatch.setattr(settings, "disk_cache", True)
+    program = symgrad.compile(lambda x: (x.sin() * 2).sum(), backend="llvm").lower(np.ones(7)).optimized
+    before = dict(backend.stats)
+    first = backend.compile_program(program)
+    second = backend.compile_program(program)
+    assert backend.stats["compiled"] == before["compiled"] + 1
+    assert backend.stats["from_cache"] == before["from_cache"] + 1
+    assert second.from_cache and not first.from_cache
+    x = np.linspace(0, 1, 7)
+    np.testing.assert_array_equal(first([x])[0], second([x])[0])
+    assert second.as_text("llvm") == first.as_text("llvm")
+    assert "ret" in second.as_text("asm")                          # regenerated on demand
