@@ -118,13 +118,28 @@ def _ident(name: str) -> str:
     return out or "x"
 
 
+def _leaf_key(v):
+    t = type(v)
+    if t is np.ndarray:
+        return (t, v.shape, v.dtype)
+    if isinstance(v, Tensor):
+        return (Tensor, v._data.shape if v._data is not None else None, v._dtype,
+                v._requires_grad or v.grad_fn is not None)
+    return t
+
+
 class _Entry:
-    __slots__ = ("exe", "closure", "guards", "aux", "numpy_out", "structure", "lowered",
-                 "out_dtypes")
+    __slots__ = ("exe", "call", "closure", "guards", "aux", "numpy_out", "structure", "lowered",
+                 "key", "native_ok", "native_counted")
 
     def __init__(self, lowered: Lowered, closure, numpy_out):
         self.lowered = lowered
         self.exe = lowered.compile()
+        native = getattr(self.exe, "native_entry", None)
+        # the native entry checks arguments in native code (else the checked Python path)
+        self.call = native() if native is not None else (lambda *a: self.exe(list(a)))
+        self.native_counted = int(bool(getattr(self.exe, "entry_name", None)))
+        self.native_ok = None
         self.closure = [t for t, _ in closure]
         self.guards = [(tuple(t.shape), t.dtype) for t, _ in closure]
         self.aux = [np.zeros(n.shape, n.dtype.np) for n in lowered.aux]
@@ -150,9 +165,11 @@ class Compiled:
                                            else set(static_argnums)))
         self.backend = _resolve_backend(backend)
         self.transform = transform or Identity()
-        self._cache: OrderedDict = OrderedDict()
+        self._cache: OrderedDict = OrderedDict()       # full signature -> entry (LRU)
+        self._fast: dict = {}                          # cheap per-call key -> entry
         self._maxsize = maxsize or settings.cache_size
         self.hits = self.misses = 0
+        self._py_native = 0            # native-entry calls made by the Python dispatcher
         self.last_miss_reason: str | None = None
         functools.update_wrapper(self, fn)
 
@@ -172,11 +189,18 @@ class Compiled:
         return static, dyn
 
     def _signature(self, args):
+        """(key, leaves, names): the full signature, computed on a cache miss."""
         static, dyn = self._split(args)
         leaves, structure = pytree.flatten(dyn)
         names = self._leaf_names(args, structure)
         specs = tuple(leaf_spec(v, nm) for v, nm in zip(leaves, names))
         return (structure, specs, static), leaves, names
+
+    def _fast_key(self, args):
+        """A cheap per-call key: structure, and per leaf its kind, shape and dtype."""
+        static, dyn = self._split(args) if self.static_argnums else ((), args)
+        leaves, structure = pytree.flatten(dyn)
+        return (structure, tuple(map(_leaf_key, leaves)), static), leaves
 
     def _leaf_names(self, args, structure):
         params = arg_names(self.fn, len(args))
@@ -192,24 +216,26 @@ class Compiled:
         if kwargs:
             raise TypeError(f"compiled function {self.__name__!r} takes positional arguments "
                             f"only (got keyword arguments {sorted(kwargs)})")
-        key, leaves, names = self._signature(args)
-        entry = self._cache.get(key)
-        if entry is not None:
+        fkey, leaves = self._fast_key(args)
+        entry = self._fast.get(fkey)
+        if entry is not None and entry.key in self._cache:
             stale = entry.stale_closure()
-            if stale is not None:
-                self._miss(f"closure tensor {stale[0].shape} changed from shape "
-                           f"{list(stale[1])} {stale[2].name}")
-                del self._cache[key]
-                entry = None
-        if entry is None:
-            if self._cache:
-                self._miss(self._explain(key))
-            else:
-                self.misses += 1
-            entry = self._build(args, key, leaves, names)
+            if stale is None:
+                self.hits += 1
+                self._cache.move_to_end(entry.key)
+                out = self._run(entry, leaves)
+                self._install_fast_path(entry, leaves, args)
+                return out
+            self._miss(f"closed-over tensor of shape {list(stale[1])} {stale[2].name} changed "
+                       f"to {list(stale[0].shape)} {stale[0].dtype.name}")
+            del self._cache[entry.key]
+        key, leaves, names = self._signature(args)
+        if self._cache:
+            self._miss(self._explain(key))
         else:
-            self.hits += 1
-            self._cache.move_to_end(key)
+            self.misses += 1
+        entry = self._build(args, key, leaves, names)
+        self._fast[fkey] = entry
         out = self._run(entry, leaves)
         self._install_fast_path(entry, leaves, args)
         return out
@@ -224,19 +250,20 @@ class Compiled:
         METH_FASTCALL entry (a per-instance subclass): it checks the arguments in native
         code and runs the kernel, or hands any other call back to :meth:`_call`. The entry
         counts its own calls, which :meth:`cache_info` adds to the hits."""
-        native_entry = getattr(entry.exe, "native_entry", None)
-        if (native_entry is None or not entry.numpy_out or entry.closure or entry.aux
-                or self.static_argnums or len(leaves) != len(args)
-                or not all(type(v) is np.ndarray for v in leaves)):
+        if entry.native_ok is None:
+            s = entry.structure
+            entry.native_ok = bool(
+                getattr(entry.exe, "native_entry", None) is not None and entry.numpy_out
+                and not entry.closure and not entry.aux and not self.static_argnums
+                and s != "*" and s[0] == "tuple" and len(s[1]) >= 2
+                and all(c == "*" for c in s[1]))       # the entry returns a flat tuple
+        if (not entry.native_ok or getattr(type(self), "_native_for", None) is entry
+                or len(leaves) != len(args) or not all(type(v) is np.ndarray for v in leaves)):
             return
-        s = entry.structure
-        if not (s != "*" and s[0] == "tuple" and len(s[1]) >= 2 and all(c == "*" for c in s[1])):
-            return          # the native entry returns a flat tuple of arrays
-        if getattr(type(self), "_fast_key", None) is entry:
-            return
+        native_entry = entry.exe.native_entry
         fast = native_entry(self._call)
         self.__class__ = type(f"Compiled_{getattr(self.fn, '__name__', 'fn')}", (Compiled,),
-                              {"__call__": fast, "_fast_key": entry})
+                              {"__call__": fast, "_native_for": entry})
 
     def _miss(self, reason: str) -> None:
         self.misses += 1
@@ -260,7 +287,8 @@ class Compiled:
                 arrays.append(np.asarray(v, dtype=spec.dtype.np))
         arrays.extend(t._data for t in entry.closure)
         arrays.extend(entry.aux)
-        outs = entry.exe(arrays)
+        outs = entry.call(*arrays)
+        self._py_native += entry.native_counted
         if entry.numpy_out:
             res = list(outs)
         else:
@@ -270,10 +298,13 @@ class Compiled:
     def _build(self, args, key, leaves, names) -> _Entry:
         lowered, closure = self._lower(args, key, names)
         entry = _Entry(lowered, closure, numpy_out=not any(isinstance(v, Tensor) for v in leaves))
+        entry.key = key
         self._cache[key] = entry
         self._last_names = names
         while len(self._cache) > self._maxsize:
             self._cache.popitem(last=False)
+        if len(self._fast) > 4 * self._maxsize:
+            self._fast = {k: e for k, e in self._fast.items() if e.key in self._cache}
         return entry
 
     def _lower(self, args, key, names):
@@ -305,7 +336,8 @@ class Compiled:
 
     def cache_info(self) -> CacheInfo:
         """Hits (Python dispatcher and native fast path), misses, entries, bound."""
-        return CacheInfo(self.hits + self._native_hits(), self.misses, len(self._cache),
+        fast_path_hits = self._native_hits() - self._py_native
+        return CacheInfo(self.hits + fast_path_hits, self.misses, len(self._cache),
                          self._maxsize)
 
     def _native_hits(self) -> int:
@@ -322,7 +354,8 @@ class Compiled:
 
     def cache_clear(self) -> None:
         self._cache.clear()
-        self.hits = self.misses = 0
+        self._fast.clear()
+        self.hits = self.misses = self._py_native = 0
 
     def __repr__(self) -> str:
         return f"<symgrad.compile({getattr(self.fn, '__qualname__', self.fn)}, backend={self.backend!r})>"
