@@ -10,7 +10,10 @@ Input: a :class:`symgrad.compiler.program.Program`.  Output: a :class:`Plan` --
   is recomputed inside each loop that reads it (cheap nodes only, see above);
 * **steps**, in order: :class:`LoopStep` (one loop nest over one shape computing
   several *items* -- stores of elementwise values and reductions -- so consumers of the
-  same input share one pass and one set of registers), :class:`NodeStep` (an opaque
+  same input share one pass and one set of registers; an item's trailing dims of at
+  most ``UNROLL_MAX`` elements are unrolled, so a row-wise reduction (softmax over 10
+  classes, a matrix-vector product) and its elementwise consumers share one loop over
+  rows), :class:`NodeStep` (an opaque
   lowering, or a numpy rule in a hybrid executable) and :class:`CopyStep`;
 * **storage**: inputs and outputs are the caller's buffers (an output root is computed
   straight into its output array, also through a reshape); temporaries share one arena
@@ -40,12 +43,15 @@ from symgrad.graph.node import Node
 
 from . import layout as L
 from .classify import const_scalar, ew_cost, kind_of, numpy_reason
+from .rewrite import matvec_as_reduction
 from .windows import MAX_SEGMENTS, translated_arg_maps, window_cuts, window_ranges
 
 __all__ = ["Plan", "Storage", "Item", "LoopStep", "NodeStep", "CopyStep", "build_plan",
-           "RECOMPUTE_COST", "ARENA_ALIGN"]
+           "RECOMPUTE_COST", "ARENA_ALIGN", "UNROLL_MAX", "same_point", "inline_reduction",
+           "reduced_axes"]
 
 RECOMPUTE_COST = 12   # an elementwise node costing more is materialised rather than recomputed
+UNROLL_MAX = 16       # trailing dims of an item up to this many elements are unrolled in a loop
 ARENA_ALIGN = 64
 
 
@@ -77,7 +83,7 @@ class Item:
 
     kind: str
     node: Node
-    target: L.StridedView
+    target: L.StridedView | None          # None: a loop-local root (registers only)
     produces: Node | None
     shape: tuple[int, ...]
     scratch: dict = field(default_factory=dict)   # reduce: "acc"/"comp" -> Storage
@@ -85,6 +91,8 @@ class Item:
 
 @dataclass(eq=False)
 class LoopStep:
+    """A loop nest over ``shape``; an item's dims beyond ``shape`` are unrolled."""
+
     shape: tuple[int, ...]
     items: list[Item] = field(default_factory=list)
     fills: list[Node] = field(default_factory=list)   # window roots zero-filled first
@@ -118,6 +126,7 @@ class Plan:
     views: dict                   # id(node) -> StridedView over Storage (memo)
     numpy_nodes: list[Node]
     segments: list[list[int]]     # step indices of each native segment, in order
+    local: set = field(default_factory=set)   # roots that live only in registers of their loop
 
     def view(self, node: Node) -> L.StridedView | None:
         """``node`` as a strided view of a Storage, or None if it is virtual."""
@@ -177,6 +186,38 @@ def _strided(node: Node, kinds: dict, roots: set, storage_of, failed: set) -> L.
     m = L.translate(node.op, dict(node.attrs), arg.shape, node.shape, L.identity(len(node.shape)))
     offset, strides = L.view_strides(node.shape, L.address(base, m))
     return L.StridedView(base.buffer, node.shape, strides, offset)
+
+
+def _size(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def same_point(m: L.IndexMap, loop_rank: int) -> bool:
+    """True if reading at ``m`` (in a consumer item's index space) hits, in every
+    iteration of a loop of rank ``loop_rank``, an element its producer computes in the
+    same iteration: the loop dims map to themselves, unrolled dims to unrolled dims."""
+    if m is None:
+        return False
+    for d, a in enumerate(m):
+        if d < loop_rank:
+            if a != L.var(d):
+                return False
+        elif any(dim < loop_rank for dim, _ in a[1]):
+            return False
+    return len(m) >= loop_rank
+
+
+def reduced_axes(r: Node) -> tuple[int, ...]:
+    nd = len(r.args[0].shape)
+    return tuple(sorted(a % nd for a in r.attr("axes"))) if nd else ()
+
+
+def inline_reduction(r: Node, loop_rank: int) -> bool:
+    """A reduction whose reduced axes are all unrolled (complete in one iteration)."""
+    return all(a >= loop_rank for a in reduced_axes(r))
 
 
 def _base(node: Node, kinds: dict) -> Node:
@@ -292,6 +333,22 @@ class _Planner:
         return [Item("store", r, own, r, r.shape)]
 
     # ---- placement ---------------------------------------------------------------------
+    @staticmethod
+    def joined_shape(step: "LoopStep", item: Item) -> tuple[int, ...] | None:
+        """The loop shape if ``item`` joins ``step``: the common prefix of the loop's and
+        the item's shapes, when every item's remaining dims are small enough to unroll."""
+        if step.shape == item.shape:
+            return step.shape
+        p = 0
+        while p < min(len(step.shape), len(item.shape)) and step.shape[p] == item.shape[p]:
+            p += 1
+        if p == 0:
+            return None
+        shapes = [it.shape for it in step.items] + [item.shape]
+        if all(_size(sh[p:]) <= UNROLL_MAX for sh in shapes):
+            return step.shape[:p]
+        return None
+
     def place(self, item: Item, steps: list, produced: dict) -> int:
         deps: list = []
         visits: list = []
@@ -301,16 +358,18 @@ class _Planner:
         else:
             self.walk(item.node, L.identity(len(item.shape)), deps, visits, set(),
                       top=item.produces is item.node)
-        ident = L.identity(len(item.shape))
         chosen = None
         for idx in range(len(steps) - 1, -1, -1):
             st = steps[idx]
-            if isinstance(st, LoopStep) and st.shape == item.shape:
-                ok = all(produced[id(n)] < idx or (produced[id(n)] == idx and m == ident
-                                                     and id(n) in st.plain)
+            shape = self.joined_shape(st, item) if isinstance(st, LoopStep) else None
+            if shape is not None:
+                ok = all(produced[id(n)] < idx or (produced[id(n)] == idx
+                                                     and self.reusable(st, n, len(shape))
+                                                     and same_point(m, len(shape)))
                          for n, m in deps)
                 if ok:
                     chosen = idx
+                    st.shape = shape
                     break
             if any(produced[id(n)] >= idx for n, _ in deps):
                 break
@@ -325,15 +384,33 @@ class _Planner:
             segments *= 1 + sum(1 for d, _ in cuts if d == k)
         if segments > MAX_SEGMENTS:                  # too much code: materialise windows
             self.failed.update(id(n) for n, _ in visits if self.kinds[id(n)] == "window")
-        for n, m in visits:
-            self.contexts.setdefault(id(n), set()).add((chosen, m))
-        for n, _ in deps:
+        for n, m in visits:     # unrolled copies (constant components) are not recomputation
+            key = tuple(a if a[1] else None for a in m)
+            self.contexts.setdefault(id(n), set()).add((chosen, key))
+        for n, m in deps:
             self.reads.setdefault(id(n), set()).add(chosen)
+            if not same_point(m, len(steps[chosen].shape)):
+                self.far_reads.add(id(n))
         return chosen
+
+    def reusable(self, st: "LoopStep", n: Node, rank: int) -> bool:
+        """Whether loop ``st`` of rank ``rank`` has root ``n`` in a register."""
+        if id(n) in st.plain:
+            return True
+        return (self.kinds[id(n)] == "reduce" and inline_reduction(n, rank)
+                and any(it.node is n for it in st.items))
+
+    def refresh_plain(self, steps: list) -> None:
+        """Reductions over unrolled dims only are complete inside one loop iteration:
+        later items of the same loop may use them as registers."""
+        for r, i in self.pending_reductions:
+            if inline_reduction(r, len(steps[i].shape)):
+                steps[i].plain.add(id(r))
 
     def assign(self) -> tuple[list, dict]:
         steps: list = []
         produced: dict[int, int] = {}
+        self.pending_reductions: list = []
         for r in self.nodes:
             if id(r) not in self.roots_now:
                 continue
@@ -355,6 +432,9 @@ class _Planner:
                 steps[idx[0]].fills.append(r)
             elif kind in ("ew", "view") or (kind == "window" and window_ranges(r) is not None):
                 steps[idx[0]].plain.add(id(r))
+            if kind == "reduce":
+                self.pending_reductions.append((r, idx[0]))
+            self.refresh_plain(steps)
         seen: set[int] = set()
         for j, o in enumerate(self.program.outputs):      # leaves and views: copy loops
             copied = id(o) in self.roots_now or _alias_target(o, self.kinds, self.roots_now,
@@ -371,6 +451,7 @@ class _Planner:
             self.failed: set[int] = set()
             self.contexts: dict[int, set] = {}
             self.reads: dict[int, set] = {}
+            self.far_reads: set[int] = set()
             steps, produced = self.assign()
             extra = set(self.failed)
             for n in self.nodes:
@@ -420,13 +501,14 @@ def _finish(p: _Planner, steps: list, produced: dict) -> Plan:
     segment_of = _segments(steps)
     externals = _externals(p, steps, produced, segment_of, storage, len(inputs), len(outputs))
 
+    local = _loop_local(p, steps, produced, storage)
     for n in p.nodes:
-        if id(n) in roots and id(n) not in storage:
+        if id(n) in roots and id(n) not in storage and id(n) not in local:
             storage[id(n)] = Storage("temp", -1, n.dtype, n.shape, f"t{len(storage)}")
     _add_scratch(steps, storage)
     arena = _assign_arena(p, steps, produced, storage)
     plan = Plan(program, steps, kinds, roots, storage, inputs, outputs, externals, arena, {},
-                numpy_nodes, [])
+                numpy_nodes, [], local)
     _rebind_items(plan)
     plan.segments = _segment_lists(steps)
     return plan
@@ -498,6 +580,8 @@ def _add_scratch(steps: list, storage: dict) -> None:
             r = item.node
             if item.kind != "reduce" or r.op not in ("sum", "mean") or not r.dtype.is_floating_point:
                 continue
+            if inline_reduction(r, len(st.shape)):
+                continue
             if r.dtype.name == "float32":
                 item.scratch["acc"] = Storage("temp", -1, dtypes.float64, r.shape, f"acc{len(storage)}")
             else:
@@ -538,6 +622,25 @@ def _assign_arena(p: _Planner, steps, produced, storage) -> int:
     return top
 
 
+def _loop_local(p: _Planner, steps, produced, storage) -> set[int]:
+    """Roots computed by one loop and read only by later items of that loop at the same
+    point (registers): no storage, no store."""
+    local: set[int] = set()
+    for i, st in enumerate(steps):
+        if not isinstance(st, LoopStep):
+            continue
+        for item in st.items:
+            r = item.produces
+            if (r is None or item.node is not r and item.kind == "store" or id(r) in storage
+                    or id(r) in p.far_reads or p.reads.get(id(r), {i}) != {i}):
+                continue
+            if sum(1 for it in st.items if it.produces is r) != 1:
+                continue
+            if item.kind == "store" or (item.kind == "reduce" and inline_reduction(r, len(st.shape))):
+                local.add(id(r))
+    return local
+
+
 def _rebind_items(plan: Plan) -> None:
     """Item targets were built over nodes; point them at Storage objects."""
     for st in plan.steps:
@@ -545,6 +648,9 @@ def _rebind_items(plan: Plan) -> None:
             continue
         for item in st.items:
             buf = item.target.buffer
+            if isinstance(buf, Node) and id(buf) in plan.local:
+                item.target = None
+                continue
             if isinstance(buf, Node):
                 buf = plan.storage[id(buf)]
             elif isinstance(buf, tuple):                    # ("out", j): an output copy
@@ -555,4 +661,4 @@ def _rebind_items(plan: Plan) -> None:
 
 def build_plan(program) -> Plan:
     """Schedule ``program`` (see the module docstring)."""
-    return _Planner(program).run()
+    return _Planner(matvec_as_reduction(program)).run()

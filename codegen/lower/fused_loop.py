@@ -1,55 +1,61 @@
 """Lowering of a :class:`~codegen.plan.LoopStep`: one loop nest computing several items.
 
-1. *Analysis*: every address the loop touches is an affine function of the loop
-   indices (:mod:`codegen.layout`).  Adjacent loop dimensions are merged whenever every
-   address agrees (``coef[d] == coef[d+1] * n[d+1]``), so contiguous work becomes one
-   long innermost loop -- the vectoriser's favourite shape -- and broadcasting (stride
-   0) keeps its own loop.
-2. *Prologue*: zero-fill window roots (pad_slice), initialise reduction accumulators.
-3. *Body* (emitted once, innermost): each item's value is computed from its formula
+The loop runs over the step's shape; an item whose shape is longer has its trailing
+dims *unrolled*: it becomes one instance per trailing index, with constants in its
+index map (a row of 10 softmax classes, the 5 columns of a matrix-vector product).
+
+1. *Analysis*: every address is an affine function of the loop indices
+   (:mod:`codegen.layout`).  Adjacent loop dims merge when every address agrees
+   (``coef[d] == coef[d+1] * n[d+1]``), so contiguous work becomes one long innermost
+   loop (the vectoriser's favourite shape) and broadcasting keeps its own loop.
+   pad_slice/cat reads add segment cuts (:mod:`codegen.windows`).
+2. *Prologue*: zero-fill window roots (strided pad_slice), initialise accumulators.
+3. *Body* (once per segment, innermost): every instance is computed from its formula
    cone; values shared by items are computed once (memo per (node, index map)); a root
-   stored by this loop is reused from its register at the same index.  Reductions whose
-   output does not move with the innermost loop accumulate in registers in blocks (see
-   :mod:`.reduce`), the others accumulate in memory.
+   stored earlier in the same iteration is reused from its register.  Reductions:
+   over unrolled dims only -> complete in the iteration (stored, and a register for
+   later items); output independent of the innermost loop -> register accumulators in
+   blocks (:mod:`.reduce`); otherwise -> accumulated in memory.
 4. *Epilogue*: finalise reductions (compensation, mean's division, float32 rounding).
 """
 from __future__ import annotations
 
+import itertools
+
 import llvmlite.ir as ir
 
+from symgrad import dtypes
 from symgrad.graph.node import Node
 
 from .. import layout as L
 from .. import types as T
 from ..classify import const_scalar, formula_of
-from ..plan import Item, LoopStep, Plan, Storage
+from ..plan import Item, LoopStep, Plan, Storage, inline_reduction, reduced_axes
+from ..windows import inside, translated_arg_maps, window_cuts, window_ranges
 from . import reduce as R
 from .context import StepContext
 from .loops import Loop
-from ..windows import inside, translated_arg_maps, window_cuts, window_ranges
 from .sympy_ir import FormulaEmitter, compute_dtype
 
-__all__ = ["FusedLoop"]
+__all__ = ["FusedLoop", "reduce_out_map", "reduce_out_affine"]
 
 
-def _axes(r: Node) -> tuple[int, ...]:
-    nd = len(r.args[0].shape)
-    return tuple(sorted(a % nd for a in r.attr("axes"))) if nd else ()
-
-
-def reduce_out_affine(r: Node) -> L.Affine:
-    """Element offset in the reduction's (contiguous) output at loop index (input) i."""
-    axes, keep = _axes(r), r.attr("keepdim")
-    cs = L.contiguous_strides(r.shape)
-    out, k = L.const(0), 0
-    for d in range(len(r.args[0].shape)):
+def reduce_out_map(r: Node, m: L.IndexMap) -> L.IndexMap:
+    """Index map of the output element that input element ``m`` accumulates into."""
+    axes, keep = reduced_axes(r), r.attr("keepdim")
+    out = []
+    for d, a in enumerate(m):
         if d in axes:
             if keep:
-                k += 1
-            continue
-        out = L.add(out, L.var(d, cs[k]))
-        k += 1
-    return out
+                out.append(L.const(0))
+        else:
+            out.append(a)
+    return tuple(out)
+
+
+def reduce_out_affine(r: Node, m: L.IndexMap) -> L.Affine:
+    """Element offset in the reduction's contiguous output for input element ``m``."""
+    return L.address(L.StridedView.contiguous(None, r.shape), reduce_out_map(r, m))
 
 
 def _coef(a: L.Affine, d: int) -> int:
@@ -59,20 +65,37 @@ def _coef(a: L.Affine, d: int) -> int:
     return 0
 
 
+class _Instance:
+    """One unrolled copy of an item: its index map in the loop."""
+
+    __slots__ = ("item", "map")
+
+    def __init__(self, item: Item, m: L.IndexMap) -> None:
+        self.item, self.map = item, m
+
+
 class FusedLoop:
     """Analyses a LoopStep at construction; :meth:`emit` lowers it."""
 
     def __init__(self, plan: Plan, step: LoopStep) -> None:
         self.plan, self.step = plan, step
         self.shape = step.shape
-        self.ident = L.identity(len(self.shape))
+        self.rank = len(self.shape)
         self.addrs: set[L.Affine] = set()
         self.index_dims: set[int] = set()
         self.storages: dict[int, Storage] = {}
         self.cuts: dict[int, set[int]] = {}
         self._seen: set = set()
+        self.instances = [_Instance(item, m) for item in step.items for m in self._maps(item)]
+        self.inline = {id(it) for it in step.items
+                       if it.kind == "reduce" and inline_reduction(it.node, self.rank)}
         self._analyse()
         self.groups = self._coalesce()
+
+    def _maps(self, item: Item) -> list[L.IndexMap]:
+        loop = L.identity(self.rank)
+        tail = item.shape[self.rank:]
+        return [loop + tuple(L.const(q) for q in qs) for qs in itertools.product(*map(range, tail))]
 
     # ---- analysis ------------------------------------------------------------------
     def _use(self, view: L.StridedView, m: L.IndexMap) -> None:
@@ -88,10 +111,9 @@ class FusedLoop:
         plan, kind = self.plan, self.plan.kinds[id(node)]
         if const_scalar(node) is not None:
             return
-        if not top and (kind == "leaf" or id(node) in plan.roots):
-            self._use(plan.view(node), m)
+        if not top and id(node) in plan.local:      # a register of this loop
             return
-        if kind == "leaf":
+        if kind == "leaf" or (not top and id(node) in plan.roots):
             self._use(plan.view(node), m)
             return
         if kind == "view":
@@ -123,16 +145,20 @@ class FusedLoop:
         return view
 
     def _analyse(self) -> None:
-        for st in self.step.fills:
-            s = self.plan.storage[id(st)]
+        for root in self.step.fills:
+            s = self.plan.storage[id(root)]
             self.storages[id(s)] = s
-        for item in self.step.items:
+        for inst in self.instances:
+            item, m = inst.item, inst.map
             if item.kind == "store":
-                self._collect(item.node, self.ident, top=item.produces is item.node)
-                self._use(item.target, self.ident)
+                self._collect(item.node, m, top=item.produces is item.node)
+                if item.target is not None:
+                    self._use(item.target, m)
             else:
-                self._collect(item.node.args[0], self.ident)
-                self.addrs.add(reduce_out_affine(item.node))
+                self._collect(item.node.args[0], m)
+                if id(item.node) in self.plan.local:
+                    continue
+                self.addrs.add(reduce_out_affine(item.node, m))
                 for s in (self.plan.storage[id(item.node)], *item.scratch.values()):
                     self.storages[id(s)] = s
 
@@ -167,10 +193,6 @@ class FusedLoop:
                 raise AssertionError("address uses a loop variable outside its loop")
             out = b.add(out, b.mul(v, T.I64(c)) if c != 1 else v)
         return out
-
-    def index_value(self, a: L.Affine) -> ir.Value:
-        """An affine index expression of original dims (only unmerged dims appear)."""
-        return self.offset(a)
 
     def load(self, view: L.StridedView, m: L.IndexMap, name: str = "") -> ir.Value:
         st = view.buffer
@@ -214,22 +236,19 @@ class FusedLoop:
         if op == "full":
             return T.constant(node.dtype, node.attr("value"))
         if op == "iota":
-            idx = self.index_value(m[node.attr("axis")])
-            from symgrad import dtypes
+            idx = self.offset(m[node.attr("axis")])
             return T.convert(self.b, idx, dtypes.int64, node.dtype)
         args = [self.value_at(a, L.broadcast_map(a.shape, node.shape, m)) for a in node.args]
         if op == "cast":
             return T.convert(self.b, args[0], node.args[0].dtype, node.dtype)
         expr, symbols = formula_of(node)
-        arg_dtypes = [a.dtype for a in node.args]
-        cdt = compute_dtype(expr, arg_dtypes)
+        cdt = compute_dtype(expr, [a.dtype for a in node.args])
         em = FormulaEmitter(self.b, cdt, {s: (v, a.dtype) for s, v, a in zip(symbols, args, node.args)})
-        value = em.emit(expr)
-        return T.convert(self.b, value, cdt, node.dtype)
+        return T.convert(self.b, em.emit(expr), cdt, node.dtype)
 
     def _window_value(self, node: Node, m: L.IndexMap) -> ir.Value:
         """pad_slice / cat inside the current loop segment: the conditions are constant."""
-        at = {d: self.seg_lo.get(d, 0) for d in range(len(self.shape))}
+        at = {d: self.seg_lo.get(d, 0) for d in range(self.rank)}
         maps = translated_arg_maps(node, m)
         for (d, ranges) in window_ranges(node):
             for t, (lo, hi) in enumerate(ranges):
@@ -239,15 +258,33 @@ class FusedLoop:
                     return self.value_at(node.args[t], maps[t])
         return self.value_at(node.args[0], maps[0])
 
+    # ---- reductions: which accumulator each output element uses ------------------------
+    def _register_slots(self) -> list[tuple[Item, L.Affine]]:
+        """(reduction item, output offset) pairs accumulated in registers across the
+        innermost loop: not inline, and the output does not move with that loop."""
+        if not self.groups:
+            return []
+        inner = self.groups[-1][-1]
+        slots: dict = {}
+        for inst in self.instances:
+            it = inst.item
+            if it.kind != "reduce" or id(it) in self.inline:
+                continue
+            a = reduce_out_affine(it.node, inst.map)
+            if _coef(a, inner) == 0:
+                slots.setdefault((id(it), a), (it, a))
+        return list(slots.values())
+
     # ---- emission ------------------------------------------------------------------------
     def emit(self, ctx: StepContext) -> None:
         self.ctx, self.b = ctx, ctx.b
         self.vars: dict[int, ir.Value] = {}
         self.seg_lo: dict[int, int] = {}
         self.memo: dict = {}
+        self.slots = self._register_slots()
         for root in self.step.fills:
             ctx.memset0(self.plan.storage[id(root)])
-        reductions = [it for it in self.step.items if it.kind == "reduce"]
+        reductions = [it for it in self.step.items if it.kind == "reduce" and id(it) not in self.inline]
         for it in reductions:
             self._init_reduction(it)
         self._nest(0)
@@ -264,7 +301,7 @@ class FusedLoop:
         b = self.b
         if gi == len(self.groups):
             self.memo = {}
-            self._body(register=())
+            self._body({})
             return
         extent = 1
         for d in self.groups[gi]:
@@ -283,87 +320,116 @@ class FusedLoop:
                 self._inner(gi, name, lo, hi)
 
     def _inner(self, gi: int, name: str, lo: int, hi: int) -> None:
-        b = self.b
-        inner = self.groups[gi][-1]
-        in_register = [it for it in self.step.items
-                       if it.kind == "reduce" and _coef(reduce_out_affine(it.node), inner) == 0]
-        if not in_register:
+        b, slots = self.b, self.slots
+        if not slots:
             loop = Loop(b, lo, hi, name)
             self.vars[gi] = loop.index
             self.memo = {}
-            self._body(register=())
+            self._body({})
             loop.close()
             del self.vars[gi]
             return
-        if any(it.scratch.get("comp") for it in in_register):
+        if any(it.scratch.get("comp") for it, _ in slots):
             block = R.BLOCK_F64
-        elif any(it.scratch.get("acc") for it in in_register):
+        elif any(it.scratch.get("acc") for it, _ in slots):
             block = R.BLOCK_F32
         else:
             block = R.BLOCK_OTHER
         extent = hi - lo
         if extent <= block:
-            partial = self._register_loop(gi, name, lo, hi, in_register)
-            self._combine_blocks(in_register, partial)
+            self._combine_blocks(self._register_loop(gi, name, lo, hi))
             return
-        nblocks = -(-extent // block)
-        outer = Loop(b, 0, nblocks, name + ".blk")
+        outer = Loop(b, 0, -(-extent // block), name + ".blk")
         start = b.add(b.mul(outer.index, T.I64(block)), T.I64(lo))
         stop = b.add(start, T.I64(block))
         stop = b.select(b.icmp_signed("<", stop, T.I64(hi)), stop, T.I64(hi))
-        partial = self._register_loop(gi, name, start, stop, in_register)
-        self._combine_blocks(in_register, partial)
+        self._combine_blocks(self._register_loop(gi, name, start, stop))
         outer.close()
 
-    def _register_loop(self, gi: int, name: str, start, stop, items: list[Item]) -> list[ir.Value]:
-        inits = [T.constant(R.block_dtype(it.node), R.identity(it.node)) for it in items]
+    def _register_loop(self, gi: int, name: str, start, stop) -> list[ir.Value]:
+        inits = [T.constant(R.block_dtype(it.node), R.identity(it.node)) for it, _ in self.slots]
         loop = Loop(self.b, start, stop, name, inits)
         self.vars[gi] = loop.index
         self.memo = {}
-        nxt = self._body(register=tuple(zip(items, loop.carried)))
-        out = loop.close(nxt)
+        regs = {(id(it), a): acc for (it, a), acc in zip(self.slots, loop.carried)}
+        self._body(regs)
+        out = loop.close([regs[(id(it), a)] for it, a in self.slots])
         del self.vars[gi]
         return out
 
-    def _body(self, register) -> list[ir.Value]:
-        """Emit all items at the current loop indices; return the next register accumulators."""
-        b, reg = self.b, dict((id(it), acc) for it, acc in register)
-        nxt = []
-        for item in self.step.items:
+    def _body(self, regs: dict) -> None:
+        """Emit every instance at the current loop indices.  ``regs`` maps register
+        slots to their running accumulators and is updated in place."""
+        b = self.b
+        partials: dict = {}
+        for k, inst in enumerate(self.instances):
+            item, m = inst.item, inst.map
             if item.kind == "store":
                 if item.produces is item.node:
-                    v = self.compute(item.node, self.ident)
-                    self.memo[(id(item.node), self.ident)] = v
+                    v = self.compute(item.node, m)
+                    self.memo[(id(item.node), m)] = v
                 else:
-                    v = self.value_at(item.node, self.ident)
+                    v = self.value_at(item.node, m)
+                if item.target is None:            # loop-local: the register is enough
+                    continue
                 dst = item.target.buffer
                 T.store(b, T.convert(b, v, item.node.dtype, dst.dtype),
-                        self.ctx.elem(dst, self.offset(L.address(item.target, self.ident))), dst.dtype)
+                        self.ctx.elem(dst, self.offset(L.address(item.target, m))), dst.dtype)
                 continue
             r = item.node
-            x = self.value_at(r.args[0], self.ident)
-            if id(item) in reg:
+            x = self.value_at(r.args[0], m)
+            key = (id(item), reduce_out_affine(r, m))
+            if id(item) in self.inline or key in regs:
                 bdt = R.block_dtype(r)
                 x = T.convert(b, x, r.args[0].dtype, bdt)
-                nxt.append(R.combine(b, r.op, bdt, reg[id(item)], x, reassoc=True))
+                prev = partials.get(key)
+                partials[key] = x if prev is None else R.combine(b, r.op, bdt, prev, x, reassoc=True)
+                last = k + 1 == len(self.instances) or self.instances[k + 1].item is not item
+                if last:
+                    self._flush(item, partials, regs)
             else:
                 adt = R.acc_dtype(r)
                 x = T.convert(b, x, r.args[0].dtype, adt)
                 acc = self._acc_storage(item)
-                ptr = self.ctx.elem(acc, self.offset(reduce_out_affine(r)))
+                ptr = self.ctx.elem(acc, self.offset(key[1]))
                 T.store(b, R.combine(b, r.op, adt, T.load(b, ptr, acc.dtype), x), ptr, acc.dtype)
-        return [v for v in nxt]
+
+    def _flush(self, item: Item, partials: dict, regs: dict) -> None:
+        """An item's instances are done: finish inline reductions, feed register slots."""
+        b, r = self.b, item.node
+        for key in [k for k in partials if k[0] == id(item)]:
+            x = partials.pop(key)
+            if key in regs:
+                regs[key] = R.combine(b, r.op, R.block_dtype(r), regs[key], x, reassoc=True)
+                continue
+            v = T.convert(b, x, R.block_dtype(r), R.acc_dtype(r))
+            if r.op == "mean":
+                v = b.fdiv(v, ir.Constant(v.type, float(self._count(r))))
+            v = T.convert(b, v, R.acc_dtype(r), r.dtype)
+            if id(r) not in self.plan.local:
+                out = self.plan.storage[id(r)]
+                T.store(b, v, self.ctx.elem(out, self.offset(key[1])), out.dtype)
+            for m in {reduce_out_map(r, inst.map) for inst in self.instances if inst.item is item
+                      and reduce_out_affine(r, inst.map) == key[1]}:
+                self.memo[(id(r), m)] = v
+
+    @staticmethod
+    def _count(r: Node) -> int:
+        count = 1
+        for a in reduced_axes(r):
+            count *= r.args[0].shape[a]
+        return count
 
     def _acc_storage(self, item: Item) -> Storage:
         return item.scratch.get("acc") or self.plan.storage[id(item.node)]
 
-    def _combine_blocks(self, items: list[Item], partials: list[ir.Value]) -> None:
+    def _combine_blocks(self, partials: list[ir.Value]) -> None:
         b = self.b
-        for item, x in zip(items, partials):
+        for (item, a), x in zip(self.slots, partials):
             r = item.node
             x = T.convert(b, x, R.block_dtype(r), R.acc_dtype(r))
             acc = self._acc_storage(item)
-            off = self.offset(reduce_out_affine(r))
+            off = self.offset(a)
             ptr = self.ctx.elem(acc, off)
             comp = item.scratch.get("comp")
             if comp is not None:
@@ -396,16 +462,15 @@ class FusedLoop:
         out = self.plan.storage[id(r)]
         acc = self._acc_storage(item)
         comp = item.scratch.get("comp")
-        count = 1
-        for a in _axes(r):
-            count *= r.args[0].shape[a]
+        if comp is None and acc is out and r.op == "sum":
+            return
         loop = Loop(b, 0, out.size, "fin")
         i = loop.index
         v = T.load(b, ctx.elem(acc, i), acc.dtype)
         if comp is not None:
             v = b.fadd(v, T.load(b, ctx.elem(comp, i), comp.dtype))
         if r.op == "mean":
-            v = b.fdiv(v, ir.Constant(v.type, float(count)))
+            v = b.fdiv(v, ir.Constant(v.type, float(self._count(r))))
         T.store(b, T.convert(b, v, acc.dtype, out.dtype), ctx.elem(out, i), out.dtype)
         loop.close()
 
