@@ -58,10 +58,12 @@ def bind(prim: registry.Primitive, *operands, grad_name: str | None = None, **at
 
 
 def _operand_dtype(prim, operands) -> dtypes.DType:
-    tensors = [o for o in operands if isinstance(o, Tensor)]
-    if prim.name == "where":
-        tensors = tensors[1:] or tensors
-    return tensors[-1].dtype
+    """The dtype of an elementwise primitive's operands (where: of its value operands)."""
+    dt = None
+    for o in (operands if prim.name != "where" else operands[1:]):
+        if isinstance(o, Tensor):
+            dt = o._dtype
+    return dt if dt is not None else operands[0]._dtype
 
 
 def _eager(prim, operands, attrs):
@@ -77,7 +79,8 @@ def _eager(prim, operands, attrs):
         if type(res) is not np.ndarray or res.dtype != dt.np:
             res = np.asarray(res, dtype=dt.np)
         return Tensor._from_array(res, dt)
-    avals = [(o.shape, o.dtype) if isinstance(o, Tensor) else (np.shape(o), None) for o in operands]
+    avals = [(o._data.shape, o._dtype) if isinstance(o, Tensor) else (np.shape(o), None)
+             for o in operands]
     shape, dt = SHAPE_RULES[prim.name](avals, **attrs)
     with quiet():
         res = NUMPY_RULES[prim.name](*arrays, **attrs)
@@ -138,6 +141,13 @@ def _saves(prim, needs):
 STRUCTURAL_SAVES: dict[str, tuple[tuple[int, ...], bool]] = {}
 
 
+def _aval(o):
+    """(shape, dtype) of an operand, shape as a plain tuple."""
+    if isinstance(o, Tensor):
+        return (o._data.shape if o._node is None else o._node.shape), o._dtype
+    return (), None
+
+
 def _record(prim, operands, attrs, out, grad_name):
     needs = tuple(isinstance(o, Tensor) and (o._requires_grad or o.grad_fn is not None)
                   for o in operands)
@@ -148,9 +158,10 @@ def _record(prim, operands, attrs, out, grad_name):
     for i in save_ins:
         o = operands[i]
         saved[i] = SavedTensor(o) if isinstance(o, Tensor) else o
-    in_avals = tuple((o.shape, o.dtype) if isinstance(o, Tensor) else ((), None) for o in operands)
-    fn = new_function(grad_name or prim.grad_name, prim, tuple(sorted(attrs.items())),
-                      in_avals, (out.shape, out.dtype), nexts, needs, tuple(saved), None)
+    in_avals = tuple(_aval(o) for o in operands)
+    fn = new_function(grad_name or prim.grad_name, prim,
+                      tuple(sorted(attrs.items())) if attrs else (),
+                      in_avals, _aval(out), nexts, needs, tuple(saved), None)
     if save_out:
         fn._saved_out = SavedTensor(out._shallow(), is_output=True)
     out.grad_fn = fn

@@ -8,6 +8,7 @@ so this module holds only what a tensor *is*.
 """
 from __future__ import annotations
 
+import itertools
 import warnings
 import weakref
 
@@ -17,7 +18,10 @@ from . import dispatch, dtypes
 from .autograd import grad_mode
 from .printing import tensor_repr
 
-__all__ = ["Tensor", "Size"]
+__all__ = ["Tensor", "Size", "next_birth"]
+
+# creation order of tensors: symgrad.compile lifts tensors born before tracing began
+next_birth = itertools.count(1).__next__
 
 _NON_LEAF_GRAD = (
     "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad "
@@ -61,7 +65,6 @@ class Tensor:
                  "_base", "_view_chain", "_retains_grad", "_acc", "_birth", "__weakref__",
                  "__dict__")
     __array_priority__ = 1000
-    _births = [0]
 
     # ---- construction (internal) ------------------------------------------------------
     @classmethod
@@ -78,8 +81,7 @@ class Tensor:
         t._view_chain = None
         t._retains_grad = False
         t._acc = None
-        Tensor._births[0] += 1
-        t._birth = Tensor._births[0]
+        t._birth = next_birth()
         return t
 
     @classmethod

@@ -13,7 +13,7 @@ import numpy as np
 
 from .. import dispatch, dtypes
 from ..graph.node import Node, const, make_node
-from ..tensor import Tensor
+from ..tensor import Tensor, next_birth
 from . import pytree
 
 __all__ = ["Tracer", "TraceResult", "trace", "Leaf", "leaf_spec"]
@@ -57,7 +57,7 @@ class Tracer:
     """The active trace: lifts outer eager tensors to input nodes (see dispatch.bind)."""
 
     def __init__(self, fn):
-        self.start = Tensor._births[0]
+        self.start = next_birth()       # tensors born before this are "outer"
         self.lifted: dict[int, tuple[Tensor, Node]] = {}
         self._names = _closure_names(fn)
         self._grad_backup: dict[int, tuple[Tensor, object]] = {}
@@ -71,7 +71,7 @@ class Tracer:
             leaf._grad = grad
 
     def is_outer(self, t: Tensor) -> bool:
-        return t._birth <= self.start
+        return t._birth < self.start
 
     def __call__(self, t: Tensor) -> Node:
         hit = self.lifted.get(id(t))

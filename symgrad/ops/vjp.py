@@ -22,45 +22,69 @@ __all__ = ["elementwise_vjp", "where_vjp"]
 def elementwise_vjp(ctx, g):
     """The generic rule of every formula-defined primitive: g * d f / d x_i, summed over
     broadcast dimensions."""
-    prim = ctx.prim
-    syms = prim.formula.symbols
+    plan = _PLANS.get(ctx.prim.name)
+    if plan is None:
+        plan = _PLANS[ctx.prim.name] = _vjp_plan(ctx.prim)
     grads = []
     for i, need in enumerate(ctx.needs_input_grad):
         if not need:
             grads.append(None)
             continue
-        d = derivative_primitive(prim, i)
-        gi = _times_partial(ctx, g, d, syms)
-        if gi is None:
+        kind, payload = plan[i]
+        if kind == "zero":
             shape, dtype = ctx.in_avals[i]
             grads.append(lax.zeros(shape, dtype))
             continue
+        if kind == "one":
+            gi = g
+        elif kind == "neg":
+            gi = lax.neg(g)
+        elif kind == "const":
+            gi = lax.mul(g, payload)
+        elif kind == "value":
+            gi = lax.mul(g, _value(ctx, payload))
+        else:
+            gi = lax.mul(g, _derivative(ctx, *payload))
         grads.append(lax.sum_to(gi, ctx.in_avals[i][0]))
     return tuple(grads)
 
 
-def _value_of(ctx, sym, syms):
-    return ctx.out if sym == OUT else ctx.input(syms.index(sym))
+_PLANS: dict[str, list] = {}
 
 
-def _times_partial(ctx, g, d, syms):
-    if isinstance(d, tuple):
-        dprim, dsyms = d
-        from ..dispatch import bind
-        args = [_value_of(ctx, s, syms) for s in dsyms]
-        if not any(hasattr(a, "_data") for a in args):   # only Python scalars (x / 2)
-            from .registry import NUMPY_RULES
-            return lax.mul(g, float(NUMPY_RULES[dprim.name](*(float(a) for a in args))))
-        return lax.mul(g, bind(dprim, *args))
-    if d.is_number:
-        if d == 0:
-            return None
-        if d == 1:
-            return g
-        if d == -1:
-            return lax.neg(g)
-        return lax.mul(g, float(d))
-    return lax.mul(g, _value_of(ctx, d, syms))
+def _vjp_plan(prim):
+    """Per input: how to form its cotangent from g (decided once per primitive)."""
+    syms = prim.formula.symbols
+
+    def ref(sym):
+        return -1 if sym == OUT else syms.index(sym)
+    plan = []
+    for i in range(len(syms)):
+        d = derivative_primitive(prim, i)
+        if isinstance(d, tuple):
+            plan.append(("prim", (d[0], tuple(ref(s) for s in d[1]))))
+        elif d.is_number:
+            plan.append(("zero", None) if d == 0 else ("one", None) if d == 1 else
+                        ("neg", None) if d == -1 else ("const", float(d)))
+        else:
+            plan.append(("value", ref(d)))
+    return plan
+
+
+def _value(ctx, r):
+    return ctx.out if r == -1 else ctx.input(r)
+
+
+def _derivative(ctx, dprim, refs):
+    """The partial derivative's values: a tensor, or a number when it depends on scalar
+    operands only (e.g. d(x / 2)/dx)."""
+    from ..dispatch import bind
+    from .registry import NUMPY_RULES
+    from ..tensor import Tensor
+    vals = [_value(ctx, r) for r in refs]
+    if any(isinstance(v, Tensor) for v in vals):
+        return bind(dprim, *vals)
+    return float(NUMPY_RULES[dprim.name](*vals))
 
 
 def where_vjp(ctx, g):
@@ -187,25 +211,57 @@ def _prod_vjp(ctx, g):
 
 
 def _prod_others_vjp(ctx, g):
-    """d/dx_j of prod_{k != i} x_k, contracted with g: sum_i g_i * prod_{k != i, j} x_k.
-    Computed as (sum_i g_i * P_i) / x_j - g_j * P_j / x_j ... written without division:
-    the product of all others except j and i is prod_others applied twice is not exact
-    with zeros, so we use the identity on groups with at most one zero handled by
-    where()."""
-    axes = ctx.kwargs["axes"]
-    x = ctx.input(0)
+    """d/dx_j of sum_i g_i prod_{k != i} x_k = sum_{i != j} g_i prod_{k != i, j} x_k: the
+    prod_others_dot primitive (exact with zeros, O(n) per group)."""
     from ..dispatch import bind
     from .registry import PRIMITIVES
-    p = bind(PRIMITIVES["prod_others"], x, axes=axes)          # P_j = prod_{k != j} x_k
-    s = lax.expand(lax.sum(lax.mul(g, p), axes, keepdim=True), x.shape)
-    safe = lax.where(lax.eq(x, 0), 1, x)
-    res = lax.div(lax.sub(s, lax.mul(g, p)), safe)
-    # where x_j == 0 the quotient is undefined: sum over i != j of g_i prod_{k!=i,j} x_k
-    x_zero_fixed = lax.where(lax.eq(x, 0), 1, x)
-    p2 = bind(PRIMITIVES["prod_others"], x_zero_fixed, axes=axes)
-    s2 = lax.expand(lax.sum(lax.mul(g, p2), axes, keepdim=True), x.shape)
-    alt = lax.sub(s2, lax.mul(g, p2))
-    return (lax.where(lax.eq(x, 0), alt, res),)
+    return (bind(PRIMITIVES["prod_others_dot"], ctx.input(0), g, axes=ctx.kwargs["axes"]),)
+
+
+def _group_last(x, axes):
+    """x with its reduction axes moved last and flattened into one: (y, undo)."""
+    keep = tuple(i for i in range(len(x.shape)) if i not in axes)
+    perm = keep + tuple(axes)
+    xp = lax.permute(x, perm)
+    lead = tuple(x.shape[i] for i in keep)
+    y = lax.reshape(xp, lead + (lax.size_of(tuple(x.shape[a] for a in axes)),))
+    inv = tuple(np.argsort(perm).tolist())
+    return y, lambda t: lax.permute(lax.reshape(t, xp.shape), inv)
+
+
+def _prod_others_dot_vjp(ctx, u):
+    """H(x, g)_j = sum_{i != j} g_i prod_{k != i, j} x_k is symmetric in (i, j), so its
+    VJP in g is H(x, u). In x: d/dx_l sum_j u_j H_j = sum_j u'_j H(x with x_l = 1, g')_j with
+    u', g' zero at l — batched over l as (.., n, n) rows, exact with zeros."""
+    from ..dispatch import bind
+    from .registry import PRIMITIVES
+    axes = ctx.kwargs["axes"]
+    x, g = ctx.input(0), ctx.input(1)
+    gx = gg = None
+    if ctx.needs_input_grad[1]:
+        gg = lax.sum_to(bind(PRIMITIVES["prod_others_dot"], x, u, axes=axes), ctx.in_avals[1][0])
+    if ctx.needs_input_grad[0]:
+        xs, undo = _group_last(x, axes)
+        gs, _ = _group_last(lax.expand(g, x.shape), axes)
+        us, _ = _group_last(u, axes)
+        n = xs.shape[-1]
+        rows = xs.shape[:-1] + (n, n)
+        eye = lax.eq(bind(PRIMITIVES["iota"], shape=rows, axis=len(rows) - 2, dtype=_INT64()),
+                     bind(PRIMITIVES["iota"], shape=rows, axis=len(rows) - 1, dtype=_INT64()))
+
+        def as_rows(t):
+            return lax.expand(lax.reshape(t, t.shape[:-1] + (1, n)), rows)
+        xr = lax.where(eye, lax.full((), 1, x.dtype), as_rows(xs))
+        gr = lax.where(eye, lax.full((), 0, x.dtype), as_rows(gs))
+        ur = lax.where(eye, lax.full((), 0, x.dtype), as_rows(us))
+        h = bind(PRIMITIVES["prod_others_dot"], xr, gr, axes=(len(rows) - 1,))
+        gx = undo(lax.sum(lax.mul(ur, h), (len(rows) - 1,)))
+    return gx, gg
+
+
+def _INT64():
+    from .. import dtypes
+    return dtypes.int64
 
 
 def _cumsum_vjp(ctx, g):
@@ -263,7 +319,8 @@ VJP_RULES.update({
     "permute": _permute_vjp, "slice": _slice_vjp, "pad_slice": _pad_slice_vjp,
     "take": _take_vjp, "scatter_add": _scatter_add_vjp, "sum": _sum_vjp,
     "amax": _extremum_vjp, "amin": _extremum_vjp, "prod": _prod_vjp,
-    "prod_others": _prod_others_vjp, "cumsum": _cumsum_vjp, "flip": _flip_vjp,
+    "prod_others": _prod_others_vjp, "prod_others_dot": _prod_others_dot_vjp,
+    "cumsum": _cumsum_vjp, "flip": _flip_vjp,
     "gather": _gather_vjp, "gather_scatter": _gather_scatter_vjp,
     "index_put": _index_put_vjp, "select": _select_vjp, "mean": _mean_vjp,
     "matmul": _matmul_vjp, "cat": _cat_vjp, "cast": _cast_vjp,
