@@ -61,6 +61,7 @@ def cache_key(program) -> str:
         repr([(str(n), i.shape, i.dtype.name) for n, i in zip(program.input_names, program.inputs)]),
         repr([(str(n), o.shape, o.dtype.name) for n, o in zip(program.output_names, program.outputs)]),
         target.host_fingerprint(),
+        f"cpus={os.cpu_count()}",
         f"symgrad={symgrad.__version__}",
         f"codegen={_source_digest()}",
     ]

@@ -5,7 +5,9 @@ compiled in one process links in another (see :func:`register`).
   BLAS, taken from the ``scipy.linalg.cython_blas.__pyx_capi__`` capsules;
 * ``symgrad_rt_malloc`` / ``symgrad_rt_free``: the C library's allocator (the arena of
   temporaries when it is too large for the stack);
-* ``memset``/``memcpy``/``memmove``: what LLVM lowers its memory intrinsics to.
+* ``memset``/``memcpy``/``memmove``: what LLVM lowers its memory intrinsics to;
+* ``symgrad_blas_set_num_threads_local``: OpenBLAS's per-calling-thread thread count
+  (``openblas_set_num_threads_local``), found next to dgemm with ``dladdr``.
 
 >>> register_blas(); sorted(blas_symbols())
 ['symgrad_blas_dgemm', 'symgrad_blas_sgemm']
@@ -21,6 +23,7 @@ __all__ = ["register", "register_blas", "register_for", "symbols", "blas_symbols
 BLAS_GEMM = {"float64": "symgrad_blas_dgemm", "float32": "symgrad_blas_sgemm"}
 MALLOC, FREE = "symgrad_rt_malloc", "symgrad_rt_free"
 LIBC_INTRINSICS = ("memset", "memcpy", "memmove")
+BLAS_THREADS_LOCAL = "symgrad_blas_set_num_threads_local"
 
 
 def _capsule_address(capsule: object) -> int:
@@ -60,6 +63,36 @@ def blas_symbols() -> dict[str, int]:
             BLAS_GEMM["float32"]: _capsule_address(capi["sgemm"])}
 
 
+def _library_of(address: int) -> str | None:
+    """Path of the shared library containing ``address`` (dladdr)."""
+    class _DlInfo(ctypes.Structure):
+        _fields_ = [("dli_fname", ctypes.c_char_p), ("dli_fbase", ctypes.c_void_p),
+                    ("dli_sname", ctypes.c_char_p), ("dli_saddr", ctypes.c_void_p)]
+    info = _DlInfo()
+    try:
+        dladdr = ctypes.CDLL(None).dladdr
+    except AttributeError:
+        return None
+    dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(_DlInfo)]
+    if not dladdr(ctypes.c_void_p(address), ctypes.byref(info)) or not info.dli_fname:
+        return None
+    return info.dli_fname.decode()
+
+
+@functools.cache
+def blas_thread_control() -> int | None:
+    """Address of OpenBLAS's ``openblas_set_num_threads_local`` in the library that
+    provides scipy's dgemm, or None (then BLAS threading is left alone)."""
+    path = _library_of(blas_symbols()[BLAS_GEMM["float64"]])
+    if path is None:
+        return None
+    try:
+        fn = ctypes.CDLL(path).openblas_set_num_threads_local
+    except (OSError, AttributeError):
+        return None
+    return ctypes.cast(fn, ctypes.c_void_p).value
+
+
 @functools.cache
 def symbols() -> dict[str, int]:
     """Name -> address of every runtime symbol except BLAS (see :func:`register_blas`)."""
@@ -88,6 +121,9 @@ def register_blas() -> None:
     from . import target
     for name, address in blas_symbols().items():
         target.add_symbol(name, address)
+    control = blas_thread_control()
+    if control is not None:
+        target.add_symbol(BLAS_THREADS_LOCAL, control)
 
 
 def register_for(object_code: bytes) -> None:
@@ -95,5 +131,5 @@ def register_for(object_code: bytes) -> None:
     register()
     from . import target
     _, undefined = target._elf_symbols(object_code)
-    if any(name in BLAS_GEMM.values() for name in undefined):
+    if any(name in BLAS_GEMM.values() or name == BLAS_THREADS_LOCAL for name in undefined):
         register_blas()

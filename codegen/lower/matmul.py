@@ -7,7 +7,10 @@ Each batch element is one ``C[m, n] = A[m, k] @ B[k, n]`` on strided views:
   dimension >= ``BLAS_MIN_DIM``: OpenBLAS's gemm takes ~1 s for a 1e6x5 @ 5x1 product
   that a loop does in a few ms) and each operand has a unit stride in one of its two
   dimensions -- a transposed view is passed as ``'T'``, never copied.  Row-major
-  C = A B is column-major C^T = B^T A^T.
+  C = A B is column-major C^T = B^T A^T.  Products below ``BLAS_THREADED_WORK``
+  multiply-adds run on the calling thread (``openblas_set_num_threads_local(1)``
+  around the call): on this (shared, busy) 2-core machine OpenBLAS's spinning pool made
+  the MLP's 64x784x256 products 20x slower than one thread.
 * otherwise an IR loop nest whose order comes from the strides (:func:`loop_order`):
   the innermost loop walks its operands contiguously (vectorised), a ``k`` innermost
   loop is a ``reassoc`` dot product in registers, and the skinny operand of a
@@ -23,6 +26,7 @@ from symgrad.graph.node import Node
 from .. import layout as L
 from .. import types as T
 from ..plan import Plan, Storage
+from .. import runtime
 from ..runtime import BLAS_GEMM
 from .context import StepContext
 from .loops import Loop, LoopNest, strided_offset
@@ -32,6 +36,7 @@ __all__ = ["storages", "emit", "BLAS_MIN_WORK", "Operand", "operands"]
 
 BLAS_MIN_WORK = 1 << 15
 BLAS_MIN_DIM = 8      # skinny products (matrix-vector) are far slower in OpenBLAS's gemm
+BLAS_THREADED_WORK = 1 << 25   # smaller products run BLAS on the calling thread only
 _INT32_MAX = 2 ** 31 - 1
 
 
@@ -140,7 +145,14 @@ def _blas(ctx: StepContext, node: Node, A: Operand, B: Operand, C: Operand, offs
     if k == 0:
         _zero(ctx, node, C, offs[2])
         return
+    single = m * n * k < BLAS_THREADED_WORK and runtime.blas_thread_control() is not None
+    if single:        # OpenBLAS's thread pool costs more than it brings here (and thrashes
+        control = module.globals.get(runtime.BLAS_THREADS_LOCAL) or ir.Function(    # under load)
+            module, ir.FunctionType(T.I32, [T.I32]), runtime.BLAS_THREADS_LOCAL)
+        previous = b.call(control, [T.I32(1)])
     b.call(fn, args)
+    if single:
+        b.call(control, [previous])
 
 
 def _zero(ctx: StepContext, node: Node, C: Operand, coff) -> None:
