@@ -10,6 +10,9 @@ import warnings
 
 import numpy as np
 
+from .. import dispatch
+from ..ops import lax
+from ..ops.registry import PRIMITIVES, VJP_RULES
 from . import anomaly_mode, grad_mode
 from .anomaly_mode import _state as _anomaly
 from .function import AccumulateGrad, Function, accumulator
@@ -49,7 +52,6 @@ def _seeds(outputs, grad_outputs):
         if g is None:
             if out.numel() != 1:
                 raise RuntimeError("grad can be implicitly created only for scalar outputs")
-            from ..ops import lax
             g = lax.full(out.shape, 1, out.dtype)
         elif not isinstance(g, Tensor):
             raise TypeError(f"'{type(g).__name__}' object is not iterable")
@@ -59,7 +61,6 @@ def _seeds(outputs, grad_outputs):
                     f"Mismatch in shape: grad_output[{i}] has a shape of {g.shape} and "
                     f"output[{i}] has a shape of {out.shape}.")
             if g.dtype is not out.dtype:
-                from ..ops import lax
                 g = lax.cast(g, out.dtype)
         seeds.append(g)
     return seeds
@@ -121,7 +122,6 @@ def _accumulate(buffers, fn, g):
     if prev is None:
         buffers[key] = g
     else:
-        from ..ops import lax
         buffers[key] = lax.add(prev, g)
 
 
@@ -174,7 +174,6 @@ def _call_rule(fn, g):
 def _apply_rule(fn, g):
     if fn._inner is not None:
         return fn._inner(fn, g)
-    from ..ops.registry import VJP_RULES
     return VJP_RULES[fn.prim.name](fn, g)
 
 
@@ -194,7 +193,6 @@ def _fresh(g):
 
 
 def _add_grads(old, g, create_graph):
-    from ..ops import lax
     if create_graph or old.requires_grad or old._data is None or g._data is None:
         return lax.add(old, g)
     np.add(old._data, g._data, out=old._data, casting="unsafe")
@@ -203,8 +201,6 @@ def _add_grads(old, g, create_graph):
 
 
 def _accumulate_leaf(leaf, g, create_graph):
-    from ..ops import lax
-    from .. import dispatch
     tracer = dispatch._lifter[0]
     if tracer is not None and leaf._data is not None:
         tracer.backup_grad(leaf)          # symgrad.compile restores it after tracing
@@ -212,9 +208,7 @@ def _accumulate_leaf(leaf, g, create_graph):
         g = lax.cast(g, leaf.dtype)
     if leaf._grad is None:
         if create_graph:
-            from ..dispatch import bind
-            from ..ops.registry import PRIMITIVES
-            leaf._grad = bind(PRIMITIVES["copy"], g, grad_name="CopyBackwards") \
+            leaf._grad = dispatch.bind(PRIMITIVES["copy"], g, grad_name="CopyBackwards") \
                 if g.requires_grad else _fresh(g)
         else:
             leaf._grad = _fresh(g)
@@ -277,10 +271,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                                    "been used in the graph. Set allow_unused=True if this is "
                                    "the desired behavior.")
             if materialize_grads:
-                from ..ops import lax
                 g = lax.zeros(t.shape, t.dtype)
         elif g.dtype is not t.dtype:
-            from ..ops import lax
             g = lax.cast(g, t.dtype)
         if g is not None and not create_graph:
             g = g.detach()

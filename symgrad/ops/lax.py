@@ -6,7 +6,7 @@ Works on eager and traced tensors alike.
 """
 from __future__ import annotations
 
-from ..dispatch import bind
+from .. import dispatch
 from .registry import PRIMITIVES as P
 from .shapes import numel
 
@@ -16,58 +16,58 @@ __all__ = ["add", "sub", "mul", "div", "neg", "where", "eq", "cast", "reshape", 
 
 
 def unary(name: str, x):
-    return bind(P[name], x)
+    return dispatch.bind(P[name], x)
 
 
 def add(a, b):
-    return bind(P["add"], a, b)
+    return dispatch.bind(P["add"], a, b)
 
 
 def sub(a, b):
-    return bind(P["sub"], a, b)
+    return dispatch.bind(P["sub"], a, b)
 
 
 def mul(a, b):
-    return bind(P["mul"], a, b)
+    return dispatch.bind(P["mul"], a, b)
 
 
 def div(a, b):
-    return bind(P["div"], a, b)
+    return dispatch.bind(P["div"], a, b)
 
 
 def neg(a):
-    return bind(P["neg"], a)
+    return dispatch.bind(P["neg"], a)
 
 
 def where(c, a, b):
-    return bind(P["where"], c, a, b)
+    return dispatch.bind(P["where"], c, a, b)
 
 
 def eq(a, b):
-    return bind(P["eq"], a, b)
+    return dispatch.bind(P["eq"], a, b)
 
 
 def cast(x, dtype):
-    return x if x.dtype is dtype else bind(P["cast"], x, dtype=dtype)
+    return x if x.dtype is dtype else dispatch.bind(P["cast"], x, dtype=dtype)
 
 
 def reshape(x, shape):
     shape = tuple(shape)
-    return x if x.shape == shape else bind(P["reshape"], x, shape=shape)
+    return x if x.shape == shape else dispatch.bind(P["reshape"], x, shape=shape)
 
 
 def expand(x, shape):
     shape = tuple(shape)
-    return x if x.shape == shape else bind(P["expand"], x, shape=shape)
+    return x if x.shape == shape else dispatch.bind(P["expand"], x, shape=shape)
 
 
 def permute(x, perm):
     perm = tuple(perm)
-    return x if perm == tuple(range(len(perm))) else bind(P["permute"], x, perm=perm)
+    return x if perm == tuple(range(len(perm))) else dispatch.bind(P["permute"], x, perm=perm)
 
 
 def sum(x, axes, keepdim=False):
-    return bind(P["sum"], x, axes=tuple(axes), keepdim=keepdim)
+    return dispatch.bind(P["sum"], x, axes=tuple(axes), keepdim=keepdim)
 
 
 def sum_to(g, shape):
@@ -83,7 +83,7 @@ def sum_to(g, shape):
 
 
 def full(shape, value, dtype):
-    return bind(P["full"], shape=tuple(shape), value=value, dtype=dtype)
+    return dispatch.bind(P["full"], shape=tuple(shape), value=value, dtype=dtype)
 
 
 def zeros(shape, dtype):
@@ -91,7 +91,7 @@ def zeros(shape, dtype):
 
 
 def matmul(a, b):
-    return bind(P["matmul"], a, b)
+    return dispatch.bind(P["matmul"], a, b)
 
 
 def transpose_last(x):
@@ -100,26 +100,26 @@ def transpose_last(x):
 
 
 def slice_(x, starts, stops, steps):
-    return bind(P["slice"], x, starts=tuple(starts), stops=tuple(stops), steps=tuple(steps))
+    return dispatch.bind(P["slice"], x, starts=tuple(starts), stops=tuple(stops), steps=tuple(steps))
 
 
 def pad_slice(g, shape, starts, stops, steps):
-    return bind(P["pad_slice"], g, shape=tuple(shape), starts=tuple(starts),
+    return dispatch.bind(P["pad_slice"], g, shape=tuple(shape), starts=tuple(starts),
                 stops=tuple(stops), steps=tuple(steps))
 
 
 def take(x, idx, axis):
-    return bind(P["take"], x, idx, axis=axis)
+    return dispatch.bind(P["take"], x, idx, axis=axis)
 
 
 def scatter_add(g, idx, axis, size):
-    return bind(P["scatter_add"], g, idx, axis=axis, size=size)
+    return dispatch.bind(P["scatter_add"], g, idx, axis=axis, size=size)
 
 
 def finite_or_zero(m):
     """m where finite, else 0 — the shift used by max-shifted softmax / logsumexp, so an
     all -inf (or +inf) row does not turn into NaN."""
-    inf = bind(P["eq"], unary("abs", m), float("inf"))
+    inf = dispatch.bind(P["eq"], unary("abs", m), float("inf"))
     return where(inf, 0, m)
 
 

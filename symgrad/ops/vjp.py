@@ -12,8 +12,9 @@ from __future__ import annotations
 import numpy as np
 import sympy
 
+from .. import dispatch
 from . import lax
-from .registry import OUT, VJP_RULES, derivative_primitive
+from .registry import NUMPY_RULES, OUT, PRIMITIVES, VJP_RULES, derivative_primitive
 from .shapes import broadcast_shapes
 
 __all__ = ["elementwise_vjp", "where_vjp"]
@@ -78,12 +79,9 @@ def _value(ctx, r):
 def _derivative(ctx, dprim, refs):
     """The partial derivative's values: a tensor, or a number when it depends on scalar
     operands only (e.g. d(x / 2)/dx)."""
-    from ..dispatch import bind
-    from .registry import NUMPY_RULES
-    from ..tensor import Tensor
     vals = [_value(ctx, r) for r in refs]
-    if any(isinstance(v, Tensor) for v in vals):
-        return bind(dprim, *vals)
+    if any(isinstance(v, dispatch.Tensor) for v in vals):
+        return dispatch.bind(dprim, *vals)
     return float(NUMPY_RULES[dprim.name](*vals))
 
 
@@ -130,25 +128,19 @@ def _scatter_add_vjp(ctx, g):
 
 def _gather_vjp(ctx, g):
     axis = ctx.kwargs["axis"]
-    from ..dispatch import bind
-    from .registry import PRIMITIVES
     size = ctx.in_avals[0][0][axis]
-    return bind(PRIMITIVES["gather_scatter"], g, ctx.input(1), axis=axis, size=size), None
+    return dispatch.bind(PRIMITIVES["gather_scatter"], g, ctx.input(1), axis=axis, size=size), None
 
 
 def _gather_scatter_vjp(ctx, g):
-    from ..dispatch import bind
-    from .registry import PRIMITIVES
-    return bind(PRIMITIVES["gather"], g, ctx.input(1), axis=ctx.kwargs["axis"]), None
+    return dispatch.bind(PRIMITIVES["gather"], g, ctx.input(1), axis=ctx.kwargs["axis"]), None
 
 
 def _index_put_vjp(ctx, g):
-    from ..dispatch import bind
-    from .registry import PRIMITIVES
     idx = ctx.input(1)
     gx = gv = None
     if ctx.needs_input_grad[0]:
-        gx = bind(PRIMITIVES["index_put"], g, idx, lax.zeros(idx.shape, g.dtype))
+        gx = dispatch.bind(PRIMITIVES["index_put"], g, idx, lax.zeros(idx.shape, g.dtype))
     if ctx.needs_input_grad[2]:
         gv = lax.take(g, idx, 0)
     return gx, None, gv
@@ -203,9 +195,7 @@ def _extremum_vjp(ctx, g):
 def _prod_vjp(ctx, g):
     k = ctx.kwargs
     shape = ctx.in_avals[0][0]
-    from ..dispatch import bind
-    from .registry import PRIMITIVES
-    others = bind(PRIMITIVES["prod_others"], ctx.input(0), axes=k["axes"])
+    others = dispatch.bind(PRIMITIVES["prod_others"], ctx.input(0), axes=k["axes"])
     gk = lax.expand(_keep(g, shape, k["axes"], k["keepdim"]), shape)
     return (lax.mul(gk, others),)
 
@@ -213,9 +203,7 @@ def _prod_vjp(ctx, g):
 def _prod_others_vjp(ctx, g):
     """d/dx_j of sum_i g_i prod_{k != i} x_k = sum_{i != j} g_i prod_{k != i, j} x_k: the
     prod_others_dot primitive (exact with zeros, O(n) per group)."""
-    from ..dispatch import bind
-    from .registry import PRIMITIVES
-    return (bind(PRIMITIVES["prod_others_dot"], ctx.input(0), g, axes=ctx.kwargs["axes"]),)
+    return (dispatch.bind(PRIMITIVES["prod_others_dot"], ctx.input(0), g, axes=ctx.kwargs["axes"]),)
 
 
 def _group_last(x, axes):
@@ -233,28 +221,26 @@ def _prod_others_dot_vjp(ctx, u):
     """H(x, g)_j = sum_{i != j} g_i prod_{k != i, j} x_k is symmetric in (i, j), so its
     VJP in g is H(x, u). In x: d/dx_l sum_j u_j H_j = sum_j u'_j H(x with x_l = 1, g')_j with
     u', g' zero at l — batched over l as (.., n, n) rows, exact with zeros."""
-    from ..dispatch import bind
-    from .registry import PRIMITIVES
     axes = ctx.kwargs["axes"]
     x, g = ctx.input(0), ctx.input(1)
     gx = gg = None
     if ctx.needs_input_grad[1]:
-        gg = lax.sum_to(bind(PRIMITIVES["prod_others_dot"], x, u, axes=axes), ctx.in_avals[1][0])
+        gg = lax.sum_to(dispatch.bind(PRIMITIVES["prod_others_dot"], x, u, axes=axes), ctx.in_avals[1][0])
     if ctx.needs_input_grad[0]:
         xs, undo = _group_last(x, axes)
         gs, _ = _group_last(lax.expand(g, x.shape), axes)
         us, _ = _group_last(u, axes)
         n = xs.shape[-1]
         rows = xs.shape[:-1] + (n, n)
-        eye = lax.eq(bind(PRIMITIVES["iota"], shape=rows, axis=len(rows) - 2, dtype=_INT64()),
-                     bind(PRIMITIVES["iota"], shape=rows, axis=len(rows) - 1, dtype=_INT64()))
+        eye = lax.eq(dispatch.bind(PRIMITIVES["iota"], shape=rows, axis=len(rows) - 2, dtype=_INT64()),
+                     dispatch.bind(PRIMITIVES["iota"], shape=rows, axis=len(rows) - 1, dtype=_INT64()))
 
         def as_rows(t):
             return lax.expand(lax.reshape(t, t.shape[:-1] + (1, n)), rows)
         xr = lax.where(eye, lax.full((), 1, x.dtype), as_rows(xs))
         gr = lax.where(eye, lax.full((), 0, x.dtype), as_rows(gs))
         ur = lax.where(eye, lax.full((), 0, x.dtype), as_rows(us))
-        h = bind(PRIMITIVES["prod_others_dot"], xr, gr, axes=(len(rows) - 1,))
+        h = dispatch.bind(PRIMITIVES["prod_others_dot"], xr, gr, axes=(len(rows) - 1,))
         gx = undo(lax.sum(lax.mul(ur, h), (len(rows) - 1,)))
     return gx, gg
 
@@ -265,17 +251,13 @@ def _INT64():
 
 
 def _cumsum_vjp(ctx, g):
-    from ..dispatch import bind
-    from .registry import PRIMITIVES
     axis = ctx.kwargs["axis"]
-    f = bind(PRIMITIVES["flip"], g, axes=(axis,))
-    return (bind(PRIMITIVES["flip"], bind(PRIMITIVES["cumsum"], f, axis=axis), axes=(axis,)),)
+    f = dispatch.bind(PRIMITIVES["flip"], g, axes=(axis,))
+    return (dispatch.bind(PRIMITIVES["flip"], dispatch.bind(PRIMITIVES["cumsum"], f, axis=axis), axes=(axis,)),)
 
 
 def _flip_vjp(ctx, g):
-    from ..dispatch import bind
-    from .registry import PRIMITIVES
-    return (bind(PRIMITIVES["flip"], g, axes=ctx.kwargs["axes"]),)
+    return (dispatch.bind(PRIMITIVES["flip"], g, axes=ctx.kwargs["axes"]),)
 
 
 def _matmul_vjp(ctx, g):
