@@ -51,7 +51,10 @@ class Formula:
             if self.given_partials is not None:
                 d = sympy.sympify(self.given_partials[i])
             else:
-                d = _sanitize(sympy.diff(self.expr, self.symbols[i]))
+                # powsimp (also inside Piecewise branches): x**(y-1)*(y-1)/x ->
+                # (y-1)*x**(y-2), finite at x = 0
+                d = _sanitize(sympy.diff(self.expr, self.symbols[i])).replace(
+                    lambda e: isinstance(e, sympy.Mul), sympy.powsimp)
                 if not isinstance(self.expr, sympy.Symbol):
                     d = d.subs(self.expr, OUT)
             if d.has(sympy.Derivative, sympy.Subs):
@@ -61,8 +64,17 @@ class Formula:
         return self._partials[i]
 
 
+def _is_step_derivative(e) -> bool:
+    """Derivative (or Subs of one) of floor / ceiling: zero wherever it exists."""
+    if isinstance(e, sympy.Subs):
+        e = e.expr
+    return isinstance(e, sympy.Derivative) and isinstance(e.expr, (sympy.floor, sympy.ceiling))
+
+
 def _sanitize(d: sympy.Expr) -> sympy.Expr:
     d = d.replace(sympy.DiracDelta, lambda *a: sympy.S.Zero)
+    d = d.xreplace({e: sympy.S.Zero for e in sympy.preorder_traversal(d)
+                    if _is_step_derivative(e)})     # top-down: a whole Subs(...) goes
     d = d.replace(sympy.Heaviside,
                   lambda arg, *h: sympy.Piecewise((1, arg > 0), (0, True)))
     return d
@@ -239,12 +251,17 @@ def derivative_primitive(prim: Primitive, i: int):
         return cached
     order = prim.formula.symbols + (OUT,)
     syms = tuple(s for s in order if s in d.free_symbols)
+    # inside the derived primitive, prim's output is an ordinary input: rename it, so `out`
+    # keeps meaning the derived primitive's own output when it is differentiated in turn
+    own_out = sympy.Symbol(f"out_{name.replace('.', '_')}", real=True)
+    own = tuple(own_out if s == OUT else s for s in syms)
+    d_own = d.subs(OUT, own_out)
     with _lock:
         dprim = Primitive(name, "elementwise", len(syms), True, f"{_pascal(prim.name)}Backward0",
-                          Formula(syms, d), "same")
+                          Formula(own, d_own), "same")
         PRIMITIVES[name] = dprim
         SHAPE_RULES[name] = _elementwise_shape(dprim)
-        NUMPY_RULES[name] = _lambdified(syms, d)
+        NUMPY_RULES[name] = _lambdified(own, d_own)
         from . import vjp
         VJP_RULES[name] = vjp.elementwise_vjp
         _DERIVED[name] = (dprim, syms)

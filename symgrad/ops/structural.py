@@ -223,6 +223,35 @@ _reg("prod_others", 1, lambda av, *, axes: (av[0][0], av[0][1]), _prod_others_nu
      saves=(0,))
 
 
+def _prod_others_dot_numpy(x, g, *, axes):
+    """H_j = sum_{i != j} g_i prod_{k != i, j} x_k over each reduction group: the VJP of
+    prod_others, exact with zeros (no division). Scans with exclusive products L, R:
+    H_j = R_j sum_{i<j} g_i L_i prod_{i<m<j} x_m + L_j sum_{i>j} g_i R_i prod_{j<m<i} x_m."""
+    if x.size == 0:
+        return np.zeros_like(x)
+    keep = [i for i in range(x.ndim) if i not in axes]
+    perm = keep + list(axes)
+    xt, gt = np.transpose(x, perm), np.transpose(np.broadcast_to(g, x.shape), perm)
+    lead = xt.shape[:len(keep)]
+    xf, gf = xt.reshape(lead + (-1,)), gt.reshape(lead + (-1,))
+    n = xf.shape[-1]
+    ones = np.ones(lead + (1,), dtype=x.dtype)
+    left = np.cumprod(np.concatenate([ones, xf[..., :-1]], axis=-1), axis=-1)
+    right = np.flip(np.cumprod(np.concatenate([ones, np.flip(xf, -1)[..., :-1]], -1), -1), -1)
+    a = np.zeros_like(xf)
+    b = np.zeros_like(xf)
+    for j in range(1, n):
+        a[..., j] = a[..., j - 1] * xf[..., j - 1] + gf[..., j - 1] * left[..., j - 1]
+    for j in range(n - 2, -1, -1):
+        b[..., j] = b[..., j + 1] * xf[..., j + 1] + gf[..., j + 1] * right[..., j + 1]
+    res = (a * right + left * b).reshape(xt.shape)
+    return np.transpose(res, np.argsort(perm))
+
+
+_reg("prod_others_dot", 2, lambda av, *, axes: (av[0][0], av[0][1]), _prod_others_dot_numpy,
+     saves=(0, 1))
+
+
 def _arg_shape(av, *, axis, keepdim):
     return reduce_shape(av[0][0], (axis,), keepdim), dtypes.int64
 
@@ -313,5 +342,5 @@ _reg("iota", 0, lambda av, *, shape, axis, dtype: (shape, dtype),
      differentiable=False)
 
 STRUCTURAL = ("reshape", "expand", "permute", "slice", "pad_slice", "take", "scatter_add",
-              "gather", "gather_scatter", "index_put", "select", "mean", "sum", "amax", "amin", "prod", "prod_others", "argmax", "argmin", "cumsum",
+              "gather", "gather_scatter", "index_put", "select", "mean", "sum", "amax", "amin", "prod", "prod_others", "prod_others_dot", "argmax", "argmin", "cumsum",
               "flip", "matmul", "cat", "cast", "full", "iota")
