@@ -72,59 +72,23 @@ def sub(input, other, *, alpha=1):
     return _E.binary("sub", input, other if alpha == 1 else other * alpha)
 
 
-def mul(input, other):
-    return _E.binary("mul", input, other)
+def _binary_fn(name, prim):
+    def fn(input, other):
+        return _E.binary(prim, input, other)
+    fn.__name__ = name
+    fn.__doc__ = f"Elementwise {name} with broadcasting and PyTorch's type promotion."
+    return fn
 
 
-def div(input, other):
-    return _E.binary("div", input, other)
-
-
-true_divide = div
+for _n, _p in (("mul", "mul"), ("div", "div"), ("true_divide", "div"),
+               ("maximum", "maximum"), ("minimum", "minimum"), ("remainder", "remainder"),
+               ("floor_divide", "floor_divide"), ("eq", "eq"), ("ne", "ne"), ("lt", "lt"),
+               ("le", "le"), ("gt", "gt"), ("ge", "ge")):
+    globals()[_n] = _binary_fn(_n, _p)
 
 
 def pow(input, exponent):
     return _E.pow(input, exponent)
-
-
-def maximum(input, other):
-    return _E.binary("maximum", input, other)
-
-
-def minimum(input, other):
-    return _E.binary("minimum", input, other)
-
-
-def remainder(input, other):
-    return _E.binary("remainder", input, other)
-
-
-def floor_divide(input, other):
-    return _E.binary("floor_divide", input, other)
-
-
-def eq(a, b):
-    return _E.binary("eq", a, b)
-
-
-def ne(a, b):
-    return _E.binary("ne", a, b)
-
-
-def lt(a, b):
-    return _E.binary("lt", a, b)
-
-
-def le(a, b):
-    return _E.binary("le", a, b)
-
-
-def gt(a, b):
-    return _E.binary("gt", a, b)
-
-
-def ge(a, b):
-    return _E.binary("ge", a, b)
 
 
 def softmax(input, dim=None, dtype=None):

@@ -34,12 +34,18 @@ def _acc_dtype(x, dtype):
     return dtypes.int64 if x.dtype.category in ("int", "bool") else x.dtype
 
 
-def sum(x, dim=None, keepdim=False, *, dtype=None):
+def _accumulating(prim: str, x, dim, keepdim, dtype):
+    """sum / prod: integers and bools accumulate in int64; names ...Backward0 for a full
+    reduction, ...Backward1 along dims (as PyTorch)."""
     x = to_tensor(x)
     x = lax.cast(x, _acc_dtype(x, dtype))
     axes = dims_arg(dim, x.dim())
-    name = "SumBackward0" if dim is None else "SumBackward1"
-    return bind(P["sum"], x, axes=axes, keepdim=bool(keepdim), grad_name=name)
+    name = f"{prim.capitalize()}Backward{0 if dim is None else 1}"
+    return bind(P[prim], x, axes=axes, keepdim=bool(keepdim), grad_name=name)
+
+
+def sum(x, dim=None, keepdim=False, *, dtype=None):
+    return _accumulating("sum", x, dim, keepdim, dtype)
 
 
 def mean(x, dim=None, keepdim=False, *, dtype=None):
@@ -55,11 +61,7 @@ def mean(x, dim=None, keepdim=False, *, dtype=None):
 
 
 def prod(x, dim=None, keepdim=False, *, dtype=None):
-    x = to_tensor(x)
-    x = lax.cast(x, _acc_dtype(x, dtype))
-    axes = dims_arg(dim, x.dim())
-    name = "ProdBackward0" if dim is None else "ProdBackward1"
-    return bind(P["prod"], x, axes=axes, keepdim=bool(keepdim), grad_name=name)
+    return _accumulating("prod", x, dim, keepdim, dtype)
 
 
 def _extremum(kind, x, dim, keepdim, other):
