@@ -68,6 +68,8 @@ def compile_program(program) -> LLVMExecutable:
         callconv.build_entry(module, kernel, entry_name, args, outs, tuple_result=True)
     if any(name in module.globals for name in runtime.BLAS_GEMM.values()):
         runtime.register_blas()
+    if runtime.THREAD_TRAMPOLINE in module.globals:
+        runtime.register_threads()
     compiled = target.compile_module(str(module))
     texts = {"llvm": compiled.ir, "llvm-opt": compiled.optimized_ir}   # asm: on demand
     sections = {"object": compiled.object_code}

@@ -53,6 +53,11 @@ def _source_digest() -> str:
     return h.hexdigest()
 
 
+def _threads() -> int:
+    from .lower.parallel import threads
+    return threads()
+
+
 def cache_key(program) -> str:
     """Hex digest identifying the native code of ``program`` on this host."""
     import symgrad
@@ -61,7 +66,7 @@ def cache_key(program) -> str:
         repr([(str(n), i.shape, i.dtype.name) for n, i in zip(program.input_names, program.inputs)]),
         repr([(str(n), o.shape, o.dtype.name) for n, o in zip(program.output_names, program.outputs)]),
         target.host_fingerprint(),
-        f"cpus={os.cpu_count()}",
+        f"threads={_threads()}",
         f"symgrad={symgrad.__version__}",
         f"codegen={_source_digest()}",
     ]

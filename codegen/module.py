@@ -20,7 +20,7 @@ import llvmlite.ir as ir
 
 from . import target
 from . import types as T
-from .lower import indexing, matmul, misc
+from .lower import indexing, matmul, misc, parallel
 from .lower.context import ConstPool, StepContext
 from .lower.fused_loop import FusedLoop
 from .plan import CopyStep, LoopStep, NodeStep, Plan, Storage
@@ -85,6 +85,10 @@ class _Builder:
             arg.name = st.name
             arg.add_attribute("noalias")
             ptrs[id(st)] = arg
+        if isinstance(step, LoopStep) and parallel.wants_threads(lowering):
+            parallel.emit_parallel(self.module, fn, storages, lowering, self.plan, self.consts,
+                                   _set_vector_width)
+            return fn, storages, fallible
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         ctx = StepContext(b, ptrs, self.plan, self.consts, fn.args[-1] if fallible else None)
         if isinstance(step, LoopStep):

@@ -6,6 +6,8 @@ compiled in one process links in another (see :func:`register`).
 * ``symgrad_rt_malloc`` / ``symgrad_rt_free``: the C library's allocator (the arena of
   temporaries when it is too large for the stack);
 * ``memset``/``memcpy``/``memmove``: what LLVM lowers its memory intrinsics to;
+* ``symgrad_rt_pthread_create`` / ``_detach``, ``symgrad_rt_sched_yield``: the helper
+  thread of big loops, started at ``symgrad_rt_thread`` (:func:`register_threads`);
 * ``symgrad_blas_set_num_threads_local``: OpenBLAS's per-calling-thread thread count
   (``openblas_set_num_threads_local``), found next to dgemm with ``dladdr``.
 
@@ -23,6 +25,10 @@ __all__ = ["register", "register_blas", "register_for", "symbols", "blas_symbols
 BLAS_GEMM = {"float64": "symgrad_blas_dgemm", "float32": "symgrad_blas_sgemm"}
 MALLOC, FREE = "symgrad_rt_malloc", "symgrad_rt_free"
 LIBC_INTRINSICS = ("memset", "memcpy", "memmove")
+PTHREAD_CREATE, PTHREAD_DETACH = "symgrad_rt_pthread_create", "symgrad_rt_pthread_detach"
+SCHED_YIELD = "symgrad_rt_sched_yield"
+THREAD_TRAMPOLINE = "symgrad_rt_thread"
+_KEEP: list = []      # process-wide objects that must never be unloaded
 BLAS_THREADS_LOCAL = "symgrad_blas_set_num_threads_local"
 
 
@@ -99,6 +105,9 @@ def symbols() -> dict[str, int]:
     libc = ctypes.CDLL(None)
     return {
         MALLOC: ctypes.cast(libc.malloc, ctypes.c_void_p).value,
+        PTHREAD_CREATE: ctypes.cast(libc.pthread_create, ctypes.c_void_p).value,
+        PTHREAD_DETACH: ctypes.cast(libc.pthread_detach, ctypes.c_void_p).value,
+        SCHED_YIELD: ctypes.cast(libc.sched_yield, ctypes.c_void_p).value,
         FREE: ctypes.cast(libc.free, ctypes.c_void_p).value,
         # LLVM lowers large llvm.memset/llvm.memcpy intrinsics to these C functions
         **{name: ctypes.cast(getattr(libc, name), ctypes.c_void_p).value
@@ -126,6 +135,18 @@ def register_blas() -> None:
         target.add_symbol(BLAS_THREADS_LOCAL, control)
 
 
+@functools.cache
+def register_threads() -> None:
+    """Compile and publish the helper-thread trampoline (once per process, kept
+    loaded forever; see :mod:`codegen.lower.parallel`)."""
+    register()
+    from . import target
+    from .lower.parallel import trampoline_ir
+    compiled = target.compile_module(trampoline_ir())
+    _KEEP.append(compiled)
+    target.add_symbol(THREAD_TRAMPOLINE, compiled.address(THREAD_TRAMPOLINE))
+
+
 def register_for(object_code: bytes) -> None:
     """Publish everything ``object_code`` needs before it is loaded."""
     register()
@@ -133,3 +154,5 @@ def register_for(object_code: bytes) -> None:
     _, undefined = target._elf_symbols(object_code)
     if any(name in BLAS_GEMM.values() or name == BLAS_THREADS_LOCAL for name in undefined):
         register_blas()
+    if THREAD_TRAMPOLINE in undefined:
+        register_threads()

@@ -276,26 +276,74 @@ class FusedLoop:
         return list(slots.values())
 
     # ---- emission ------------------------------------------------------------------------
-    def emit(self, ctx: StepContext) -> None:
+    def begin(self, ctx: StepContext) -> None:
         self.ctx, self.b = ctx, ctx.b
         self.vars: dict[int, ir.Value] = {}
         self.seg_lo: dict[int, int] = {}
         self.memo: dict = {}
         self.slots = self._register_slots()
+
+    @property
+    def outer_extent(self) -> int:
+        """Iterations of the outermost (merged) loop: the range threads split."""
+        if not self.groups:
+            return 1
+        n = 1
+        for d in self.groups[0]:
+            n *= self.shape[d]
+        return n
+
+    @property
+    def accumulated(self) -> list[Item]:
+        """Reductions accumulated across iterations (initialised before, finalised after)."""
+        return [it for it in self.step.items if it.kind == "reduce" and id(it) not in self.inline]
+
+    def work(self) -> int:
+        """Element evaluations per call (decides whether threads pay off)."""
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n * max(1, len(self.instances))
+
+    def prologue(self, ctx: StepContext) -> None:
+        self.begin(ctx)
         for root in self.step.fills:
             ctx.memset0(self.plan.storage[id(root)])
-        reductions = [it for it in self.step.items if it.kind == "reduce" and id(it) not in self.inline]
-        for it in reductions:
+        for it in self.accumulated:
             self._init_reduction(it)
+
+    def body_range(self, ctx: StepContext, lo, hi) -> None:
+        """The loop nest with the outermost loop limited to ``[lo, hi)``."""
+        self.begin(ctx)
+        self.range = (lo, hi)
         self._nest(0)
-        for it in reductions:
+
+    def epilogue(self, ctx: StepContext) -> None:
+        self.begin(ctx)
+        for it in self.accumulated:
             self._finalise(it)
+
+    def emit(self, ctx: StepContext) -> None:
+        """The whole step on the calling thread."""
+        self.prologue(ctx)
+        self.body_range(ctx, 0, self.outer_extent)
+        self.epilogue(ctx)
 
     def _segments(self, gi: int, extent: int) -> list[tuple[int, int]]:
         g = self.groups[gi]
         cuts = sorted(self.cuts.get(g[0], ())) if len(g) == 1 else []
         bounds = [0] + cuts + [extent]
         return [(lo, hi) for lo, hi in zip(bounds, bounds[1:]) if hi > lo]
+
+    def _clamp(self, lo: int, hi: int):
+        """Segment [lo, hi) intersected with the outermost range (ints stay ints)."""
+        rlo, rhi = self.range
+        if isinstance(rlo, int) and isinstance(rhi, int):
+            return max(lo, rlo), min(hi, rhi)
+        b = self.b
+        start = b.select(b.icmp_signed(">", T.I64(lo), rlo), T.I64(lo), rlo)
+        stop = b.select(b.icmp_signed("<", T.I64(hi), rhi), T.I64(hi), rhi)
+        return start, stop
 
     def _nest(self, gi: int) -> None:
         b = self.b
@@ -310,16 +358,19 @@ class FusedLoop:
         for lo, hi in self._segments(gi, extent):
             if len(self.groups[gi]) == 1:
                 self.seg_lo[self.groups[gi][0]] = lo
+            start, stop = self._clamp(lo, hi) if gi == 0 else (lo, hi)
+            if isinstance(start, int) and start >= stop:
+                continue
             if gi < len(self.groups) - 1:
-                loop = Loop(b, lo, hi, name)
+                loop = Loop(b, start, stop, name)
                 self.vars[gi] = loop.index
                 self._nest(gi + 1)
                 loop.close()
                 del self.vars[gi]
             else:
-                self._inner(gi, name, lo, hi)
+                self._inner(gi, name, start, stop)
 
-    def _inner(self, gi: int, name: str, lo: int, hi: int) -> None:
+    def _inner(self, gi: int, name: str, lo, hi) -> None:
         b, slots = self.b, self.slots
         if not slots:
             loop = Loop(b, lo, hi, name)
@@ -335,14 +386,15 @@ class FusedLoop:
             block = R.BLOCK_F32
         else:
             block = R.BLOCK_OTHER
-        extent = hi - lo
-        if extent <= block:
+        if isinstance(lo, int) and isinstance(hi, int) and hi - lo <= block:
             self._combine_blocks(self._register_loop(gi, name, lo, hi))
             return
-        outer = Loop(b, 0, -(-extent // block), name + ".blk")
-        start = b.add(b.mul(outer.index, T.I64(block)), T.I64(lo))
+        lo_v, hi_v = T.I64(lo) if isinstance(lo, int) else lo, T.I64(hi) if isinstance(hi, int) else hi
+        count = b.sdiv(b.add(b.sub(hi_v, lo_v), T.I64(block - 1)), T.I64(block))
+        outer = Loop(b, 0, count, name + ".blk")
+        start = b.add(b.mul(outer.index, T.I64(block)), lo_v)
         stop = b.add(start, T.I64(block))
-        stop = b.select(b.icmp_signed("<", stop, T.I64(hi)), stop, T.I64(hi))
+        stop = b.select(b.icmp_signed("<", stop, hi_v), stop, hi_v)
         self._combine_blocks(self._register_loop(gi, name, start, stop))
         outer.close()
 

@@ -403,3 +403,33 @@ def test_native_entry_is_a_builtin_and_fast_path_matches():
     assert float(value) == 27.0 and (grad == 4.5).all()
     value, grad = vg(np.ones((2, 2)))
     assert float(value) == 27.0 and np.array_equal(grad, np.full((2, 2), 4.5))
+
+
+# ---- two-thread loops ------------------------------------------------------------------------
+def test_threaded_loops_survive_freed_code_and_concurrent_callers():
+    """Big loops run on two threads; a helper that starts late must never touch code or
+    buffers of a call that already returned (functions are created and dropped here in
+    quick succession), and concurrent callers get exact results."""
+    import threading
+    from codegen.lower import parallel
+    x = np.random.default_rng(3).standard_normal(1 << 18)
+    exact = math.fsum(x)
+    for k in range(12):
+        f = symgrad.compile(lambda v, k=k: (v * (k + 1)).sum() + (v * v).mean(), backend="llvm")
+        exe = f.lower(x).compile()
+        if parallel.threads() > 1:
+            assert "symgrad_rt_thread" in exe.as_text("llvm")
+        got = float(exe([x])[0])
+        want = (k + 1) * exact + math.fsum(x * x) / x.size
+        assert abs(got - want) <= 1e-12 * math.fsum(np.abs(x)) * (k + 2)
+        del f, exe
+    g = symgrad.compile(lambda v: (v.tanh() * 2).sum(), backend="llvm")
+    want = float(g(x))
+    results = []
+    threads = [threading.Thread(target=lambda: results.extend(float(g(x)) for _ in range(20)))
+               for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == [want] * 60

@@ -1,0 +1,265 @@
+"""Two threads for big fused loops, robust to a busy machine.
+
+A :class:`~codegen.lower.fused_loop.FusedLoop` with at least ``PARALLEL_MIN_WORK``
+element evaluations splits its outermost loop into ``CHUNKS`` chunks that the calling
+thread and one helper thread (``pthread_create`` by name, :mod:`codegen.runtime`) take
+from a shared atomic counter.  Each element is stored by exactly one thread;
+reductions accumulated across iterations get private accumulator (and compensation)
+buffers for the helper, merged at the end (compensated for float64 sums).
+
+Protocol (the helper never delays the caller by more than the chunk it is running):
+the control block is one ``malloc``'d block holding the state word, the chunk counter,
+a done flag, a reference count, the helper's buffer pointers and its accumulators.
+The helper starts by moving the state 0 -> 1; when the caller has run out of chunks it
+tries 0 -> 2 (cancel).  If it cancels, it does not wait for the helper at all (the
+helper, whenever it runs, sees 2 and touches nothing); otherwise it spins (with
+``sched_yield``) until the helper's done flag.  Whoever drops the last reference frees
+the block.  If the thread or the block cannot be created, the caller runs everything.
+The GIL is released around such kernels by the entry (their size is far above its
+threshold), so one call uses both cores of this machine.
+
+Generated functions (``<step>`` is the step's name)::
+
+    internal void @"<step>.range"(ptr noalias %buf..., i64 %lo, i64 %hi)   the loop nest
+    internal void @"<step>.chunks"(ptr %ctrl, ptr %buf...)                 take chunks
+    internal void @"<step>.work"(ptr %ctrl)                                the helper's share
+
+The pthread entry is ``symgrad_rt_thread`` (:func:`trampoline_ir`), compiled once per
+process and never unloaded: a cancelled helper that only gets a CPU after its
+kernel's code was freed runs nothing but the trampoline.
+    internal void @"<step>"(ptr noalias %buf...)        prologue, start, chunks, finish, merge
+"""
+from __future__ import annotations
+
+import os
+
+import llvmlite.ir as ir
+
+from .. import types as T
+from ..plan import Storage
+from ..runtime import FREE, MALLOC, PTHREAD_CREATE, PTHREAD_DETACH, SCHED_YIELD, THREAD_TRAMPOLINE
+from . import reduce as R
+from .context import StepContext
+from .fused_loop import FusedLoop
+from .loops import Loop
+
+__all__ = ["threads", "wants_threads", "emit_parallel", "trampoline_ir", "PARALLEL_MIN_WORK",
+           "CHUNKS"]
+
+PARALLEL_MIN_WORK = 1 << 17
+CHUNKS = 32
+# control block slots (8 bytes each); the layout is shared with runtime.thread_trampoline
+_STATE, _NEXT, _DONE, _REFS, _FN, _PTRS = 0, 1, 2, 3, 4, 5
+_IDLE, _STARTED, _CANCELLED = 0, 1, 2
+
+
+def threads() -> int:
+    """Threads a loop may use: 2 when this process may run on two CPUs, else 1."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    return 2 if cpus >= 2 else 1
+
+
+def wants_threads(loop: FusedLoop) -> bool:
+    return threads() > 1 and loop.outer_extent >= 2 and loop.work() >= PARALLEL_MIN_WORK
+
+
+def _declare(module: ir.Module, name: str, fnty: ir.FunctionType) -> ir.Function:
+    return module.globals.get(name) or ir.Function(module, fnty, name)
+
+
+def _internal(module: ir.Module, name: str, fnty: ir.FunctionType) -> ir.Function:
+    fn = ir.Function(module, fnty, name)
+    fn.linkage = "internal"
+    fn.attributes.add("nounwind")
+    return fn
+
+
+def _slot(b: ir.IRBuilder, ctrl: ir.Value, k: int) -> ir.Value:
+    return b.gep(ctrl, [T.I64(k)], source_etype=T.I64)
+
+
+def _release(b: ir.IRBuilder, ctrl: ir.Value) -> None:
+    """Drop one reference; free the block with the last one."""
+    free = _declare(b.module, FREE, ir.FunctionType(ir.VoidType(), [T.PTR]))
+    old = b.atomic_rmw("sub", _slot(b, ctrl, _REFS), T.I64(1), "acq_rel")
+    with b.if_then(b.icmp_signed("==", old, T.I64(1))):
+        b.call(free, [ctrl])
+
+
+def _chunk_function(module, name, rng, n, extent, chunk) -> ir.Function:
+    """void chunks(ctrl, buf...): run chunks until the counter passes the end."""
+    fn = _internal(module, name, ir.FunctionType(ir.VoidType(), [T.PTR] * (n + 1)))
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    ctrl, bufs = fn.args[0], list(fn.args[1:])
+    head, body, done = (fn.append_basic_block(s) for s in ("take", "run", "done"))
+    b.branch(head)
+    b.position_at_end(head)
+    c = b.atomic_rmw("add", _slot(b, ctrl, _NEXT), T.I64(1), "monotonic")
+    b.cbranch(b.icmp_signed("<", c, T.I64(-(-extent // chunk))), body, done)
+    b.position_at_end(body)
+    lo = b.mul(c, T.I64(chunk))
+    hi = b.add(lo, T.I64(chunk))
+    hi = b.select(b.icmp_signed("<", hi, T.I64(extent)), hi, T.I64(extent))
+    b.call(rng, bufs + [lo, hi])
+    b.branch(head)
+    b.position_at_end(done)
+    b.ret_void()
+    return fn
+
+
+def _work_function(module, name, chunks, n) -> ir.Function:
+    """void work(ctrl): the helper's share, called by the process-wide trampoline
+    (:func:`codegen.runtime.thread_trampoline`) once it has claimed the block."""
+    fn = _internal(module, name, ir.FunctionType(ir.VoidType(), [T.PTR]))
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    ctrl = fn.args[0]
+    bufs = [b.load(b.gep(ctrl, [T.I64(_PTRS + k)], source_etype=T.PTR), typ=T.PTR) for k in range(n)]
+    b.call(chunks, [ctrl] + bufs)
+    b.ret_void()
+    return fn
+
+
+def trampoline_ir() -> str:
+    """``ptr symgrad_rt_thread(ptr ctrl)``: claim the block (0 -> 1) and run its work
+    function, or (cancelled) only drop the reference.  It lives in a process-wide object
+    that is never unloaded: a helper that starts after its kernel's code was freed
+    must not execute that code."""
+    m = ir.Module(name="symgrad_thread_trampoline")
+    fn = ir.Function(m, ir.FunctionType(T.PTR, [T.PTR]), THREAD_TRAMPOLINE)
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    ctrl = fn.args[0]
+    pair = b.cmpxchg(_slot(b, ctrl, _STATE), T.I64(_IDLE), T.I64(_STARTED), "acq_rel", "acquire")
+    with b.if_then(b.extract_value(pair, 1)):
+        work_ty = ir.FunctionType(ir.VoidType(), [T.PTR]).as_pointer()
+        work = b.load(b.gep(ctrl, [T.I64(_FN)], source_etype=T.PTR), typ=work_ty)
+        b.call(work, [ctrl])
+        b.atomic_rmw("xchg", _slot(b, ctrl, _DONE), T.I64(1), "release")
+    _release(b, ctrl)
+    b.ret(ir.Constant(T.PTR, None))
+    return str(m)
+
+
+def emit_parallel(module: ir.Module, fn: ir.Function, storages: list[Storage], loop: FusedLoop,
+                  plan, consts, set_width) -> None:
+    """Fill step function ``fn`` (parameters: ``storages``) with the two-thread version."""
+    n = len(storages)
+    rng = _internal(module, f"{fn.name}.range", ir.FunctionType(ir.VoidType(), [T.PTR] * n + [T.I64, T.I64]))
+    set_width(rng)
+    for arg, st in zip(rng.args, storages):
+        arg.name = st.name
+        arg.add_attribute("noalias")
+    rb = ir.IRBuilder(rng.append_basic_block("entry"))
+    loop.body_range(StepContext(rb, {id(st): a for st, a in zip(storages, rng.args)}, plan, consts),
+                    rng.args[n], rng.args[n + 1])
+    rb.ret_void()
+    extent = loop.outer_extent
+    chunk = -(-extent // min(CHUNKS, extent))
+    chunks = _chunk_function(module, f"{fn.name}.chunks", rng, n, extent, chunk)
+    thread = _work_function(module, f"{fn.name}.work", chunks, n)
+
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    ctx = StepContext(b, {id(st): a for st, a in zip(storages, fn.args)}, plan, consts)
+    loop.prologue(ctx)
+    private, acc_bytes = _private_buffers(loop)
+    head = -(-8 * (_PTRS + n) // 64) * 64
+    malloc = _declare(module, MALLOC, ir.FunctionType(T.PTR, [T.I64]))
+    ctrl = b.call(malloc, [T.I64(head + acc_bytes)], name="ctrl")
+    with b.if_else(b.icmp_unsigned("!=", ctrl, ir.Constant(T.PTR, None))) as (threaded, serial):
+        with threaded:
+            _run_two(b, ctx, loop, storages, private, ctrl, head, chunks, thread)
+        with serial:
+            b.call(rng, list(fn.args) + [T.I64(0), T.I64(extent)])
+    loop.epilogue(ctx)
+    b.ret_void()
+
+
+def _private_buffers(loop: FusedLoop) -> tuple[list[tuple[Storage, int]], int]:
+    """([(accumulator storage, byte offset among the helper's accumulators)], bytes) for
+    every accumulated reduction's acc and comp buffers."""
+    out, offset = [], 0
+    for it in loop.accumulated:
+        for st in (loop._acc_storage(it), it.scratch.get("comp")):
+            if st is not None:
+                out.append((st, offset))
+                offset += -(-max(st.nbytes, 1) // 64) * 64
+    return out, offset
+
+
+def _run_two(b, ctx, loop, storages, private, ctrl, head, chunks, thread) -> None:
+    module = b.module
+    for k, value in ((_STATE, _IDLE), (_NEXT, 0), (_DONE, 0), (_REFS, 2)):
+        b.store(T.I64(value), _slot(b, ctrl, k))
+    helper_ptr = {id(st): b.gep(ctrl, [T.I64(head + off)], source_etype=T.I8) for st, off in private}
+    for st, _ in private:                      # the helper's accumulators start at the identity
+        _fill_identity(b, loop, st, helper_ptr[id(st)])
+    for k, st in enumerate(storages):
+        b.store(helper_ptr.get(id(st), ctx.ptrs[id(st)]),
+                b.gep(ctrl, [T.I64(_PTRS + k)], source_etype=T.PTR))
+    b.store(thread, b.gep(ctrl, [T.I64(_FN)], source_etype=T.PTR))
+    create = _declare(module, PTHREAD_CREATE, ir.FunctionType(T.I32, [T.PTR, T.PTR, T.PTR, T.PTR]))
+    detach = _declare(module, PTHREAD_DETACH, ir.FunctionType(T.I32, [T.I64]))
+    trampoline = _declare(module, THREAD_TRAMPOLINE, ir.FunctionType(T.PTR, [T.PTR]))
+    tid = b.alloca(T.I64, name="helper.tid")
+    rc = b.call(create, [tid, ir.Constant(T.PTR, None), trampoline, ctrl])
+    with b.if_else(b.icmp_signed("==", rc, T.I32(0))) as (started, failed):
+        with started:
+            b.call(detach, [b.load(tid, typ=T.I64)])
+        with failed:                             # no helper: it will never drop its reference
+            b.store(T.I64(_CANCELLED), _slot(b, ctrl, _STATE))
+            b.atomic_rmw("sub", _slot(b, ctrl, _REFS), T.I64(1), "monotonic")
+    b.call(chunks, [ctrl] + [ctx.ptrs[id(st)] for st in storages])
+    pair = b.cmpxchg(_slot(b, ctrl, _STATE), T.I64(_IDLE), T.I64(_CANCELLED), "acq_rel", "acquire")
+    cancelled = b.extract_value(pair, 1)
+    helper_ran = b.icmp_signed("==", b.extract_value(pair, 0), T.I64(_STARTED))
+    with b.if_then(b.and_(b.not_(cancelled), helper_ran)):
+        _wait_done(b, ctrl)
+        for it in loop.accumulated:
+            _merge(b, ctx, loop, it, helper_ptr)
+    _release(b, ctrl)
+
+
+def _wait_done(b: ir.IRBuilder, ctrl: ir.Value) -> None:
+    """Spin (yielding the CPU) until the helper has finished its chunks."""
+    fn = b.function
+    check, wait, go = (fn.append_basic_block(s) for s in ("helper.check", "helper.wait", "helper.done"))
+    b.branch(check)
+    b.position_at_end(check)
+    done = b.load_atomic(_slot(b, ctrl, _DONE), "acquire", 8, typ=T.I64)
+    b.cbranch(b.icmp_signed("!=", done, T.I64(0)), go, wait)
+    b.position_at_end(wait)
+    yld = _declare(b.module, SCHED_YIELD, ir.FunctionType(T.I32, []))
+    b.call(yld, [])
+    b.branch(check)
+    b.position_at_end(go)
+
+
+def _fill_identity(b, loop: FusedLoop, st: Storage, ptr) -> None:
+    item = next((it for it in loop.accumulated if loop._acc_storage(it) is st), None)
+    value = R.identity(item.node) if item is not None else 0
+    fill = Loop(b, 0, st.size, "pinit")
+    T.store(b, T.constant(st.dtype, value),
+            b.gep(ptr, [fill.index], source_etype=T.storage_type(st.dtype)), st.dtype)
+    fill.close()
+
+
+def _merge(b, ctx, loop: FusedLoop, item, helper_ptr) -> None:
+    """main accumulator (op)= helper accumulator, element by element."""
+    acc, comp, r = loop._acc_storage(item), item.scratch.get("comp"), item.node
+    ety = T.storage_type(acc.dtype)
+    merge = Loop(b, 0, acc.size, "merge")
+    i = merge.index
+    mine = ctx.elem(acc, i)
+    theirs = b.gep(helper_ptr[id(acc)], [i], source_etype=ety)
+    a, h = T.load(b, mine, acc.dtype), T.load(b, theirs, acc.dtype)
+    if comp is not None:
+        cptr = ctx.elem(comp, i)
+        hc = b.gep(helper_ptr[id(comp)], [i], source_etype=T.storage_type(comp.dtype))
+        s, c = R.neumaier(b, a, T.load(b, cptr, comp.dtype), h)
+        b.store(s, mine)
+        b.store(b.fadd(c, T.load(b, hc, comp.dtype)), cptr)
+    else:
+        T.store(b, R.combine(b, r.op, acc.dtype, a, h), mine, acc.dtype)
+    merge.close()
