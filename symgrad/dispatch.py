@@ -149,19 +149,27 @@ def _aval(o):
 
 
 def _record(prim, operands, attrs, out, grad_name):
-    needs = tuple(isinstance(o, Tensor) and (o._requires_grad or o.grad_fn is not None)
-                  for o in operands)
-    nexts = tuple(((o.grad_fn or accumulator(o)) if n else None, 0)
-                  for o, n in zip(operands, needs))
+    needs, nexts, in_avals = [], [], []
+    for o in operands:
+        if isinstance(o, Tensor):
+            fn = o.grad_fn
+            need = fn is not None or o._requires_grad
+            needs.append(need)
+            nexts.append(((fn if fn is not None else accumulator(o)) if need else None, 0))
+            in_avals.append(((o._data.shape if o._node is None else o._node.shape), o._dtype))
+        else:
+            needs.append(False)
+            nexts.append((None, 0))
+            in_avals.append(((), None))
+    needs = tuple(needs)
     save_ins, save_out = _saves(prim, needs)
     saved = [None] * len(operands)
     for i in save_ins:
         o = operands[i]
         saved[i] = SavedTensor(o) if isinstance(o, Tensor) else o
-    in_avals = tuple(_aval(o) for o in operands)
     fn = new_function(grad_name or prim.grad_name, prim,
                       tuple(sorted(attrs.items())) if attrs else (),
-                      in_avals, _aval(out), nexts, needs, tuple(saved), None)
+                      tuple(in_avals), _aval(out), tuple(nexts), needs, tuple(saved), None)
     if save_out:
         fn._saved_out = SavedTensor(out._shallow(), is_output=True)
     out.grad_fn = fn

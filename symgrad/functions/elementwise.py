@@ -54,8 +54,21 @@ def _common(prim, operands):
     return _cast_all(operands, dt), dt
 
 
+_FAST_BINARY = frozenset({"add", "sub", "mul", "div", "pow", "maximum", "minimum", "lt", "le",
+                          "gt", "ge", "eq", "ne"})
+
+
 def binary(name: str, a, b, grad_name: str | None = None):
     """Apply the binary primitive `name` with promotion; scalars stay scalars."""
+    if name in _FAST_BINARY:             # the common float cases: no promotion to do
+        ta, tb = type(a) is Tensor, type(b) is Tensor
+        if ta and tb:
+            if a._dtype is b._dtype and a._dtype.category == "float":
+                return bind(P[name], a, b, grad_name=grad_name)
+        elif ta and a._dtype.category == "float" and type(b) in _PY_NUMBERS:
+            return bind(P[name], a, _float_scalar(b), grad_name=grad_name)
+        elif tb and b._dtype.category == "float" and type(a) in _PY_NUMBERS:
+            return bind(P[name], _float_scalar(a), b, grad_name=grad_name)
     a, b = _operand(a), _operand(b)
     if not isinstance(a, Tensor) and not isinstance(b, Tensor):
         a = to_tensor(a)
@@ -128,6 +141,14 @@ class _NotImplementedBackward:
 
     def release(self):
         pass
+
+
+_PY_NUMBERS = (float, int)
+
+
+def _float_scalar(value):
+    """A Python number as an operand of a float operation (see _scalar_as)."""
+    return value if type(value) is float or -2 ** 53 < value < 2 ** 53 else float(value)
 
 
 def _scalar_as(value, dt):
