@@ -48,6 +48,7 @@ __all__ = ["threads", "wants_threads", "emit_parallel", "trampoline_ir", "PARALL
 
 PARALLEL_MIN_WORK = 1 << 17
 CHUNKS = 32
+MAX_PRIVATE_BYTES = 1 << 24     # per-chunk accumulators beyond this: fewer chunks
 # control block slots (8 bytes each); the layout is shared with runtime.thread_trampoline
 _STATE, _NEXT, _DONE, _REFS, _FN, _PTRS = 0, 1, 2, 3, 4, 5
 _IDLE, _STARTED, _CANCELLED = 0, 1, 2
@@ -89,8 +90,10 @@ def _release(b: ir.IRBuilder, ctrl: ir.Value) -> None:
         b.call(free, [ctrl])
 
 
-def _chunk_function(module, name, rng, n, extent, chunk) -> ir.Function:
-    """void chunks(ctrl, buf...): run chunks until the counter passes the end."""
+def _chunk_function(module, name, rng, n, extent, chunk, private, area, acc_bytes) -> ir.Function:
+    """void chunks(ctrl, buf...): run chunks until the counter passes the end.  Chunk
+    ``c`` accumulates into its own accumulators (``area + c * acc_bytes``), so results do
+    not depend on which thread ran which chunk."""
     fn = _internal(module, name, ir.FunctionType(ir.VoidType(), [T.PTR] * (n + 1)))
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     ctrl, bufs = fn.args[0], list(fn.args[1:])
@@ -103,7 +106,11 @@ def _chunk_function(module, name, rng, n, extent, chunk) -> ir.Function:
     lo = b.mul(c, T.I64(chunk))
     hi = b.add(lo, T.I64(chunk))
     hi = b.select(b.icmp_signed("<", hi, T.I64(extent)), hi, T.I64(extent))
-    b.call(rng, bufs + [lo, hi])
+    mine = b.gep(ctrl, [b.add(T.I64(area), b.mul(c, T.I64(acc_bytes)))], source_etype=T.I8)
+    args = list(bufs)
+    for k, off in private:
+        args[k] = b.gep(mine, [T.I64(off)], source_etype=T.I8)
+    b.call(rng, args + [lo, hi])
     b.branch(head)
     b.position_at_end(done)
     b.ret_void()
@@ -156,49 +163,58 @@ def emit_parallel(module: ir.Module, fn: ir.Function, storages: list[Storage], l
                     rng.args[n], rng.args[n + 1])
     rb.ret_void()
     extent = loop.outer_extent
-    chunk = -(-extent // min(CHUNKS, extent))
-    chunks = _chunk_function(module, f"{fn.name}.chunks", rng, n, extent, chunk)
-    thread = _work_function(module, f"{fn.name}.work", chunks, n)
+    nchunks = min(CHUNKS, extent)
+    private, acc_bytes = _private_buffers(loop, storages)
+    while nchunks > 2 and nchunks * acc_bytes > MAX_PRIVATE_BYTES:
+        nchunks //= 2
+    chunk = -(-extent // nchunks)
+    nchunks = -(-extent // chunk)
+    area = -(-8 * (_PTRS + n) // 64) * 64
+    chunks = _chunk_function(module, f"{fn.name}.chunks", rng, n, extent, chunk, private, area,
+                             acc_bytes)
+    work = _work_function(module, f"{fn.name}.work", chunks, n)
 
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     ctx = StepContext(b, {id(st): a for st, a in zip(storages, fn.args)}, plan, consts)
     loop.prologue(ctx)
-    private, acc_bytes = _private_buffers(loop)
-    head = -(-8 * (_PTRS + n) // 64) * 64
     malloc = _declare(module, MALLOC, ir.FunctionType(T.PTR, [T.I64]))
-    ctrl = b.call(malloc, [T.I64(head + acc_bytes)], name="ctrl")
+    ctrl = b.call(malloc, [T.I64(area + nchunks * acc_bytes)], name="ctrl")
     with b.if_else(b.icmp_unsigned("!=", ctrl, ir.Constant(T.PTR, None))) as (threaded, serial):
         with threaded:
-            _run_two(b, ctx, loop, storages, private, ctrl, head, chunks, thread)
+            _run_two(b, ctx, loop, storages, private, ctrl, area, acc_bytes, nchunks, chunks, work)
         with serial:
             b.call(rng, list(fn.args) + [T.I64(0), T.I64(extent)])
     loop.epilogue(ctx)
     b.ret_void()
 
 
-def _private_buffers(loop: FusedLoop) -> tuple[list[tuple[Storage, int]], int]:
-    """([(accumulator storage, byte offset among the helper's accumulators)], bytes) for
-    every accumulated reduction's acc and comp buffers."""
+def _private_buffers(loop: FusedLoop, storages: list[Storage]) -> tuple[list[tuple[int, int]], int]:
+    """([(parameter index of an accumulator storage, byte offset in a chunk's block)],
+    bytes per chunk) for every accumulated reduction's acc and comp buffers."""
+    index = {id(st): k for k, st in enumerate(storages)}
     out, offset = [], 0
     for it in loop.accumulated:
         for st in (loop._acc_storage(it), it.scratch.get("comp")):
             if st is not None:
-                out.append((st, offset))
+                out.append((index[id(st)], offset))
                 offset += -(-max(st.nbytes, 1) // 64) * 64
     return out, offset
 
 
-def _run_two(b, ctx, loop, storages, private, ctrl, head, chunks, thread) -> None:
+def _run_two(b, ctx, loop, storages, private, ctrl, area, acc_bytes, nchunks, chunks, work) -> None:
     module = b.module
     for k, value in ((_STATE, _IDLE), (_NEXT, 0), (_DONE, 0), (_REFS, 2)):
         b.store(T.I64(value), _slot(b, ctrl, k))
-    helper_ptr = {id(st): b.gep(ctrl, [T.I64(head + off)], source_etype=T.I8) for st, off in private}
-    for st, _ in private:                      # the helper's accumulators start at the identity
-        _fill_identity(b, loop, st, helper_ptr[id(st)])
+    offsets = dict(private)
+    if private:                                    # every chunk's accumulators start at identity
+        each = Loop(b, 0, nchunks, "pinit")
+        block = b.gep(ctrl, [b.add(T.I64(area), b.mul(each.index, T.I64(acc_bytes)))], source_etype=T.I8)
+        for k, off in private:
+            _fill_identity(b, loop, storages[k], b.gep(block, [T.I64(off)], source_etype=T.I8))
+        each.close()
     for k, st in enumerate(storages):
-        b.store(helper_ptr.get(id(st), ctx.ptrs[id(st)]),
-                b.gep(ctrl, [T.I64(_PTRS + k)], source_etype=T.PTR))
-    b.store(thread, b.gep(ctrl, [T.I64(_FN)], source_etype=T.PTR))
+        b.store(ctx.ptrs[id(st)], b.gep(ctrl, [T.I64(_PTRS + k)], source_etype=T.PTR))
+    b.store(work, b.gep(ctrl, [T.I64(_FN)], source_etype=T.PTR))
     create = _declare(module, PTHREAD_CREATE, ir.FunctionType(T.I32, [T.PTR, T.PTR, T.PTR, T.PTR]))
     detach = _declare(module, PTHREAD_DETACH, ir.FunctionType(T.I32, [T.I64]))
     trampoline = _declare(module, THREAD_TRAMPOLINE, ir.FunctionType(T.PTR, [T.PTR]))
@@ -212,12 +228,15 @@ def _run_two(b, ctx, loop, storages, private, ctrl, head, chunks, thread) -> Non
             b.atomic_rmw("sub", _slot(b, ctrl, _REFS), T.I64(1), "monotonic")
     b.call(chunks, [ctrl] + [ctx.ptrs[id(st)] for st in storages])
     pair = b.cmpxchg(_slot(b, ctrl, _STATE), T.I64(_IDLE), T.I64(_CANCELLED), "acq_rel", "acquire")
-    cancelled = b.extract_value(pair, 1)
     helper_ran = b.icmp_signed("==", b.extract_value(pair, 0), T.I64(_STARTED))
-    with b.if_then(b.and_(b.not_(cancelled), helper_ran)):
+    with b.if_then(helper_ran):
         _wait_done(b, ctrl)
+    if private:                                    # merge chunk accumulators in chunk order
+        each = Loop(b, 0, nchunks, "merge.chunk")
+        block = b.gep(ctrl, [b.add(T.I64(area), b.mul(each.index, T.I64(acc_bytes)))], source_etype=T.I8)
         for it in loop.accumulated:
-            _merge(b, ctx, loop, it, helper_ptr)
+            _merge(b, ctx, loop, it, storages, offsets, block)
+        each.close()
     _release(b, ctrl)
 
 
@@ -245,18 +264,20 @@ def _fill_identity(b, loop: FusedLoop, st: Storage, ptr) -> None:
     fill.close()
 
 
-def _merge(b, ctx, loop: FusedLoop, item, helper_ptr) -> None:
-    """main accumulator (op)= helper accumulator, element by element."""
+def _merge(b, ctx, loop: FusedLoop, item, storages, offsets, block) -> None:
+    """main accumulator (op)= one chunk's accumulator, element by element."""
     acc, comp, r = loop._acc_storage(item), item.scratch.get("comp"), item.node
-    ety = T.storage_type(acc.dtype)
+    index = {id(st): k for k, st in enumerate(storages)}
+    theirs_base = b.gep(block, [T.I64(offsets[index[id(acc)]])], source_etype=T.I8)
     merge = Loop(b, 0, acc.size, "merge")
     i = merge.index
     mine = ctx.elem(acc, i)
-    theirs = b.gep(helper_ptr[id(acc)], [i], source_etype=ety)
+    theirs = b.gep(theirs_base, [i], source_etype=T.storage_type(acc.dtype))
     a, h = T.load(b, mine, acc.dtype), T.load(b, theirs, acc.dtype)
     if comp is not None:
         cptr = ctx.elem(comp, i)
-        hc = b.gep(helper_ptr[id(comp)], [i], source_etype=T.storage_type(comp.dtype))
+        comp_base = b.gep(block, [T.I64(offsets[index[id(comp)]])], source_etype=T.I8)
+        hc = b.gep(comp_base, [i], source_etype=T.storage_type(comp.dtype))
         s, c = R.neumaier(b, a, T.load(b, cptr, comp.dtype), h)
         b.store(s, mine)
         b.store(b.fadd(c, T.load(b, hc, comp.dtype)), cptr)
