@@ -6,6 +6,7 @@ retain_graph, create_graph, retain_grad, accumulation, unused inputs.
 from __future__ import annotations
 
 import heapq
+import sys
 import warnings
 
 import numpy as np
@@ -185,11 +186,25 @@ def _retain(fn, g):
 
 
 def _fresh(g):
+    """A new, detached gradient tensor of g's value that nothing else can alias."""
     t = g.detach()
     if t._data is not None:
         t._data = np.array(t._data, copy=True)
         t._vc = [0]
     return t
+
+
+def _take(g):
+    """Like _fresh, but steals g's buffer when nothing else can reach it (as PyTorch
+    does): g is referenced only by the engine's locals (here, the caller's and
+    _run's) and its array only by g, owns its memory and is writeable."""
+    data = g._data
+    if (data is not None and g.grad_fn is None and sys.getrefcount(g) <= 4
+            and sys.getrefcount(data) == 2 and data.base is None and data.flags.writeable):
+        t = g.detach()
+        t._vc = [0]
+        return t
+    return _fresh(g)
 
 
 def _add_grads(old, g, create_graph):
@@ -211,7 +226,7 @@ def _accumulate_leaf(leaf, g, create_graph):
             leaf._grad = dispatch.bind(PRIMITIVES["copy"], g, grad_name="CopyBackwards") \
                 if g.requires_grad else _fresh(g)
         else:
-            leaf._grad = _fresh(g)
+            leaf._grad = _take(g)
     else:
         leaf._grad = _add_grads(leaf._grad, g, create_graph)
 
