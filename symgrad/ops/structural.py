@@ -151,8 +151,10 @@ def _reduce_shape(av, *, axes, keepdim):
     return reduce_shape(av[0][0], axes, keepdim), av[0][1]
 
 
+# reductions call the ufunc reductions directly: np.sum / np.mean / np.amax add a few µs of
+# Python-level dispatch per call, which dominates small eager tensors
 def _sum_numpy(x, *, axes, keepdim):
-    return np.sum(x, axis=axes, keepdims=keepdim)
+    return np.add.reduce(x, axis=axes, keepdims=keepdim)
 
 
 _reg("sum", 1, _reduce_shape, _sum_numpy, grad_name="SumBackward1")
@@ -172,13 +174,13 @@ def _extreme_value(dtype, lowest: bool):
 def _amax_numpy(x, *, axes, keepdim):
     if x.size == 0:
         return np.amax(x, axis=axes, keepdims=keepdim, initial=_extreme_value(x.dtype, True))
-    return np.amax(x, axis=axes, keepdims=keepdim)
+    return np.maximum.reduce(x, axis=axes, keepdims=keepdim)
 
 
 def _amin_numpy(x, *, axes, keepdim):
     if x.size == 0:
         return np.amin(x, axis=axes, keepdims=keepdim, initial=_extreme_value(x.dtype, False))
-    return np.amin(x, axis=axes, keepdims=keepdim)
+    return np.minimum.reduce(x, axis=axes, keepdims=keepdim)
 
 
 _reg("amax", 1, _reduce_shape, _amax_numpy, saves=(0,), saves_out=True,
@@ -188,14 +190,18 @@ _reg("amin", 1, _reduce_shape, _amin_numpy, saves=(0,), saves_out=True,
 
 
 def _mean_numpy(x, *, axes, keepdim):
-    return np.mean(x, axis=axes, keepdims=keepdim, dtype=x.dtype)
+    n = 1
+    for a in axes:
+        n *= x.shape[a]
+    total = np.add.reduce(x, axis=axes, keepdims=keepdim, dtype=x.dtype)
+    return np.true_divide(total, n, dtype=x.dtype) if n else np.full_like(total, np.nan)
 
 
 _reg("mean", 1, _reduce_shape, _mean_numpy, grad_name="MeanBackward1")
 
 
 def _prod_numpy(x, *, axes, keepdim):
-    return np.prod(x, axis=axes, keepdims=keepdim)
+    return np.multiply.reduce(x, axis=axes, keepdims=keepdim)
 
 
 _reg("prod", 1, _reduce_shape, _prod_numpy, saves=(0,), saves_out=True,
