@@ -168,7 +168,7 @@ def _record(prim, operands, attrs, out, grad_name):
         o = operands[i]
         saved[i] = SavedTensor(o) if isinstance(o, Tensor) else o
     fn = new_function(grad_name or prim.grad_name, prim,
-                      tuple(sorted(attrs.items())) if attrs else (),
+                      tuple(attrs.items()) if attrs else (),     # read back as a dict only
                       tuple(in_avals), _aval(out), tuple(nexts), needs, tuple(saved), None)
     if save_out:
         fn._saved_out = SavedTensor(out._shallow(), is_output=True)
