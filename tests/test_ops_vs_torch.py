@@ -1211,3 +1211,34 @@ def test_numpy_shares_memory_and_iteration_gives_views():
     total = sum(row.sum() for row in x)
     total.backward()
     assert x.grad.tolist() == [[1.0, 1.0], [1.0, 1.0]]
+
+
+# ==========================================================================================
+# property test: random broadcasting pairs for binary ops
+# ==========================================================================================
+
+PROPERTY_OPS = {
+    "add": lambda m, a, b: a + b, "sub": lambda m, a, b: a - b, "mul": lambda m, a, b: a * b,
+    "div": lambda m, a, b: a / b, "pow": lambda m, a, b: a.abs() ** b,
+    "maximum": lambda m, a, b: m.maximum(a, b), "minimum": lambda m, a, b: m.minimum(a, b),
+    "where": lambda m, a, b: m.where(a > b, a * b, b - a),
+    "mixed": lambda m, a, b: (a * b + a.exp() / (1 + b * b)).tanh(),
+}
+
+
+@settings(max_examples=80, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(shapes=hnp.mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=4,
+                                                min_side=0, max_side=4),
+       op=st.sampled_from(sorted(PROPERTY_OPS)), dtype=st.sampled_from(DTYPES),
+       seed=st.integers(0, 2 ** 16))
+def test_property_binary_broadcasting_matches_torch(shapes, op, dtype, seed):
+    sa, sb = shapes.input_shapes
+    r = rng(seed)
+    a = np.asarray(r.uniform(-2, 2, sa).astype(dtype))
+    b = np.asarray(r.uniform(-2, 2, sb).astype(dtype))
+    if op == "pow":
+        a = np.asarray(a + np.where(a >= 0, 0.5, -0.5)).astype(dtype)  # |a| >= 0.5
+    if op == "div":
+        b = np.asarray(np.where(np.abs(b) < 0.25, 0.5, b)).astype(dtype)
+    check(PROPERTY_OPS[op], a, b, seed=seed)

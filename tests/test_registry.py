@@ -93,6 +93,9 @@ def _points(name, n, seed):
         return [np.concatenate([u(-40, 40), [20.0, 19.999, 20.001, -20.0, 0.0]])]
     if name == "sigmoid":
         return [np.concatenate([u(-40, 40), [0.0, -800.0, 800.0]])]
+    if name == "binary_cross_entropy":
+        # (near 0 and 1 the closed forms follow PyTorch's clamps: checked in test_nn_functional)
+        return [u(0.02, 0.98), r.uniform(0, 1, n)]
     if name in ("floor", "ceil", "round"):
         return [u(-5, 5)]
     if name == "isnan":

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import warnings
 
+import numpy as np
+
 from .. import dtypes
 from ..dispatch import bind
 from ..functions import elementwise as E
@@ -68,8 +70,8 @@ def _prep_softmax(input, dim, dtype, name):
     if dtype is not None:
         x = lax.cast(x, dtypes.as_dtype(dtype))
     if not x.dtype.is_floating_point:
-        raise RuntimeError(f"\"{name}_lastdim_kernel_impl\" not implemented for "
-                           f"'{x.dtype.c_name}'")
+        raise NotImplementedError(f"\"{name}_lastdim_kernel_impl\" not implemented for "
+                                  f"'{x.dtype.c_name}'")
     if dim is None:
         dim = _softmax_dim(x.dim(), name)
     return x, (wrap_dim(dim, x.dim()),) if x.dim() else ()
@@ -102,15 +104,25 @@ def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
 
 
 def linear(input, weight, bias=None):
-    """input @ weightᵀ + bias."""
+    """input @ weightᵀ + bias, recorded as PyTorch records it: with a bias, the input is
+    viewed as a matrix and ``AddmmBackward0(bias, x, weight.t())`` is viewed back
+    (ViewBackward0 unless the input is a matrix); without one, ``input @ weight.t()``."""
     from ..functions import linalg, shape
     x, w = to_tensor(input), to_tensor(weight)
-    if bias is not None and x.dim() == 2:
-        return named("AddmmBackward0",
-                     lambda a, ww, b: lax.add(bind(P["matmul"], a, lax.transpose_last(ww)), b),
-                     x, w, to_tensor(bias))
-    out = linalg.matmul(x, shape.t(w))
-    return out if bias is None else E.binary("add", out, bias)
+    if bias is None:
+        return linalg.matmul(x, shape.t(w))
+    b = to_tensor(bias)
+    x2 = x if x.dim() == 2 else shape.reshape(x, (-1, x.shape[-1]))
+    wt = shape.t(w)
+    out_shape = (x2.shape[0], wt.shape[-1]) if wt.dim() == 2 else None
+    if out_shape is not None and x2.shape[-1] == wt.shape[0]:
+        shape.expand(b, *out_shape)            # PyTorch's error for a bias of the wrong size
+    out = named("AddmmBackward0",
+                lambda bb, a, ww: lax.add(bind(P["matmul"], a, ww), bb), b, x2, wt)
+    if x.dim() == 2:
+        return out
+    return bind(P["reshape"], out, shape=tuple(x.shape[:-1]) + tuple(out.shape[1:]),
+                grad_name="ViewBackward0")
 
 
 def _reduce(loss, reduction):
@@ -140,6 +152,8 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     if tuple(t.shape) != tuple(x.shape):
         raise ValueError(f"Target size ({t.shape}) must be the same as input size ({x.shape})")
     t = lax.cast(t, x.dtype)
+    _no_grad_arg("binary_cross_entropy_with_logits", "weight", weight)
+    _no_grad_arg("binary_cross_entropy_with_logits", "pos_weight", pos_weight)
     extras = [to_tensor(w) for w in (weight, pos_weight) if w is not None]
 
     def f(v, tt, *ws):
@@ -169,11 +183,10 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     if x._data is not None and x.numel() and (x._data.min() < 0 or x._data.max() > 1):
         raise RuntimeError("all elements of input should be between 0 and 1")
     t = lax.cast(t, x.dtype)
+    _no_grad_arg("binary_cross_entropy", "weight", weight)
 
     def f(v, tt, *ws):
-        lv = bind(P["maximum"], lax.unary("log", v), lax.full((), -100.0, v.dtype))
-        l1v = bind(P["maximum"], lax.unary("log", lax.sub(1.0, v)), lax.full((), -100.0, v.dtype))
-        loss = lax.neg(lax.add(lax.mul(tt, lv), lax.mul(lax.sub(1.0, tt), l1v)))
+        loss = bind(P["binary_cross_entropy"], v, tt)   # PyTorch's clamps and gradient
         if ws:
             loss = lax.mul(loss, ws[0])
         return _reduce(loss, reduction)
@@ -213,34 +226,67 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     return R.sum(d) if reduction == "sum" else d
 
 
+def _no_grad_arg(fn_name: str, arg: str, t) -> None:
+    """PyTorch's refusal to differentiate a loss with respect to its weights."""
+    from ..autograd import grad_mode
+    if t is not None and grad_mode.is_grad_enabled() and to_tensor(t).requires_grad:
+        raise RuntimeError(f"The function '{fn_name}' is not differentiable with respect to "
+                           f"argument '{arg}'. This input cannot have requires_grad True.")
+
+
+def _check_nll(x, t, weight, ignore_index):
+    """nll_loss's argument checks, in PyTorch's order and words."""
+    if x.dim() < 1:
+        raise ValueError(f"Expected 1 or more dimensions (got {x.dim()})")
+    if x.dim() == 1 and t.dim() == 1 and t.shape[0] != 1:
+        raise ValueError(f"For 1D input, 1D target must have size 1, but got target size: "
+                         f"{t.shape[0]}")
+    if x.dim() != 1 and t.dim() and x.shape[0] != t.shape[0]:
+        raise ValueError(f"Expected input batch_size ({x.shape[0]}) to match target batch_size "
+                         f"({t.shape[0]}).")
+    if x.dim() <= 2 and t.dim() > 1:
+        raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
+    if t.dtype not in (dtypes.int64, dtypes.uint8):
+        raise RuntimeError(f"expected target dtype to be Long or Byte, but got "
+                           f"{t.dtype.c_name}")
+    if x.dim() >= 3 and t.dtype is not dtypes.int64:     # the 2d kernel takes Long only
+        raise RuntimeError(f"expected scalar type Long but found {t.dtype.c_name}")
+    cdim = 1 if x.dim() >= 2 else 0
+    n_classes = x.shape[cdim]
+    if x.dim() > 2:
+        expected = (x.shape[0],) + tuple(x.shape[2:])
+        if tuple(t.shape) != expected:
+            raise RuntimeError(f"Expected target size {list(expected)}, got {list(t.shape)}")
+    if weight is not None and to_tensor(weight).numel() != n_classes:
+        raise RuntimeError(f"weight tensor should be defined either for all {n_classes} classes "
+                           f"or no classes but got weight tensor of shape: "
+                           f"{list(to_tensor(weight).shape)}")
+    if t._data is not None:
+        flat = t._data.reshape(-1).astype(np.int64)
+        bad = (flat != ignore_index) & ((flat < 0) | (flat >= n_classes))
+        if bad.any():
+            raise IndexError(f"Target {flat[np.argmax(bad)]} is out of bounds.")
+
+
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
              reduction="mean"):
-    """Negative log-likelihood of class indices; input (N, C) or (C,), or (N, C, d...)."""
+    """Negative log-likelihood of class indices; input (N, C) or (C,), or (N, C, d...)
+    (``NllLoss2DBackward0`` then, as PyTorch names it)."""
     x, t = to_tensor(input), to_tensor(target)
     _check_reduction(reduction)
-    if t.dtype.category != "int":
-        raise RuntimeError(f"expected scalar type Long but found {t.dtype.c_name}")
-    if x.dim() < 1:
-        raise ValueError("Expected 1 or more dimensions (got 0)")
+    _check_nll(x, t, weight, ignore_index)
+    _no_grad_arg("nll_loss_forward", "weight", weight)
     batched = x.dim() >= 2
     cdim = 1 if batched else 0
-    n_classes = x.shape[cdim]
-    expected = tuple(x.shape[:cdim]) + tuple(x.shape[cdim + 1:])
-    if tuple(t.shape) != expected:
-        raise ValueError(f"Expected input batch_size ({x.shape[0] if batched else 1}) to match "
-                         f"target batch_size ({t.shape[0] if t.dim() else 1}).") \
-            if t.dim() and batched and t.shape[0] != x.shape[0] else \
-            RuntimeError(f"size mismatch (got input: {list(x.shape)}, target: {list(t.shape)})")
-    if t._data is not None:
-        valid = t._data[t._data != ignore_index]
-        if valid.size and (valid.min() < 0 or valid.max() >= n_classes):
-            bad = valid.max() if valid.max() >= n_classes else valid.min()
-            raise IndexError(f"Target {bad} is out of bounds.")
     t = lax.cast(t, dtypes.int64)
     keep = bind(P["ne"], t, ignore_index)
     safe_t = lax.where(keep, t, 0)
     idx = lax.reshape(safe_t, tuple(safe_t.shape[:cdim]) + (1,) + tuple(safe_t.shape[cdim:]))
     wt = to_tensor(weight) if weight is not None else None
+    # PyTorch's nll_loss_nd: 2d kernel for >= 3-D input; 'none' results of 3-D and >= 5-D
+    # inputs come back through a view
+    name = "NllLoss2DBackward0" if x.dim() >= 3 else "NllLossBackward0"
+    view_back = reduction == "none" and x.dim() >= 3 and x.dim() != 4
 
     def f(v, *ws):
         picked = lax.reshape(bind(P["gather"], v, idx, axis=cdim), tuple(safe_t.shape))
@@ -249,45 +295,83 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
             w_el = lax.mul(w_el, bind(P["take"], ws[0], safe_t, axis=0))
         loss = lax.neg(lax.mul(picked, w_el))
         if reduction == "none":
-            return loss
+            return lax.reshape(loss, (loss.shape[0], lax.size_of(loss.shape[1:]))) \
+                if view_back else loss
         total = lax.sum(loss, tuple(range(loss.dim())))
         if reduction == "sum":
             return total
-        return lax.div(total, lax.sum(w_el, tuple(range(w_el.dim()))))
-    return named("NllLossBackward0", f, x, *([wt] if wt is not None else []))
+        denom = lax.sum(w_el, tuple(range(w_el.dim())))
+        # all targets ignored: NaN, as PyTorch, but a zero gradient (no 0/0 in backward)
+        none = lax.eq(denom, 0.0)
+        return lax.where(none, lax.full((), float("nan"), v.dtype),
+                         lax.div(total, lax.where(none, 1.0, denom)))
+    out = named(name, f, x, *([wt] if wt is not None else []))
+    if view_back:
+        out = bind(P["reshape"], out, shape=tuple(safe_t.shape), grad_name="ViewBackward0")
+    return out
 
 
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100,
                   reduce=None, reduction="mean", label_smoothing=0.0):
-    """log_softmax over the class dim, then NLL (class indices) or the soft-target sum."""
+    """log_softmax over the class dim, then NLL (class indices) or the soft-target sum (a
+    float target of the input's shape), with PyTorch's label smoothing and weights."""
     x, t = to_tensor(input), to_tensor(target)
+    _check_reduction(reduction)
+    if label_smoothing > 1.0:
+        raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: "
+                           f"{float(label_smoothing)}")
     cdim = 1 if x.dim() >= 2 else 0
+    n = x.shape[cdim] if x.dim() else 1
+    if t.dtype.is_floating_point and tuple(t.shape) == tuple(x.shape):
+        return _cross_entropy_probs(x, t, weight, reduction, label_smoothing, cdim, n)
+    _check_nll(x, t, weight, ignore_index)
+    _no_grad_arg("nll_loss_forward", "weight", weight)
     logp = log_softmax(x, dim=cdim)
-    if t.dtype.is_floating_point:
-        if tuple(t.shape) != tuple(x.shape):
-            raise RuntimeError(f"Expected target size {list(x.shape)}, got {list(t.shape)}")
-        n = x.shape[cdim]
-        if label_smoothing:
-            t = E.binary("add", E.binary("mul", t, 1 - label_smoothing), label_smoothing / n)
-        prod = E.binary("mul", logp, t)
-        if weight is not None:
-            shape = [1] * x.dim()
-            shape[cdim] = n
-            prod = E.binary("mul", prod, to_tensor(weight).reshape(shape))
-        loss = E.unary("neg", R.sum(prod, dim=cdim))
-        if reduction == "mean":
-            return E.binary("div", R.sum(loss), x.numel() // n if x.dim() else 1)
-        return R.sum(loss) if reduction == "sum" else loss
     nll = nll_loss(logp, t, weight=weight, ignore_index=ignore_index, reduction=reduction)
     if not label_smoothing:
         return nll
-    n = x.shape[cdim]
-    smooth = E.unary("neg", R.sum(logp, dim=cdim))
-    keep = t != ignore_index
+    # PyTorch: smooth = -(logp * w).sum(class dim), zero where ignored; the mean divides by
+    # the summed weights of the kept targets
+    wshape = [1] * x.dim()
+    if x.dim():
+        wshape[cdim] = n
+    prod = logp if weight is None else E.binary("mul", logp, to_tensor(weight).reshape(wshape))
+    smooth = E.unary("neg", R.sum(prod, dim=cdim))
+    keep = E.binary("ne", t, ignore_index)
     smooth = E.where(keep, smooth, 0.0)
     if reduction == "mean":
-        smooth = E.binary("div", R.sum(smooth), R.sum(keep.to(x.dtype)))
+        if weight is None:
+            denom = R.sum(keep)
+        else:
+            w_t = bind(P["take"], to_tensor(weight), lax.cast(
+                E.where(keep, t, 0), dtypes.int64), axis=0)
+            denom = R.sum(E.where(keep, w_t, 0.0))
+        smooth = E.binary("div", R.sum(smooth), denom)
     elif reduction == "sum":
         smooth = R.sum(smooth)
     return E.binary("add", E.binary("mul", nll, 1 - label_smoothing),
                     E.binary("mul", smooth, label_smoothing / n))
+
+
+def _cross_entropy_probs(x, t, weight, reduction, label_smoothing, cdim, n):
+    """-(log_softmax(x) * target * weight).sum(...), as PyTorch's prob-target kernel."""
+    if weight is not None and to_tensor(weight).numel() != n:
+        raise RuntimeError(f"cross_entropy: weight tensor should be defined either for all {n} "
+                           f"classes or no classes but got weight tensor of shape: "
+                           f"{list(to_tensor(weight).shape)}")
+    logp = log_softmax(x, dim=cdim)
+    if label_smoothing:
+        t = E.binary("add", E.binary("mul", t, 1 - label_smoothing), label_smoothing / n)
+    prod = E.binary("mul", logp, t)
+    if weight is not None:
+        wshape = [1] * x.dim()
+        wshape[cdim] = n
+        prod = E.binary("mul", prod, to_tensor(weight).reshape(wshape))
+    if reduction == "none":
+        return E.unary("neg", R.sum(prod, dim=cdim))
+    total = E.unary("neg", R.sum(prod))
+    if reduction == "sum":
+        return total
+    if x.numel() == 0:                         # PyTorch: -(...).sum().fill_(nan)
+        return E.unary("neg", E.binary("mul", R.sum(prod), float("nan")))
+    return E.binary("div", total, x.numel() // n, grad_name="DivBackward1")

@@ -77,6 +77,20 @@ _ew("softplus", lambda x: _pw((x, x > 20), (log1p(S.exp(x)), True)), numpy=_soft
     out_dtype="float", grads=lambda x, out: (_pw((1, x > 20), (1 / (1 + S.exp(-x)), True)),))
 _ew("reciprocal", lambda x: 1 / x, numpy=np.reciprocal, out_dtype="float")
 
+
+def _bce_numpy(x, t):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return -(t * np.maximum(np.log(x), -100) + (1 - t) * np.maximum(np.log(1 - x), -100))
+
+
+# binary cross-entropy of probabilities, logs clamped at -100; the closed-form partials
+# are PyTorch's backward: (x - t) / max(x (1 - x), EPSILON) (a float 1e-12) and -logit(x)
+_ew("binary_cross_entropy",
+    lambda x, t: -(t * S.Max(S.log(x), -100) + (1 - t) * S.Max(S.log(1 - x), -100)),
+    numpy=_bce_numpy, out_dtype="float", grad_name="BinaryCrossEntropyBackward0",
+    grads=lambda x, t, out: ((x - t) / S.Max(x * (1 - x), S.Float(float(np.float32(1e-12)))),
+                             S.log(1 - x) - S.log(x)))
+
 # piecewise-linear and rounding
 # NaN follows PyTorch: relu passes the gradient at NaN, abs and sign give 0 there
 _ew("relu", lambda x: _pw((0, x <= 0), (x, True)), numpy=lambda x: np.maximum(x, 0))
@@ -110,4 +124,4 @@ BUILTIN_ELEMENTWISE = ("add", "sub", "mul", "div", "neg", "copy", "pow", "remain
                        "sqrt", "rsqrt", "sin", "cos", "tan", "tanh", "sigmoid", "softplus",
                        "reciprocal", "relu", "abs", "sign", "floor", "ceil", "round", "lt",
                        "le", "gt", "ge", "eq", "ne", "logical_not", "logical_and",
-                       "logical_or", "isnan")
+                       "logical_or", "isnan", "binary_cross_entropy")

@@ -1,0 +1,346 @@
+"""symgrad.nn.functional against torch.nn.functional: values, dtypes, grad_fn names and
+gradients for every reduction, the numerically hard cases (logits of ±100 and ±1000) and
+the errors (type and text) for bad input."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import symgrad as sg
+
+from oracle import DTYPES, assert_close, check, rng
+
+F = pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
+R = pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+
+
+def u(shape, dtype=np.float64, lo=-2.0, hi=2.0, seed=0):
+    return np.asarray(rng(seed).uniform(lo, hi, shape).astype(dtype))
+
+
+def fn(name):
+    return lambda m: getattr(m.nn.functional, name)
+
+
+def _same_error(f):
+    res = []
+    for m in (sg, torch):
+        try:
+            f(m)
+            res.append(None)
+        except Exception as e:   # noqa: BLE001 - type and text are compared
+            res.append(e)
+    s, t = res
+    assert t is not None, "torch did not raise"
+    assert s is not None, f"symgrad did not raise; torch raised {type(t).__name__}: {t}"
+    assert type(s) is type(t), f"{type(s).__name__}: {s}  vs torch {type(t).__name__}: {t}"
+    assert str(s) == str(t)
+
+
+# --- activations ----------------------------------------------------------------------------
+
+@F
+@pytest.mark.parametrize("name", ["relu", "sigmoid", "tanh", "softplus"])
+@pytest.mark.parametrize("shape", [(3, 4), (), (0, 3)], ids=str)
+def test_activations(name, shape, dtype):
+    x = u(shape, dtype, -30, 30, seed=1)
+    check(lambda m, t: fn(name)(m)(t), x)
+
+
+@F
+@pytest.mark.parametrize("beta,threshold", [(1.0, 20.0), (2.0, 20.0), (0.5, 5.0), (3.0, 1.0),
+                                            (1.0, 0.0), (-1.0, 20.0)])
+def test_softplus_beta_threshold(beta, threshold, dtype):
+    x = np.concatenate([u((20,), dtype, -15, 15, seed=2),
+                        np.array([threshold / beta, 0.0, 30.0, -30.0], dtype)]).astype(dtype)
+    check(lambda m, t: m.nn.functional.softplus(t, beta=beta, threshold=threshold), x)
+    check(lambda m, t: m.nn.functional.softplus(t, beta, threshold), x)
+
+
+def test_relu_inplace_and_on_integers():
+    for m in (sg, torch):
+        t = m.tensor([-1.0, 2.0])
+        out = m.nn.functional.relu(t, inplace=True)
+        assert out is t and t.tolist() == [0.0, 2.0]
+    check(lambda m, t: m.nn.functional.relu(t), np.array([-2, 0, 3]))
+
+
+@F
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("shape,dim", [((3, 4), 1), ((3, 4), 0), ((2, 3, 4), -1),
+                                       ((2, 3, 4), 1), ((5,), 0), ((), 0), ((0, 3), 1)],
+                         ids=str)
+def test_softmax_family(name, shape, dim, dtype):
+    x = u(shape, dtype, -5, 5, seed=3)
+    check(lambda m, t: fn(name)(m)(t, dim=dim), x)
+    check(lambda m, t: fn(name)(m)(t, dim, dtype=m.float64), x)
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("ndim", [0, 1, 2, 3, 4])
+def test_softmax_implicit_dim_warns_and_picks_torch_dim(name, ndim):
+    x = u((2,) * ndim, seed=4)
+    for m in (sg, torch):
+        with pytest.warns(UserWarning, match="Implicit dimension choice"):
+            fn(name)(m)(m.tensor(x))
+    check(lambda m, t: fn(name)(m)(t), x)
+
+
+@F
+def test_linear(dtype):
+    x, w, b = u((5, 3), dtype, seed=5), u((4, 3), dtype, seed=6), u((4,), dtype, seed=7)
+    check(lambda m, a, ww, bb: m.nn.functional.linear(a, ww, bb), x, w, b)
+    check(lambda m, a, ww: m.nn.functional.linear(a, ww), x, w)
+    check(lambda m, a, ww, bb: m.nn.functional.linear(a, ww, bb), u((2, 5, 3), dtype, seed=8),
+          w, b)
+    check(lambda m, a, ww, bb: m.nn.functional.linear(a, ww, bb), u((3,), dtype, seed=9), w, b)
+    check(lambda m, a, ww: m.nn.functional.linear(a, ww), u((2, 5, 3), dtype, seed=10), w)
+
+
+def test_linear_errors():
+    _same_error(lambda m: m.nn.functional.linear(m.ones(2, 3), m.ones(4, 2)))
+    _same_error(lambda m: m.nn.functional.linear(m.ones(2, 3), m.ones(4, 3), m.ones(5)))
+
+
+# --- losses ---------------------------------------------------------------------------------
+
+@F
+@R
+@pytest.mark.parametrize("shape", [(4, 3), (5,), (), (0,)], ids=str)
+def test_bce_with_logits(reduction, shape, dtype):
+    x, t = u(shape, dtype, -4, 4, seed=11), u(shape, dtype, 0, 1, seed=12)
+    check(lambda m, a, b: m.nn.functional.binary_cross_entropy_with_logits(
+        a, b, reduction=reduction), x, t)
+
+
+@F
+@R
+def test_bce_with_logits_weight_and_pos_weight(reduction, dtype):
+    x, t = u((4, 3), dtype, -4, 4, seed=13), u((4, 3), dtype, 0, 1, seed=14)
+    w, pw = u((3,), dtype, 0.1, 2, seed=15), u((3,), dtype, 0.1, 3, seed=16)
+    bce = "binary_cross_entropy_with_logits"
+    rg = [True, True, False, False]           # torch refuses gradients for the weights
+    check(lambda m, a, b, ww: fn(bce)(m)(a, b, weight=ww, reduction=reduction), x, t, w,
+          requires_grad=rg)
+    check(lambda m, a, b, p: fn(bce)(m)(a, b, pos_weight=p, reduction=reduction), x, t, pw,
+          requires_grad=rg)
+    check(lambda m, a, b, ww, p: fn(bce)(m)(a, b, weight=ww, pos_weight=p,
+                                            reduction=reduction), x, t, w, pw,
+          requires_grad=rg)
+
+
+@F
+@R
+@pytest.mark.parametrize("big", [100.0, 1000.0, 1e30])
+def test_bce_with_logits_is_stable_at_huge_logits(big, reduction, dtype):
+    x = np.array([big, -big, big, -big, 0.0], dtype)
+    t = np.array([1.0, 0.0, 0.0, 1.0, 0.5], dtype)
+    s, th = check(lambda m, a, b: m.nn.functional.binary_cross_entropy_with_logits(
+        a, b, reduction=reduction), x, t)
+    assert np.all(np.isfinite(s.detach().numpy()))
+    xs = sg.tensor(x, requires_grad=True)
+    sg.nn.functional.binary_cross_entropy_with_logits(xs, sg.tensor(t)).backward()
+    assert np.all(np.isfinite(xs.grad.numpy()))
+    pw = np.array([2.0], dtype)
+    check(lambda m, a, b, p: m.nn.functional.binary_cross_entropy_with_logits(
+        a, b, pos_weight=p, reduction=reduction), x, t, pw, requires_grad=[True, True, False])
+
+
+@F
+@R
+def test_binary_cross_entropy(reduction, dtype):
+    x = np.concatenate([u((10,), dtype, 0.01, 0.99, seed=17),
+                        np.array([0.0, 1.0, 1e-45 if dtype == np.float32 else 1e-300], dtype)])
+    t = np.concatenate([u((10,), dtype, 0, 1, seed=18), np.array([0.3, 0.6, 1.0], dtype)])
+    x, t = x.astype(dtype), t.astype(dtype)
+    check(lambda m, a, b: m.nn.functional.binary_cross_entropy(a, b, reduction=reduction),
+          x, t)
+    w = u((13,), dtype, 0.1, 2, seed=19)
+    check(lambda m, a, b, ww: m.nn.functional.binary_cross_entropy(a, b, weight=ww,
+                                                                    reduction=reduction),
+          x, t, w, requires_grad=[True, True, False])
+
+
+@F
+@R
+@pytest.mark.parametrize("name", ["mse_loss", "l1_loss"])
+def test_mse_and_l1(name, reduction, dtype):
+    x, t = u((4, 3), dtype, seed=20), u((4, 3), dtype, seed=21)
+    t[0, 0] = x[0, 0]                  # |x - t| = 0: l1's subgradient 0, as torch
+    check(lambda m, a, b: fn(name)(m)(a, b, reduction=reduction), x, t)
+    check(lambda m, a, b: fn(name)(m)(a, b, reduction=reduction), u((), dtype, seed=22),
+          u((), dtype, seed=23))
+
+
+@pytest.mark.parametrize("name", ["mse_loss", "l1_loss"])
+def test_mse_and_l1_broadcast_warning(name):
+    x, t = u((4, 3), seed=24), u((3,), seed=25)
+    for m in (sg, torch):
+        with pytest.warns(UserWarning, match="target size"):
+            fn(name)(m)(m.tensor(x), m.tensor(t))
+    check(lambda m, a, b: fn(name)(m)(a, b), x, t)
+
+
+CE_SHAPES = [((5, 4), (5,)), ((4,), ()), ((2, 4, 3), (2, 3)), ((2, 3, 2, 2), (2, 2, 2))]
+
+
+def _targets(shape, n_classes, seed, ignore=None):
+    t = rng(seed).integers(0, n_classes, shape)
+    if ignore is not None and t.size:
+        t.reshape(-1)[0] = ignore
+    return np.asarray(t, dtype=np.int64)
+
+
+@F
+@R
+@pytest.mark.parametrize("shapes", CE_SHAPES, ids=str)
+def test_cross_entropy_class_indices(shapes, reduction, dtype):
+    (xs, ts) = shapes
+    c = xs[1] if len(xs) > 1 else xs[0]
+    x, t = u(xs, dtype, -3, 3, seed=26), _targets(ts, c, 27)
+    w = u((c,), dtype, 0.2, 2, seed=28)
+    ce = lambda m: m.nn.functional.cross_entropy  # noqa: E731
+    rg = [True, False, False]                 # nll_loss refuses gradients for the weight
+    check(lambda m, a, b: ce(m)(a, b, reduction=reduction), x, t)
+    check(lambda m, a, b, ww: ce(m)(a, b, weight=ww, reduction=reduction), x, t, w,
+          requires_grad=rg)
+    if ts:
+        ti = _targets(ts, c, 29, ignore=-100)
+        check(lambda m, a, b: ce(m)(a, b, reduction=reduction), x, ti)
+        tj = _targets(ts, c, 30, ignore=1)
+        check(lambda m, a, b, ww: ce(m)(a, b, weight=ww, ignore_index=1, reduction=reduction),
+              x, tj, w, requires_grad=rg)
+    for ls in (0.1, 0.5):
+        check(lambda m, a, b: ce(m)(a, b, label_smoothing=ls, reduction=reduction), x, t)
+        check(lambda m, a, b, ww: ce(m)(a, b, weight=ww, label_smoothing=ls,
+                                        reduction=reduction), x, t, w, requires_grad=rg)
+        if ts:
+            check(lambda m, a, b, ww: ce(m)(a, b, weight=ww, label_smoothing=ls,
+                                            ignore_index=1, reduction=reduction), x, tj, w,
+                  requires_grad=rg)
+
+
+@F
+@R
+@pytest.mark.parametrize("shapes", CE_SHAPES, ids=str)
+def test_cross_entropy_probabilities(shapes, reduction, dtype):
+    (xs, _) = shapes
+    c = xs[1] if len(xs) > 1 else xs[0]
+    x = u(xs, dtype, -3, 3, seed=31)
+    p = u(xs, dtype, 0, 1, seed=32)
+    p = (p / p.sum(axis=1 if len(xs) > 1 else 0, keepdims=True)).astype(dtype)
+    w = u((c,), dtype, 0.2, 2, seed=33)
+    ce = lambda m: m.nn.functional.cross_entropy  # noqa: E731
+    check(lambda m, a, b: ce(m)(a, b, reduction=reduction), x, p)
+    check(lambda m, a, b, ww: ce(m)(a, b, weight=ww, reduction=reduction), x, p, w)
+    check(lambda m, a, b: ce(m)(a, b, label_smoothing=0.2, reduction=reduction), x, p)
+    check(lambda m, a, b, ww: ce(m)(a, b, weight=ww, label_smoothing=0.3,
+                                    reduction=reduction), x, p, w)
+
+
+@F
+def test_cross_entropy_all_targets_ignored(dtype):
+    x, t = u((3, 4), dtype, seed=34), np.full((3,), -100, np.int64)
+    check(lambda m, a, b: m.nn.functional.cross_entropy(a, b), x, t)
+    check(lambda m, a, b: m.nn.functional.cross_entropy(a, b, reduction="sum"), x, t)
+
+
+@F
+def test_cross_entropy_extreme_logits(dtype):
+    x = np.array([[1000.0, -1000.0, 0.0], [-1e4, 1e4, 5.0]], dtype)
+    t = np.array([1, 1])
+    check(lambda m, a, b: m.nn.functional.cross_entropy(a, b), x, t)
+
+
+@F
+@R
+@pytest.mark.parametrize("shapes", CE_SHAPES, ids=str)
+def test_nll_loss(shapes, reduction, dtype):
+    (xs, ts) = shapes
+    c = xs[1] if len(xs) > 1 else xs[0]
+    x, t, w = u(xs, dtype, -3, 0, seed=35), _targets(ts, c, 36), u((c,), dtype, 0.2, 2, seed=37)
+    nll = lambda m: m.nn.functional.nll_loss  # noqa: E731
+    check(lambda m, a, b: nll(m)(a, b, reduction=reduction), x, t)
+    rg = [True, False, False]
+    check(lambda m, a, b, ww: nll(m)(a, b, weight=ww, reduction=reduction), x, t, w,
+          requires_grad=rg)
+    if ts:
+        check(lambda m, a, b, ww: nll(m)(a, b, weight=ww, ignore_index=0, reduction=reduction),
+              x, _targets(ts, c, 38, ignore=0), w, requires_grad=rg)
+    if len(xs) <= 2:                     # uint8 targets are accepted too (not by the 2d kernel)
+        check(lambda m, a, b: nll(m)(a, b, reduction=reduction), x, t.astype(np.uint8))
+
+
+# --- errors ---------------------------------------------------------------------------------
+
+ERRORS = [
+    lambda m: m.nn.functional.mse_loss(m.ones(3), m.ones(3), reduction="avg"),
+    lambda m: m.nn.functional.l1_loss(m.ones(3), m.ones(3), reduction="bad"),
+    lambda m: m.nn.functional.binary_cross_entropy_with_logits(m.ones(3), m.ones(2)),
+    lambda m: m.nn.functional.binary_cross_entropy_with_logits(m.ones(3), m.ones(3),
+                                                               reduction="x"),
+    lambda m: m.nn.functional.binary_cross_entropy(m.ones(3), m.ones(2)),
+    lambda m: m.nn.functional.binary_cross_entropy(m.ones(3) * 2, m.ones(3)),
+    lambda m: m.nn.functional.binary_cross_entropy(m.ones(3) * -1, m.ones(3)),
+    lambda m: m.nn.functional.binary_cross_entropy(m.ones(3), m.ones(3), reduction="x"),
+    lambda m: m.nn.functional.cross_entropy(m.ones(3, 4), m.tensor([0, 4, 1])),
+    lambda m: m.nn.functional.cross_entropy(m.ones(3, 4), m.tensor([0, -1, 1])),
+    lambda m: m.nn.functional.cross_entropy(m.ones(3, 4), m.tensor([0, 1])),
+    lambda m: m.nn.functional.cross_entropy(m.ones(3, 4), m.ones(3, 5)),
+    lambda m: m.nn.functional.cross_entropy(m.ones(3, 4), m.tensor([0.0, 1.0, 2.0])),
+    lambda m: m.nn.functional.cross_entropy(m.ones(3, 4), m.tensor([0, 1, 2]), reduction="x"),
+    lambda m: m.nn.functional.nll_loss(m.ones(3, 4), m.tensor([0, 1, 2]).float()),
+    lambda m: m.nn.functional.nll_loss(m.ones(3, 4), m.tensor([0, 1])),
+    lambda m: m.nn.functional.nll_loss(m.ones(3, 4), m.tensor([0, 9, 1])),
+    lambda m: m.nn.functional.nll_loss(m.tensor(1.0), m.tensor(0)),
+    lambda m: m.nn.functional.nll_loss(m.ones(3, 4), m.tensor([[0, 1, 2]])),
+    lambda m: m.nn.functional.softmax(m.ones(3, dtype=m.int64), 0),
+    lambda m: m.nn.functional.log_softmax(m.ones(3), 1),
+    lambda m: m.nn.functional.softmax(m.ones(3), 2),
+    lambda m: m.nn.functional.nll_loss(m.ones(3, 4), m.tensor([0, 1, 2], dtype=m.int32)),
+    lambda m: m.nn.functional.nll_loss(m.ones(2, 4, 3), m.zeros(2, 3, dtype=m.uint8)),
+    lambda m: m.nn.functional.nll_loss(m.ones(2, 4, 3), m.zeros(2, 3)),
+    lambda m: m.nn.functional.nll_loss(m.ones(3, 4), m.zeros(3, 5, dtype=m.int64)),
+    lambda m: m.nn.functional.nll_loss(m.ones(4), m.tensor([0, 1])),
+    lambda m: m.nn.functional.nll_loss(m.ones(2, 4, 3), m.zeros(2, 4, dtype=m.int64)),
+    lambda m: m.nn.functional.nll_loss(m.ones(2, 4, 3), m.zeros(3, 3, dtype=m.int64)),
+    lambda m: m.nn.functional.nll_loss(m.ones(2, 4, 3), m.full((2, 3), 7)),
+    lambda m: m.nn.functional.nll_loss(m.ones(3, 4), m.tensor([0, 1, 2]), weight=m.ones(3)),
+    lambda m: m.nn.functional.cross_entropy(m.ones(3, 4), m.ones(3, 4) / 4, weight=m.ones(3)),
+    lambda m: m.nn.functional.cross_entropy(m.ones(3, 4), m.tensor([0, 1, 2]),
+                                            label_smoothing=1.5),
+    lambda m: m.nn.functional.linear(m.ones(2, 2, 3), m.ones(4, 3), m.ones(5)),
+    lambda m: m.nn.functional.linear(m.ones(3), m.ones(4, 2)),
+    lambda m: m.nn.functional.linear(m.ones(2, 2, 3), m.ones(4, 2)),
+    lambda m: m.nn.functional.binary_cross_entropy_with_logits(
+        m.ones(3, requires_grad=True), m.ones(3), weight=m.ones(3, requires_grad=True)),
+    lambda m: m.nn.functional.binary_cross_entropy_with_logits(
+        m.ones(3, requires_grad=True), m.ones(3), pos_weight=m.ones(3, requires_grad=True)),
+    lambda m: m.nn.functional.binary_cross_entropy(
+        m.ones(3, requires_grad=True) / 2, m.ones(3), weight=m.ones(3, requires_grad=True)),
+    lambda m: m.nn.functional.nll_loss(m.ones(3, 4, requires_grad=True), m.tensor([0, 1, 2]),
+                                       weight=m.ones(4, requires_grad=True)),
+    lambda m: m.nn.functional.cross_entropy(m.ones(3, 4), m.tensor([0, 1, 2]),
+                                            weight=m.ones(4, requires_grad=True)),
+]
+
+
+@pytest.mark.parametrize("case", range(len(ERRORS)))
+def test_errors_match_torch(case):
+    _same_error(ERRORS[case])
+
+
+@F
+def test_cross_entropy_probabilities_of_empty_batch_and_promotion(dtype):
+    check(lambda m, a, b: m.nn.functional.cross_entropy(a, b), np.zeros((0, 4), dtype),
+          np.zeros((0, 4), dtype))
+    check(lambda m, a, b: m.nn.functional.cross_entropy(a, b), u((3, 4), dtype, seed=40),
+          u((3, 4), np.float64, 0, 1, seed=41))
+
+
+def test_loss_weights_may_require_grad_under_no_grad():
+    for m in (sg, torch):
+        with m.no_grad():
+            m.nn.functional.nll_loss(m.ones(3, 4), m.tensor([0, 1, 2]),
+                                     weight=m.ones(4, requires_grad=True))
