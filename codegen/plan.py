@@ -52,6 +52,7 @@ __all__ = ["Plan", "Storage", "Item", "LoopStep", "NodeStep", "CopyStep", "build
 
 RECOMPUTE_COST = 12   # an elementwise node costing more is materialised rather than recomputed
 UNROLL_MAX = 16       # trailing dims of an item up to this many elements are unrolled in a loop
+NEAR_EXTENT = 4       # items up to this many elements shorter per dim share a loop
 ARENA_ALIGN = 64
 
 
@@ -186,6 +187,20 @@ def _strided(node: Node, kinds: dict, roots: set, storage_of, failed: set) -> L.
     m = L.translate(node.op, dict(node.attrs), arg.shape, node.shape, L.identity(len(node.shape)))
     offset, strides = L.view_strides(node.shape, L.address(base, m))
     return L.StridedView(base.buffer, node.shape, strides, offset)
+
+
+def _near_shape(step: "LoopStep", item: Item) -> tuple[int, ...] | None:
+    """Loops whose items differ by a few elements per dim (stencils: ``x[1:]`` and
+    ``x[:-1]`` terms, a padded gradient) share one loop over the largest extent; each
+    item runs on its own range ``[0, n)`` (segment cuts, see FusedLoop)."""
+    shapes = [it.shape for it in step.items] + [item.shape]
+    rank = len(step.shape)
+    if any(len(sh) != rank for sh in shapes) or rank == 0:
+        return None
+    out = tuple(max(sh[d] for sh in shapes) for d in range(rank))
+    if all(out[d] - sh[d] <= NEAR_EXTENT and sh[d] > 0 for sh in shapes for d in range(rank)):
+        return out
+    return None
 
 
 def _size(shape) -> int:
@@ -339,6 +354,9 @@ class _Planner:
         the item's shapes, when every item's remaining dims are small enough to unroll."""
         if step.shape == item.shape:
             return step.shape
+        near = _near_shape(step, item)
+        if near is not None:
+            return near
         p = 0
         while p < min(len(step.shape), len(item.shape)) and step.shape[p] == item.shape[p]:
             p += 1

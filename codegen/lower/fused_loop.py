@@ -89,6 +89,11 @@ class FusedLoop:
         self.instances = [_Instance(item, m) for item in step.items for m in self._maps(item)]
         self.inline = {id(it) for it in step.items
                        if it.kind == "reduce" and inline_reduction(it.node, self.rank)}
+        for it in step.items:                       # items shorter than the loop: own range
+            for d in range(self.rank):
+                if it.shape[d] < self.shape[d]:
+                    self.cuts.setdefault(d, set()).add(it.shape[d])
+                    self.index_dims.add(d)
         self._analyse()
         self.groups = self._coalesce()
 
@@ -416,6 +421,8 @@ class FusedLoop:
         partials: dict = {}
         for k, inst in enumerate(self.instances):
             item, m = inst.item, inst.map
+            if not self._active(item):
+                continue
             if item.kind == "store":
                 if item.produces is item.node:
                     v = self.compute(item.node, m)
@@ -445,6 +452,11 @@ class FusedLoop:
                 acc = self._acc_storage(item)
                 ptr = self.ctx.elem(acc, self.offset(key[1]))
                 T.store(b, R.combine(b, r.op, adt, T.load(b, ptr, acc.dtype), x), ptr, acc.dtype)
+
+    def _active(self, item: Item) -> bool:
+        """Whether the current segment lies inside ``item``'s range (shorter items)."""
+        return all(self.seg_lo.get(d, 0) < item.shape[d]
+                   for d in range(self.rank) if item.shape[d] < self.shape[d])
 
     def _flush(self, item: Item, partials: dict, regs: dict) -> None:
         """An item's instances are done: finish inline reductions, feed register slots."""
