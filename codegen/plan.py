@@ -591,6 +591,7 @@ def _externals(p: _Planner, steps, produced, segment_of, storage, n_in, n_out) -
 
 
 def _add_scratch(steps: list, storage: dict) -> None:
+    count = 0
     for st in steps:
         if not isinstance(st, LoopStep):
             continue
@@ -600,10 +601,11 @@ def _add_scratch(steps: list, storage: dict) -> None:
                 continue
             if inline_reduction(r, len(st.shape)):
                 continue
+            count += 1
             if r.dtype.name == "float32":
-                item.scratch["acc"] = Storage("temp", -1, dtypes.float64, r.shape, f"acc{len(storage)}")
+                item.scratch["acc"] = Storage("temp", -1, dtypes.float64, r.shape, f"acc{count}")
             else:
-                item.scratch["comp"] = Storage("temp", -1, dtypes.float64, r.shape, f"comp{len(storage)}")
+                item.scratch["comp"] = Storage("temp", -1, dtypes.float64, r.shape, f"comp{count}")
 
 
 def _assign_arena(p: _Planner, steps, produced, storage) -> int:

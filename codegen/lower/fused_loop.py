@@ -29,7 +29,7 @@ from symgrad.graph.node import Node
 
 from .. import layout as L
 from .. import types as T
-from ..classify import const_scalar, formula_of
+from ..classify import const_scalar, ew_cost, formula_of
 from ..plan import Item, LoopStep, Plan, Storage, inline_reduction, reduced_axes
 from ..windows import inside, translated_arg_maps, window_cuts, window_ranges
 from . import reduce as R
@@ -85,6 +85,7 @@ class FusedLoop:
         self.index_dims: set[int] = set()
         self.storages: dict[int, Storage] = {}
         self.cuts: dict[int, set[int]] = {}
+        self.cost = 0                      # formula cost of one iteration (sympy_ir.op_cost)
         self._seen: set = set()
         self.instances = [_Instance(item, m) for item in step.items for m in self._maps(item)]
         self.inline = {id(it) for it in step.items
@@ -141,6 +142,7 @@ class FusedLoop:
             return
         if node.op == "full":
             return
+        self.cost += ew_cost(node)
         for a in node.args:
             self._collect(a, L.broadcast_map(a.shape, node.shape, m))
 
@@ -304,11 +306,11 @@ class FusedLoop:
         return [it for it in self.step.items if it.kind == "reduce" and id(it) not in self.inline]
 
     def work(self) -> int:
-        """Element evaluations per call (decides whether threads pay off)."""
+        """Estimated cost of one call: iterations x (formula cost + memory accesses)."""
         n = 1
         for d in self.shape:
             n *= d
-        return n * max(1, len(self.instances))
+        return n * (self.cost + len(self.addrs) + len(self.instances))
 
     def prologue(self, ctx: StepContext) -> None:
         self.begin(ctx)

@@ -1,7 +1,9 @@
 """Two threads for big fused loops, robust to a busy machine.
 
-A :class:`~codegen.lower.fused_loop.FusedLoop` with at least ``PARALLEL_MIN_WORK``
-element evaluations splits its outermost loop into ``CHUNKS`` chunks that the calling
+A :class:`~codegen.lower.fused_loop.FusedLoop` whose estimated work (iterations x formula
+cost and memory accesses) reaches ``PARALLEL_MIN_WORK`` -- a few milliseconds on one
+core: below that, starting a thread costs more than it saves on this busy machine and
+memory-bound loops do not scale -- splits its outermost loop into ``CHUNKS`` chunks that the calling
 thread and one helper thread (``pthread_create`` by name, :mod:`codegen.runtime`) take
 from a shared atomic counter.  Each element is stored by exactly one thread;
 reductions accumulated across iterations get private accumulator (and compensation)
@@ -46,7 +48,7 @@ from .loops import Loop
 __all__ = ["threads", "wants_threads", "emit_parallel", "trampoline_ir", "PARALLEL_MIN_WORK",
            "CHUNKS"]
 
-PARALLEL_MIN_WORK = 1 << 17
+PARALLEL_MIN_WORK = 1 << 25    # FusedLoop.work() units: ~ a few ms on one core
 CHUNKS = 32
 MAX_PRIVATE_BYTES = 1 << 24     # per-chunk accumulators beyond this: fewer chunks
 # control block slots (8 bytes each); the layout is shared with runtime.thread_trampoline
