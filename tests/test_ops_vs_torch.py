@@ -1242,3 +1242,50 @@ def test_property_binary_broadcasting_matches_torch(shapes, op, dtype, seed):
     if op == "div":
         b = np.asarray(np.where(np.abs(b) < 0.25, 0.5, b)).astype(dtype)
     check(PROPERTY_OPS[op], a, b, seed=seed)
+
+
+# ==========================================================================================
+# NaN and infinities: values and gradients follow PyTorch's backward formulas
+# ==========================================================================================
+
+def _nan_inf(dtype):
+    x = np.asarray(randn((3, 4), dtype, 60, 0.0, 1.0))
+    x[1, 2] = x[0, 3] = np.nan
+    x[0, 0] = np.inf
+    x[2, 1] = -np.inf
+    x[2, 3] = 0.5
+    return x
+
+
+NAN_CASES = {
+    "sum()": lambda m, t: t.sum(()), "mean[]": lambda m, t: t.mean([]),
+    "sum[]": lambda m, t: t.sum([]), "amax()": lambda m, t: t.amax(()),
+    "max": lambda m, t: t.max(), "min": lambda m, t: t.min(), "torch.max": lambda m, t: m.max(t),
+    "max(1)": lambda m, t: tuple(t.max(1)), "min(0)": lambda m, t: tuple(t.min(0)),
+    "argmax(1)": lambda m, t: t.argmax(1), "argmin": lambda m, t: t.argmin(),
+    "amax(1)": lambda m, t: t.amax(1), "amin(0)": lambda m, t: t.amin(0),
+    "softmax": lambda m, t: m.softmax(t, 1), "log_softmax": lambda m, t: m.log_softmax(t, 0),
+    "logsumexp": lambda m, t: m.logsumexp(t, 1), "norm": lambda m, t: t.norm(dim=1),
+    "maximum": lambda m, t: m.maximum(t, m.zeros(4, dtype=t.dtype)),
+    "clamp": lambda m, t: t.clamp(0.2, 0.5), "relu": lambda m, t: m.relu(t),
+    "sigmoid": lambda m, t: m.sigmoid(t), "softplus": lambda m, t: m.nn.functional.softplus(t),
+    "tanh": lambda m, t: m.tanh(t), "abs": lambda m, t: t.abs(), "sign": lambda m, t: t.sign(),
+}
+
+
+@F
+@pytest.mark.parametrize("name", sorted(NAN_CASES))
+def test_nan_and_inf_inputs(name, dtype):
+    check(NAN_CASES[name], _nan_inf(dtype))
+
+
+@F
+@pytest.mark.parametrize("name", ["maximum", "minimum", "clamp", "clamp_max", "max"])
+def test_binary_ops_with_nan_operands(name, dtype):
+    f = {"maximum": lambda m, x, y: m.maximum(x, y), "minimum": lambda m, x, y: m.minimum(x, y),
+         "clamp": lambda m, x, y: m.clamp(x, y - 0.3, y),
+         "clamp_max": lambda m, x, y: m.clamp(x, max=y), "max": lambda m, x, y: m.max(x, y)}[name]
+    y = np.asarray(randn((4,), dtype, 61, 0.0, 1.0))
+    y[1] = np.nan
+    y[3] = 0.5
+    check(f, _nan_inf(dtype), y)

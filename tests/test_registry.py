@@ -3,6 +3,8 @@ sympy's derivative of the formula; numpy overrides equal the lambdified formula;
 user-defined formula gets a correct gradient (checked against PyTorch)."""
 from __future__ import annotations
 
+import zlib
+
 import numpy as np
 import pytest
 import sympy
@@ -138,7 +140,7 @@ def test_given_partials_list_is_not_empty():
 def test_given_partials_equal_sympy_diff(name):
     prim = R.PRIMITIVES[name]
     f = prim.formula
-    pts = _points(name, 400, seed=hash(name) % 1000)
+    pts = _points(name, 400, seed=zlib.crc32(name.encode()))
     for i, s in enumerate(f.symbols):
         given = sympy.sympify(f.given_partials[i]).subs(R.OUT, f.expr)
         ref = _drop_measure_zero(sympy.diff(f.expr, s))
@@ -164,14 +166,15 @@ def test_pow_partials_at_zero_base_follow_torch():
 def test_numpy_rule_equals_lambdified_formula(name):
     prim = R.PRIMITIVES[name]
     f = prim.formula
-    pts = _points(name, 500, seed=1 + hash(name) % 1000)
+    pts = _points(name, 500, seed=1 + zlib.crc32(name.encode()))
     if name == "where":
         pts[0] = pts[0].astype(bool)
     ref = _eval(f.expr, f.symbols, [p.astype(np.float64) for p in pts])
     with np.errstate(all="ignore"):
         got = np.asarray(R.NUMPY_RULES[name](*pts), dtype=np.float64)
     assert got.shape == ref.shape
-    np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-300, equal_nan=True,
+    # values are O(1): atol covers the cancellation in formulas like x - y * floor(x / y)
+    np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-14, equal_nan=True,
                                err_msg=name)
 
 

@@ -47,6 +47,8 @@ def dims_arg(dim, ndim: int) -> tuple[int, ...]:
     """Normalise `dim` (None, an int, or a sequence of ints) to sorted unique axes."""
     if dim is None:
         return tuple(range(ndim))
+    if isinstance(dim, (list, tuple)) and len(dim) == 0:
+        return tuple(range(ndim))         # PyTorch: an empty dim list reduces everything
     if isinstance(dim, (list, tuple)):
         axes = tuple(sorted({wrap_dim(d, ndim) for d in dim}))
         if len(axes) != len(dim):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections import namedtuple
 
+import numpy as np
+
 from .. import dtypes
 from ..dispatch import bind
 from ..ops import lax
@@ -74,6 +76,12 @@ def _extremum(kind, x, dim, keepdim, other):
     prim = P["amax" if kind == "max" else "amin"]
     if dim is None:
         _check_nonempty(kind, x, (), ())
+        if x._data is not None and x.dtype.is_floating_point and np.isnan(x._data).any():
+            # PyTorch: a NaN result sends the gradient evenly to the NaN elements
+            pos = Tensor._from_array(np.flatnonzero(np.isnan(x._data)), dtypes.int64)
+            return named(f"{kind.capitalize()}Backward1", lambda v: bind(
+                P["mean"], bind(P["take"], lax.reshape(v, (v.numel(),)), pos, axis=0),
+                axes=(0,), keepdim=False), x)
         return bind(prim, x, axes=tuple(range(x.dim())), keepdim=False,
                     grad_name=f"{kind.capitalize()}Backward1")
     axis = wrap_dim(dim, x.dim())

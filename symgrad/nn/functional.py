@@ -78,8 +78,11 @@ def _prep_softmax(input, dim, dtype, name):
 
 
 def _shifted(v, axes):
+    # a plain max shift: a row holding +inf, or only -inf, becomes NaN, as in PyTorch's
+    # softmax / log_softmax (logsumexp, which PyTorch keeps finite there, shifts by
+    # lax.finite_or_zero instead)
     m = bind(P["amax"], v, axes=axes, keepdim=True)
-    return lax.sub(v, lax.expand(lax.finite_or_zero(m), v.shape))
+    return lax.sub(v, lax.expand(m, v.shape))
 
 
 def _log_softmax_prims(v, axes):

@@ -52,11 +52,22 @@ _ew("remainder", lambda x, y: x - y * S.floor(x / y), numpy=np.remainder,
     grads=lambda x, y, out: (1, -S.floor(x / y)))
 _ew("floor_divide", lambda x, y: S.floor(x / y), numpy=np.floor_divide,
     grads=lambda x, y, out: (0, 0), grad_name="DivBackward2")
-_ew("maximum", lambda x, y: _pw((x, x > y), (y, x < y), ((x + y) / 2, True)), numpy=np.maximum)
-_ew("minimum", lambda x, y: _pw((x, x < y), (y, x > y), ((x + y) / 2, True)), numpy=np.minimum)
+# ties split the gradient; where a NaN is compared (no order) both operands get all of it,
+# and clamp passes nothing there, as PyTorch's backward formulas do
+_HALF = S.Rational(1, 2)
+_ew("maximum", lambda x, y: _pw((x, x > y), (y, x < y), ((x + y) / 2, True)), numpy=np.maximum,
+    grads=lambda x, y, out: (_pw((1, x > y), (0, x < y), (_HALF, S.Eq(x, y)), (1, True)),
+                             _pw((0, x > y), (1, x < y), (_HALF, S.Eq(x, y)), (1, True))))
+_ew("minimum", lambda x, y: _pw((x, x < y), (y, x > y), ((x + y) / 2, True)), numpy=np.minimum,
+    grads=lambda x, y, out: (_pw((1, x < y), (0, x > y), (_HALF, S.Eq(x, y)), (1, True)),
+                             _pw((0, x < y), (1, x > y), (_HALF, S.Eq(x, y)), (1, True))))
 _ew("clamp", lambda x, lo, hi: _pw((hi, _pw((lo, x < lo), (x, True)) > hi),
                                    (_pw((lo, x < lo), (x, True)), True)),
-    numpy=lambda x, lo, hi: np.minimum(np.maximum(x, lo), hi), grad_name="ClampBackward1")
+    numpy=lambda x, lo, hi: np.minimum(np.maximum(x, lo), hi), grad_name="ClampBackward1",
+    grads=lambda x, lo, hi, out: (
+        _pw((1, (x >= lo) & (x <= hi)), (0, True)),
+        _pw((1, (x < lo) & (lo <= hi)), (0, True)),
+        _pw((1, ((x < lo) & (lo > hi)) | ((x >= lo) & (x > hi))), (0, True))))
 _ew("where", lambda c, x, y: _pw((x, S.Eq(c, 1)), (y, True)),
     numpy=lambda c, x, y: np.where(c, x, y), grad_name="WhereBackward0", vjp=where_vjp)
 
