@@ -30,6 +30,11 @@ _NON_LEAF_GRAD = (
     "If you access the non-leaf Tensor by mistake, make sure you access the leaf Tensor "
     "instead. See github.com/pytorch/pytorch/pull/30531 for more information. (Triggered "
     "internally at /__w/pytorch/pytorch/build/aten/src/ATen/core/TensorBody.h:493.)")
+_FLOAT_OF_GRAD = (
+    "Converting a tensor with requires_grad=True to a scalar may lead to unexpected behavior.\n"
+    "Consider using tensor.detach() first. (Triggered internally at /__w/pytorch/pytorch/torch/"
+    "csrc/autograd/generated/python_variable_methods.cpp:822.)")
+_FLOAT_WARNED: list = []
 _REQ_GRAD_NONLEAF = (
     "you can only change requires_grad flags of leaf variables. If you want to use a "
     "computed variable in a subgraph that doesn't require differentiation use "
@@ -295,7 +300,11 @@ class Tensor:
         return self._eager_data("tolist()").tolist()
 
     def __float__(self) -> float:
-        return float(self._scalar("float()"))
+        value = float(self._scalar("float()"))
+        if self.requires_grad and not _FLOAT_WARNED:      # PyTorch warns once per process
+            _FLOAT_WARNED.append(True)
+            warnings.warn(_FLOAT_OF_GRAD, UserWarning, stacklevel=2)
+        return value
 
     def __int__(self) -> int:
         return int(self._scalar("int()"))

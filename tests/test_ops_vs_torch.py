@@ -1289,3 +1289,21 @@ def test_binary_ops_with_nan_operands(name, dtype):
     y[1] = np.nan
     y[3] = 0.5
     check(f, _nan_inf(dtype), y)
+
+
+def test_float_of_a_tensor_requiring_grad_warns_once_per_process():
+    """PyTorch warns once per process (TORCH_WARN_ONCE): checked in a fresh interpreter."""
+    import subprocess
+    import sys
+    code = (
+        "import warnings, sys\n"
+        "import symgrad, torch\n"
+        "out = []\n"
+        "for m in (symgrad, torch):\n"
+        "    with warnings.catch_warnings(record=True) as w:\n"
+        "        warnings.simplefilter('always')\n"
+        "        t = m.ones(1, requires_grad=True)\n"
+        "        float(t * 2); float(t); int(t); bool(t); t.item()\n"
+        "    out.append([str(x.message) for x in w])\n"
+        "assert out[0] == out[1] and len(out[1]) == 1, out\n")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
