@@ -5,7 +5,8 @@ Where: ``<settings.cache_dir>/llvm/<key[:2]>/<key>.obj`` (``SYMGRAD_CACHE_DIR``,
 ``settings.disk_cache = False``) disables it.  Settings are read at each access.
 
 Key (:func:`cache_key`): the program's structural key (outputs and inputs, via
-``symgrad.graph.node.structural_key``), input and output names/shapes/dtypes, the host
+``symgrad.graph.node.structural_key``), input and output names/shapes/dtypes, the
+nesting of the native entry's result, the host
 fingerprint (CPU name and features, llvmlite and LLVM versions, triple), the symgrad
 version and a digest of the code generator's own source -- anything that changes the
 generated code changes the key.
@@ -65,6 +66,7 @@ def cache_key(program) -> str:
         structural_key(list(program.outputs) + list(program.inputs)),
         repr([(str(n), i.shape, i.dtype.name) for n, i in zip(program.input_names, program.inputs)]),
         repr([(str(n), o.shape, o.dtype.name) for n, o in zip(program.output_names, program.outputs)]),
+        repr(getattr(program, "native_structure", lambda: None)()),   # shape of the entry's result
         target.host_fingerprint(),
         f"threads={_threads()}",
         f"symgrad={symgrad.__version__}",

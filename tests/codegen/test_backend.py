@@ -35,6 +35,13 @@ def _nnf(lib):
     return lib.nn.functional
 
 
+def _flat(result):
+    """Output arrays of a native entry (a bare array, a tuple, or nested tuples)."""
+    if isinstance(result, tuple):
+        return [a for r in result for a in _flat(r)]
+    return [result]
+
+
 def _close(got, want, dtype):
     got, want = np.asarray(got), np.asarray(want)
     assert got.shape == want.shape, (got.shape, want.shape)
@@ -240,7 +247,7 @@ def test_index_out_of_range_raises_index_error(index, ok):
     entry = exe.native_entry()
     if ok:
         np.testing.assert_array_equal(f(x, i), np.take(x, i) * 2)
-        np.testing.assert_array_equal(entry(x, i)[0], np.take(x, i) * 2)
+        np.testing.assert_array_equal(_flat(entry(x, i))[0], np.take(x, i) * 2)
         return
     with pytest.raises(IndexError) as numpy_error:
         np.take(x, i)
@@ -412,18 +419,17 @@ def test_threaded_loops_survive_freed_code_and_concurrent_callers():
     quick succession), and concurrent callers get exact results."""
     import threading
     from codegen.lower import parallel
-    x = np.random.default_rng(3).standard_normal(1 << 18)
-    exact = math.fsum(x)
-    for k in range(12):
-        f = symgrad.compile(lambda v, k=k: (v * (k + 1)).sum() + (v * v).mean(), backend="llvm")
+    x = np.random.default_rng(3).standard_normal(1 << 20) * 0.1
+    for k in range(8):
+        f = symgrad.compile(lambda v, k=k: (v * (k + 1)).sin().sum() + v.exp().mean(), backend="llvm")
         exe = f.lower(x).compile()
         if parallel.threads() > 1:
             assert "symgrad_rt_thread" in exe.as_text("llvm")
         got = float(exe([x])[0])
-        want = (k + 1) * exact + math.fsum(x * x) / x.size
-        assert abs(got - want) <= 1e-12 * math.fsum(np.abs(x)) * (k + 2)
+        want = math.fsum(np.sin(x * (k + 1))) + math.fsum(np.exp(x)) / x.size
+        assert abs(got - want) <= 1e-12 * x.size
         del f, exe
-    g = symgrad.compile(lambda v: (v.tanh() * 2).sum(), backend="llvm")
+    g = symgrad.compile(lambda v: (v.tanh() * 2 + v.sin()).sum(), backend="llvm")
     want = float(g(x))
     results = []
     threads = [threading.Thread(target=lambda: results.extend(float(g(x)) for _ in range(20)))
