@@ -16,7 +16,8 @@ names and lengths, SHA-256 of the sections), then the sections (object code and 
 zlib-compressed IR/asm texts).  A file whose magic, key, length or checksum does not
 match is ignored (and rewritten by the next compile).  Writes go to a temporary file in
 the same directory followed by ``os.replace``, so concurrent processes never see a
-partial file.
+partial file.  Loads refresh an entry's mtime; beyond :data:`MAX_BYTES` the least
+recently used entries are deleted (:func:`evict`, checked on some stores).
 
 >>> e = encode("k" * 64, {"object": b"\\x7fELF..."})
 >>> decode(e, "k" * 64)["object"]
@@ -30,6 +31,7 @@ import functools
 import hashlib
 import json
 import os
+import random
 import struct
 import tempfile
 from pathlib import Path
@@ -39,9 +41,12 @@ from symgrad.graph.node import structural_key
 
 from . import target
 
-__all__ = ["cache_key", "encode", "decode", "load", "store", "cache_path", "MAGIC"]
+__all__ = ["cache_key", "encode", "decode", "load", "store", "evict", "cache_path", "MAGIC",
+           "MAX_BYTES"]
 
 MAGIC = b"SYMGRAD-OBJ\x01"
+MAX_BYTES = 1 << 30        # the cache is trimmed (least recently used first) beyond this
+EVICT_CHANCE = 1 / 16      # a store checks the size with this probability
 
 
 @functools.cache
@@ -119,9 +124,40 @@ def load(key: str) -> dict[str, bytes] | None:
         return None
     try:
         data = path.read_bytes()
+        os.utime(path)                       # recently used: evicted last
     except OSError:
         return None
     return decode(data, key)
+
+
+def evict(limit: int | None = None) -> int:
+    """Delete the least recently used entries until the cache holds at most 3/4 of
+    ``limit`` bytes (default :data:`MAX_BYTES`); return how many were deleted."""
+    if not settings.cache_dir:
+        return 0
+    limit = MAX_BYTES if limit is None else limit
+    root = Path(settings.cache_dir) / "llvm"
+    entries = []
+    for path in root.rglob("*.obj"):
+        try:
+            st = path.stat()
+        except OSError:
+            continue
+        entries.append((st.st_mtime, st.st_size, path))
+    total = sum(size for _, size, _ in entries)
+    if total <= limit:
+        return 0
+    deleted = 0
+    for _, size, path in sorted(entries):
+        if total <= limit * 3 // 4:
+            break
+        try:
+            path.unlink()
+            total -= size
+            deleted += 1
+        except OSError:
+            pass
+    return deleted
 
 
 def store(key: str, sections: dict[str, bytes]) -> bool:
@@ -136,6 +172,8 @@ def store(key: str, sections: dict[str, bytes]) -> bool:
             with os.fdopen(fd, "wb") as f:
                 f.write(encode(key, sections))
             os.replace(tmp, path)
+            if random.random() < EVICT_CHANCE:
+                evict()
         except BaseException:
             try:
                 os.unlink(tmp)

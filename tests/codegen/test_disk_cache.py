@@ -126,3 +126,16 @@ def test_in_process_reload_uses_the_cache(monkeypatch, tmp_path):
     np.testing.assert_array_equal(first([x])[0], second([x])[0])
     assert second.as_text("llvm") == first.as_text("llvm")
     assert "ret" in second.as_text("asm")                          # regenerated on demand
+
+
+def test_eviction_keeps_recently_used_entries(monkeypatch, tmp_path):
+    monkeypatch.setattr(settings, "cache_dir", str(tmp_path))
+    monkeypatch.setattr(settings, "disk_cache", True)
+    keys = [f"{k:02d}" + "ab" * 23 for k in range(8)]
+    for age, key in enumerate(keys):
+        cache.store(key, {"object": bytes(1000)})
+        os.utime(cache.cache_path(key), (1_000_000 + age, 1_000_000 + age))
+    assert cache.load(keys[0]) is not None          # used again: now the most recent
+    deleted = cache.evict(limit=5000)
+    assert deleted >= 3
+    assert cache.load(keys[0]) is not None and cache.load(keys[1]) is None
