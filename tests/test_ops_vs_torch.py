@@ -39,6 +39,20 @@ def test_tensor_infers_dtype_and_shape(data):
     assert_close(sg.tensor(data), torch.tensor(data))
 
 
+@pytest.mark.parametrize("make", [
+    lambda m: np.float64(1.5), lambda m: np.int32(2), lambda m: np.float32(2), lambda m: np.bool_(1),
+    lambda m: np.int16(3), lambda m: np.uint8(3), lambda m: [np.float64(1.5), 2],
+    lambda m: [np.int32(1), 2], lambda m: [np.float64(1.5), np.float32(2)], lambda m: [1, np.float16(2)],
+    lambda m: [np.float32(1), 2.5], lambda m: np.array(2.5), lambda m: [m.tensor(1.0), 2],
+    lambda m: [m.tensor(1, dtype=m.int32), m.tensor(2, dtype=m.int32)],
+    lambda m: [1.5, m.tensor(2.0, dtype=m.float64)],
+])
+def test_tensor_dtype_of_numpy_scalars_and_mixed_lists(make):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert_close(sg.tensor(make(sg)), torch.tensor(make(torch)))
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int64", "int32", "bool", "uint8",
                                    "int8", "int16"])
 def test_tensor_with_dtype(dtype):
@@ -111,11 +125,23 @@ def test_as_tensor_shares_memory_with_numpy_and_tensors():
     lambda m: m.arange(5), lambda m: m.arange(1, 4), lambda m: m.arange(0, 1, 0.25),
     lambda m: m.arange(5.0), lambda m: m.arange(10, 0, -3), lambda m: m.arange(0, 1, 0.1),
     lambda m: m.arange(3, dtype=m.float64), lambda m: m.arange(-2.5, 2.5),
+    lambda m: m.arange(1, 2.5, 0.5), lambda m: m.arange(5, 0, -1.5), lambda m: m.arange(0),
+    lambda m: m.arange(0.5, 3, dtype=m.int64), lambda m: m.linspace(0, 10, 5, dtype=m.int64),
+    lambda m: m.eye(0), lambda m: m.eye(3, 0), lambda m: m.full((2,), 1.5, dtype=m.int64),
+    lambda m: m.full([2, 0], 3.0), lambda m: m.zeros(m.Size([2, 3])), lambda m: m.ones([]),
     lambda m: m.linspace(0, 1, 5), lambda m: m.linspace(-3, 3, 7, dtype=m.float64),
     lambda m: m.linspace(0, 1, 1), lambda m: m.linspace(0, 1, 0), lambda m: m.linspace(2, -2, 4),
 ])
 def test_creation_functions(fn):
     assert_close(fn(sg), fn(torch))
+
+
+@pytest.mark.parametrize("fn", [
+    lambda m: m.arange(0, -3), lambda m: m.arange(0, 3, -1), lambda m: m.arange(0, 3, 0),
+    lambda m: m.linspace(0, 1, -1), lambda m: m.ones(-1), lambda m: m.zeros(2, -3),
+])
+def test_creation_errors(fn):
+    _run_both(fn)
 
 
 def test_creation_requires_grad():

@@ -20,30 +20,31 @@ _COPY_WARNING = ("To copy construct from a tensor, it is recommended to use "
 
 
 def _infer_dtype(data) -> dtypes.DType:
-    """PyTorch's inference: any float -> default float; else any int -> int64; else bool."""
-    kinds = set()
+    """PyTorch's inference: Python floats are the default float, ints int64, bools bool;
+    numpy scalars / arrays and tensors keep their dtype; the elements' types promote."""
+    out = None
     stack = [data]
     while stack:
         item = stack.pop()
         if isinstance(item, (list, tuple)):
             stack.extend(item)
-        elif isinstance(item, Tensor):
-            kinds.add(item.dtype.category)
-        elif isinstance(item, np.ndarray):
-            kinds.add(dtypes.from_numpy_dtype(item.dtype).category)
-        elif isinstance(item, (bool, np.bool_)):
-            kinds.add("bool")
-        elif isinstance(item, (int, np.integer)):
-            kinds.add("int")
-        elif isinstance(item, (float, np.floating)):
-            kinds.add("float")
+            continue
+        if isinstance(item, Tensor):
+            dt = item.dtype
+        elif isinstance(item, (np.ndarray, np.generic)):
+            dt = dtypes.from_numpy_dtype(item.dtype)
+        elif isinstance(item, bool):
+            dt = dtypes.bool_
+        elif isinstance(item, int):
+            dt = dtypes.int64
+        elif isinstance(item, float):
+            dt = dtypes.get_default_dtype()
         elif isinstance(item, complex):
             raise TypeError("symgrad does not support complex tensors")
         else:
             raise TypeError(f"Could not infer dtype of {type(item).__name__}")
-    if "float" in kinds or not kinds:
-        return dtypes.get_default_dtype()
-    return dtypes.int64 if "int" in kinds else dtypes.bool_
+        out = dt if out is None else dtypes._promote_two(out, dt)
+    return dtypes.get_default_dtype() if out is None else out
 
 
 def _finish(arr: np.ndarray, dtype: dtypes.DType, requires_grad: bool) -> Tensor:
@@ -153,6 +154,8 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=Fa
     vals = [start, end, step]
     if step == 0:
         raise RuntimeError("step must be nonzero")
+    if not ((step > 0 and end >= start) or (step < 0 and end <= start)):
+        raise RuntimeError("upper bound and lower bound inconsistent with step sign")
     if dtype is None:
         dtype = dtypes.result_type([], [], vals)
         if dtype.category == "bool":
