@@ -71,12 +71,14 @@ def assert_close(s, t, *, rtol=None, atol=None, check_dtype=True, what="value"):
         return
     if isinstance(t, torch.Tensor):
         assert isinstance(s, sg.Tensor), f"{what}: expected a symgrad Tensor, got {type(s)}"
-        assert tuple(s.shape) == tuple(t.shape), f"{what}: shape {tuple(s.shape)} != {tuple(t.shape)}"
+        assert tuple(s.shape) == tuple(t.shape), \
+            f"{what}: shape {tuple(s.shape)} != {tuple(t.shape)}"
         if check_dtype:
             assert _dtype_name(s) == _dtype_name(t), f"{what}: dtype {s.dtype} != {t.dtype}"
         a, b = to_np(s), to_np(t)
     else:
-        assert type(s) is type(t) or (isinstance(s, (int, float)) and isinstance(t, (int, float))), \
+        numbers = (int, float)
+        assert type(s) is type(t) or (isinstance(s, numbers) and isinstance(t, numbers)), \
             f"{what}: type {type(s)} != {type(t)}"
         a, b = np.asarray(s), np.asarray(t)
     if b.dtype.kind in "biu" or b.dtype == np.bool_:

@@ -16,7 +16,7 @@ from symgrad.ops import registry as R
 from symgrad.ops.formulas import BUILTIN_ELEMENTWISE
 from symgrad.ops.structural import STRUCTURAL
 
-from oracle import assert_close, check_vjp_fd, rng, to_np
+from oracle import assert_close, check_vjp_fd, rng
 
 P = R.PRIMITIVES
 

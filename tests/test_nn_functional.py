@@ -9,7 +9,7 @@ import torch
 
 import symgrad as sg
 
-from oracle import DTYPES, assert_close, check, rng
+from oracle import DTYPES, check, rng
 
 F = pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
 R = pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
