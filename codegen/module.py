@@ -89,6 +89,14 @@ class _Builder:
             parallel.emit_parallel(self.module, fn, storages, lowering, self.plan, self.consts,
                                    _set_vector_width)
             return fn, storages, fallible
+        rows = matmul.parallel_rows(self.plan, step.node) if not isinstance(step, LoopStep) \
+            and step.node.op == "matmul" else None
+        if rows is not None:
+            node = step.node
+            parallel.emit_parallel_rows(self.module, fn, storages, rows, matmul.ROW_BLOCK,
+                                        lambda ctx, lo, hi: matmul.emit_rows(ctx, node, lo, hi),
+                                        self.plan, self.consts, _set_vector_width)
+            return fn, storages, fallible
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         ctx = StepContext(b, ptrs, self.plan, self.consts, fn.args[-1] if fallible else None)
         if isinstance(step, LoopStep):

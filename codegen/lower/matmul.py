@@ -10,7 +10,10 @@ Each batch element is one ``C[m, n] = A[m, k] @ B[k, n]`` on strided views:
   C = A B is column-major C^T = B^T A^T.  Products below ``BLAS_THREADED_WORK``
   multiply-adds run on the calling thread (``openblas_set_num_threads_local(1)``
   around the call): on this (shared, busy) 2-core machine OpenBLAS's spinning pool made
-  the MLP's 64x784x256 products 20x slower than one thread.
+  the MLP's 64x784x256 products 20x slower than one thread.  Products of at least
+  ``PARALLEL_GEMM_WORK`` multiply-adds are instead split by row blocks between the
+  calling thread and a helper (:mod:`.parallel`), each calling single-threaded BLAS:
+  a helper that does not get a CPU does not delay the call.
 * otherwise an IR loop nest whose order comes from the strides (:func:`loop_order`):
   the innermost loop walks its operands contiguously (vectorised), a ``k`` innermost
   loop is a ``reassoc`` dot product in registers, and the skinny operand of a
@@ -37,6 +40,8 @@ __all__ = ["storages", "emit", "BLAS_MIN_WORK", "Operand", "operands"]
 BLAS_MIN_WORK = 1 << 15
 BLAS_MIN_DIM = 8      # skinny products (matrix-vector) are far slower in OpenBLAS's gemm
 BLAS_THREADED_WORK = 1 << 25   # smaller products run BLAS on the calling thread only
+PARALLEL_GEMM_WORK = 1 << 21   # larger products are split by rows between two threads
+ROW_BLOCK = 32                 # rows per chunk of a split product (at least)
 _INT32_MAX = 2 ** 31 - 1
 
 
@@ -122,7 +127,15 @@ def _const_char(module: ir.Module, ch: str) -> ir.GlobalVariable:
     return g
 
 
-def _blas(ctx: StepContext, node: Node, A: Operand, B: Operand, C: Operand, offs) -> None:
+def _entry_alloca(b: ir.IRBuilder, ty: ir.Type) -> ir.Value:
+    """A stack slot allocated once in the function's entry block (not per iteration)."""
+    with b.goto_entry_block():
+        return b.alloca(ty)
+
+
+def _blas(ctx: StepContext, node: Node, A: Operand, B: Operand, C: Operand, offs,
+          rows: tuple[ir.Value, ir.Value] | None = None) -> None:
+    """One GEMM; ``rows`` = (lo, hi) restricts it to rows [lo, hi) of A and C."""
     b, module = ctx.b, ctx.b.module
     ety = T.storage_type(node.dtype)
     name = BLAS_GEMM[node.dtype.name]
@@ -130,22 +143,28 @@ def _blas(ctx: StepContext, node: Node, A: Operand, B: Operand, C: Operand, offs
     (ta, lda), (tb, ldb) = B.blas_layout(), A.blas_layout()     # C^T = B^T A^T
 
     def cell(ty, value):
-        slot = b.alloca(ty)
+        slot = _entry_alloca(b, ty)
         b.store(value, slot)
         return slot
 
     m, k, n = A.rows, A.cols, B.cols
+    aoff, coff, mv = offs[0], offs[2], T.I32(m)
+    if rows is not None:
+        lo, hi = rows
+        aoff = b.add(aoff, b.mul(lo, T.I64(A.rs)))
+        coff = b.add(coff, b.mul(lo, T.I64(C.rs)))
+        mv = b.trunc(b.sub(hi, lo), T.I32)
     args = [_const_char(module, ta), _const_char(module, tb),
-            cell(T.I32, T.I32(n)), cell(T.I32, T.I32(m)), cell(T.I32, T.I32(k)),
+            cell(T.I32, T.I32(n)), cell(T.I32, mv), cell(T.I32, T.I32(k)),
             cell(ety, ir.Constant(ety, 1.0)),
             ctx.elem(B.storage, offs[1]), cell(T.I32, T.I32(lda)),
-            ctx.elem(A.storage, offs[0]), cell(T.I32, T.I32(ldb)),
+            ctx.elem(A.storage, aoff), cell(T.I32, T.I32(ldb)),
             cell(ety, ir.Constant(ety, 0.0)),
-            ctx.elem(C.storage, offs[2]), cell(T.I32, T.I32(max(n, 1)))]
+            ctx.elem(C.storage, coff), cell(T.I32, T.I32(max(n, 1)))]
     if k == 0:
         _zero(ctx, node, C, offs[2])
         return
-    single = m * n * k < BLAS_THREADED_WORK and runtime.blas_thread_control() is not None
+    single = (rows is not None or m * n * k < BLAS_THREADED_WORK) and runtime.blas_thread_control() is not None
     if single:        # OpenBLAS's thread pool costs more than it brings here (and thrashes
         control = module.globals.get(runtime.BLAS_THREADS_LOCAL) or ir.Function(    # under load)
             module, ir.FunctionType(T.I32, [T.I32]), runtime.BLAS_THREADS_LOCAL)
@@ -153,6 +172,28 @@ def _blas(ctx: StepContext, node: Node, A: Operand, B: Operand, C: Operand, offs
     b.call(fn, args)
     if single:
         b.call(control, [previous])
+
+
+def parallel_rows(plan: Plan, node: Node) -> int | None:
+    """Rows to split between two threads (each calling BLAS on its own row blocks with
+    one OpenBLAS thread), or None to call BLAS once."""
+    from .parallel import threads
+    A, B, C, batch = operands(plan, node)
+    m, k, n = A.rows, A.cols, B.cols
+    if (threads() < 2 or not _use_blas(node, A, B) or m < 2 * ROW_BLOCK
+            or m * n * k < PARALLEL_GEMM_WORK or runtime.blas_thread_control() is None):
+        return None
+    return m
+
+
+def emit_rows(ctx: StepContext, node: Node, lo: ir.Value, hi: ir.Value) -> None:
+    """Rows [lo, hi) of every batch element (the range function of a split product)."""
+    A, B, C, batch = operands(ctx.plan, node)
+    b = ctx.b
+    nest = LoopNest(b, batch, "b")
+    offs = [strided_offset(b, X.offset, X.batch_strides, nest.indices) for X in (A, B, C)]
+    _blas(ctx, node, A, B, C, offs, rows=(lo, hi))
+    nest.close()
 
 
 def _zero(ctx: StepContext, node: Node, C: Operand, coff) -> None:

@@ -45,8 +45,8 @@ from .context import StepContext
 from .fused_loop import FusedLoop
 from .loops import Loop
 
-__all__ = ["threads", "wants_threads", "emit_parallel", "trampoline_ir", "PARALLEL_MIN_WORK",
-           "CHUNKS"]
+__all__ = ["threads", "wants_threads", "emit_parallel", "emit_parallel_rows", "trampoline_ir",
+           "PARALLEL_MIN_WORK", "CHUNKS"]
 
 PARALLEL_MIN_WORK = 1 << 25    # FusedLoop.work() units: ~ a few ms on one core
 CHUNKS = 32
@@ -153,7 +153,31 @@ def trampoline_ir() -> str:
 
 def emit_parallel(module: ir.Module, fn: ir.Function, storages: list[Storage], loop: FusedLoop,
                   plan, consts, set_width) -> None:
-    """Fill step function ``fn`` (parameters: ``storages``) with the two-thread version."""
+    """Fill step function ``fn`` (parameters: ``storages``) with the two-thread version
+    of a fused loop."""
+    extent = loop.outer_extent
+    private, acc_bytes = _private_buffers(loop, storages)
+    nchunks = min(CHUNKS, extent)
+    while nchunks > 2 and nchunks * acc_bytes > MAX_PRIVATE_BYTES:
+        nchunks //= 2
+    _emit_chunked(module, fn, storages, plan, consts, set_width, extent, nchunks,
+                  emit_range=lambda ctx, lo, hi: loop.body_range(ctx, lo, hi),
+                  prologue=loop.prologue, epilogue=loop.epilogue, private=private,
+                  acc_bytes=acc_bytes, loop=loop)
+
+
+def emit_parallel_rows(module: ir.Module, fn: ir.Function, storages: list[Storage], extent: int,
+                       row_block: int, emit_range, plan, consts, set_width) -> None:
+    """Fill step function ``fn`` with ``emit_range(ctx, lo, hi)`` over ``[0, extent)`` split
+    into chunks of at least ``row_block`` rows (a matmul split by rows)."""
+    nchunks = max(2, min(CHUNKS, extent // row_block))
+    _emit_chunked(module, fn, storages, plan, consts, set_width, extent, nchunks,
+                  emit_range=emit_range, prologue=lambda ctx: None, epilogue=lambda ctx: None,
+                  private=[], acc_bytes=0, loop=None)
+
+
+def _emit_chunked(module, fn, storages, plan, consts, set_width, extent, nchunks, *, emit_range,
+                  prologue, epilogue, private, acc_bytes, loop) -> None:
     n = len(storages)
     rng = _internal(module, f"{fn.name}.range", ir.FunctionType(ir.VoidType(), [T.PTR] * n + [T.I64, T.I64]))
     set_width(rng)
@@ -161,14 +185,9 @@ def emit_parallel(module: ir.Module, fn: ir.Function, storages: list[Storage], l
         arg.name = st.name
         arg.add_attribute("noalias")
     rb = ir.IRBuilder(rng.append_basic_block("entry"))
-    loop.body_range(StepContext(rb, {id(st): a for st, a in zip(storages, rng.args)}, plan, consts),
-                    rng.args[n], rng.args[n + 1])
+    emit_range(StepContext(rb, {id(st): a for st, a in zip(storages, rng.args)}, plan, consts),
+               rng.args[n], rng.args[n + 1])
     rb.ret_void()
-    extent = loop.outer_extent
-    nchunks = min(CHUNKS, extent)
-    private, acc_bytes = _private_buffers(loop, storages)
-    while nchunks > 2 and nchunks * acc_bytes > MAX_PRIVATE_BYTES:
-        nchunks //= 2
     chunk = -(-extent // nchunks)
     nchunks = -(-extent // chunk)
     area = -(-8 * (_PTRS + n) // 64) * 64
@@ -178,7 +197,7 @@ def emit_parallel(module: ir.Module, fn: ir.Function, storages: list[Storage], l
 
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     ctx = StepContext(b, {id(st): a for st, a in zip(storages, fn.args)}, plan, consts)
-    loop.prologue(ctx)
+    prologue(ctx)
     malloc = _declare(module, MALLOC, ir.FunctionType(T.PTR, [T.I64]))
     ctrl = b.call(malloc, [T.I64(area + nchunks * acc_bytes)], name="ctrl")
     with b.if_else(b.icmp_unsigned("!=", ctrl, ir.Constant(T.PTR, None))) as (threaded, serial):
@@ -186,7 +205,7 @@ def emit_parallel(module: ir.Module, fn: ir.Function, storages: list[Storage], l
             _run_two(b, ctx, loop, storages, private, ctrl, area, acc_bytes, nchunks, chunks, work)
         with serial:
             b.call(rng, list(fn.args) + [T.I64(0), T.I64(extent)])
-    loop.epilogue(ctx)
+    epilogue(ctx)
     b.ret_void()
 
 
@@ -208,7 +227,7 @@ def _run_two(b, ctx, loop, storages, private, ctrl, area, acc_bytes, nchunks, ch
     for k, value in ((_STATE, _IDLE), (_NEXT, 0), (_DONE, 0), (_REFS, 2)):
         b.store(T.I64(value), _slot(b, ctrl, k))
     offsets = dict(private)
-    if private:                                    # every chunk's accumulators start at identity
+    if private and loop is not None:               # every chunk's accumulators start at identity
         each = Loop(b, 0, nchunks, "pinit")
         block = b.gep(ctrl, [b.add(T.I64(area), b.mul(each.index, T.I64(acc_bytes)))], source_etype=T.I8)
         for k, off in private:
@@ -233,7 +252,7 @@ def _run_two(b, ctx, loop, storages, private, ctrl, area, acc_bytes, nchunks, ch
     helper_ran = b.icmp_signed("==", b.extract_value(pair, 0), T.I64(_STARTED))
     with b.if_then(helper_ran):
         _wait_done(b, ctrl)
-    if private:                                    # merge chunk accumulators in chunk order
+    if private and loop is not None:               # merge chunk accumulators in chunk order
         each = Loop(b, 0, nchunks, "merge.chunk")
         block = b.gep(ctrl, [b.add(T.I64(area), b.mul(each.index, T.I64(acc_bytes)))], source_etype=T.I8)
         for it in loop.accumulated:
