@@ -902,6 +902,10 @@ def test_cat_uneven_empty_and_promoting(dtype):
               lambda m: m.ones(3))
     _run_both(lambda x, y: torch_or_sg(x).cat([x, y]), lambda m: m.ones(2, dtype=m.float64),
               lambda m: m.ones(3))
+    _run_both(lambda x, y: torch_or_sg(x).cat([x, y]), lambda m: m.ones(2),
+              lambda m: m.tensor([], dtype=m.float64))
+    _run_both(lambda x, y: torch_or_sg(x).cat([x, y]), lambda m: m.ones(2, 2, dtype=m.int64),
+              lambda m: m.tensor([]))
 
 
 @pytest.mark.parametrize("fn", [

@@ -233,7 +233,7 @@ def cat(tensors, dim=0):
     if ref.dim() == 0:
         raise RuntimeError("zero-dimensional tensor (at position 0) cannot be concatenated")
     axis = wrap_dim(dim, ref.dim())
-    dt = promote(nonempty)
+    dt = promote(tensors)                  # legacy empty inputs take part in promotion
     parts = []
     for i, tt in enumerate(tensors):
         if tt.dim() == 1 and tt.shape[0] == 0:
