@@ -8,8 +8,8 @@ Key (:func:`cache_key`): the program's structural key (outputs and inputs, via
 ``symgrad.graph.node.structural_key``), input and output names/shapes/dtypes, the
 nesting of the native entry's result, the host
 fingerprint (CPU name and features, llvmlite and LLVM versions, triple), the symgrad
-version and a digest of the code generator's own source -- anything that changes the
-generated code changes the key.
+version and a digest of the code generator's own source files (names, sizes, mtimes)
+-- anything that changes the generated code changes the key.
 
 File format: ``MAGIC``, a little-endian u32 header length, a JSON header (key, section
 names and lengths, SHA-256 of the sections), then the sections (object code and the
@@ -51,11 +51,13 @@ EVICT_CHANCE = 1 / 16      # a store checks the size with this probability
 
 @functools.cache
 def _source_digest() -> str:
+    """Digest of the code generator's source files (name, size, modification time):
+    editing any of them changes every key.  Stats, not contents: ~0.1 ms, not ~2 ms."""
     h = hashlib.blake2b(digest_size=16)
     root = Path(__file__).parent
     for path in sorted(root.rglob("*.py")):
-        h.update(str(path.relative_to(root)).encode())
-        h.update(path.read_bytes())
+        st = path.stat()
+        h.update(f"{path.relative_to(root)}:{st.st_size}:{st.st_mtime_ns}".encode())
     return h.hexdigest()
 
 
