@@ -26,9 +26,10 @@ from .executable import LLVMExecutable
 from .module import build_module
 from .plan import build_plan
 
-__all__ = ["compile_program", "LLVMExecutable", "ENTRY_SUFFIX", "stats"]
+__all__ = ["compile_program", "LLVMExecutable", "ENTRY_SUFFIX", "STRUCTURED_SUFFIX", "stats"]
 
 ENTRY_SUFFIX = ".entry"
+STRUCTURED_SUFFIX = ".structured"
 stats = {"compiled": 0, "from_cache": 0}
 _TEXTS = ("llvm", "llvm-opt")
 
@@ -66,6 +67,10 @@ def compile_program(program) -> LLVMExecutable:
     if entry_name is not None:
         args, outs = _entry_specs(plan)
         callconv.build_entry(module, kernel, entry_name, args, outs, tuple_result=True)
+        structure = getattr(program, "native_structure", lambda: None)()
+        if structure is not None:       # results nested as the function returns them
+            callconv.build_entry(module, kernel, entry_name + STRUCTURED_SUFFIX, args, outs,
+                                 structure=structure)
     if any(name in module.globals for name in runtime.BLAS_GEMM.values()):
         runtime.register_blas()
     if runtime.THREAD_TRAMPOLINE in module.globals:

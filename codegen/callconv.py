@@ -296,13 +296,15 @@ def _constant_global(module: ir.Module, name: str, value: ir.Constant) -> ir.Glo
 def build_entry(module: ir.Module, kernel: ir.Function | str, entry_name: str,
                 args: Sequence[ArgSpec], outs: Sequence[OutSpec], *,
                 gil_release_threshold: int = DEFAULT_GIL_RELEASE_THRESHOLD,
-                tuple_result: bool = False) -> ir.Function:
+                tuple_result: bool = False, structure: Any = None) -> ir.Function:
     """Emit ``entry_name`` (a METH_FASTCALL function) calling ``kernel`` into ``module``.
 
     Also emits the constant ``@"<entry_name>.signature"`` that :func:`make_callable`
     checks.  The GIL is released around the kernel when the total element count of
     inputs and outputs exceeds ``gil_release_threshold``.  The result is the output
-    array, or a tuple of them (always a tuple with ``tuple_result=True``).
+    array, or a tuple of them (always a tuple with ``tuple_result=True``); ``structure``,
+    a nesting of tuples of output indices such as ``(0, (1, 2))``, returns nested tuples
+    (``0``: the single output array itself).
 
     >>> m = ir.Module()
     >>> k = ir.Function(m, ir.FunctionType(ir.VoidType(), [ir.PointerType()]), "k")
@@ -321,7 +323,29 @@ def build_entry(module: ir.Module, kernel: ir.Function | str, entry_name: str,
                      ir.Constant(ir.ArrayType(_I8, len(text)), text))
     emitter = _EntryEmitter(module, kernel_fn, entry_name, tuple(args), tuple(outs), numpy_layout())
     emitter.tuple_result = tuple_result
+    if structure is not None and structure != 0:
+        _check_structure(structure, len(outs))
+    emitter.structure = structure
     return emitter.emit(_element_count(args, outs) > gil_release_threshold)
+
+
+def _check_structure(structure: Any, n: int) -> None:
+    """A nested tuple using each output index 0..n-1 exactly once."""
+    seen: list[int] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, int) and not isinstance(node, bool):
+            seen.append(node)
+        elif isinstance(node, tuple):
+            for child in node:
+                walk(child)
+        else:
+            raise TypeError(f"structure entries are ints or tuples, got {node!r}")
+    if not isinstance(structure, tuple):
+        raise TypeError(f"structure must be a tuple, got {structure!r}")
+    walk(structure)
+    if sorted(seen) != list(range(n)):
+        raise ValueError(f"structure {structure!r} must use each of the {n} outputs once")
 
 
 def _element_count(args: Sequence[ArgSpec], outs: Sequence[OutSpec]) -> int:
@@ -341,6 +365,7 @@ class _EntryEmitter:
         self.builder = ir.IRBuilder(self.fn.append_basic_block("entry"))
         self.fallback_block = self.fn.append_basic_block("fallback")
         self.tuple_result = False
+        self.structure: Any = None
 
     def call_python(self, name: str, *values: ir.Value) -> ir.Instruction:
         return self.builder.call(_declare_python(self.module, name), values)
@@ -371,7 +396,12 @@ class _EntryEmitter:
                     self.call_python("Py_DecRef", obj)
                 b.branch(self.fallback_block)
         single = len(arrays) == 1 and not self.tuple_result
-        result = arrays[0] if single else self.pack_tuple(arrays)
+        if self.structure == 0:                 # one bare output array
+            result = arrays[0]
+        elif self.structure is not None:
+            result = self.pack_nested(self.structure, arrays)
+        else:
+            result = arrays[0] if single else self.pack_tuple(arrays)
         b.atomic_rmw("add", self.call_counter(), _I64(1), "monotonic")
         b.ret(result)
         self.emit_fallback()
@@ -464,6 +494,30 @@ class _EntryEmitter:
         if state is not None:
             self.call_python("PyEval_RestoreThread", state)
         return result if self.kernel.function_type.return_type == _I32 else None
+
+    def pack_nested(self, structure: tuple, arrays: Sequence[ir.Value]) -> ir.Value:
+        """Nested tuples of the outputs: every tuple is created first (on failure all are
+        released with the arrays), then filled — PyTuple_SetItem cannot fail then."""
+        items: list[list[tuple[str, int]]] = []        # per tuple, in preorder: its items
+
+        def preorder(node: tuple) -> int:
+            k = len(items)
+            items.append([])
+            for child in node:
+                items[k].append(("tuple", preorder(child)) if isinstance(child, tuple)
+                                else ("array", child))
+            return k
+        preorder(structure)
+        created: list[ir.Value] = []
+        for entries in items:
+            t = self.call_python("PyTuple_New", _I64(len(entries)))
+            self.return_null_if_null(t, tuple(arrays) + tuple(created))
+            created.append(t)
+        for obj, entries in zip(created, items):
+            for position, (kind, k) in enumerate(entries):    # steals each item's reference
+                item = arrays[k] if kind == "array" else created[k]
+                self.call_python("PyTuple_SetItem", obj, _I64(position), item)
+        return created[0]
 
     def pack_tuple(self, arrays: Sequence[ir.Value]) -> ir.Value:
         result = self.call_python("PyTuple_New", _I64(len(arrays)))

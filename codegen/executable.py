@@ -123,10 +123,13 @@ class LLVMExecutable:
         np.copyto(buffers[st.slot].reshape(node.shape), result, casting="unsafe")
 
     # ---- the fast path ---------------------------------------------------------------------
-    def native_entry(self, fallback: Callable[..., Any] | None = None) -> Callable[..., Any]:
+    def native_entry(self, fallback: Callable[..., Any] | None = None,
+                     structured: bool = False) -> Callable[..., Any]:
         """A builtin ``entry(*arrays) -> tuple(outputs)`` (see the module docstring);
         ``fallback`` (default: the checked path, raising clear errors) gets the same
-        arguments whenever the fast checks or the kernel refuse them."""
+        arguments whenever the fast checks or the kernel refuse them. With
+        ``structured=True`` the result is nested as the program's outputs are (see
+        ``Program.native_structure``), when the module has that entry."""
         if fallback is None:
             fallback = self._fallback
         if self.entry_name is None:
@@ -137,8 +140,17 @@ class LLVMExecutable:
                     return fallback(*arrays)
             return entry
         outs = [callconv.OutSpec(st.dtype.name, st.shape) for st in self.plan.outputs]
-        return callconv.make_callable(self.handle, self.entry_name, self.arg_specs, outs,
+        name = self.structured_entry_name if structured else self.entry_name
+        return callconv.make_callable(self.handle, name, self.arg_specs, outs,
                                       fallback, name="compiled")
+
+    @property
+    def structured_entry_name(self) -> str | None:
+        """The entry returning nested results, if the module has one."""
+        from .backend import STRUCTURED_SUFFIX
+        if self.entry_name is None or self.plan.program.native_structure() is None:
+            return None
+        return self.entry_name + STRUCTURED_SUFFIX
 
     def _fallback(self, *arrays: Any) -> tuple:
         return tuple(self(list(arrays)))

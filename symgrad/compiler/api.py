@@ -130,15 +130,19 @@ def _leaf_key(v):
 
 class _Entry:
     __slots__ = ("exe", "call", "closure", "guards", "aux", "numpy_out", "structure", "lowered",
-                 "key", "native_ok", "native_counted")
+                 "key", "native_ok", "native_counted", "native_name")
 
     def __init__(self, lowered: Lowered, closure, numpy_out):
         self.lowered = lowered
         self.exe = lowered.compile()
-        native = getattr(self.exe, "native_entry", None)
-        # the native entry checks arguments in native code (else the checked Python path)
-        self.call = native() if native is not None else (lambda *a: self.exe(list(a)))
-        self.native_counted = int(bool(getattr(self.exe, "entry_name", None)))
+        # the native entry checks arguments in native code (else the checked Python path);
+        # the structured one returns the outputs nested as the function returns them
+        self.native_name = getattr(self.exe, "structured_entry_name", None) or \
+            getattr(self.exe, "entry_name", None)
+        structured = self.native_name != getattr(self.exe, "entry_name", None)
+        self.call = self.exe.native_entry(structured=structured) if self.native_name else \
+            (lambda *a: self.exe(list(a)))
+        self.native_counted = int(self.native_name is not None)
         self.native_ok = None
         self.closure = [t for t, _ in closure]
         self.guards = [(tuple(t.shape), t.dtype) for t, _ in closure]
@@ -245,23 +249,20 @@ class Compiled:
     def _install_fast_path(self, entry: _Entry, leaves, args) -> None:
         """Make calls with this signature go straight to native code.
 
-        When every argument is a plain numpy array and the outputs are a flat tuple of
-        arrays, the instance's ``__call__`` becomes the backend's native
+        When every argument is a plain numpy array and the outputs are an array or
+        (nested) tuples of arrays, the instance's ``__call__`` becomes the backend's native
         METH_FASTCALL entry (a per-instance subclass): it checks the arguments in native
         code and runs the kernel, or hands any other call back to :meth:`_call`. The entry
         counts its own calls, which :meth:`cache_info` adds to the hits."""
         if entry.native_ok is None:
-            s = entry.structure
             entry.native_ok = bool(
-                getattr(entry.exe, "native_entry", None) is not None and entry.numpy_out
-                and not entry.closure and not entry.aux and not self.static_argnums
-                and s != "*" and s[0] == "tuple" and len(s[1]) >= 2
-                and all(c == "*" for c in s[1]))       # the entry returns a flat tuple
+                entry.native_counted and entry.numpy_out and not entry.closure
+                and not entry.aux and not self.static_argnums
+                and entry.native_name == getattr(entry.exe, "structured_entry_name", None))
         if (not entry.native_ok or getattr(type(self), "_native_for", None) is entry
                 or len(leaves) != len(args) or not all(type(v) is np.ndarray for v in leaves)):
             return
-        native_entry = entry.exe.native_entry
-        fast = native_entry(self._call)
+        fast = entry.exe.native_entry(self._call, structured=True)
         self.__class__ = type(f"Compiled_{getattr(self.fn, '__name__', 'fn')}", (Compiled,),
                               {"__call__": fast, "_native_for": entry})
 
@@ -289,6 +290,8 @@ class Compiled:
         arrays.extend(entry.aux)
         outs = entry.call(*arrays)
         self._py_native += entry.native_counted
+        if entry.native_counted:      # the native entry returns the outputs' own nesting
+            outs = pytree.flatten(outs)[0]
         if entry.numpy_out:
             res = list(outs)
         else:
@@ -320,7 +323,7 @@ class Compiled:
         raw = Program(inputs, in_names, built.outputs, built.names)
         transformed = count_nodes(built.outputs)
         optimized_outs = fuse(simplify(simplify(built.outputs)))
-        optimized = Program(inputs, in_names, optimized_outs, built.names)
+        optimized = Program(inputs, in_names, optimized_outs, built.names, built.structure)
         stats = {"traced": traced_count, "transform": self.transform.name,
                  "transformed": transformed, "optimized": count_nodes(optimized_outs),
                  "fused": sum(1 for n in toposort(optimized_outs) if n.op == "fused")}
@@ -343,7 +346,7 @@ class Compiled:
     def _native_hits(self) -> int:
         total = 0
         for entry in self._cache.values():
-            name = getattr(entry.exe, "entry_name", None)
+            name = entry.native_name
             if name:
                 from codegen import callconv
                 try:

@@ -38,6 +38,25 @@ class Program:
     input_names: list[str]
     outputs: list[Node]
     output_names: list[str]
+    out_structure: object = None          # the pytree nesting of the outputs
+
+    def native_structure(self):
+        """The outputs' nesting as tuples of output indices (``0`` for one bare output),
+        or None when it has lists or dicts (which native entries do not build)."""
+        if self.out_structure is None:
+            return None
+        counter = iter(range(len(self.outputs)))
+
+        def walk(s):
+            if s == "*":
+                return next(counter)
+            if s[0] != "tuple":
+                raise ValueError
+            return tuple(walk(c) for c in s[1])
+        try:
+            return walk(self.out_structure)
+        except ValueError:
+            return None
 
     def nodes(self) -> list[Node]:
         return toposort(self.outputs)
