@@ -163,12 +163,14 @@ def _mean_vjp(ctx, g):
     n = 1
     for a in k["axes"]:
         n *= shape[a]
-    gk = lax.expand(_keep(g, shape, k["axes"], k["keepdim"]), shape)
-    return (lax.div(gk, float(n)),)
+    # divide the reduced cotangent, then broadcast: the same value per element as
+    # expanding first, with the division done once per output element of the mean
+    return (lax.expand(_keep(lax.div(g, float(n)), shape, k["axes"], k["keepdim"]), shape),)
 
 
 def _keep(g, in_shape, axes, keepdim):
-    if not keepdim:
+    """g with the reduced axes restored as size 1 (a 0-d g broadcasts as it is)."""
+    if not keepdim and g.shape:
         g = lax.reshape(g, tuple(1 if i in axes else s for i, s in enumerate(in_shape)))
     return g
 
