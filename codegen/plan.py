@@ -129,6 +129,13 @@ class Plan:
     segments: list[list[int]]     # step indices of each native segment, in order
     local: set = field(default_factory=set)   # roots that live only in registers of their loop
 
+    def name(self, node: Node) -> str:
+        """The node's name in ``program.as_text()`` (``a``, ``b``, ...), its input name, or
+        its op: LLVM values are named after it so the IR reads against the program."""
+        if not hasattr(self, "_names"):
+            self._names = _text_names(self.program)
+        return self._names.get(id(node), node.op)
+
     def view(self, node: Node) -> L.StridedView | None:
         """``node`` as a strided view of a Storage, or None if it is virtual."""
         key = id(node)
@@ -201,6 +208,24 @@ def _near_shape(step: "LoopStep", item: Item) -> tuple[int, ...] | None:
     if all(out[d] - sh[d] <= NEAR_EXTENT and sh[d] > 0 for sh in shapes for d in range(rank)):
         return out
     return None
+
+
+def _text_names(program) -> dict[int, str]:
+    """Names as ``Program.as_text`` assigns them (inputs by name, then a, b, ..., z, aa)."""
+    names = {id(n): _ident(nm) for n, nm in zip(program.inputs, program.input_names)}
+    k = 0
+    for n in program.nodes():
+        if n.op in ("input", "const") or id(n) in names:
+            continue
+        i, s = k, ""
+        while True:
+            s = chr(ord("a") + i % 26) + s
+            i = i // 26 - 1
+            if i < 0:
+                break
+        names[id(n)] = s
+        k += 1
+    return names
 
 
 def _size(shape) -> int:

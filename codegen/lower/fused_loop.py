@@ -221,7 +221,7 @@ class FusedLoop:
         if s is not None:
             return T.constant(node.dtype, s)
         if kind == "leaf" or id(node) in plan.roots:
-            return self.load(plan.view(node), m, name=_name(node))
+            return self.load(plan.view(node), m, name=plan.name(node))
         return self.compute(node, m)
 
     def compute(self, node: Node, m: L.IndexMap) -> ir.Value:
@@ -231,12 +231,12 @@ class FusedLoop:
             s = const_scalar(node)
             if s is not None:
                 return T.constant(node.dtype, s)
-            return self.load(plan.view(node), m, name=_name(node))
+            return self.load(plan.view(node), m, name=plan.name(node))
         if kind == "view":
             arg = node.args[0]
             tm = L.translate(op, dict(node.attrs), arg.shape, node.shape, m)
             if tm is None:
-                return self.load(self._reshape_view(node), m, name=_name(node))
+                return self.load(self._reshape_view(node), m, name=plan.name(node))
             return self.value_at(arg, tm)
         if kind == "window":
             return self._window_value(node, m)
@@ -251,7 +251,10 @@ class FusedLoop:
         expr, symbols = formula_of(node)
         cdt = compute_dtype(expr, [a.dtype for a in node.args])
         em = FormulaEmitter(self.b, cdt, {s: (v, a.dtype) for s, v, a in zip(symbols, args, node.args)})
-        return T.convert(self.b, em.emit(expr), cdt, node.dtype)
+        value = T.convert(self.b, em.emit(expr), cdt, node.dtype)
+        if not isinstance(value, ir.Constant) and value.name.startswith("."):
+            value.name = f"{plan.name(node)}.{op}"       # reads against the program text
+        return value
 
     def _window_value(self, node: Node, m: L.IndexMap) -> ir.Value:
         """pad_slice / cat inside the current loop segment: the conditions are constant."""
@@ -539,9 +542,3 @@ class FusedLoop:
             v = b.fdiv(v, ir.Constant(v.type, float(self._count(r))))
         T.store(b, T.convert(b, v, acc.dtype, out.dtype), ctx.elem(out, i), out.dtype)
         loop.close()
-
-
-def _name(node: Node) -> str:
-    if node.op == "input":
-        return str(node.attr("name"))
-    return node.op
