@@ -1341,3 +1341,85 @@ def test_float_of_a_tensor_requiring_grad_warns_once_per_process():
         "    out.append([str(x.message) for x in w])\n"
         "assert out[0] == out[1] and len(out[1]) == 1, out\n")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+# ==========================================================================================
+# random keys: getitem and setitem against torch (values, names, gradients)
+# ==========================================================================================
+
+def _random_key(r, shape, allow_dup_index=True):
+    """A random mix of ints, slices (any bounds, steps), None, Ellipsis, index lists and
+    bool masks for `shape`; index entries are ('idx', list) / ('mask', list)."""
+    key, d, nd = [], 0, len(shape)
+    for _ in range(r.integers(1, nd + 2)):
+        c = r.integers(0, 7)
+        if d >= nd and c not in (3, 4):
+            c = 3
+        if c == 0:
+            key.append(int(r.integers(-shape[d], shape[d])))
+        elif c == 1:
+            a, b = sorted(r.integers(-shape[d] - 1, shape[d] + 2, 2))
+            key.append(slice(int(a), int(b), int(r.integers(1, 3))))
+        elif c == 2:
+            idx = (r.integers(-shape[d], shape[d], r.integers(1, 4)) if allow_dup_index
+                   else r.permutation(shape[d])[:r.integers(1, shape[d] + 1)])
+            key.append(("idx", idx.tolist()))
+        elif c == 3:
+            key.append(None)
+            continue
+        elif c == 4:
+            if not any(k is Ellipsis for k in key):
+                key.append(Ellipsis)
+            continue
+        elif c == 5:
+            key.append(("mask", (r.random(shape[d]) > 0.5).tolist()))
+        else:
+            key.append(slice(None))
+        d += 1
+    return key
+
+
+def _key_for(m, key):
+    return tuple(m.tensor(k[1]) if isinstance(k, tuple) and k[0] == "idx" else
+                 m.tensor(k[1], dtype=m.bool) if isinstance(k, tuple) else k for k in key)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_random_getitem_keys(seed):
+    r = rng(1000 + seed)
+    done = 0
+    while done < 25:
+        shape = tuple(int(s) for s in r.integers(1, 5, r.integers(1, 4)))
+        key = _random_key(r, shape)
+        try:
+            torch.ones(shape)[_key_for(torch, key)]
+        except (IndexError, RuntimeError, ValueError):
+            continue                       # keys torch refuses are covered elsewhere
+        x = r.standard_normal(shape)
+        check(lambda m, t: t[_key_for(m, key)] * 1.5, x)
+        check(lambda m, t: (t * 1)[_key_for(m, key)], x)
+        done += 1
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_random_setitem_keys(seed):
+    r = rng(2000 + seed)
+    done = 0
+    while done < 25:
+        shape = tuple(int(s) for s in r.integers(1, 5, r.integers(1, 4)))
+        key = _random_key(r, shape, allow_dup_index=False)
+        if sum(isinstance(k, tuple) and k[0] == "idx" for k in key) > 1:
+            continue                       # several index lists may repeat a position
+        try:
+            target = tuple(torch.ones(shape)[_key_for(torch, key)].shape)
+        except (IndexError, RuntimeError, ValueError):
+            continue
+        x = r.standard_normal(shape)
+        v = r.standard_normal(target[r.integers(0, len(target) + 1):])   # broadcasts
+
+        def fn(m, a, b):
+            y = a * 1.0
+            y[_key_for(m, key)] = b * 2
+            return y
+        check(fn, x, np.asarray(v))
+        done += 1

@@ -91,8 +91,8 @@ def getitem(x: Tensor, key):
             start, stop, step = k.indices(out.shape[axis])
             if k.step is not None and k.step <= 0:
                 raise ValueError("step must be greater than zero")
-            if (start, stop, step) == (0, out.shape[axis], 1):
-                axis += 1
+            if _whole(k, out.shape[axis]) and not isinstance(raw, slice):
+                axis += 1                  # PyTorch skips it (but x[:] alone is a Slice)
                 continue
             stop = max(stop, start)
             n = out.dim()
@@ -102,12 +102,15 @@ def getitem(x: Tensor, key):
             out = _view(out, "slice", "SliceBackward0", starts=starts, stops=stops, steps=steps)
             axis += 1
     if out is x:
-        if any(isinstance(k, slice) for k in _raw_key(raw)) and x.dim():
-            n = x.dim()
-            return _view(x, "slice", "SliceBackward0", starts=(0,) * n, stops=tuple(x.shape),
-                         steps=(1,) * n)
         out = _view(x, "reshape", "AliasBackward0", shape=tuple(x.shape))
     return out
+
+
+def _whole(k: slice, size: int) -> bool:
+    """PyTorch's test for a slice it leaves out, on the slice as written: start 0, step 1,
+    stop at least the size (so ``-3:`` of a size-3 dim is still sliced)."""
+    return ((k.start is None or k.start == 0) and (k.step is None or k.step == 1)
+            and (k.stop is None or k.stop >= size))
 
 
 def _raw_key(key):
@@ -202,8 +205,21 @@ def positions(x: Tensor, key) -> np.ndarray:
             gaxis += k is not None
             np_key.append(k)
     grid = np.arange(x.numel(), dtype=np.int64).reshape(tuple(x.shape))
+    # PyTorch applies integer indices first (as selects): they do not take part in the
+    # placement of the advanced-index dimensions, as they would in numpy
+    first, rest = [], []
+    for k in np_key:
+        if isinstance(k, int):
+            first.append(k)
+        else:
+            if k is not None:
+                first.extend([slice(None)] * (k.ndim if getattr(k, "dtype", None) == np.bool_
+                                              else 1))
+            rest.append(k)
     try:
-        return np.array(grid[tuple(np_key)], dtype=np.int64)   # keeps 0-d keys 0-d
+        if len(rest) != len(np_key):
+            grid = grid[tuple(first)]
+        return np.array(grid[tuple(rest)], dtype=np.int64)   # keeps 0-d keys 0-d
     except IndexError as e:
         msg = str(e).replace("axis", "dimension")
         raise IndexError(msg) from None
@@ -215,16 +231,44 @@ def setitem(x: Tensor, key, value):
     if isinstance(value, (list, tuple, np.ndarray)):
         value = to_tensor(np.asarray(value)) if not isinstance(value, Tensor) else value
     nkey = _normalize(key, x.dim())
-    pos = positions(x, [k for k in nkey if k is not None])
+    if x._base is None and _selects_all(x, nkey, allow_index=False):
+        return _set_whole(x, value)
+    pos = positions(x, nkey)        # with None: the shape of PyTorch's indexing result
     if isinstance(value, Tensor):
         value = _fit_value(value, pos.shape, any(_is_advanced(k) for k in nkey))
     if (any(_is_advanced(k) for k in nkey) and x._base is None
-            and all(_is_advanced(k) or k == slice(None) for k in nkey)):
-        # only index tensors and `:`: PyTorch runs index_put_ on x itself; an int, a
-        # partial slice or None first makes a view, and the write is a CopySlices
+            and _selects_all(x, nkey, allow_index=True)):
+        # only index tensors and whole slices: PyTorch runs index_put_ on x itself; an
+        # int, a partial slice or None first makes a view, and the write is a CopySlices
         assign_positions(x, pos, value, "IndexPutBackward0")
     else:
         assign_positions(x, pos, value)
+
+
+def _selects_all(x: Tensor, nkey, allow_index: bool) -> bool:
+    """The key is only slices PyTorch skips (see _whole) — and index tensors if allowed."""
+    axis = 0
+    for k in nkey:
+        if isinstance(k, Tensor) and allow_index:
+            axis += k.dim() if k.dtype is dtypes.bool_ else 1
+        elif isinstance(k, slice) and _whole(k, x.shape[axis]):
+            axis += 1
+        else:
+            return False
+    return True
+
+
+def _set_whole(x: Tensor, value):
+    """``x[:] = value`` with nothing to slice: PyTorch's copy_to, i.e. ``fill_`` for a
+    scalar or 0-d value (FillBackward3) and ``copy_`` otherwise (CopyBackwards)."""
+    from ..ops import lax as _lax
+    if not isinstance(value, Tensor):
+        value = _lax.full((), value, x.dtype)
+    if value.dim() == 0:
+        return x.fill_(value)
+    if tuple(value.shape) != tuple(x.shape):
+        value = _fit_value(value, tuple(x.shape), False)
+    return x.copy_(value)
 
 
 def _fit_value(value: Tensor, shape, advanced: bool) -> Tensor:
