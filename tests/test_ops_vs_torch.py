@@ -608,6 +608,7 @@ def test_argmax_ties_pick_the_first():
     lambda m: m.ones(0, 3).norm(float("inf"), dim=1), lambda m: m.ones(0, 3).norm(dim=0),
     lambda m: m.ones(3, dtype=m.bool).argmax(), lambda m: m.ones(3, dtype=m.bool).argmin(0),
     lambda m: m.ones(0, 3).max(1).values, lambda m: m.ones(0, 3).min(1).indices,
+    lambda m: m.ones(2, 1, 1).norm(dim=(2, 1, 0)), lambda m: m.ones(2, 3, 4).norm(2, dim=[0, 1, 2]),
 ])
 def test_reduction_errors(fn):
     _run_both(fn)
@@ -1423,3 +1424,40 @@ def test_random_setitem_keys(seed):
             return y
         check(fn, x, np.asarray(v))
         done += 1
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_reductions(seed):
+    """Random shapes (with zero sizes), dims, keepdim: value, error or gradient as torch."""
+    r = rng(3000 + seed)
+    ops = ["sum", "mean", "prod", "amax", "amin", "max", "min", "argmax", "argmin",
+           "logsumexp", "norm", "softmax", "log_softmax"]
+    for _ in range(40):
+        nd = int(r.integers(0, 4))
+        shape = tuple(int(s) for s in r.integers(0, 4, nd))
+        op = ops[r.integers(0, len(ops))]
+        kind = r.integers(0, 4)
+        kw = {}
+        if nd and kind == 1:
+            kw["dim"] = int(r.integers(-nd, nd))
+        elif nd and kind == 2:
+            kw["dim"] = tuple(int(d) for d in r.permutation(nd)[:r.integers(1, nd + 1)])
+        elif nd and kind == 3:
+            kw = {"dim": int(r.integers(-nd, nd)), "keepdim": True}
+        if op in ("softmax", "log_softmax"):
+            kw = {"dim": int(r.integers(-nd, nd)) if nd else 0}
+        if op in ("max", "min", "argmax", "argmin", "prod") and isinstance(kw.get("dim"), tuple):
+            kw["dim"] = kw["dim"][0]
+        if op == "logsumexp" and "dim" not in kw:
+            kw["dim"] = tuple(range(nd))
+        x = r.standard_normal(shape)
+
+        def f(m, t):
+            out = getattr(m, op)(t, **kw)
+            return tuple(out) if op in ("max", "min") and "dim" in kw else out
+        try:
+            f(torch, torch.tensor(x))
+        except (RuntimeError, IndexError, ValueError):
+            _run_both(lambda t: f(torch_or_sg(t), t), lambda m: m.tensor(x))
+            continue
+        check(f, x)

@@ -116,8 +116,8 @@ def _check_nonempty(name, x, dims, axes):
         raise RuntimeError(f"{name}(): Expected reduction dim to be specified for "
                            "input.numel() == 0. Specify the reduction dim with the 'dim' "
                            "argument.")
-    for d, a in zip(dims, axes):
-        if x.shape[a] == 0:
+    for d in dims:                       # in the order given, as PyTorch reports them
+        if x.shape[wrap_dim(d, x.dim())] == 0:
             raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
 
 
@@ -191,6 +191,9 @@ def norm(x, p="fro", dim=None, keepdim=False, dtype=None):
     if not x.dtype.is_floating_point:
         raise RuntimeError(f"linalg.vector_norm: Expected a floating point or complex tensor "
                            f"as input. Got {x.dtype.c_name.capitalize()}")
+    if p in ("fro", "nuc") and isinstance(dim, (tuple, list)) and len(dim) > 2:
+        raise RuntimeError(f"linalg.matrix_norm: dim must be a 2-tuple. Got "
+                           f"{' '.join(str(d) for d in dim)}")
     axes = dims_arg(dim, x.dim())
     if p == "fro" or p is None:
         p = 2
