@@ -93,7 +93,7 @@ class _Builder:
             and step.node.op == "matmul" else None
         if rows is not None:
             node = step.node
-            parallel.emit_parallel_rows(self.module, fn, storages, rows, matmul.ROW_BLOCK,
+            parallel.emit_parallel_rows(self.module, fn, storages, rows, matmul.ROWS_PER_CHUNK,
                                         lambda ctx, lo, hi: matmul.emit_rows(ctx, node, lo, hi),
                                         self.plan, self.consts, _set_vector_width)
             return fn, storages, fallible

@@ -41,7 +41,8 @@ BLAS_MIN_WORK = 1 << 15
 BLAS_MIN_DIM = 8      # skinny products (matrix-vector) are far slower in OpenBLAS's gemm
 BLAS_THREADED_WORK = 1 << 25   # smaller products run BLAS on the calling thread only
 PARALLEL_GEMM_WORK = 1 << 21   # larger products are split by rows between two threads
-ROW_BLOCK = 32                 # rows per chunk of a split product (at least)
+ROW_BLOCK = 32                 # a split product has at least two blocks of this many rows
+ROWS_PER_CHUNK = 128           # ... and chunks of about this many rows (BLAS repacks B per call)
 _INT32_MAX = 2 ** 31 - 1
 
 

@@ -167,10 +167,10 @@ def emit_parallel(module: ir.Module, fn: ir.Function, storages: list[Storage], l
 
 
 def emit_parallel_rows(module: ir.Module, fn: ir.Function, storages: list[Storage], extent: int,
-                       row_block: int, emit_range, plan, consts, set_width) -> None:
+                       rows_per_chunk: int, emit_range, plan, consts, set_width) -> None:
     """Fill step function ``fn`` with ``emit_range(ctx, lo, hi)`` over ``[0, extent)`` split
-    into chunks of at least ``row_block`` rows (a matmul split by rows)."""
-    nchunks = max(2, min(CHUNKS, extent // row_block))
+    into 2..8 chunks of about ``rows_per_chunk`` rows (a matmul split by rows)."""
+    nchunks = max(2, min(8, extent // rows_per_chunk))
     _emit_chunked(module, fn, storages, plan, consts, set_width, extent, nchunks,
                   emit_range=emit_range, prologue=lambda ctx: None, epilogue=lambda ctx: None,
                   private=[], acc_bytes=0, loop=None)
