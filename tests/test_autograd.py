@@ -464,3 +464,84 @@ def test_training_loop_converges_like_torch():
                 b.grad.zero_()
         res.append((loss.detach(), w.detach(), b.detach()))
     assert_close(res[0], res[1], rtol=1e-9)
+
+
+# ==========================================================================================
+# random programs mixing ops, views and in-place updates: values, errors and gradients
+# ==========================================================================================
+
+_UNARY = [
+    lambda m, a: a.tanh(), lambda m, a: a.sin(), lambda m, a: a.exp().clamp(max=5.0),
+    lambda m, a: a * a, lambda m, a: -a, lambda m, a: a.abs() + 0.5, lambda m, a: m.sigmoid(a),
+    lambda m, a: m.relu(a), lambda m, a: a.sum(-1, keepdim=True) if a.dim() else a,
+    lambda m, a: a.mean(0) if a.dim() > 1 else a, lambda m, a: a.t() if a.dim() == 2 else a,
+    lambda m, a: a[..., :1] if a.dim() else a, lambda m, a: a.unsqueeze(0),
+    lambda m, a: a.flatten(), lambda m, a: m.softmax(a, -1) if a.dim() else a,
+    lambda m, a: a.clone(), lambda m, a: a.reshape(-1)[::2] if a.numel() > 1 else a,
+    lambda m, a: a.amax(-1) if a.dim() and a.shape[-1] else a,
+    lambda m, a: a.norm() if a.numel() else a, lambda m, a: a.pow(3),
+]
+_BINARY = [lambda m, a, b: a + b, lambda m, a, b: a * b, lambda m, a, b: a - b,
+           lambda m, a, b: a / (b.abs() + 1), lambda m, a, b: m.maximum(a, b),
+           lambda m, a, b: m.where(a > b, a, b * 2)]
+_INPLACE = [lambda m, a, b: a.add_(b), lambda m, a, b: a.mul_(b),
+            lambda m, a, b: a.clamp_(-1, 1), lambda m, a, b: a.__setitem__(..., b)]
+
+
+def _random_program(seed):
+    r = rng(seed)
+    prog = []
+    for _ in range(r.integers(3, 12)):
+        k = r.integers(0, 10)
+        if k < 5:
+            prog.append(("u", int(r.integers(len(_UNARY))), int(r.integers(100)), 0))
+        else:
+            table = _BINARY if k < 8 else _INPLACE
+            prog.append(("b" if k < 8 else "i", int(r.integers(len(table))),
+                         int(r.integers(100)), int(r.integers(100))))
+    return r.standard_normal((3, 4)), r.standard_normal((4,)), prog
+
+
+def _run_program(m, x0, y0, prog):
+    x, y = m.tensor(x0, requires_grad=True), m.tensor(y0, requires_grad=True)
+    live, log = [x * 1, y * 1], []
+    for kind, op, i, j in prog:
+        a, b = live[i % len(live)], live[j % len(live)]
+        try:
+            if kind == "u":
+                live.append(_UNARY[op](m, a))
+            elif kind == "b":
+                live.append(_BINARY[op](m, a, b))
+            else:
+                _INPLACE[op](m, a, b)
+            log.append("ok")
+        except Exception as e:   # noqa: BLE001 - the same errors are expected of both
+            log.append(f"{type(e).__name__}: {e}")
+    loss = sum(t.sum() * (k + 1) for k, t in enumerate(live) if t.requires_grad)
+    try:
+        loss.backward()
+        grads = (x.grad, y.grad)
+    except RuntimeError as e:
+        grads = str(e)
+    return log, [t.detach() for t in live], [grad_fn_name_of(t) for t in live], grads
+
+
+def grad_fn_name_of(t):
+    return None if t.grad_fn is None else type(t.grad_fn).__name__
+
+
+@pytest.mark.parametrize("block", range(6))
+def test_random_programs_with_views_and_inplace_updates(block):
+    for seed in range(block * 40, block * 40 + 40):
+        x0, y0, prog = _random_program(seed)
+        s_log, s_vals, s_names, s_grads = _run_program(sg, x0, y0, prog)
+        t_log, t_vals, t_names, t_grads = _run_program(torch, x0, y0, prog)
+        assert s_log == t_log, (seed, prog)
+        assert s_names == t_names, (seed, prog)
+        for a, b in zip(s_vals, t_vals):
+            assert_close(a, b, what=f"seed {seed} value")
+        if isinstance(t_grads, str) or isinstance(s_grads, str):
+            assert s_grads == t_grads, (seed, prog)
+            continue
+        for a, b in zip(s_grads, t_grads):
+            assert_close(a, b, what=f"seed {seed} grad")

@@ -27,7 +27,12 @@ _sequence = [0]
 
 
 def _short_name(fn) -> str:
-    return re.sub(r"Backward\d*$", "", fn.name())
+    """The node name PyTorch's saved-tensor error shows: ClampBackward0 -> Clamp,
+    ClampBackward1 -> Clamp1, other names (torch::autograd::CopySlices) as they are."""
+    m = re.fullmatch(r"(.*)Backward(\d+)", fn.name())
+    if m is None:
+        return fn.name()
+    return m.group(1) + ("" if m.group(2) == "0" else m.group(2))
 
 
 class SavedTensor:

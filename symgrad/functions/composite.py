@@ -9,14 +9,18 @@ primitives are simply inlined (names do not matter to the compiler).
 from __future__ import annotations
 
 from ..autograd import engine, grad_mode
-from ..autograd.function import FREED_MESSAGE, accumulator, new_function
+from ..autograd.function import FREED_MESSAGE, SavedTensor, accumulator, new_function
 from ..tensor import Tensor
 
 __all__ = ["named"]
 
 
-def named(name: str, fn, *inputs):
-    """Apply `fn(*inputs)` (primitives only) recorded as a single Function `name`."""
+def named(name: str, fn, *inputs, saves: tuple = (), saves_output: bool = False):
+    """Apply `fn(*inputs)` (primitives only) recorded as a single Function `name`.
+
+    `saves` (input positions) and `saves_output` say what PyTorch's backward for `name`
+    saves: those tensors are version-checked when the backward runs (an in-place update
+    in between raises PyTorch's error) and read back as ``grad_fn._saved_self`` etc."""
     needs = tuple(isinstance(x, Tensor) and x.requires_grad for x in inputs)
     traced = any(isinstance(x, Tensor) and x._node is not None for x in inputs)
     if traced or not any(needs) or not grad_mode.is_grad_enabled():
@@ -27,8 +31,12 @@ def named(name: str, fn, *inputs):
     nexts = tuple(((x.grad_fn or accumulator(x)) if n else None, 0)
                   for x, n in zip(inputs, needs))
     in_avals = tuple((x.shape, x.dtype) if isinstance(x, Tensor) else ((), None) for x in inputs)
+    saved = tuple(SavedTensor(x) if i in saves and isinstance(x, Tensor) else None
+                  for i, x in enumerate(inputs)) if saves else ()
     f = new_function(name, None, (), in_avals, (out.shape, out.dtype), nexts, needs,
-                     (), None)
+                     saved, None)
+    if saves_output:
+        f._saved_out = SavedTensor(out._shallow(), is_output=True)
     f._inner = _Inner(fn, inputs, stand_ins, inner_out, needs)
     out.grad_fn = f
     return out
@@ -45,6 +53,11 @@ class _Inner:
     def __call__(self, owner, g):
         if self.out is None:
             raise RuntimeError(FREED_MESSAGE)
+        for s in owner._saved:              # PyTorch's version check of saved tensors
+            if s is not None:
+                s.unpack(owner)
+        if owner._saved_out is not None:
+            owner._saved_out.unpack(owner)
         wrt = [s for s, n in zip(self.stand_ins, self.needs) if n]
         if grad_mode.is_grad_enabled():     # create_graph: differentiate the real inputs
             real = [x for x, n in zip(self.inputs, self.needs) if n]

@@ -31,6 +31,48 @@ def check_inplace(x: Tensor, through_view: bool = False) -> None:
         raise RuntimeError(_VIEW_OF_LEAF if through_view else _LEAF)
 
 
+_OVERLAP_SELF = ("unsupported operation: more than one element of the written-to tensor refers "
+                 "to a single memory location. Please clone() the tensor before performing "
+                 "the operation.")
+_OVERLAP_INPUT = ("unsupported operation: some elements of the input tensor and the written-to "
+                  "tensor refer to a single memory location. Please clone() the tensor before "
+                  "performing the operation.")
+
+
+_byte_bounds = getattr(getattr(np.lib, "array_utils", None), "byte_bounds", None) or \
+    getattr(np, "byte_bounds")          # numpy 2 moved it
+
+
+def _dense(a: np.ndarray) -> bool:
+    """Non-overlapping and dense: the strides are a permutation of contiguous ones."""
+    expected = a.itemsize
+    for stride, size in sorted((abs(st), n) for st, n in zip(a.strides, a.shape) if n != 1):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def check_overlap(x: Tensor, *others) -> None:
+    """PyTorch's memory-overlap refusals for an in-place write into x: x must not repeat
+    memory (an expanded view), and an operand may share x's memory only exactly."""
+    a = x._data
+    if a is None or a.size == 0:
+        return
+    if not _dense(a) and any(st == 0 and n > 1 for st, n in zip(a.strides, a.shape)):
+        raise RuntimeError(_OVERLAP_SELF)
+    for o in others:
+        b = o._data if isinstance(o, Tensor) else None
+        if b is None or b.size == 0 or o is x or not (_dense(a) and _dense(b)):
+            continue
+        (a0, a1), (b0, b1) = _byte_bounds(a), _byte_bounds(b)
+        if (a0, a1) == (b0, b1):
+            if a.strides != b.strides:
+                raise RuntimeError(_OVERLAP_INPUT)
+        elif a0 < b1 and b0 < a1:
+            raise RuntimeError(_OVERLAP_INPUT)
+
+
 def original(x: Tensor) -> Tensor:
     """The operand an in-place op computes from: x itself, or — when the op will be
     recorded — a snapshot of its current value with its history, so that a backward rule
@@ -74,7 +116,20 @@ def update(x: Tensor, new: Tensor) -> Tensor:
             x._node = new._node
         if recorded:
             x.grad_fn = new.grad_fn
+    _refresh_other_views(x)
     return x
+
+
+def _refresh_other_views(x: Tensor) -> None:
+    """The other live views of x's storage take their history from the updated base (as
+    PyTorch regenerates a view whose base changed version: AsStridedBackward0)."""
+    base = x._base if x._base is not None else x
+    views = base.__dict__.get("_views")
+    if not views or not base.requires_grad or not grad_mode.is_grad_enabled():
+        return
+    for v in list(views):
+        if v is not x and v._vc is base._vc:
+            _regenerate_view(v, base)
 
 
 def _shape_error(new, x):

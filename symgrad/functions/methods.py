@@ -33,6 +33,7 @@ def _rtruediv(self, other):
 def _inplace_op(fn):
     def method(self, *args, **kwargs):
         inplace.check_inplace(self)
+        inplace.check_overlap(self, *args, *kwargs.values())
         return inplace.update(self, fn(inplace.original(self), *args, **kwargs))
     return method
 
@@ -73,10 +74,12 @@ def _zero_(self):
 def _copy_(self, src, non_blocking=False):
     shape, dt = tuple(self.shape), self.dtype
     src = to_tensor(src)
+    inplace.check_overlap(self, src)
     from ..ops.shapes import broadcast_shapes
-    if broadcast_shapes(tuple(src.shape), shape) != shape:
+    bshape = broadcast_shapes(shape, tuple(src.shape))     # torch's text, self as "a"
+    if bshape != shape:
         raise RuntimeError(f"output with shape {list(shape)} doesn't match the broadcast shape "
-                           f"{list(broadcast_shapes(tuple(src.shape), shape))}")
+                           f"{list(bshape)}")
     return _overwrite(self, "torch::autograd::CopyBackwards",
                       lambda s: lax.expand(lax.reshape(lax.cast(s, dt), (1,) * (
                           len(shape) - s.dim()) + tuple(s.shape)), shape), src)

@@ -166,7 +166,9 @@ def argmin(x, dim=None, keepdim=False):
 
 
 def _logsumexp_prims(x, axes, keepdim):
-    m = bind(P["amax"], x, axes=axes, keepdim=True)
+    # the shift is a constant for autograd (the result does not depend on it): no amax in
+    # the backward graph, which would keep x saved and see later in-place updates of it
+    m = bind(P["amax"], x.detach(), axes=axes, keepdim=True)
     finite = lax.finite_or_zero(m)
     s = lax.sum(lax.unary("exp", lax.sub(x, lax.expand(finite, x.shape))), axes, keepdim=True)
     out = lax.add(lax.unary("log", s), finite)
@@ -180,7 +182,8 @@ def logsumexp(x, dim, keepdim=False):
     if not x.dtype.is_floating_point:
         x = lax.cast(x, dtypes.get_default_dtype())
     axes = dims_arg(dim, x.dim())
-    return named("LogsumexpBackward0", lambda v: _logsumexp_prims(v, axes, keepdim), x)
+    return named("LogsumexpBackward0", lambda v: _logsumexp_prims(v, axes, keepdim), x,
+                 saves=(0,), saves_output=True)
 
 
 def norm(x, p="fro", dim=None, keepdim=False, dtype=None):
@@ -208,7 +211,8 @@ def norm(x, p="fro", dim=None, keepdim=False, dtype=None):
                 raise RuntimeError(f"linalg.vector_norm cannot compute the {name} norm on the "
                                    f"dimension {d}because this dimension is empty and the "
                                    "operation does not have an identity")
-    return named("LinalgVectorNormBackward0", lambda v: _norm_prims(v, p, axes, keepdim), x)
+    return named("LinalgVectorNormBackward0", lambda v: _norm_prims(v, p, axes, keepdim), x,
+                 saves=(0,), saves_output=True)
 
 
 def _masked_pow(a, p):

@@ -4,6 +4,8 @@ their input are views: they share its version counter and remember how they were
 (for in-place updates through them)."""
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from ..dispatch import bind
@@ -26,6 +28,10 @@ def make_view(src: Tensor, out: Tensor, prim_name: str, attrs: dict) -> Tensor:
     out._base = base
     out._vc = src._vc
     out._view_chain = (src._view_chain or ()) + ((prim_name, tuple(sorted(attrs.items()))),)
+    views = base.__dict__.get("_views")
+    if views is None:                   # live views, re-derived after in-place updates
+        views = base.__dict__["_views"] = weakref.WeakSet()
+    views.add(out)
     return out
 
 
@@ -189,7 +195,8 @@ def expand(x, *sizes):
                            f"equal to the number of dimensions in the tensor ({x.dim()})")
     lead = len(sizes) - x.dim()
     shape = []
-    for i, s in enumerate(sizes):
+    for i in range(len(sizes) - 1, -1, -1):      # PyTorch checks from the last dim
+        s = sizes[i]
         cur = x.shape[i - lead] if i >= lead else 1
         if s == -1:
             if i < lead:
@@ -201,7 +208,7 @@ def expand(x, *sizes):
                                f"size ({cur}) at non-singleton dimension {i}.  Target sizes: "
                                f"{list(sizes)}.  Tensor sizes: {list(x.shape)}")
         shape.append(s)
-    return _layout("expand", x, "ExpandBackward0", shape=tuple(shape))
+    return _layout("expand", x, "ExpandBackward0", shape=tuple(reversed(shape)))
 
 
 def expand_as(x, other):

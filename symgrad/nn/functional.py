@@ -80,8 +80,9 @@ def _prep_softmax(input, dim, dtype, name):
 def _shifted(v, axes):
     # a plain max shift: a row holding +inf, or only -inf, becomes NaN, as in PyTorch's
     # softmax / log_softmax (logsumexp, which PyTorch keeps finite there, shifts by
-    # lax.finite_or_zero instead)
-    m = bind(P["amax"], v, axes=axes, keepdim=True)
+    # lax.finite_or_zero instead). The shift is a constant for autograd (the result does
+    # not depend on it), so the backward saves only what PyTorch's does.
+    m = bind(P["amax"], v.detach(), axes=axes, keepdim=True)
     return lax.sub(v, lax.expand(m, v.shape))
 
 
@@ -98,12 +99,13 @@ def _softmax_prims(v, axes):
 
 def softmax(input, dim=None, _stacklevel=3, dtype=None):
     x, axes = _prep_softmax(input, dim, dtype, "softmax")
-    return named("SoftmaxBackward0", lambda v: _softmax_prims(v, axes), x)
+    return named("SoftmaxBackward0", lambda v: _softmax_prims(v, axes), x, saves_output=True)
 
 
 def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
     x, axes = _prep_softmax(input, dim, dtype, "log_softmax")
-    return named("LogSoftmaxBackward0", lambda v: _log_softmax_prims(v, axes), x)
+    return named("LogSoftmaxBackward0", lambda v: _log_softmax_prims(v, axes), x,
+                 saves_output=True)
 
 
 def linear(input, weight, bias=None):

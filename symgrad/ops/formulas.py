@@ -42,7 +42,10 @@ def _ew(name, formula, **kw):
 _ew("add", lambda x, y: x + y, numpy=np.add)
 _ew("sub", lambda x, y: x - y, numpy=np.subtract)
 _ew("mul", lambda x, y: x * y, numpy=np.multiply)
-_ew("div", lambda x, y: x / y, numpy=np.true_divide, out_dtype="float")
+# closed forms below also choose what backward saves, as PyTorch does: div its inputs,
+# expm1 / rsqrt / relu their result (in-place updates afterwards are checked the same way)
+_ew("div", lambda x, y: x / y, numpy=np.true_divide, out_dtype="float",
+    grads=lambda x, y, out: (1 / y, -x / y ** 2))
 _ew("neg", lambda x: -x, numpy=np.negative)
 _ew("copy", lambda x: x, numpy=lambda x: np.array(x, copy=True), grad_name="CloneBackward0")
 _ew("pow", lambda x, y: x ** y, numpy=np.power,
@@ -75,9 +78,11 @@ _ew("where", lambda c, x, y: _pw((x, S.Eq(c, 1)), (y, True)),
 _ew("exp", lambda x: S.exp(x), numpy=np.exp, out_dtype="float")
 _ew("log", lambda x: S.log(x), numpy=np.log, out_dtype="float")
 _ew("log1p", lambda x: log1p(x), numpy=np.log1p, out_dtype="float")
-_ew("expm1", lambda x: expm1(x), numpy=np.expm1, out_dtype="float")
+_ew("expm1", lambda x: expm1(x), numpy=np.expm1, out_dtype="float",
+    grads=lambda x, out: (out + 1,))
 _ew("sqrt", lambda x: S.sqrt(x), numpy=np.sqrt, out_dtype="float")
-_ew("rsqrt", lambda x: 1 / S.sqrt(x), numpy=lambda x: 1 / np.sqrt(x), out_dtype="float")
+_ew("rsqrt", lambda x: 1 / S.sqrt(x), numpy=lambda x: 1 / np.sqrt(x), out_dtype="float",
+    grads=lambda x, out: (-out ** 3 / 2,))
 _ew("sin", lambda x: S.sin(x), numpy=np.sin, out_dtype="float")
 _ew("cos", lambda x: S.cos(x), numpy=np.cos, out_dtype="float")
 _ew("tan", lambda x: S.tan(x), numpy=np.tan, out_dtype="float")
@@ -104,7 +109,8 @@ _ew("binary_cross_entropy",
 
 # piecewise-linear and rounding
 # NaN follows PyTorch: relu passes the gradient at NaN, abs and sign give 0 there
-_ew("relu", lambda x: _pw((0, x <= 0), (x, True)), numpy=lambda x: np.maximum(x, 0))
+_ew("relu", lambda x: _pw((0, x <= 0), (x, True)), numpy=lambda x: np.maximum(x, 0),
+    grads=lambda x, out: (_pw((0, out <= 0), (1, True)),))
 _ew("abs", lambda x: S.Abs(x), numpy=np.abs,
     grads=lambda x, out: (_pw((1, x > 0), (-1, x < 0), (0, True)),))
 _ew("sign", lambda x: _pw((1, x > 0), (-1, x < 0), (0, True)), numpy=_sign_numpy,
