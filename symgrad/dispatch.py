@@ -12,7 +12,7 @@ import numpy as np
 from . import dtypes
 from .autograd import grad_mode
 from .autograd.function import SavedTensor, accumulator, new_function
-from .fpstate import quiet
+from .fpstate import enter as fp_enter, leave as fp_leave, quiet
 from .graph import node as gnode
 from .ops import registry
 from .ops.registry import NUMPY_RULES, SHAPE_RULES
@@ -69,12 +69,14 @@ def _operand_dtype(prim, operands) -> dtypes.DType:
 def _eager(prim, operands, attrs):
     arrays = [o._data if isinstance(o, Tensor) else o for o in operands]
     if prim.kind == "elementwise":
+        token = fp_enter()    # log(0), sqrt(-1): no warnings, as in PyTorch
         try:
-            with quiet():     # log(0), sqrt(-1): no warnings, as in PyTorch
-                res = NUMPY_RULES[prim.name](*arrays)
+            res = NUMPY_RULES[prim.name](*arrays)
         except ValueError:
             SHAPE_RULES[prim.name]([(np.shape(a), None) for a in arrays])  # raises torch's text
             raise
+        finally:
+            fp_leave(token)
         dt = _elementwise_dtype(prim, operands)
         if type(res) is not np.ndarray or res.dtype != dt.np:
             res = np.asarray(res, dtype=dt.np)

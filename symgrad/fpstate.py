@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["quiet"]
+__all__ = ["quiet", "enter", "leave"]
 
 try:
     from numpy._core._ufunc_config import _extobj_contextvar as _VAR
@@ -34,3 +34,22 @@ class _Quiet:
 def quiet():
     """A context manager silencing numpy floating-point warnings inside it."""
     return _Quiet() if _VAR is not None else np.errstate(all="ignore")
+
+
+def enter():
+    """Start a quiet region without a context-manager object (hot paths); pass the result
+    to :func:`leave`."""
+    return _VAR.set(_IGNORE) if _VAR is not None else _errstate_enter()
+
+
+def leave(token) -> None:
+    if _VAR is not None:
+        _VAR.reset(token)
+    else:
+        token.__exit__(None, None, None)
+
+
+def _errstate_enter():
+    state = np.errstate(all="ignore")
+    state.__enter__()
+    return state
