@@ -545,3 +545,97 @@ def test_random_programs_with_views_and_inplace_updates(block):
             continue
         for a, b in zip(s_grads, t_grads):
             assert_close(a, b, what=f"seed {seed} grad")
+
+
+def _both(f):
+    """Run f(m) for symgrad and torch: same result (compared) or same error."""
+    res = []
+    for m in (sg, torch):
+        try:
+            res.append(("ok", f(m)))
+        except Exception as e:   # noqa: BLE001
+            res.append(("err", e))
+    (ks, s), (kt, t) = res
+    assert ks == kt, (s, t)
+    if kt == "err":
+        assert type(s) is type(t) and str(s) == str(t), (s, t)
+    else:
+        assert_close(s, t)
+
+
+def test_inplace_ops_that_save_their_result_check_it():
+    def exp_then_mul(m):
+        x = m.ones(3, dtype=m.float64, requires_grad=True)
+        y = x * 1
+        y.exp_()
+        y.mul_(2)
+        y.sum().backward()
+        return x.grad
+
+    def exp_on_a_view_then_fill(m):
+        x = m.ones(2, 3, dtype=m.float64, requires_grad=True)
+        y = x * 1
+        y[0].exp_()
+        y.zero_()
+        y.sum().backward()
+        return x.grad
+
+    def relu_then_read(m):
+        x = m.tensor([-1.0, 2.0], dtype=m.float64, requires_grad=True)
+        y = (x * 1).relu_()
+        (y * 3).sum().backward()
+        return x.grad
+    for f in (exp_then_mul, exp_on_a_view_then_fill, relu_then_read):
+        _both(f)
+
+
+def test_views_of_an_updated_base_take_the_new_history():
+    def f(m):
+        x = m.tensor([2.0, -0.5, 3.0, -4.0], dtype=m.float64, requires_grad=True)
+        base = x * 1
+        v = base.unsqueeze(0)
+        row = base[1]                               # a 0-d view
+        base.clamp_(-1, 1)
+        assert grad_fn_name_of(v) == "AsStridedBackward0"
+        (base.sum() + v.sum() * 2 + row * 5).backward()
+        return x.grad
+    _both(f)
+
+
+def test_masked_backward_of_relu_clamp_maximum_keeps_inf_out():
+    """PyTorch's relu / clamp / maximum backward select the cotangent (where), so an inf
+    from sqrt at 0 downstream does not become NaN where the op did not depend on x."""
+    x = np.array([-1.0, 0.0, 1.0, 2.0])
+    for f in (lambda m, t: (t * 1).relu().abs().sqrt(),
+              lambda m, t: t.clamp(0.5, 1.5).sub(0.5).sqrt(),
+              lambda m, t: m.maximum(t, m.zeros(4, dtype=t.dtype)).abs().sqrt(),
+              lambda m, t: m.minimum(t, m.zeros(4, dtype=t.dtype)).neg().sqrt()):
+        _both(lambda m: _grad_of(m, f, x))
+
+
+def _grad_of(m, f, x):
+    t = m.tensor(x, requires_grad=True)
+    f(m, t).sum().backward()
+    return t.grad
+
+
+def test_inplace_memory_overlap_errors():
+    for f in ("x.add_(x.flatten()[:4])", "x[:2].add_(x[1:3])", "x.t().add_(x)", "x.add_(x[0])",
+              "x[0].add_(x)", "m.ones(3).expand(2, 3).add_(1)",
+              "m.ones(1).expand(3).copy_(m.ones(3))", "x.add_(x)", "x[0].add_(x[1])",
+              "x.flatten().add_(x.flatten())", "x.copy_(x.t().t())"):
+        def run(m, f=f):
+            x = m.ones(3, 4)
+            eval(f)
+            return x
+        _both(run)
+
+
+def test_fill_of_an_expanded_view_writes_its_base():
+    def f(m):
+        b = m.zeros(3)
+        e = b.expand(2, 3)
+        e.fill_(4)
+        e.zero_()
+        return b + e.sum(0)
+    _both(f)

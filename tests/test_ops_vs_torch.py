@@ -990,6 +990,9 @@ def test_basic_indexing_gives_views():
     x[:, 0] = 1.0
     assert v[0].item() == 1.0
     assert x._version == v._version
+    e = v[3]                                   # an element of a vector: a 0-d view
+    e.fill_(7.0)
+    assert x[1, 3].item() == 7.0 and e._version == x._version
 
 
 # ==========================================================================================

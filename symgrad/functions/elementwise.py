@@ -265,7 +265,7 @@ def _clamp_tensor(x, lo, hi, name):
         inside = _and_opt(binary("ge", v, a) if a is not None else None,
                           binary("le", v, b) if b is not None else None)
         return bind(P["where"], inside, v, out)
-    return named(name, f, lax.cast(x, dt), lo, hi)
+    return named(name, f, lax.cast(x, dt), lo, hi, saves=(0, 1, 2))   # as PyTorch saves
 
 
 def _no_grad():

@@ -249,7 +249,7 @@ def _selects_all(x: Tensor, nkey, allow_index: bool) -> bool:
     """The key is only slices PyTorch skips (see _whole) — and index tensors if allowed."""
     axis = 0
     for k in nkey:
-        if isinstance(k, Tensor) and allow_index:
+        if isinstance(k, Tensor) and allow_index and k.dim():   # (a 0-d mask is a view)
             axis += k.dim() if k.dtype is dtypes.bool_ else 1
         elif isinstance(k, slice) and _whole(k, x.shape[axis]):
             axis += 1
@@ -264,7 +264,7 @@ def _set_whole(x: Tensor, value):
     from ..ops import lax as _lax
     if not isinstance(value, Tensor):
         value = _lax.full((), value, x.dtype)
-    if value.dim() == 0:
+    if value.dim() == 0 and x.dim() != 0:         # (equal shapes copy_, even 0-d ones)
         return x.fill_(value)
     if tuple(value.shape) != tuple(x.shape):
         value = _fit_value(value, tuple(x.shape), False)

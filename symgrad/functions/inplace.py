@@ -102,10 +102,13 @@ def update(x: Tensor, new: Tensor) -> Tensor:
         new = lax.expand(new, x.shape) if broadcast_shapes(new.shape, x.shape) == tuple(x.shape) \
             else _shape_error(new, x)
     recorded = new.grad_fn is not None
+    producer = new.grad_fn
     if x._data is not None:
         if new._data is None:
             raise TypeError("an eager tensor cannot be updated in place with a traced value "
                             "inside symgrad.compile; compute a new tensor instead")
+        if not x._data.flags.writeable:   # an expanded view (fill_ / zero_ may write it)
+            x._data.flags.writeable = True
         np.copyto(x._data, new._data, casting="unsafe")
     x._vc[0] += 1
     base = x._base
@@ -116,8 +119,19 @@ def update(x: Tensor, new: Tensor) -> Tensor:
             x._node = new._node
         if recorded:
             x.grad_fn = new.grad_fn
+    if recorded:
+        _resave_output(producer, x)
     _refresh_other_views(x)
     return x
+
+
+def _resave_output(fn, x: Tensor) -> None:
+    """An in-place op whose backward saves its result (exp_, relu_, ...) saves x itself, at
+    its new version, so later updates of x are caught as PyTorch catches them."""
+    saved = getattr(fn, "_saved_out", None)
+    if saved is not None and saved.tensor._vc is not x._vc:
+        from ..autograd.function import SavedTensor
+        fn._saved_out = SavedTensor(x._shallow(), is_output=True)
 
 
 def _refresh_other_views(x: Tensor) -> None:

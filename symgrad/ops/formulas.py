@@ -12,7 +12,7 @@ import sympy as S
 from sympy.codegen.cfunctions import expm1, log1p
 
 from .registry import elementwise
-from .vjp import where_vjp
+from .vjp import masked_vjp, where_vjp
 from ..fpstate import quiet
 
 __all__ = ["BUILTIN_ELEMENTWISE"]
@@ -60,17 +60,19 @@ _ew("floor_divide", lambda x, y: S.floor(x / y), numpy=np.floor_divide,
 _HALF = S.Rational(1, 2)
 _ew("maximum", lambda x, y: _pw((x, x > y), (y, x < y), ((x + y) / 2, True)), numpy=np.maximum,
     grads=lambda x, y, out: (_pw((1, x > y), (0, x < y), (_HALF, S.Eq(x, y)), (1, True)),
-                             _pw((0, x > y), (1, x < y), (_HALF, S.Eq(x, y)), (1, True))))
+                             _pw((0, x > y), (1, x < y), (_HALF, S.Eq(x, y)), (1, True))),
+    vjp=masked_vjp)
 _ew("minimum", lambda x, y: _pw((x, x < y), (y, x > y), ((x + y) / 2, True)), numpy=np.minimum,
     grads=lambda x, y, out: (_pw((1, x < y), (0, x > y), (_HALF, S.Eq(x, y)), (1, True)),
-                             _pw((0, x < y), (1, x > y), (_HALF, S.Eq(x, y)), (1, True))))
+                             _pw((0, x < y), (1, x > y), (_HALF, S.Eq(x, y)), (1, True))),
+    vjp=masked_vjp)
 _ew("clamp", lambda x, lo, hi: _pw((hi, _pw((lo, x < lo), (x, True)) > hi),
                                    (_pw((lo, x < lo), (x, True)), True)),
     numpy=lambda x, lo, hi: np.minimum(np.maximum(x, lo), hi), grad_name="ClampBackward1",
     grads=lambda x, lo, hi, out: (
         _pw((1, (x >= lo) & (x <= hi)), (0, True)),
         _pw((1, (x < lo) & (lo <= hi)), (0, True)),
-        _pw((1, ((x < lo) & (lo > hi)) | ((x >= lo) & (x > hi))), (0, True))))
+        _pw((1, ((x < lo) & (lo > hi)) | ((x >= lo) & (x > hi))), (0, True))), vjp=masked_vjp)
 _ew("where", lambda c, x, y: _pw((x, S.Eq(c, 1)), (y, True)),
     numpy=lambda c, x, y: np.where(c, x, y), grad_name="WhereBackward0", vjp=where_vjp)
 
@@ -110,7 +112,7 @@ _ew("binary_cross_entropy",
 # piecewise-linear and rounding
 # NaN follows PyTorch: relu passes the gradient at NaN, abs and sign give 0 there
 _ew("relu", lambda x: _pw((0, x <= 0), (x, True)), numpy=lambda x: np.maximum(x, 0),
-    grads=lambda x, out: (_pw((0, out <= 0), (1, True)),))
+    grads=lambda x, out: (_pw((0, out <= 0), (1, True)),), vjp=masked_vjp)
 _ew("abs", lambda x: S.Abs(x), numpy=np.abs,
     grads=lambda x, out: (_pw((1, x > 0), (-1, x < 0), (0, True)),))
 _ew("sign", lambda x: _pw((1, x > 0), (-1, x < 0), (0, True)), numpy=_sign_numpy,

@@ -140,7 +140,8 @@ def _select_shape(av, *, axis, index):
 
 
 def _select_numpy(x, *, axis, index):
-    return x[(slice(None),) * axis + (index,)]
+    # the Ellipsis keeps a 0-d result a view (x[0] of a vector), not a numpy scalar copy
+    return x[(slice(None),) * axis + (index, Ellipsis)]
 
 
 _reg("select", 1, _select_shape, _select_numpy, grad_name="SelectBackward0")

@@ -20,7 +20,14 @@ from .shapes import broadcast_shapes
 __all__ = ["elementwise_vjp", "where_vjp"]
 
 
-def elementwise_vjp(ctx, g):
+def masked_vjp(ctx, g):
+    """The generic rule, but the cotangent is selected away (not multiplied by 0) where the
+    partial is 0, as PyTorch's relu / clamp / maximum backward do: an inf or NaN cotangent
+    does not leak into positions the result does not depend on."""
+    return elementwise_vjp(ctx, g, masked=True)
+
+
+def elementwise_vjp(ctx, g, masked=False):
     """The generic rule of every formula-defined primitive: g * d f / d x_i, summed over
     broadcast dimensions."""
     plan = _PLANS.get(ctx.prim.name)
@@ -45,7 +52,10 @@ def elementwise_vjp(ctx, g):
         elif kind == "value":
             gi = lax.mul(g, _value(ctx, payload))
         else:
-            gi = lax.mul(g, _derivative(ctx, *payload))
+            d = _derivative(ctx, *payload)
+            gi = lax.mul(g, d)
+            if masked and isinstance(d, dispatch.Tensor):
+                gi = lax.where(lax.eq(d, 0), 0, gi)
         grads.append(lax.sum_to(gi, ctx.in_avals[i][0]))
     return tuple(grads)
 
@@ -197,6 +207,7 @@ def _extremum_vjp(ctx, g):
 def _prod_vjp(ctx, g):
     k = ctx.kwargs
     shape = ctx.in_avals[0][0]
+    ctx.out      # unused, but saved as PyTorch saves it: its version is checked here too
     others = dispatch.bind(PRIMITIVES["prod_others"], ctx.input(0), axes=k["axes"])
     gk = lax.expand(_keep(g, shape, k["axes"], k["keepdim"]), shape)
     return (lax.mul(gk, others),)
