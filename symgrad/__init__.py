@@ -46,7 +46,6 @@ half = float16
 long = int64
 int = int32
 short = int16
-cfloat = None
 
 _methods.install()
 

@@ -456,7 +456,8 @@ def _wrapper(fn, n):
     return wrapped
 
 
-_JVP_CACHE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+# the compiled wrappers jvp / vjp build for a function, per function (weakly)
+_WRAPPERS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def jvp(fn, primals, tangents, *, backend=None):
@@ -487,7 +488,7 @@ def vjp(fn, *primals, backend=None):
 
 def _cached_wrapper(fn, key, make):
     try:
-        per_fn = _JVP_CACHE.setdefault(fn, {})
+        per_fn = _WRAPPERS.setdefault(fn, {})
     except TypeError:
         return make()
     if key not in per_fn:

@@ -29,10 +29,7 @@ class Transform:
     """Maps the traced outputs (a pytree of nodes) to the program's outputs."""
 
     name = "compile"
-    extra_inputs = 0            # inputs appended after the function's own (tangents, ...)
 
-    def key(self):
-        return (type(self).__name__,)
 
     def build(self, out_nodes, out_structure, arg_groups, arg_names) -> Built:
         raise NotImplementedError
@@ -75,8 +72,6 @@ class Grad(Transform):
     def __init__(self, argnums=0, value=False, has_aux=False, name="grad"):
         self.argnums, self.value, self.has_aux, self.name = argnums, value, has_aux, name
 
-    def key(self):
-        return ("Grad", self.argnums, self.value, self.has_aux)
 
     def build(self, out_nodes, out_structure, arg_groups, arg_names):
         nums = _check_argnums(self.argnums, len(arg_groups))
@@ -146,8 +141,6 @@ class Jacobian(Transform):
         self.argnums, self.hessian = argnums, hessian
         self.name = "hessian" if hessian else "jacobian"
 
-    def key(self):
-        return ("Jacobian", self.argnums, self.hessian)
 
     def build(self, out_nodes, out_structure, arg_groups, arg_names):
         nums = _check_argnums(self.argnums, len(arg_groups))
@@ -194,8 +187,6 @@ class Jvp(Transform):
     def __init__(self, n_primals: int):
         self.n = n_primals
 
-    def key(self):
-        return ("Jvp", self.n)
 
     def build(self, out_nodes, out_structure, arg_groups, arg_names):
         n = self.n
@@ -225,8 +216,6 @@ class Vjp(Transform):
     def __init__(self, n_primals: int):
         self.n = n_primals
 
-    def key(self):
-        return ("Vjp", self.n)
 
     def build(self, out_nodes, out_structure, arg_groups, arg_names):
         n = self.n
