@@ -61,20 +61,20 @@ class StepContext:
         return self.b.gep(self.ptr(st), [index], inbounds=True, source_etype=T.storage_type(st.dtype),
                           name=name)
 
+    def _intrinsic(self, name: str, *arg_types: ir.Type) -> ir.Function:
+        """The declaration of LLVM intrinsic ``name`` (void result), added once."""
+        m = self.b.module
+        return m.globals.get(name) or ir.Function(m, ir.FunctionType(ir.VoidType(), arg_types),
+                                                  name)
+
     def memset0(self, st: Storage) -> None:
         if st.nbytes == 0:
             return
-        name = "llvm.memset.p0.i64"
-        m = self.b.module
-        fn = m.globals.get(name) or ir.Function(
-            m, ir.FunctionType(ir.VoidType(), [T.PTR, T.I8, T.I64, T.I1]), name)
+        fn = self._intrinsic("llvm.memset.p0.i64", T.PTR, T.I8, T.I64, T.I1)
         self.b.call(fn, [self.ptr(st), T.I8(0), T.I64(st.nbytes), T.I1(0)])
 
     def memcpy(self, dst: Storage, src: Storage) -> None:
         if dst.nbytes == 0:
             return
-        name = "llvm.memcpy.p0.p0.i64"
-        m = self.b.module
-        fn = m.globals.get(name) or ir.Function(
-            m, ir.FunctionType(ir.VoidType(), [T.PTR, T.PTR, T.I64, T.I1]), name)
+        fn = self._intrinsic("llvm.memcpy.p0.p0.i64", T.PTR, T.PTR, T.I64, T.I1)
         self.b.call(fn, [self.ptr(dst), self.ptr(src), T.I64(dst.nbytes), T.I1(0)])

@@ -68,13 +68,19 @@ def emit(ctx: StepContext, node: Node, step_id: int) -> None:
      "scatter_add": _scatter_add, "index_put": _index_put}[node.op](ctx, node, step_id)
 
 
-def _take(ctx: StepContext, node: Node, step_id: int) -> None:
+def _read_by_index(ctx: StepContext, node: Node, step_id: int):
+    """The shared start of take / gather: operands, axis, views, the runtime bounds check
+    of the indices, and the output storage."""
     x, idx = node.args
     axis = node.attr("axis") % len(x.shape)
     vx, vi = ctx.plan.view(x), ctx.plan.view(idx)
     n = x.shape[axis]
     _validate(ctx, idx, vi, n, axis, step_id)
-    b, out = ctx.b, ctx.plan.storage[id(node)]
+    return x, idx, axis, vx, vi, n, ctx.b, ctx.plan.storage[id(node)]
+
+
+def _take(ctx: StepContext, node: Node, step_id: int) -> None:
+    x, idx, axis, vx, vi, n, b, out = _read_by_index(ctx, node, step_id)
     nest = LoopNest(b, node.shape, "t")
     ind = nest.indices
     k = len(idx.shape)
@@ -87,12 +93,7 @@ def _take(ctx: StepContext, node: Node, step_id: int) -> None:
 
 
 def _gather(ctx: StepContext, node: Node, step_id: int) -> None:
-    x, idx = node.args
-    axis = node.attr("axis") % len(x.shape)
-    vx, vi = ctx.plan.view(x), ctx.plan.view(idx)
-    n = x.shape[axis]
-    _validate(ctx, idx, vi, n, axis, step_id)
-    b, out = ctx.b, ctx.plan.storage[id(node)]
+    x, idx, axis, vx, vi, n, b, out = _read_by_index(ctx, node, step_id)
     strides = tuple(0 if x.shape[d] == 1 and d != axis else s for d, s in enumerate(vx.strides))
     vx = L.StridedView(vx.buffer, vx.shape, strides, vx.offset)
     nest = LoopNest(b, node.shape, "g")
