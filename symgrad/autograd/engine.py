@@ -5,15 +5,16 @@ retain_graph, create_graph, retain_grad, accumulation, unused inputs.
 """
 from __future__ import annotations
 
-import heapq
 import sys
 import warnings
 
 import numpy as np
 
-from .. import dispatch
+from .. import dispatch, dtypes
+from ..fpstate import enter as fp_enter, leave as fp_leave
 from ..ops import lax
 from ..ops.registry import PRIMITIVES, VJP_RULES
+from ..ops.vjp import ARRAY_RULES
 from . import anomaly_mode, grad_mode
 from .anomaly_mode import _state as _anomaly
 from .function import AccumulateGrad, Function, accumulator
@@ -42,7 +43,8 @@ def _as_tuple(x):
     return (x,)
 
 
-def _seeds(outputs, grad_outputs):
+def _seeds(outputs, grad_outputs, arrays=False):
+    """The initial cotangent of each output (arrays when `arrays`)."""
     Tensor = _Tensor()
     seeds = []
     for i, out in enumerate(outputs):
@@ -53,65 +55,59 @@ def _seeds(outputs, grad_outputs):
         if g is None:
             if out.numel() != 1:
                 raise RuntimeError("grad can be implicitly created only for scalar outputs")
-            g = lax.full(out.shape, 1, out.dtype)
-        elif not isinstance(g, Tensor):
+            seeds.append(np.ones(out.shape, out.dtype.np) if arrays
+                         else lax.full(out.shape, 1, out.dtype))
+            continue
+        if not isinstance(g, Tensor):
             raise TypeError(f"'{type(g).__name__}' object is not iterable")
-        else:
-            if tuple(g.shape) != tuple(out.shape):
-                raise RuntimeError(
-                    f"Mismatch in shape: grad_output[{i}] has a shape of {g.shape} and "
-                    f"output[{i}] has a shape of {out.shape}.")
-            if g.dtype is not out.dtype:
-                g = lax.cast(g, out.dtype)
-        seeds.append(g)
+        if tuple(g.shape) != tuple(out.shape):
+            raise RuntimeError(
+                f"Mismatch in shape: grad_output[{i}] has a shape of {g.shape} and "
+                f"output[{i}] has a shape of {out.shape}.")
+        if g.dtype is not out.dtype:
+            g = lax.cast(g, out.dtype)
+        seeds.append(g._data if arrays else g)
     return seeds
+
+
+def _array_mode(outputs, grad_outputs, create_graph) -> bool:
+    """Whether backward can run on bare numpy arrays: no graph of the backward is built
+    (no create_graph, no tracing), anomaly checks are off and every value is eager."""
+    if create_graph or dispatch._lifter[0] is not None or _anomaly["enabled"]:
+        return False
+    if any(t._data is None for t in outputs):
+        return False
+    return grad_outputs is None or all(g is None or getattr(g, "_data", 0) is not None
+                                       for g in grad_outputs)
 
 
 def _root_fn(t):
     return t.grad_fn if t.grad_fn is not None else accumulator(t)
 
 
-def _graph(roots):
-    """Dependency counts of every node reachable from roots (iterative)."""
-    deps: dict[int, int] = {}
-    nodes: dict[int, object] = {}
+def _order(roots):
+    """Every function reachable from roots, in execution order: decreasing sequence
+    number. A function is always created after the functions its gradient flows to (its
+    inputs' grad_fns and accumulators exist before it), so this order runs each function
+    after all that feed it — the order PyTorch's engine follows on one thread."""
+    seen = {id(r): r for r in roots}
     stack = list(roots)
-    for r in roots:
-        nodes[id(r)] = r
-    seen = {id(r) for r in roots}
     while stack:
-        fn = stack.pop()
-        for nxt, _ in fn.next_functions:
-            if nxt is None:
-                continue
-            deps[id(nxt)] = deps.get(id(nxt), 0) + 1
-            if id(nxt) not in seen:
-                seen.add(id(nxt))
-                nodes[id(nxt)] = nxt
+        for nxt, _ in stack.pop().next_functions:
+            if nxt is not None and id(nxt) not in seen:
+                seen[id(nxt)] = nxt
                 stack.append(nxt)
-    return deps, nodes
+    return sorted(seen.values(), key=_seq_of, reverse=True)
 
 
-def _needed(nodes, targets):
+def _seq_of(fn):
+    return fn._seq
+
+
+def _needed(order, targets):
     """Ids of functions from which some target function is reachable."""
-    order, seen = [], set()
-    for fn in nodes.values():
-        if id(fn) in seen:
-            continue
-        stack = [(fn, False)]
-        while stack:
-            f, done = stack.pop()
-            if done:
-                order.append(f)
-                continue
-            if id(f) in seen:
-                continue
-            seen.add(id(f))
-            stack.append((f, True))
-            stack.extend((n, False) for n, _ in f.next_functions if n is not None
-                         and id(n) not in seen)
     need = set(targets)
-    for f in order:   # post-order: children first
+    for f in reversed(order):   # inputs first
         if any(n is not None and id(n) in need for n, _ in f.next_functions):
             need.add(id(f))
     return need
@@ -126,44 +122,50 @@ def _accumulate(buffers, fn, g):
         buffers[key] = lax.add(prev, g)
 
 
-def _run(roots_fns, seeds, *, retain_graph, create_graph, capture=None, accumulate=True):
+def _run(roots_fns, seeds, *, retain_graph, create_graph, capture=None, accumulate=True,
+         arrays=False):
     """Core loop. `capture`: {id(fn): slot} — gradients flowing into these nodes are
-    returned instead of (AccumulateGrad) or as well as (Functions) being propagated."""
-    deps, nodes = _graph(roots_fns)
-    need = _needed(nodes, capture.keys()) if capture is not None else None
+    returned instead of (AccumulateGrad) or as well as (Functions) being propagated.
+    With `arrays`, cotangents are numpy arrays (see _array_mode); captured ones are
+    returned as Tensors either way."""
+    order = _order(roots_fns)
+    need = _needed(order, capture.keys()) if capture is not None else None
     buffers: dict[int, object] = {}
     for fn, g in zip(roots_fns, seeds):
         _accumulate(buffers, fn, g)
     captured = {}
-    ready = [(-fn._seq, id(fn), fn) for fn in {id(f): f for f in roots_fns}.values()
-             if deps.get(id(fn), 0) == 0]
-    heapq.heapify(ready)
-    with grad_mode.set_grad_enabled(create_graph):
-        while ready:
-            _, key, fn = heapq.heappop(ready)
-            g = buffers.pop(key, None)
-            if capture is not None and key in capture:
-                captured[key] = g
-            if isinstance(fn, AccumulateGrad):
-                if accumulate and g is not None:
-                    _accumulate_leaf(fn.variable, g, create_graph)
-                continue
-            if g is not None and (need is None or key in need):
-                _retain(fn, g)
-                grads = _call_rule(fn, g)
-                if not retain_graph:
-                    fn.release()
-                for (nxt, _), gi in zip(fn.next_functions, grads):
-                    if nxt is not None and gi is not None:
-                        _accumulate(buffers, nxt, gi)
-            for nxt, _ in fn.next_functions:
-                if nxt is None:
+    call = _call_rule_arrays if arrays else _call_rule
+    leaf = _accumulate_leaf_array if arrays else _accumulate_leaf
+    token = fp_enter()
+    try:
+        with grad_mode.set_grad_enabled(create_graph):
+            for fn in order:
+                key = id(fn)
+                g = buffers.pop(key, None)
+                if g is None:
                     continue
-                k = id(nxt)
-                deps[k] -= 1
-                if deps[k] == 0:
-                    heapq.heappush(ready, (-nxt._seq, k, nxt))
+                if capture is not None and key in capture:
+                    captured[key] = _as_tensor(g) if arrays and g is not None else g
+                if type(fn) is AccumulateGrad:
+                    if accumulate:
+                        leaf(fn.variable, g, create_graph)
+                elif need is None or key in need:
+                    if fn._retained is not None:
+                        _retain(fn, _as_tensor(g) if arrays else g)
+                    _push(buffers, fn, call(fn, g))
+                    if not retain_graph:
+                        fn.release()
+                del g
+    finally:
+        fp_leave(token)
     return captured
+
+
+def _push(buffers, fn, grads):
+    """Add a Function's input cotangents to the buffers of the functions they flow to."""
+    for (nxt, _), gi in zip(fn.next_functions, grads):
+        if nxt is not None and gi is not None:
+            _accumulate(buffers, nxt, gi)
 
 
 def _call_rule(fn, g):
@@ -176,6 +178,22 @@ def _apply_rule(fn, g):
     if fn._inner is not None:
         return fn._inner(fn, g)
     return VJP_RULES[fn.prim.name](fn, g)
+
+
+def _call_rule_arrays(fn, g):
+    """A Function's backward on an array cotangent, returning arrays (or None): array
+    rules run on it directly, any other rule on a Tensor wrapping it."""
+    rule = VJP_RULES[fn.prim.name] if fn._inner is None else None
+    if rule in ARRAY_RULES:
+        grads = rule(fn, g)
+    else:
+        grads = _apply_rule(fn, _as_tensor(g))
+    return [gi if gi is None or type(gi) is np.ndarray else gi._data for gi in grads]
+
+
+def _as_tensor(g):
+    """An array cotangent as a Tensor (no copy)."""
+    return _Tensor()._from_array(g, dtypes.from_numpy_dtype(g.dtype))
 
 
 def _retain(fn, g):
@@ -231,6 +249,27 @@ def _accumulate_leaf(leaf, g, create_graph):
         leaf._grad = _add_grads(leaf._grad, g, create_graph)
 
 
+def _accumulate_leaf_array(leaf, g, create_graph=False):
+    """_accumulate_leaf for an array cotangent (eager, no graph of the backward)."""
+    dt = leaf._dtype.np
+    if g.dtype != dt:
+        g = g.astype(dt)
+    old = leaf._grad
+    if old is None:
+        # steal g's buffer when nothing else can reach it (referenced only by _run's
+        # local, this frame's argument and getrefcount's), as PyTorch steals it
+        if (sys.getrefcount(g) <= 3 and g.base is None and g.flags.writeable
+                and g.flags.owndata):
+            leaf._grad = _Tensor()._from_array(g, leaf._dtype)
+        else:
+            leaf._grad = _Tensor()._from_array(np.array(g, copy=True), leaf._dtype)
+    elif old.requires_grad or old._data is None:
+        leaf._grad = lax.add(old, _as_tensor(g))
+    else:
+        np.add(old._data, g, out=old._data, casting="unsafe")
+        old._vc[0] += 1
+
+
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
     """``symgrad.autograd.backward``: accumulate gradients of `tensors` into leaves."""
     tensors = _as_tuple(tensors)
@@ -239,18 +278,19 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         retain_graph = create_graph
     if create_graph:
         warnings.warn(_CREATE_GRAPH_WARNING, UserWarning, stacklevel=3)
-    seeds = _seeds(tensors, grad_tensors)
+    arrays = _array_mode(tensors, grad_tensors, create_graph)
+    seeds = _seeds(tensors, grad_tensors, arrays)
     roots = [_root_fn(t) for t in tensors]
     if inputs is not None:
         inputs = _as_tuple(inputs)
         capture = {id(_root_fn(t)): t for t in inputs}
         got = _run(roots, seeds, retain_graph=retain_graph, create_graph=create_graph,
-                   capture=capture, accumulate=False)
+                   capture=capture, accumulate=False, arrays=arrays)
         for key, t in capture.items():
             if got.get(key) is not None:
                 _accumulate_leaf(t, got[key], create_graph) if t.is_leaf else _set_nonleaf(t, got[key])
         return
-    _run(roots, seeds, retain_graph=retain_graph, create_graph=create_graph)
+    _run(roots, seeds, retain_graph=retain_graph, create_graph=create_graph, arrays=arrays)
 
 
 def _set_nonleaf(t, g):
@@ -271,12 +311,13 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     for t in inputs_t:
         if not t.requires_grad:
             raise RuntimeError("One of the differentiated Tensors does not require grad")
-    seeds = _seeds(outputs, grad_outputs)
+    arrays = _array_mode(outputs, grad_outputs, create_graph)
+    seeds = _seeds(outputs, grad_outputs, arrays)
     roots = [_root_fn(t) for t in outputs]
     targets = [_root_fn(t) for t in inputs_t]
     capture = {id(f): None for f in targets}
     got = _run(roots, seeds, retain_graph=retain_graph, create_graph=create_graph,
-               capture=capture, accumulate=False)
+               capture=capture, accumulate=False, arrays=arrays)
     result = []
     for i, (t, f) in enumerate(zip(inputs_t, targets)):
         g = got.get(id(f))

@@ -9,6 +9,7 @@ name (``MulBackward0``) is its own class, so ``type(fn).__name__`` reads as in P
 """
 from __future__ import annotations
 
+import itertools
 import re
 import weakref
 
@@ -23,7 +24,7 @@ FREED_MESSAGE = _FREED = ("Trying to backward through the graph a second time (o
           "graph are freed when you call .backward() or autograd.grad(). Specify "
           "retain_graph=True if you need to backward through the graph a second time or if "
           "you need to access saved tensors after calling backward.")
-_sequence = [0]
+_next_seq = itertools.count(1).__next__    # creation order of backward nodes (atomic)
 
 
 def _short_name(fn) -> str:
@@ -177,8 +178,7 @@ def new_function(name: str, prim, attrs, in_avals, out_aval, next_functions,
     fn.next_functions, fn.needs_input_grad = next_functions, needs_input_grad
     fn._saved, fn._saved_out, fn._freed, fn._retained, fn._inner = saved, saved_out, False, None, None
     fn._stack = _anomaly["enabled"] and anomaly_mode.forward_stack() or None
-    _sequence[0] += 1
-    fn._seq = _sequence[0]
+    fn._seq = _next_seq()
     return fn
 
 
@@ -190,8 +190,7 @@ class AccumulateGrad:
     def __init__(self, variable):
         self.variable = variable
         self.next_functions = ()
-        _sequence[0] += 1
-        self._seq = _sequence[0]
+        self._seq = _next_seq()
 
     def name(self) -> str:
         return "torch::autograd::AccumulateGrad"

@@ -1,73 +1,140 @@
-"""Thin, unnamed primitive calls on Tensors, used by VJP rules and composite ops.
+"""Thin, unnamed primitive calls used by VJP rules and composite ops.
 
-Each function binds exactly one primitive (or a fixed tiny sequence) with no PyTorch
+Each function applies exactly one primitive (or a fixed tiny sequence) with no PyTorch
 argument handling: callers pass canonical arguments (tuples of ints, matching dtypes).
-Works on eager and traced tensors alike.
+On Tensors (eager or traced) it binds the primitive, so the call is recorded and traced.
+When an operand is a bare numpy array — the backward engine's cotangents when no graph
+of the backward is being built (see :mod:`symgrad.autograd.engine`) — it runs the
+primitive's numpy rule directly, Tensor operands read as their values: the same rule
+then computes eager gradients without creating Tensors or recording anything.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from .. import dispatch
-from .registry import PRIMITIVES as P
+from .registry import NUMPY_RULES, PRIMITIVES as P
 from .shapes import numel
 
 __all__ = ["add", "sub", "mul", "div", "neg", "where", "eq", "cast", "reshape", "expand",
            "permute", "sum", "sum_to", "full", "zeros", "matmul", "transpose_last",
-           "slice_", "pad_slice", "take", "scatter_add", "unary", "finite_or_zero"]
+           "slice_", "pad_slice", "take", "scatter_add", "unary", "finite_or_zero", "apply"]
+
+_ND = np.ndarray
+
+
+def _value(o):
+    """An operand as numpy sees it: a Tensor's array, anything else as it is."""
+    return o._data if isinstance(o, dispatch.Tensor) else o
+
+
+def _array(res, like):
+    """A numpy result as an ndarray (0-d results come back as numpy scalars) of the
+    dtype `like` (an operand's dtype: the primitives here keep their operands' dtype)."""
+    if type(res) is not _ND:
+        res = np.asarray(res)
+    if like is not None and res.dtype != like:
+        res = res.astype(like)
+    return res
+
+
+def _dtype_of(o):
+    return o.dtype if type(o) is _ND else o._dtype.np if isinstance(o, dispatch.Tensor) else None
+
+
+def _arith(ufunc, a, b):
+    """An arithmetic primitive on values, in the dtype of the last array operand (as
+    bind computes it)."""
+    a, b = _value(a), _value(b)
+    like = b.dtype if type(b) is _ND else a.dtype
+    return _array(ufunc(a, b), like)
+
+
+def apply(name: str, *operands, **attrs):
+    """Apply primitive `name`: bound on Tensors, its numpy rule when an operand is an
+    array (result in the first array operand's dtype unless the primitive sets one)."""
+    if any(type(o) is _ND for o in operands):
+        values = [_value(o) for o in operands]
+        like = None
+        if P[name].kind != "elementwise" or P[name].out_dtype == "same":
+            like = next((v.dtype for v in values if type(v) is _ND), None)
+        return _array(NUMPY_RULES[name](*values, **attrs), like)
+    return dispatch.bind(P[name], *operands, **attrs)
 
 
 def unary(name: str, x):
+    if type(x) is _ND:
+        return apply(name, x)
     return dispatch.bind(P[name], x)
 
 
 def add(a, b):
+    if type(a) is _ND or type(b) is _ND:
+        return _arith(np.add, a, b)
     return dispatch.bind(P["add"], a, b)
 
 
 def sub(a, b):
+    if type(a) is _ND or type(b) is _ND:
+        return _arith(np.subtract, a, b)
     return dispatch.bind(P["sub"], a, b)
 
 
 def mul(a, b):
+    if type(a) is _ND or type(b) is _ND:
+        return _arith(np.multiply, a, b)
     return dispatch.bind(P["mul"], a, b)
 
 
 def div(a, b):
+    if type(a) is _ND or type(b) is _ND:
+        return _arith(np.true_divide, a, b)
     return dispatch.bind(P["div"], a, b)
 
 
 def neg(a):
+    if type(a) is _ND:
+        return _array(np.negative(a), None)
     return dispatch.bind(P["neg"], a)
 
 
 def where(c, a, b):
+    if type(c) is _ND or type(a) is _ND or type(b) is _ND:
+        a, b = _value(a), _value(b)
+        like = b.dtype if type(b) is _ND else a.dtype if type(a) is _ND else _dtype_of(b)
+        return _array(np.where(_value(c), a, b), like)
     return dispatch.bind(P["where"], c, a, b)
 
 
 def eq(a, b):
+    if type(a) is _ND or type(b) is _ND:
+        return _array(np.equal(_value(a), _value(b)), None)
     return dispatch.bind(P["eq"], a, b)
 
 
 def cast(x, dtype):
+    if type(x) is _ND:
+        return x if x.dtype == dtype.np else x.astype(dtype.np)
     return x if x.dtype is dtype else dispatch.bind(P["cast"], x, dtype=dtype)
 
 
 def reshape(x, shape):
     shape = tuple(shape)
-    return x if x.shape == shape else dispatch.bind(P["reshape"], x, shape=shape)
+    return x if x.shape == shape else apply("reshape", x, shape=shape)
 
 
 def expand(x, shape):
     shape = tuple(shape)
-    return x if x.shape == shape else dispatch.bind(P["expand"], x, shape=shape)
+    return x if x.shape == shape else apply("expand", x, shape=shape)
 
 
 def permute(x, perm):
     perm = tuple(perm)
-    return x if perm == tuple(range(len(perm))) else dispatch.bind(P["permute"], x, perm=perm)
+    return x if perm == tuple(range(len(perm))) else apply("permute", x, perm=perm)
 
 
 def sum(x, axes, keepdim=False):
-    return dispatch.bind(P["sum"], x, axes=tuple(axes), keepdim=keepdim)
+    return apply("sum", x, axes=tuple(axes), keepdim=keepdim)
 
 
 def sum_to(g, shape):
@@ -83,6 +150,9 @@ def sum_to(g, shape):
 
 
 def full(shape, value, dtype):
+    """A constant; `dtype` a numpy dtype (what an array's ``.dtype`` is) gives an array."""
+    if isinstance(dtype, np.dtype):
+        return np.full(tuple(shape), value, dtype)
     return dispatch.bind(P["full"], shape=tuple(shape), value=value, dtype=dtype)
 
 
@@ -91,7 +161,7 @@ def zeros(shape, dtype):
 
 
 def matmul(a, b):
-    return dispatch.bind(P["matmul"], a, b)
+    return apply("matmul", a, b)
 
 
 def transpose_last(x):
@@ -100,26 +170,26 @@ def transpose_last(x):
 
 
 def slice_(x, starts, stops, steps):
-    return dispatch.bind(P["slice"], x, starts=tuple(starts), stops=tuple(stops), steps=tuple(steps))
+    return apply("slice", x, starts=tuple(starts), stops=tuple(stops), steps=tuple(steps))
 
 
 def pad_slice(g, shape, starts, stops, steps):
-    return dispatch.bind(P["pad_slice"], g, shape=tuple(shape), starts=tuple(starts),
+    return apply("pad_slice", g, shape=tuple(shape), starts=tuple(starts),
                 stops=tuple(stops), steps=tuple(steps))
 
 
 def take(x, idx, axis):
-    return dispatch.bind(P["take"], x, idx, axis=axis)
+    return apply("take", x, idx, axis=axis)
 
 
 def scatter_add(g, idx, axis, size):
-    return dispatch.bind(P["scatter_add"], g, idx, axis=axis, size=size)
+    return apply("scatter_add", g, idx, axis=axis, size=size)
 
 
 def finite_or_zero(m):
     """m where finite, else 0 — the shift used by max-shifted softmax / logsumexp, so an
     all -inf (or +inf) row does not turn into NaN."""
-    inf = dispatch.bind(P["eq"], unary("abs", m), float("inf"))
+    inf = eq(unary("abs", m), float("inf"))
     return where(inf, 0, m)
 
 

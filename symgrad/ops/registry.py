@@ -175,7 +175,10 @@ def _select(condlist, choicelist, default=np.nan):
     as select, and numpy's own select rejects mixed scalar and array entries)."""
     out = default
     for cond, choice in zip(reversed(condlist), reversed(choicelist)):
-        out = np.where(cond, choice, out)
+        if type(cond) is bool or type(cond) is np.bool_:   # a condition on scalars only
+            out = choice if cond else out
+        else:
+            out = np.where(cond, choice, out)
     return out
 
 
@@ -209,7 +212,11 @@ def _lambdified(syms, expr) -> Callable:
     fn = lambdify(syms, expr)
 
     def kernel(*arrays):
-        shape = np.broadcast_shapes(*(np.shape(a) for a in arrays))
+        shapes = {a.shape for a in arrays if type(a) is np.ndarray}
+        if len(shapes) == 1 and all(type(a) is np.ndarray or np.ndim(a) == 0 for a in arrays):
+            shape = shapes.pop()           # the common case: one shape, scalars aside
+        else:
+            shape = np.broadcast_shapes(*(np.shape(a) for a in arrays))
         if any(isinstance(a, np.ndarray) and a.shape != shape for a in arrays):
             # lambdified Piecewise conditions (logical_and.reduce) need equal shapes; Python
             # scalars stay scalars (weak: x > 0.3 compares in x's dtype, as PyTorch does)

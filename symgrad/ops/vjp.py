@@ -5,7 +5,10 @@ higher-order derivatives).
 
 A rule gets a context with ``input(i)`` (a saved input), ``out`` (the saved output),
 ``in_avals`` ((shape, dtype) per input), ``kwargs`` (attributes) and
-``needs_input_grad``; it returns one cotangent (or None) per input.
+``needs_input_grad``; it returns one cotangent (or None) per input. The rules here
+(:data:`ARRAY_RULES`) also accept a bare numpy array as the cotangent and then compute
+on arrays (lax runs numpy directly), which the eager backward engine uses when no graph
+of the backward is needed.
 """
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ from . import lax
 from .registry import NUMPY_RULES, OUT, PRIMITIVES, VJP_RULES, derivative_primitive
 from .shapes import broadcast_shapes
 
-__all__ = ["elementwise_vjp", "where_vjp"]
+__all__ = ["elementwise_vjp", "where_vjp", "ARRAY_RULES"]
 
 
 def masked_vjp(ctx, g):
@@ -52,9 +55,9 @@ def elementwise_vjp(ctx, g, masked=False):
         elif kind == "value":
             gi = lax.mul(g, _value(ctx, payload))
         else:
-            d = _derivative(ctx, *payload)
+            d = _derivative(ctx, *payload, type(g) is np.ndarray)
             gi = lax.mul(g, d)
-            if masked and isinstance(d, dispatch.Tensor):
+            if masked and not isinstance(d, float):
                 gi = lax.where(lax.eq(d, 0), 0, gi)
         grads.append(lax.sum_to(gi, ctx.in_avals[i][0]))
     return tuple(grads)
@@ -86,13 +89,17 @@ def _value(ctx, r):
     return ctx.out if r == -1 else ctx.input(r)
 
 
-def _derivative(ctx, dprim, refs):
-    """The partial derivative's values: a tensor, or a number when it depends on scalar
-    operands only (e.g. d(x / 2)/dx)."""
+def _derivative(ctx, dprim, refs, as_array=False):
+    """The partial derivative's values: a tensor (an array when `as_array`: the
+    cotangent is one), or a number when it depends on scalar operands only (e.g.
+    d(x / 2)/dx)."""
     vals = [_value(ctx, r) for r in refs]
-    if any(isinstance(v, dispatch.Tensor) for v in vals):
-        return dispatch.bind(dprim, *vals)
-    return float(NUMPY_RULES[dprim.name](*vals))
+    if not any(isinstance(v, dispatch.Tensor) for v in vals):
+        return float(NUMPY_RULES[dprim.name](*vals))
+    if as_array:
+        return lax.apply(dprim.name, *(v._data if isinstance(v, dispatch.Tensor) else v
+                                        for v in vals))
+    return dispatch.bind(dprim, *vals)
 
 
 def where_vjp(ctx, g):
@@ -139,18 +146,18 @@ def _scatter_add_vjp(ctx, g):
 def _gather_vjp(ctx, g):
     axis = ctx.kwargs["axis"]
     size = ctx.in_avals[0][0][axis]
-    return dispatch.bind(PRIMITIVES["gather_scatter"], g, ctx.input(1), axis=axis, size=size), None
+    return lax.apply("gather_scatter", g, ctx.input(1), axis=axis, size=size), None
 
 
 def _gather_scatter_vjp(ctx, g):
-    return dispatch.bind(PRIMITIVES["gather"], g, ctx.input(1), axis=ctx.kwargs["axis"]), None
+    return lax.apply("gather", g, ctx.input(1), axis=ctx.kwargs["axis"]), None
 
 
 def _index_put_vjp(ctx, g):
     idx = ctx.input(1)
     gx = gv = None
     if ctx.needs_input_grad[0]:
-        gx = dispatch.bind(PRIMITIVES["index_put"], g, idx, lax.zeros(idx.shape, g.dtype))
+        gx = lax.apply("index_put", g, idx, lax.zeros(idx.shape, g.dtype))
     if ctx.needs_input_grad[2]:
         gv = lax.take(g, idx, 0)
     return gx, None, gv
@@ -208,7 +215,7 @@ def _prod_vjp(ctx, g):
     k = ctx.kwargs
     shape = ctx.in_avals[0][0]
     ctx.out      # unused, but saved as PyTorch saves it: its version is checked here too
-    others = dispatch.bind(PRIMITIVES["prod_others"], ctx.input(0), axes=k["axes"])
+    others = lax.apply("prod_others", ctx.input(0), axes=k["axes"])
     gk = lax.expand(_keep(g, shape, k["axes"], k["keepdim"]), shape)
     return (lax.mul(gk, others),)
 
@@ -216,7 +223,7 @@ def _prod_vjp(ctx, g):
 def _prod_others_vjp(ctx, g):
     """d/dx_j of sum_i g_i prod_{k != i} x_k = sum_{i != j} g_i prod_{k != i, j} x_k: the
     prod_others_dot primitive (exact with zeros, O(n) per group)."""
-    return (dispatch.bind(PRIMITIVES["prod_others_dot"], ctx.input(0), g, axes=ctx.kwargs["axes"]),)
+    return (lax.apply("prod_others_dot", ctx.input(0), g, axes=ctx.kwargs["axes"]),)
 
 
 def _group_last(x, axes):
@@ -238,22 +245,22 @@ def _prod_others_dot_vjp(ctx, u):
     x, g = ctx.input(0), ctx.input(1)
     gx = gg = None
     if ctx.needs_input_grad[1]:
-        gg = lax.sum_to(dispatch.bind(PRIMITIVES["prod_others_dot"], x, u, axes=axes), ctx.in_avals[1][0])
+        gg = lax.sum_to(lax.apply("prod_others_dot", x, u, axes=axes), ctx.in_avals[1][0])
     if ctx.needs_input_grad[0]:
         xs, undo = _group_last(x, axes)
         gs, _ = _group_last(lax.expand(g, x.shape), axes)
         us, _ = _group_last(u, axes)
         n = xs.shape[-1]
         rows = xs.shape[:-1] + (n, n)
-        eye = lax.eq(dispatch.bind(PRIMITIVES["iota"], shape=rows, axis=len(rows) - 2, dtype=_INT64()),
-                     dispatch.bind(PRIMITIVES["iota"], shape=rows, axis=len(rows) - 1, dtype=_INT64()))
+        eye = lax.eq(lax.apply("iota", shape=rows, axis=len(rows) - 2, dtype=_INT64()),
+                     lax.apply("iota", shape=rows, axis=len(rows) - 1, dtype=_INT64()))
 
         def as_rows(t):
             return lax.expand(lax.reshape(t, t.shape[:-1] + (1, n)), rows)
         xr = lax.where(eye, lax.full((), 1, x.dtype), as_rows(xs))
         gr = lax.where(eye, lax.full((), 0, x.dtype), as_rows(gs))
         ur = lax.where(eye, lax.full((), 0, x.dtype), as_rows(us))
-        h = dispatch.bind(PRIMITIVES["prod_others_dot"], xr, gr, axes=(len(rows) - 1,))
+        h = lax.apply("prod_others_dot", xr, gr, axes=(len(rows) - 1,))
         gx = undo(lax.sum(lax.mul(ur, h), (len(rows) - 1,)))
     return gx, gg
 
@@ -265,12 +272,12 @@ def _INT64():
 
 def _cumsum_vjp(ctx, g):
     axis = ctx.kwargs["axis"]
-    f = dispatch.bind(PRIMITIVES["flip"], g, axes=(axis,))
-    return (dispatch.bind(PRIMITIVES["flip"], dispatch.bind(PRIMITIVES["cumsum"], f, axis=axis), axes=(axis,)),)
+    f = lax.apply("flip", g, axes=(axis,))
+    return (lax.apply("flip", lax.apply("cumsum", f, axis=axis), axes=(axis,)),)
 
 
 def _flip_vjp(ctx, g):
-    return (dispatch.bind(PRIMITIVES["flip"], g, axes=ctx.kwargs["axes"]),)
+    return (lax.apply("flip", g, axes=ctx.kwargs["axes"]),)
 
 
 def _matmul_vjp(ctx, g):
@@ -309,7 +316,7 @@ def _cast_vjp(ctx, g):
     return (lax.cast(g, ctx.in_avals[0][1]),)
 
 
-VJP_RULES.update({
+_STRUCTURAL_RULES = {
     "reshape": _reshape_vjp, "expand": _expand_vjp,
     "permute": _permute_vjp, "slice": _slice_vjp, "pad_slice": _pad_slice_vjp,
     "take": _take_vjp, "scatter_add": _scatter_add_vjp, "sum": _sum_vjp,
@@ -319,9 +326,20 @@ VJP_RULES.update({
     "gather": _gather_vjp, "gather_scatter": _gather_scatter_vjp,
     "index_put": _index_put_vjp, "select": _select_vjp, "mean": _mean_vjp,
     "matmul": _matmul_vjp, "cat": _cat_vjp, "cast": _cast_vjp,
-})
+}
+VJP_RULES.update(_STRUCTURAL_RULES)
 
 # primitives with no gradient (integer/bool results or constants) still get an entry,
 # so every table covers every primitive
+def _no_vjp(ctx, g):
+    return tuple(None for _ in ctx.in_avals)
+
+
 for _name in ("argmax", "argmin", "full", "iota"):
-    VJP_RULES[_name] = lambda ctx, g: tuple(None for _ in ctx.in_avals)
+    VJP_RULES[_name] = _no_vjp
+
+# The rules above take a cotangent that is a Tensor or a bare numpy array: written with
+# lax calls only, on an array they compute with numpy directly (the backward engine's
+# fast path). A rule not in this set (user-supplied, composites) always gets Tensors.
+ARRAY_RULES = frozenset({elementwise_vjp, masked_vjp, where_vjp, _no_vjp,
+                         *_STRUCTURAL_RULES.values()})
