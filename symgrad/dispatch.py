@@ -51,7 +51,12 @@ def bind(prim: registry.Primitive, *operands, grad_name: str | None = None, **at
                 traced = True
             if o._requires_grad or o.grad_fn is not None:
                 req = True
-    out = _trace(prim, operands, attrs) if traced else _eager(prim, operands, attrs)
+    if traced:
+        out = _trace(prim, operands, attrs)
+    elif prim.kind == "elementwise":
+        out = _eager_elementwise(prim, operands)
+    else:
+        out = _eager(prim, operands, attrs)
     if req and _grad_state.enabled and prim.differentiable:
         _record(prim, operands, attrs, out, grad_name)
     return out
@@ -66,40 +71,52 @@ def _operand_dtype(prim, operands) -> dtypes.DType:
     return dt if dt is not None else operands[0]._dtype
 
 
+def _eager_elementwise(prim, operands):
+    """An elementwise primitive on values: its numpy rule, in the dtype of the last
+    tensor operand (where: of its value operands, as _operand_dtype says)."""
+    arrays = []
+    dt = None
+    for o in operands:
+        if isinstance(o, Tensor):
+            arrays.append(o._data)
+            dt = o._dtype
+        else:
+            arrays.append(o)
+    token = fp_enter()    # log(0), sqrt(-1): no warnings, as in PyTorch
+    try:
+        res = NUMPY_RULES[prim.name](*arrays)
+    except ValueError:
+        SHAPE_RULES[prim.name]([(np.shape(a), None) for a in arrays])  # raises torch's text
+        raise
+    finally:
+        fp_leave(token)
+    kind = prim.out_dtype
+    if kind == "bool":
+        dt = dtypes.bool_
+    elif kind == "float" and dt.category != "float":
+        dt = dtypes.get_default_dtype()
+    if type(res) is not np.ndarray or res.dtype != dt.np:
+        res = np.asarray(res, dtype=dt.np)
+    return Tensor._from_array(res, dt)
+
+
 def _eager(prim, operands, attrs):
+    """A structural primitive on values: shape rule (validation, result dtype), then its
+    numpy rule."""
     arrays = [o._data if isinstance(o, Tensor) else o for o in operands]
-    if prim.kind == "elementwise":
-        token = fp_enter()    # log(0), sqrt(-1): no warnings, as in PyTorch
-        try:
-            res = NUMPY_RULES[prim.name](*arrays)
-        except ValueError:
-            SHAPE_RULES[prim.name]([(np.shape(a), None) for a in arrays])  # raises torch's text
-            raise
-        finally:
-            fp_leave(token)
-        dt = _elementwise_dtype(prim, operands)
-        if type(res) is not np.ndarray or res.dtype != dt.np:
-            res = np.asarray(res, dtype=dt.np)
-        return Tensor._from_array(res, dt)
     avals = [(o._data.shape, o._dtype) if isinstance(o, Tensor) else (np.shape(o), None)
              for o in operands]
     shape, dt = SHAPE_RULES[prim.name](avals, **attrs)
-    with quiet():
+    token = fp_enter()
+    try:
         res = NUMPY_RULES[prim.name](*arrays, **attrs)
+    finally:
+        fp_leave(token)
     if type(res) is not np.ndarray or res.dtype != dt.np:
         res = np.asarray(res, dtype=dt.np)
     if res.shape != shape:
         raise AssertionError(f"{prim.name}: numpy rule gave shape {res.shape}, shape rule {shape}")
     return Tensor._from_array(res, dt)
-
-
-def _elementwise_dtype(prim, operands) -> dtypes.DType:
-    if prim.out_dtype == "bool":
-        return dtypes.bool_
-    dt = _operand_dtype(prim, operands)
-    if prim.out_dtype == "float" and dt.category != "float":
-        return dtypes.get_default_dtype()
-    return dt
 
 
 def _as_node(o, dtype):
@@ -121,7 +138,7 @@ def _trace(prim, operands, attrs):
 
 def _saves(prim, needs):
     """(indices of inputs to save, whether to save the output) for this needs mask."""
-    key = (prim.name, needs)
+    key = (prim, needs)
     hit = _SAVE_CACHE.get(key)
     if hit is not None:
         return hit
@@ -150,28 +167,46 @@ def _aval(o):
     return (), None
 
 
+_NO_EDGE = (None, 0)
+
+
 def _record(prim, operands, attrs, out, grad_name):
     needs, nexts, in_avals = [], [], []
     for o in operands:
         if isinstance(o, Tensor):
             fn = o.grad_fn
-            need = fn is not None or o._requires_grad
-            needs.append(need)
-            nexts.append(((fn if fn is not None else accumulator(o)) if need else None, 0))
-            in_avals.append(((o._data.shape if o._node is None else o._node.shape), o._dtype))
+            if fn is not None:
+                needs.append(True)
+                nexts.append((fn, 0))
+            elif o._requires_grad:
+                needs.append(True)
+                nexts.append((accumulator(o), 0))
+            else:
+                needs.append(False)
+                nexts.append(_NO_EDGE)
+            node = o._node
+            in_avals.append(((o._data.shape if node is None else node.shape), o._dtype))
         else:
             needs.append(False)
-            nexts.append((None, 0))
-            in_avals.append(((), None))
+            nexts.append(_NO_EDGE)
+            in_avals.append(_SCALAR_AVAL)
     needs = tuple(needs)
-    save_ins, save_out = _saves(prim, needs)
-    saved = [None] * len(operands)
-    for i in save_ins:
-        o = operands[i]
-        saved[i] = SavedTensor(o) if isinstance(o, Tensor) else o
+    hit = _SAVE_CACHE.get((prim, needs))
+    save_ins, save_out = hit if hit is not None else _saves(prim, needs)
+    if save_ins:
+        saved = [None] * len(operands)
+        for i in save_ins:
+            o = operands[i]
+            saved[i] = SavedTensor(o) if isinstance(o, Tensor) else o
+        saved = tuple(saved)
+    else:
+        saved = (None,) * len(operands)
     fn = new_function(grad_name or prim.grad_name, prim,
                       tuple(attrs.items()) if attrs else (),     # read back as a dict only
-                      tuple(in_avals), _aval(out), tuple(nexts), needs, tuple(saved), None)
+                      tuple(in_avals), _aval(out), tuple(nexts), needs, saved, None)
     if save_out:
         fn._saved_out = SavedTensor(out._shallow(), is_output=True)
     out.grad_fn = fn
+
+
+_SCALAR_AVAL = ((), None)
