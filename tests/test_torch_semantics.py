@@ -173,13 +173,29 @@ _CREATE_GRAPH_WARNING = (
     "torch/csrc/autograd/engine.cpp:1307.)")
 
 
-def test_backward_create_graph_grad_repr_and_warning():
-    def snippet(T):
+_CREATE_GRAPH_SCRIPT = """
+import sys, warnings
+T = __import__(sys.argv[1])
+for _ in range(2):
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
         x = T.tensor(2.0, requires_grad=True)
         (x ** 3).backward(create_graph=True)
-        return repr(x.grad)
-    check(snippet, value="tensor(12., grad_fn=<CopyBackwards>)",
-          warns=[("UserWarning", _CREATE_GRAPH_WARNING)])
+    print(repr(x.grad), repr([(c.category.__name__, str(c.message)) for c in w]))
+"""
+
+
+def test_backward_create_graph_grad_repr_and_warning_once_per_process():
+    import subprocess
+    import sys
+    runs = [subprocess.run([sys.executable, "-c", _CREATE_GRAPH_SCRIPT, lib],
+                           capture_output=True, text=True, check=True).stdout.splitlines()
+            for lib in ("torch", "symgrad")]
+    want = [("tensor(12., grad_fn=<CopyBackwards>) "
+             + repr([("UserWarning", _CREATE_GRAPH_WARNING)])),
+            "tensor(12., grad_fn=<CopyBackwards>) []"]
+    assert [line.replace(_BUILD_DIR, "") for line in runs[0]] == want, runs[0]
+    assert runs[1] == runs[0]
 
 
 # ============================================================ 2. grad_fn and next_functions

@@ -30,6 +30,9 @@ _CREATE_GRAPH_WARNING = (
     "/__w/pytorch/pytorch/torch/csrc/autograd/engine.cpp:1307.)")
 
 
+_WARNED: list = []
+
+
 def _Tensor():
     from ..tensor import Tensor
     return Tensor
@@ -276,7 +279,8 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     grad_tensors = _as_tuple(grad_tensors)
     if retain_graph is None:
         retain_graph = create_graph
-    if create_graph:
+    if create_graph and not _WARNED:
+        _WARNED.append(True)           # once per process, as PyTorch's TORCH_WARN_ONCE
         warnings.warn(_CREATE_GRAPH_WARNING, UserWarning, stacklevel=3)
     arrays = _array_mode(tensors, grad_tensors, create_graph)
     seeds = _seeds(tensors, grad_tensors, arrays)
