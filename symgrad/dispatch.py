@@ -17,7 +17,7 @@ from .graph import node as gnode
 from .ops import registry
 from .ops.registry import NUMPY_RULES, SHAPE_RULES
 
-__all__ = ["bind", "tensor_cls", "set_lifter"]
+__all__ = ["bind", "bind_binary", "tensor_cls", "set_lifter"]
 
 _grad_state = grad_mode._state
 Tensor = None            # set by symgrad.tensor (avoids an import cycle)
@@ -71,9 +71,29 @@ def _operand_dtype(prim, operands) -> dtypes.DType:
     return dt if dt is not None else operands[0]._dtype
 
 
+def bind_binary(prim: registry.Primitive, a, b, grad_name: str | None = None):
+    """``bind(prim, a, b)`` for the hot path of arithmetic: an elementwise primitive on
+    Tensors of one float dtype, or a Tensor and a Python number (the caller checked)."""
+    ta = type(a) is Tensor
+    x = a._data if ta else a
+    tb = type(b) is Tensor
+    y = b._data if tb else b
+    if x is None or y is None or _lifter[0] is not None:     # traced: the general path
+        return bind(prim, a, b, grad_name=grad_name)
+    out = _elementwise_values(prim, (x, y), b._dtype if tb else a._dtype)
+    if (((ta and (a._requires_grad or a.grad_fn is not None))
+         or (tb and (b._requires_grad or b.grad_fn is not None)))
+            and _grad_state.enabled and prim.differentiable):
+        _record(prim, (a, b), _NO_ATTRS, out, grad_name)
+    return out
+
+
+_NO_ATTRS: dict = {}
+
+
 def _eager_elementwise(prim, operands):
-    """An elementwise primitive on values: its numpy rule, in the dtype of the last
-    tensor operand (where: of its value operands, as _operand_dtype says)."""
+    """An elementwise primitive on values, in the dtype of the last tensor operand
+    (where: of its value operands, as _operand_dtype says)."""
     arrays = []
     dt = None
     for o in operands:
@@ -82,6 +102,11 @@ def _eager_elementwise(prim, operands):
             dt = o._dtype
         else:
             arrays.append(o)
+    return _elementwise_values(prim, arrays, dt)
+
+
+def _elementwise_values(prim, arrays, dt):
+    """A Tensor of `prim`'s numpy rule on `arrays`; `dt` is the operands' dtype."""
     token = fp_enter()    # log(0), sqrt(-1): no warnings, as in PyTorch
     try:
         res = NUMPY_RULES[prim.name](*arrays)
@@ -103,9 +128,15 @@ def _eager_elementwise(prim, operands):
 def _eager(prim, operands, attrs):
     """A structural primitive on values: shape rule (validation, result dtype), then its
     numpy rule."""
-    arrays = [o._data if isinstance(o, Tensor) else o for o in operands]
-    avals = [(o._data.shape, o._dtype) if isinstance(o, Tensor) else (np.shape(o), None)
-             for o in operands]
+    arrays, avals = [], []
+    for o in operands:
+        if isinstance(o, Tensor):
+            a = o._data
+            arrays.append(a)
+            avals.append((a.shape, o._dtype))
+        else:
+            arrays.append(o)
+            avals.append((np.shape(o), None))
     shape, dt = SHAPE_RULES[prim.name](avals, **attrs)
     token = fp_enter()
     try:

@@ -134,7 +134,7 @@ class Tensor:
         return False
 
     def dim(self) -> int:
-        return len(self.shape)
+        return self._data.ndim if self._node is None else len(self._node.shape)
 
     ndimension = dim
 

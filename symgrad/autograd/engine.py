@@ -5,6 +5,7 @@ retain_graph, create_graph, retain_grad, accumulation, unused inputs.
 """
 from __future__ import annotations
 
+import operator
 import sys
 import warnings
 
@@ -34,8 +35,7 @@ _WARNED: list = []
 
 
 def _Tensor():
-    from ..tensor import Tensor
-    return Tensor
+    return dispatch.Tensor        # set when symgrad.tensor is imported
 
 
 def _as_tuple(x):
@@ -100,11 +100,10 @@ def _order(roots):
             if nxt is not None and id(nxt) not in seen:
                 seen[id(nxt)] = nxt
                 stack.append(nxt)
-    return sorted(seen.values(), key=_seq_of, reverse=True)
+    return sorted(seen.values(), key=_SEQ, reverse=True)
 
 
-def _seq_of(fn):
-    return fn._seq
+_SEQ = operator.attrgetter("_seq")
 
 
 def _needed(order, targets):
@@ -196,7 +195,7 @@ def _call_rule_arrays(fn, g):
 
 def _as_tensor(g):
     """An array cotangent as a Tensor (no copy)."""
-    return _Tensor()._from_array(g, dtypes.from_numpy_dtype(g.dtype))
+    return dispatch.Tensor._from_array(g, dtypes.from_numpy_dtype(g.dtype))
 
 
 def _retain(fn, g):
@@ -263,9 +262,9 @@ def _accumulate_leaf_array(leaf, g, create_graph=False):
         # local, this frame's argument and getrefcount's), as PyTorch steals it
         if (sys.getrefcount(g) <= 3 and g.base is None and g.flags.writeable
                 and g.flags.owndata):
-            leaf._grad = _Tensor()._from_array(g, leaf._dtype)
+            leaf._grad = dispatch.Tensor._from_array(g, leaf._dtype)
         else:
-            leaf._grad = _Tensor()._from_array(np.array(g, copy=True), leaf._dtype)
+            leaf._grad = dispatch.Tensor._from_array(np.array(g, copy=True), leaf._dtype)
     elif old.requires_grad or old._data is None:
         leaf._grad = lax.add(old, _as_tensor(g))
     else:

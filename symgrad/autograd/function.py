@@ -107,7 +107,8 @@ class Function:
             self._freed = True
             return
         # a saved Python scalar (x * 2) is a saved wrapped-number tensor in PyTorch: freed too
-        if any(s is not None for s in self._saved) or self._saved_out is not None:
+        saved = self._saved
+        if self._saved_out is not None or saved.count(None) != len(saved):
             self._saved = (None,) * len(self._saved)
             self._saved_out = None
             self._freed = True
@@ -173,7 +174,7 @@ def function_class(name: str) -> type:
 
 def new_function(name: str, prim, attrs, in_avals, out_aval, next_functions,
                  needs_input_grad, saved, saved_out) -> Function:
-    fn = object.__new__(function_class(name))
+    fn = object.__new__(_CLASSES.get(name) or function_class(name))
     fn.prim, fn.attrs, fn.in_avals, fn.out_aval = prim, attrs, in_avals, out_aval
     fn.next_functions, fn.needs_input_grad = next_functions, needs_input_grad
     fn._saved, fn._saved_out, fn._freed, fn._retained, fn._inner = saved, saved_out, False, None, None

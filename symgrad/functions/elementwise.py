@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes
-from ..dispatch import bind
+from ..dispatch import bind, bind_binary
 from ..ops import lax
 from ..ops.registry import PRIMITIVES as P
 from .common import Tensor, is_scalar, to_tensor
@@ -64,11 +64,11 @@ def binary(name: str, a, b, grad_name: str | None = None):
         ta, tb = type(a) is Tensor, type(b) is Tensor
         if ta and tb:
             if a._dtype is b._dtype and a._dtype.category == "float":
-                return bind(P[name], a, b, grad_name=grad_name)
+                return bind_binary(P[name], a, b, grad_name)
         elif ta and a._dtype.category == "float" and type(b) in _PY_NUMBERS:
-            return bind(P[name], a, _float_scalar(b), grad_name=grad_name)
+            return bind_binary(P[name], a, _float_scalar(b), grad_name)
         elif tb and b._dtype.category == "float" and type(a) in _PY_NUMBERS:
-            return bind(P[name], _float_scalar(a), b, grad_name=grad_name)
+            return bind_binary(P[name], _float_scalar(a), b, grad_name)
     a, b = _operand(a), _operand(b)
     if not isinstance(a, Tensor) and not isinstance(b, Tensor):
         a = to_tensor(a)
@@ -194,7 +194,7 @@ def pow(a, b):
     if isinstance(a, Tensor) and isinstance(b, Tensor):
         return binary("pow", a, b, "PowBackward1")
     if isinstance(a, Tensor):
-        if (is_scalar(b) and not isinstance(b, bool) and a.dtype.category != "float"
+        if (a._dtype.category != "float" and is_scalar(b) and not isinstance(b, bool)
                 and float(b) == int(b) and b < 0 and not isinstance(b, float)):
             raise RuntimeError("Integers to negative integer powers are not allowed.")
         return binary("pow", a, b, "PowBackward0")

@@ -54,7 +54,7 @@ def mean(x, dim=None, keepdim=False, *, dtype=None):
     x = to_tensor(x)
     if dtype is not None:
         x = lax.cast(x, dtypes.as_dtype(dtype))
-    if not x.dtype.is_floating_point:
+    if x._dtype.category != "float":
         raise RuntimeError("mean(): could not infer output dtype. Input dtype must be either a "
                            f"floating point or complex dtype. Got: {x.dtype.c_name.capitalize()}")
     axes = dims_arg(dim, x.dim())

@@ -18,7 +18,8 @@ from .shapes import numel
 
 __all__ = ["add", "sub", "mul", "div", "neg", "where", "eq", "cast", "reshape", "expand",
            "permute", "sum", "sum_to", "full", "zeros", "matmul", "transpose_last",
-           "slice_", "pad_slice", "take", "scatter_add", "unary", "finite_or_zero", "apply"]
+           "slice_", "pad_slice", "take", "scatter_add", "unary", "finite_or_zero", "apply",
+           "as_array"]
 
 _ND = np.ndarray
 
@@ -28,7 +29,7 @@ def _value(o):
     return o._data if isinstance(o, dispatch.Tensor) else o
 
 
-def _array(res, like):
+def as_array(res, like):
     """A numpy result as an ndarray (0-d results come back as numpy scalars) of the
     dtype `like` (an operand's dtype: the primitives here keep their operands' dtype)."""
     if type(res) is not _ND:
@@ -47,7 +48,7 @@ def _arith(ufunc, a, b):
     bind computes it)."""
     a, b = _value(a), _value(b)
     like = b.dtype if type(b) is _ND else a.dtype
-    return _array(ufunc(a, b), like)
+    return as_array(ufunc(a, b), like)
 
 
 def apply(name: str, *operands, **attrs):
@@ -58,7 +59,7 @@ def apply(name: str, *operands, **attrs):
         like = None
         if P[name].kind != "elementwise" or P[name].out_dtype == "same":
             like = next((v.dtype for v in values if type(v) is _ND), None)
-        return _array(NUMPY_RULES[name](*values, **attrs), like)
+        return as_array(NUMPY_RULES[name](*values, **attrs), like)
     return dispatch.bind(P[name], *operands, **attrs)
 
 
@@ -94,7 +95,7 @@ def div(a, b):
 
 def neg(a):
     if type(a) is _ND:
-        return _array(np.negative(a), None)
+        return as_array(np.negative(a), None)
     return dispatch.bind(P["neg"], a)
 
 
@@ -102,13 +103,13 @@ def where(c, a, b):
     if type(c) is _ND or type(a) is _ND or type(b) is _ND:
         a, b = _value(a), _value(b)
         like = b.dtype if type(b) is _ND else a.dtype if type(a) is _ND else _dtype_of(b)
-        return _array(np.where(_value(c), a, b), like)
+        return as_array(np.where(_value(c), a, b), like)
     return dispatch.bind(P["where"], c, a, b)
 
 
 def eq(a, b):
     if type(a) is _ND or type(b) is _ND:
-        return _array(np.equal(_value(a), _value(b)), None)
+        return as_array(np.equal(_value(a), _value(b)), None)
     return dispatch.bind(P["eq"], a, b)
 
 

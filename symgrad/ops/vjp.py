@@ -97,8 +97,12 @@ def _derivative(ctx, dprim, refs, as_array=False):
     if not any(isinstance(v, dispatch.Tensor) for v in vals):
         return float(NUMPY_RULES[dprim.name](*vals))
     if as_array:
-        return lax.apply(dprim.name, *(v._data if isinstance(v, dispatch.Tensor) else v
-                                        for v in vals))
+        like = None
+        for i, v in enumerate(vals):
+            if isinstance(v, dispatch.Tensor):
+                vals[i] = v = v._data
+                like = v.dtype
+        return lax.as_array(NUMPY_RULES[dprim.name](*vals), like)
     return dispatch.bind(dprim, *vals)
 
 
