@@ -139,26 +139,28 @@ def _run(roots_fns, seeds, *, retain_graph, create_graph, capture=None, accumula
     call = _call_rule_arrays if arrays else _call_rule
     leaf = _accumulate_leaf_array if arrays else _accumulate_leaf
     token = fp_enter()
+    grad_was = grad_mode._state.enabled
+    grad_mode._state.enabled = create_graph
     try:
-        with grad_mode.set_grad_enabled(create_graph):
-            for fn in order:
-                key = id(fn)
-                g = buffers.pop(key, None)
-                if g is None:
-                    continue
-                if capture is not None and key in capture:
-                    captured[key] = _as_tensor(g) if arrays and g is not None else g
-                if type(fn) is AccumulateGrad:
-                    if accumulate:
-                        leaf(fn.variable, g, create_graph)
-                elif need is None or key in need:
-                    if fn._retained is not None:
-                        _retain(fn, _as_tensor(g) if arrays else g)
-                    _push(buffers, fn, call(fn, g))
-                    if not retain_graph:
-                        fn.release()
-                del g
+        for fn in order:
+            key = id(fn)
+            g = buffers.pop(key, None)
+            if g is None:
+                continue
+            if capture is not None and key in capture:
+                captured[key] = _as_tensor(g) if arrays and g is not None else g
+            if type(fn) is AccumulateGrad:
+                if accumulate:
+                    leaf(fn.variable, g, create_graph)
+            elif need is None or key in need:
+                if fn._retained is not None:
+                    _retain(fn, _as_tensor(g) if arrays else g)
+                _push(buffers, fn, call(fn, g))
+                if not retain_graph:
+                    fn.release()
+            del g
     finally:
+        grad_mode._state.enabled = grad_was
         fp_leave(token)
     return captured
 

@@ -20,10 +20,10 @@ from typing import Callable
 
 import numpy as np
 import sympy
-from ..fpstate import quiet
+from ..fpstate import enter as fp_enter, leave as fp_leave
 
 __all__ = ["Primitive", "Formula", "PRIMITIVES", "SHAPE_RULES", "NUMPY_RULES", "VJP_RULES",
-           "elementwise", "register_structural", "get", "derivative_primitive"]
+           "elementwise", "register_structural", "get", "derivative_primitive", "fingerprint"]
 
 PRIMITIVES: dict[str, "Primitive"] = {}
 SHAPE_RULES: dict[str, Callable] = {}
@@ -96,9 +96,39 @@ class Primitive:
     formula: Formula | None = None
     out_dtype: str = "same"
     user: bool = False
+    opaque: bool = False          # defined by Python callables from outside symgrad
+    derived_from: "Primitive | None" = None     # d prim / d input: the primitive it is of
+    _fingerprint: str | None = field(default=None, repr=False)
 
     def __repr__(self) -> str:
         return f"<primitive {self.name}>"
+
+
+def fingerprint(prim: Primitive) -> str | None:
+    """What defines ``prim`` beyond symgrad's own source, as a stable string for cache
+    keys: the name of a built-in; a user formula's symbols, expression (``srepr``), given
+    partials and dtype rule (another process may define another formula under the same
+    name); a derivative's primitive's fingerprint. None when Python callables define it
+    (``numpy=`` / ``vjp=`` rules, structural primitives registered from outside symgrad),
+    which no key can capture.
+
+    >>> fingerprint(get("exp"))
+    'exp'
+    """
+    if prim.derived_from is not None:
+        base = fingerprint(prim.derived_from)
+        return None if base is None else f"{prim.name}<-{base}"
+    if prim.opaque:
+        return None
+    if not prim.user:
+        return prim.name
+    if prim._fingerprint is None:
+        f = prim.formula
+        given = None if f.given_partials is None else \
+            [sympy.srepr(sympy.sympify(d)) for d in f.given_partials]
+        prim._fingerprint = repr((prim.name, prim.nin, prim.out_dtype, prim.differentiable,
+                                  sympy.srepr(f.symbols), sympy.srepr(f.expr), given))
+    return prim._fingerprint
 
 
 def get(name: str) -> Primitive:
@@ -113,8 +143,10 @@ def register_structural(name: str, nin: int, shape_rule: Callable, numpy_rule: C
                         vjp_rule: Callable | None = None, *, differentiable: bool = True,
                         grad_name: str | None = None) -> Primitive:
     """Register a structural primitive with its shape, numpy and VJP rules."""
+    own = all(getattr(rule, "__module__", "").startswith("symgrad.")
+              for rule in (shape_rule, numpy_rule, vjp_rule) if rule is not None)
     prim = Primitive(name, "structural", nin, differentiable,
-                     grad_name or f"{_pascal(name)}Backward0")
+                     grad_name or f"{_pascal(name)}Backward0", opaque=not own)
     PRIMITIVES[name] = prim
     SHAPE_RULES[name] = shape_rule
     NUMPY_RULES[name] = numpy_rule
@@ -160,7 +192,10 @@ def elementwise(name: str, formula: Callable, *, numpy: Callable | None = None,
             raise ValueError(f"{name!r} is a built-in primitive and cannot be redefined")
         prim = Primitive(name, "elementwise", len(syms), differentiable,
                          grad_name or f"{_pascal(name)}Backward0",
-                         Formula(syms, expr, given), out_dtype, user=not _builtin)
+                         Formula(syms, expr, given), out_dtype, user=not _builtin,
+                         opaque=not _builtin and (numpy is not None or vjp is not None))
+        if name in PRIMITIVES:
+            _forget_derivatives(name)
         PRIMITIVES[name] = prim
         SHAPE_RULES[name] = _elementwise_shape(prim)
         NUMPY_RULES[name] = numpy or _lambdified(syms, expr)
@@ -208,22 +243,34 @@ def lambdify(syms, expr, cse: bool = False) -> Callable:
     return sympy.lambdify(syms, expr, modules=LAMBDIFY_MODULES, cse=cse)
 
 
+_SCALARS = (int, float, bool, np.generic)
+
+
 def _lambdified(syms, expr) -> Callable:
     fn = lambdify(syms, expr)
 
     def kernel(*arrays):
-        shapes = {a.shape for a in arrays if type(a) is np.ndarray}
-        if len(shapes) == 1 and all(type(a) is np.ndarray or np.ndim(a) == 0 for a in arrays):
-            shape = shapes.pop()           # the common case: one shape, scalars aside
-        else:
+        shape = None
+        same = True          # the common case: one array shape, Python / numpy scalars
+        for a in arrays:
+            if type(a) is np.ndarray:
+                if shape is None:
+                    shape = a.shape
+                elif a.shape != shape:
+                    same = False
+            elif not isinstance(a, _SCALARS):
+                same = False
+        if not same or shape is None:
             shape = np.broadcast_shapes(*(np.shape(a) for a in arrays))
-        if any(isinstance(a, np.ndarray) and a.shape != shape for a in arrays):
             # lambdified Piecewise conditions (logical_and.reduce) need equal shapes; Python
             # scalars stay scalars (weak: x > 0.3 compares in x's dtype, as PyTorch does)
             arrays = [np.broadcast_to(a, shape) if isinstance(a, np.ndarray) else a
                       for a in arrays]
-        with quiet():   # log(0), 0 * inf ...: no warnings, as in PyTorch
+        token = fp_enter()   # log(0), 0 * inf ...: no warnings, as in PyTorch
+        try:
             res = fn(*arrays)
+        finally:
+            fp_leave(token)
         if np.shape(res) != shape:
             res = np.broadcast_to(res, shape).copy()
         return res
@@ -265,7 +312,7 @@ def derivative_primitive(prim: Primitive, i: int):
     d_own = d.subs(OUT, own_out)
     with _lock:
         dprim = Primitive(name, "elementwise", len(syms), True, f"{_pascal(prim.name)}Backward0",
-                          Formula(own, d_own), "same")
+                          Formula(own, d_own), "same", derived_from=prim)
         PRIMITIVES[name] = dprim
         SHAPE_RULES[name] = _elementwise_shape(dprim)
         NUMPY_RULES[name] = _lambdified(own, d_own)
@@ -276,3 +323,15 @@ def derivative_primitive(prim: Primitive, i: int):
 
 
 _DERIVED: dict[str, tuple] = {}
+
+
+def _forget_derivatives(name: str) -> None:
+    """A user primitive is being redefined: its derivatives (and theirs) and the VJP
+    plans made from them describe the old formula; they are derived again when needed."""
+    import sys
+    stale = [n for n in _DERIVED if n.startswith(name + ".")]
+    for n in stale:
+        del _DERIVED[n]
+    plans = getattr(sys.modules.get(f"{__package__}.vjp"), "_PLANS", {})   # keyed by name
+    for n in [name, *stale]:
+        plans.pop(n, None)
