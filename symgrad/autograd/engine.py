@@ -128,8 +128,8 @@ def _run(roots_fns, seeds, *, retain_graph, create_graph, capture=None, accumula
          arrays=False):
     """Core loop. `capture`: {id(fn): slot} — gradients flowing into these nodes are
     returned instead of (AccumulateGrad) or as well as (Functions) being propagated.
-    With `arrays`, cotangents are numpy arrays (see _array_mode); captured ones are
-    returned as Tensors either way."""
+    With `arrays`, cotangents (captured ones included) are numpy arrays (see
+    _array_mode)."""
     order = _order(roots_fns)
     need = _needed(order, capture.keys()) if capture is not None else None
     buffers: dict[int, object] = {}
@@ -148,7 +148,7 @@ def _run(roots_fns, seeds, *, retain_graph, create_graph, capture=None, accumula
             if g is None:
                 continue
             if capture is not None and key in capture:
-                captured[key] = _as_tensor(g) if arrays and g is not None else g
+                captured[key] = g
             if type(fn) is AccumulateGrad:
                 if accumulate:
                     leaf(fn.variable, g, create_graph)
@@ -186,13 +186,34 @@ def _apply_rule(fn, g):
 
 def _call_rule_arrays(fn, g):
     """A Function's backward on an array cotangent, returning arrays (or None): array
-    rules run on it directly, any other rule on a Tensor wrapping it."""
-    rule = VJP_RULES[fn.prim.name] if fn._inner is None else None
+    rules (and composites' inner backward) run on it directly, any other rule on a
+    Tensor wrapping it."""
+    inner = fn._inner
+    rule = VJP_RULES[fn.prim.name] if inner is None else None
     if rule in ARRAY_RULES:
         grads = rule(fn, g)
+    elif inner is not None and getattr(inner, "takes_arrays", False):
+        grads = inner(fn, g)
     else:
         grads = _apply_rule(fn, _as_tensor(g))
     return [gi if gi is None or type(gi) is np.ndarray else gi._data for gi in grads]
+
+
+def vjp_arrays(out, wrt, g):
+    """The cotangents (arrays, or None where unused) of tensors `wrt` given the array
+    cotangent `g` of `out`, through the recorded graph between them, which is kept
+    (retain_graph): the backward of a named composite when no backward graph is built."""
+    targets = [_root_fn(t) for t in wrt]
+    capture = {id(f): None for f in targets}
+    got = _run([_root_fn(out)], [g], retain_graph=True, create_graph=False, capture=capture,
+               accumulate=False, arrays=True)
+    grads = []
+    for t, f in zip(wrt, targets):
+        gi = got.get(id(f))
+        if gi is not None and gi.dtype != t._dtype.np:
+            gi = gi.astype(t._dtype.np)
+        grads.append(gi)
+    return grads
 
 
 def _as_tensor(g):
@@ -291,6 +312,8 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         capture = {id(_root_fn(t)): t for t in inputs}
         got = _run(roots, seeds, retain_graph=retain_graph, create_graph=create_graph,
                    capture=capture, accumulate=False, arrays=arrays)
+        if arrays:
+            got = {k: _as_tensor(g) for k, g in got.items()}
         for key, t in capture.items():
             if got.get(key) is not None:
                 _accumulate_leaf(t, got[key], create_graph) if t.is_leaf else _set_nonleaf(t, got[key])
@@ -323,6 +346,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     capture = {id(f): None for f in targets}
     got = _run(roots, seeds, retain_graph=retain_graph, create_graph=create_graph,
                capture=capture, accumulate=False, arrays=arrays)
+    if arrays:
+        got = {k: _as_tensor(g) for k, g in got.items()}
     result = []
     for i, (t, f) in enumerate(zip(inputs_t, targets)):
         g = got.get(id(f))

@@ -8,6 +8,8 @@ primitives are simply inlined (names do not matter to the compiler).
 """
 from __future__ import annotations
 
+import numpy as np
+
 from ..autograd import engine, grad_mode
 from ..autograd.function import FREED_MESSAGE, SavedTensor, accumulator, new_function
 from ..tensor import Tensor
@@ -43,9 +45,11 @@ def named(name: str, fn, *inputs, saves: tuple = (), saves_output: bool = False)
 
 
 class _Inner:
-    """The backward of a named composite (what the engine calls as its VJP rule)."""
+    """The backward of a named composite (what the engine calls as its VJP rule). It
+    takes a Tensor cotangent, or an array one when no backward graph is built."""
 
     __slots__ = ("fn", "inputs", "stand_ins", "out", "needs")
+    takes_arrays = True
 
     def __init__(self, fn, inputs, stand_ins, out, needs):
         self.fn, self.inputs, self.stand_ins, self.out, self.needs = fn, inputs, stand_ins, out, needs
@@ -59,7 +63,9 @@ class _Inner:
         if owner._saved_out is not None:
             owner._saved_out.unpack(owner)
         wrt = [s for s, n in zip(self.stand_ins, self.needs) if n]
-        if grad_mode.is_grad_enabled():     # create_graph: differentiate the real inputs
+        if type(g) is np.ndarray:
+            grads = engine.vjp_arrays(self.out, wrt, g)
+        elif grad_mode.is_grad_enabled():     # create_graph: differentiate the real inputs
             real = [x for x, n in zip(self.inputs, self.needs) if n]
             out = self.fn(*self.inputs)
             grads = engine.grad([out], real, [g], retain_graph=True, create_graph=True,
