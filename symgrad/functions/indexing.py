@@ -70,6 +70,8 @@ def _is_advanced(k) -> bool:
 
 
 def getitem(x: Tensor, key):
+    if type(key) is slice and x.dim():         # x[a:b]: the common case, kept short
+        return _slice_view(x, key, 0, key)
     raw = key
     key = _normalize(key, x.dim())
     if any(_is_advanced(k) for k in key):
@@ -88,22 +90,27 @@ def getitem(x: Tensor, key):
                                  f"size {size}")
             out = _view(out, "select", "SelectBackward0", axis=axis, index=k % size)
         else:
-            start, stop, step = k.indices(out.shape[axis])
-            if k.step is not None and k.step <= 0:
-                raise ValueError("step must be greater than zero")
-            if _whole(k, out.shape[axis]) and not isinstance(raw, slice):
-                axis += 1                  # PyTorch skips it (but x[:] alone is a Slice)
-                continue
-            stop = max(stop, start)
-            n = out.dim()
-            starts = tuple(start if i == axis else 0 for i in range(n))
-            stops = tuple(stop if i == axis else s for i, s in enumerate(out.shape))
-            steps = tuple(step if i == axis else 1 for i in range(n))
-            out = _view(out, "slice", "SliceBackward0", starts=starts, stops=stops, steps=steps)
+            out = _slice_view(out, k, axis, raw)
             axis += 1
     if out is x:
         out = _view(x, "reshape", "AliasBackward0", shape=tuple(x.shape))
     return out
+
+
+def _slice_view(x, k: slice, axis: int, raw):
+    """x sliced by `k` along `axis` (x itself where PyTorch skips a whole-dim slice)."""
+    shape = x.shape
+    start, stop, step = k.indices(shape[axis])
+    if k.step is not None and k.step <= 0:
+        raise ValueError("step must be greater than zero")
+    if _whole(k, shape[axis]) and not isinstance(raw, slice):
+        return x                           # PyTorch skips it (but x[:] alone is a Slice)
+    stop = max(stop, start)
+    n = len(shape)
+    starts = tuple(start if i == axis else 0 for i in range(n))
+    stops = tuple(stop if i == axis else s for i, s in enumerate(shape))
+    steps = tuple(step if i == axis else 1 for i in range(n))
+    return _view(x, "slice", "SliceBackward0", starts=starts, stops=stops, steps=steps)
 
 
 def _whole(k: slice, size: int) -> bool:
