@@ -165,10 +165,10 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
         it = iter(ws)
         w = next(it) if weight is not None else None
         pw = next(it) if pos_weight is not None else None
-        sp = lax.unary("softplus", lax.neg(v))                 # -log(sigmoid(x))
         if pw is None:
-            loss = lax.add(lax.mul(lax.sub(1.0, tt), v), sp)
+            loss = bind(P["binary_cross_entropy_with_logits"], v, tt)
         else:
+            sp = lax.unary("softplus", lax.neg(v))                 # -log(sigmoid(x))
             lw = lax.add(lax.mul(lax.sub(pw, 1.0), tt), 1.0)
             loss = lax.add(lax.mul(lax.sub(1.0, tt), v), lax.mul(lw, sp))
         if w is not None:

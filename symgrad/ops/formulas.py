@@ -109,6 +109,18 @@ _ew("binary_cross_entropy",
     grads=lambda x, t, out: ((x - t) / S.Max(x * (1 - x), S.Float(float(np.float32(1e-12)))),
                              S.log(1 - x) - S.log(x)))
 
+def _bce_logits_numpy(x, t):
+    return (1 - t) * x + _softplus_numpy(-x)
+
+
+# binary cross-entropy on logits, (1 - t) x + softplus(-x): finite for any x; partials
+# sigmoid(x) - t (written so exp overflows to the right limit) and -x
+_ew("binary_cross_entropy_with_logits",
+    lambda x, t: (1 - t) * x + _pw((-x, -x > 20), (log1p(S.exp(-x)), True)),
+    numpy=_bce_logits_numpy, out_dtype="float",
+    grad_name="BinaryCrossEntropyWithLogitsBackward0",
+    grads=lambda x, t, out: (1 / (1 + S.exp(-x)) - t, -x))
+
 # piecewise-linear and rounding
 # NaN follows PyTorch: relu passes the gradient at NaN, abs and sign give 0 there
 _ew("relu", lambda x: _pw((0, x <= 0), (x, True)), numpy=lambda x: np.maximum(x, 0),
@@ -143,4 +155,5 @@ BUILTIN_ELEMENTWISE = ("add", "sub", "mul", "div", "neg", "copy", "pow", "remain
                        "sqrt", "rsqrt", "sin", "cos", "tan", "tanh", "sigmoid", "softplus",
                        "reciprocal", "relu", "abs", "sign", "floor", "ceil", "round", "lt",
                        "le", "gt", "ge", "eq", "ne", "logical_not", "logical_and",
-                       "logical_or", "isnan", "binary_cross_entropy")
+                       "logical_or", "isnan", "binary_cross_entropy",
+                       "binary_cross_entropy_with_logits")
