@@ -12,7 +12,7 @@ import numpy as np
 from . import dtypes
 from .autograd import grad_mode
 from .autograd.function import SavedTensor, accumulator, new_function
-from .fpstate import enter as fp_enter, leave as fp_leave, quiet
+from .fpstate import enter as fp_enter, leave as fp_leave
 from .graph import node as gnode
 from .ops import registry
 from .ops.registry import NUMPY_RULES, SHAPE_RULES

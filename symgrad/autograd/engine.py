@@ -34,10 +34,6 @@ _CREATE_GRAPH_WARNING = (
 _WARNED: list = []
 
 
-def _Tensor():
-    return dispatch.Tensor        # set when symgrad.tensor is imported
-
-
 def _as_tuple(x):
     if x is None:
         return None
@@ -48,7 +44,7 @@ def _as_tuple(x):
 
 def _seeds(outputs, grad_outputs, arrays=False):
     """The initial cotangent of each output (arrays when `arrays`)."""
-    Tensor = _Tensor()
+    Tensor = dispatch.Tensor
     seeds = []
     for i, out in enumerate(outputs):
         g = None if grad_outputs is None else grad_outputs[i]
