@@ -106,11 +106,10 @@ def _slice_view(x, k: slice, axis: int, raw):
     if _whole(k, shape[axis]) and not isinstance(raw, slice):
         return x                           # PyTorch skips it (but x[:] alone is a Slice)
     stop = max(stop, start)
-    n = len(shape)
-    starts = tuple(start if i == axis else 0 for i in range(n))
-    stops = tuple(stop if i == axis else s for i, s in enumerate(shape))
-    steps = tuple(step if i == axis else 1 for i in range(n))
-    return _view(x, "slice", "SliceBackward0", starts=starts, stops=stops, steps=steps)
+    rest = len(shape) - axis - 1
+    return _view(x, "slice", "SliceBackward0", starts=(0,) * axis + (start,) + (0,) * rest,
+                 stops=tuple(shape[:axis]) + (stop,) + tuple(shape[axis + 1:]),
+                 steps=(1,) * axis + (step,) + (1,) * rest)
 
 
 def _whole(k: slice, size: int) -> bool:

@@ -40,10 +40,15 @@ def _accumulating(prim: str, x, dim, keepdim, dtype):
     """sum / prod: integers and bools accumulate in int64; names ...Backward0 for a full
     reduction, ...Backward1 along dims (as PyTorch)."""
     x = to_tensor(x)
-    x = lax.cast(x, _acc_dtype(x, dtype))
+    if dtype is not None or x._dtype.category != "float":
+        x = lax.cast(x, _acc_dtype(x, dtype))
     axes = dims_arg(dim, x.dim())
-    name = f"{prim.capitalize()}Backward{0 if dim is None else 1}"
+    name = _ACC_NAMES[prim, dim is None]
     return bind(P[prim], x, axes=axes, keepdim=bool(keepdim), grad_name=name)
+
+
+_ACC_NAMES = {(p, full): f"{p.capitalize()}Backward{0 if full else 1}"
+              for p in ("sum", "prod") for full in (True, False)}
 
 
 def sum(x, dim=None, keepdim=False, *, dtype=None):
