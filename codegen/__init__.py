@@ -13,6 +13,16 @@
   :mod:`codegen.runtime` publishes external symbols by name, :mod:`codegen.cache` is the
   disk cache, :mod:`codegen.measure` times the benchmark workloads.
 """
-from . import target, vecmath
+import importlib
+
+from . import target
 
 __all__ = ["target", "vecmath"]
+
+
+def __getattr__(name: str):
+    # submodules the IR builders need load on first use: a program reloaded from the
+    # disk cache never imports them
+    if name == "vecmath":
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

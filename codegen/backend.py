@@ -6,6 +6,8 @@ output -- forward and gradient -- per call):
 1. :func:`codegen.plan.build_plan` -- schedule: roots, fused loops, steps, arena;
 2. :func:`codegen.cache.load` -- a cached object for the same key skips 3-4 entirely
    (no LLVM optimisation or code generation; the object is only linked);
+   :func:`load_executable` reloads it from its key and :class:`~codegen.executable.Interface`
+   alone, skipping step 1 too (the front end's disk cache of traced programs);
 3. :func:`codegen.module.build_module` -- IR with ``llvmlite.ir``; plus the CPython
    entry (:func:`codegen.callconv.build_entry`) for fully native plans;
 4. :func:`codegen.target.compile_module` -- O3 for the host CPU, object code, stored
@@ -22,11 +24,10 @@ from __future__ import annotations
 import zlib
 
 from . import cache, callconv, runtime, target
-from .executable import LLVMExecutable
-from .module import build_module
-from .plan import build_plan
+from .executable import Interface, LLVMExecutable
 
-__all__ = ["compile_program", "LLVMExecutable", "ENTRY_SUFFIX", "STRUCTURED_SUFFIX", "stats"]
+__all__ = ["compile_program", "load_executable", "LLVMExecutable", "ENTRY_SUFFIX",
+           "STRUCTURED_SUFFIX", "stats"]
 
 ENTRY_SUFFIX = ".entry"
 STRUCTURED_SUFFIX = ".structured"
@@ -34,40 +35,68 @@ stats = {"compiled": 0, "from_cache": 0}
 _TEXTS = ("llvm", "llvm-opt")
 
 
-def _entry_specs(plan):
-    args = [callconv.ArgSpec(st.name if st.name.isidentifier() else f"arg{k}", st.dtype.name,
-                             st.shape) for k, st in enumerate(plan.inputs)]
-    outs = [callconv.OutSpec(st.dtype.name, st.shape) for st in plan.outputs]
+def _entry_specs(interface: Interface):
+    args = [callconv.ArgSpec(b.name if b.name.isidentifier() else f"arg{k}", b.dtype, b.shape)
+            for k, b in enumerate(interface.inputs)]
+    outs = [callconv.OutSpec(b.dtype, b.shape) for b in interface.outputs]
     return args, outs
 
 
-def _fast_entry_possible(plan) -> bool:
-    return (not plan.hybrid and len(plan.outputs) > 0 and
-            all(st.dtype.name in callconv.SUPPORTED_DTYPES for st in (*plan.inputs, *plan.outputs)))
+def _fast_entry_possible(interface: Interface) -> bool:
+    return (not interface.hybrid and len(interface.outputs) > 0 and
+            all(b.dtype in callconv.SUPPORTED_DTYPES
+                for b in (*interface.inputs, *interface.outputs)))
+
+
+def _names(key: str, interface: Interface) -> tuple[str, str | None]:
+    name = f"symgrad_{key[:16]}"
+    return name, (name + ENTRY_SUFFIX if _fast_entry_possible(interface) else None)
+
+
+def _load(key: str, interface: Interface, plan) -> LLVMExecutable | None:
+    """The executable stored under ``key``, or None if it is absent or unusable."""
+    hit = cache.load(key)
+    if hit is None:
+        return None
+    name, entry_name = _names(key, interface)
+    try:
+        runtime.register_for(hit["object"])
+        handle = target.load_object(hit["object"])
+        texts = {k: zlib.decompress(hit[k]).decode() for k in _TEXTS if k in hit}
+        exe = LLVMExecutable(interface, handle, texts, name, entry_name, True, plan)
+    except (target.UnresolvedSymbolError, zlib.error, KeyError, RuntimeError):
+        return None                                  # stale or unusable: rebuild
+    exe.cache_key = key
+    stats["from_cache"] += 1
+    return exe
+
+
+def load_executable(key: str, interface: Interface, plan) -> LLVMExecutable | None:
+    """Reload the executable :func:`compile_program` stored under ``key`` (its
+    ``cache_key``) from the disk cache, given its ``interface``, without the program:
+    ``plan`` is a function returning the schedule, called only if it is needed (see
+    :mod:`codegen.executable`).  None when the entry is absent, corrupt or stale."""
+    runtime.register()
+    return _load(key, interface, plan)
 
 
 def compile_program(program) -> LLVMExecutable:
     """Native code for ``program`` (see the module docstring)."""
+    from .module import build_module
+    from .plan import build_plan
     runtime.register()
     plan = build_plan(program)
+    interface = Interface.of(plan)
     key = cache.cache_key(program)
-    name = f"symgrad_{key[:16]}"
-    entry_name = name + ENTRY_SUFFIX if _fast_entry_possible(plan) else None
-    hit = cache.load(key)
-    if hit is not None:
-        try:
-            runtime.register_for(hit["object"])
-            handle = target.load_object(hit["object"])
-            texts = {k: zlib.decompress(hit[k]).decode() for k in _TEXTS if k in hit}
-            stats["from_cache"] += 1
-            return LLVMExecutable(plan, handle, texts, name, entry_name, from_cache=True)
-        except (target.UnresolvedSymbolError, zlib.error, KeyError, RuntimeError):
-            pass                                     # stale or unusable: rebuild below
+    exe = _load(key, interface, plan)
+    if exe is not None:
+        return exe
+    name, entry_name = _names(key, interface)
     module, kernel = build_module(plan, name)
     if entry_name is not None:
-        args, outs = _entry_specs(plan)
+        args, outs = _entry_specs(interface)
         callconv.build_entry(module, kernel, entry_name, args, outs, tuple_result=True)
-        structure = getattr(program, "native_structure", lambda: None)()
+        structure = interface.structure
         if structure is not None:       # results nested as the function returns them
             callconv.build_entry(module, kernel, entry_name + STRUCTURED_SUFFIX, args, outs,
                                  structure=structure)
@@ -81,4 +110,6 @@ def compile_program(program) -> LLVMExecutable:
     sections.update({k: zlib.compress(v.encode(), 1) for k, v in texts.items()})
     cache.store(key, sections)
     stats["compiled"] += 1
-    return LLVMExecutable(plan, compiled.loaded, texts, name, entry_name, from_cache=False)
+    exe = LLVMExecutable(interface, compiled.loaded, texts, name, entry_name, False, plan)
+    exe.cache_key = key
+    return exe

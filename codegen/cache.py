@@ -5,11 +5,16 @@ Where: ``<settings.cache_dir>/llvm/<key[:2]>/<key>.obj`` (``SYMGRAD_CACHE_DIR``,
 ``settings.disk_cache = False``) disables it.  Settings are read at each access.
 
 Key (:func:`cache_key`): the program's structural key (outputs and inputs, via
-``symgrad.graph.node.structural_key``), input and output names/shapes/dtypes, the
-nesting of the native entry's result, the host
-fingerprint (CPU name and features, llvmlite and LLVM versions, triple), the symgrad
-version and a digest of the code generator's own source files (names, sizes, mtimes)
--- anything that changes the generated code changes the key.
+``symgrad.graph.node.structural_key``), the formula of every elementwise primitive it
+applies (``symgrad.ops.registry.definition``: nodes name primitives, and a user may
+register another formula under a name), input and output names/shapes/dtypes, the
+nesting of the native entry's result, and the :func:`environment`: the host
+fingerprint (CPU name and features, llvmlite and LLVM versions, triple), the loop
+thread count, the Python and numpy versions (C API layouts), the symgrad version and a
+digest of the code generator's own source files (names, sizes, mtimes) -- anything
+that changes the generated code changes the key.  Other layers key their own entries (e.g. the front end's traced-program entries,
+:mod:`symgrad.compiler.persist`) with :func:`derived_key`, which adds the same
+environment.
 
 File format: ``MAGIC``, a little-endian u32 header length, a JSON header (key, section
 names and lengths, SHA-256 of the sections), then the sections (object code and the
@@ -33,16 +38,17 @@ import json
 import os
 import random
 import struct
+import sys
 import tempfile
 from pathlib import Path
 
 from symgrad.config import settings
-from symgrad.graph.node import structural_key
+from symgrad.graph.node import structural_key, toposort
 
 from . import target
 
-__all__ = ["cache_key", "encode", "decode", "load", "store", "evict", "cache_path", "MAGIC",
-           "MAX_BYTES"]
+__all__ = ["cache_key", "derived_key", "environment", "source_digest", "encode", "decode",
+           "load", "store", "evict", "cache_path", "MAGIC", "MAX_BYTES"]
 
 MAGIC = b"SYMGRAD-OBJ\x01"
 MAX_BYTES = 1 << 30        # the cache is trimmed (least recently used first) beyond this
@@ -50,34 +56,58 @@ EVICT_CHANCE = 1 / 16      # a store checks the size with this probability
 
 
 @functools.cache
-def _source_digest() -> str:
-    """Digest of the code generator's source files (name, size, modification time):
-    editing any of them changes every key.  Stats, not contents: ~0.1 ms, not ~2 ms."""
-    h = hashlib.blake2b(digest_size=16)
-    root = Path(__file__).parent
-    for path in sorted(root.rglob("*.py")):
-        st = path.stat()
-        h.update(f"{path.relative_to(root)}:{st.st_size}:{st.st_mtime_ns}".encode())
-    return h.hexdigest()
+def source_digest(root: str) -> str:
+    """Digest of the Python source files under ``root`` (name, size, modification
+    time): editing any of them changes every key that includes it.  Stats, not
+    contents (~0.1 ms per 50 files, not ~2 ms)."""
+    stack, files, skip = [root], [], len(root)
+    while stack:
+        with os.scandir(stack.pop()) as it:
+            for e in it:
+                if e.name.endswith(".py"):
+                    st = e.stat()
+                    files.append(f"{e.path[skip:]}:{st.st_size}:{st.st_mtime_ns}")
+                elif e.name != "__pycache__" and e.is_dir(follow_symlinks=False):
+                    stack.append(e.path)
+    files.sort()
+    return hashlib.blake2b("\n".join(files).encode(), digest_size=16).hexdigest()
 
 
-def _threads() -> int:
-    from .lower.parallel import threads
-    return threads()
+def environment() -> str:
+    """Everything besides the program that changes the generated code on this host
+    (the entries call CPython's and numpy's C APIs, whose layouts they assume)."""
+    import numpy
+    import symgrad
+    return "\n".join([target.host_fingerprint(), f"threads={target.threads()}",
+                      f"python={sys.implementation.cache_tag}{sys.abiflags}",
+                      f"numpy={numpy.__version__}", f"symgrad={symgrad.__version__}",
+                      f"codegen={source_digest(str(Path(__file__).parent))}"])
+
+
+def derived_key(kind: str, parts: list[str]) -> str:
+    """A key for another layer's entries: ``kind`` (a namespace, so such keys never
+    equal a :func:`cache_key`), its ``parts`` and the :func:`environment`."""
+    text = "\n".join([f"kind={kind}", *parts, environment()])
+    return hashlib.blake2b(text.encode(), digest_size=24).hexdigest()
+
+
+def _definitions(nodes) -> str:
+    """The formulas of the elementwise primitives under ``nodes``: a node names its
+    primitive, and another process may register another formula under that name."""
+    from symgrad.ops.registry import PRIMITIVES, definition
+    prims = [PRIMITIVES.get(op) for op in sorted({n.op for n in toposort(nodes)})]
+    return repr([definition(p) for p in prims if p is not None and p.kind == "elementwise"])
 
 
 def cache_key(program) -> str:
     """Hex digest identifying the native code of ``program`` on this host."""
-    import symgrad
     parts = [
         structural_key(list(program.outputs) + list(program.inputs)),
+        _definitions(list(program.outputs)),
         repr([(str(n), i.shape, i.dtype.name) for n, i in zip(program.input_names, program.inputs)]),
         repr([(str(n), o.shape, o.dtype.name) for n, o in zip(program.output_names, program.outputs)]),
         repr(getattr(program, "native_structure", lambda: None)()),   # shape of the entry's result
-        target.host_fingerprint(),
-        f"threads={_threads()}",
-        f"symgrad={symgrad.__version__}",
-        f"codegen={_source_digest()}",
+        environment(),
     ]
     return hashlib.blake2b("\n".join(parts).encode(), digest_size=24).hexdigest()
 

@@ -11,20 +11,25 @@
   ``fallback(*arrays)`` instead.  Hybrid executables return a Python function.
 * ``exe.as_text(kind)`` with kind ``"llvm"`` (as generated), ``"llvm-opt"``, ``"asm"``,
   ``"program"`` (the program and its schedule, saying what runs through numpy).
+
+Calling the native code needs only an :class:`Interface` (the buffers' names, dtypes and
+shapes, the number of native segments, the nesting of the structured entry's result),
+not the program or its schedule: an executable reloaded by the front end's disk cache
+(:func:`codegen.backend.load_executable`) is built from a stored interface, and its
+:class:`~codegen.plan.Plan` is made only if something asks for it (a hybrid call,
+``as_text("program")``).
 """
 from __future__ import annotations
 
 import ctypes
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from symgrad.graph.interpret import run_node
-
 from . import callconv
-from .plan import NodeStep, Plan
 
-__all__ = ["LLVMExecutable", "check_arrays"]
+__all__ = ["LLVMExecutable", "Interface", "Buffer", "check_arrays"]
 
 _KERNEL = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p)
 TEXT_KINDS = ("llvm", "llvm-opt", "asm", "program")
@@ -54,36 +59,110 @@ def check_arrays(arrays: Any, specs: Sequence[Any], where: str = "compiled funct
     return out
 
 
+@dataclass(frozen=True)
+class Buffer:
+    """One argument, output or external buffer of the kernel: name, dtype name, shape."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+
+
+def _buffers(storages) -> tuple[Buffer, ...]:
+    return tuple(Buffer(st.name, st.dtype.name, tuple(st.shape)) for st in storages)
+
+
+def _tuples(value: Any) -> Any:
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
+
+
+@dataclass(frozen=True)
+class Interface:
+    """What calling an executable's native code needs (see the module docstring).
+    ``structure``: the structured entry's result nesting (``Program.native_structure``).
+
+    >>> i = Interface((Buffer("x", "float64", (2,)),), (Buffer("out", "float64", ()),), (),
+    ...               1, 0, 0, False)
+    >>> Interface.from_json(i.to_json()) == i
+    True
+    """
+
+    inputs: tuple[Buffer, ...]
+    outputs: tuple[Buffer, ...]
+    externals: tuple[Buffer, ...]
+    segments: int
+    arena_size: int
+    structure: Any
+    hybrid: bool
+
+    @classmethod
+    def of(cls, plan) -> "Interface":
+        return cls(_buffers(plan.inputs), _buffers(plan.outputs), _buffers(plan.externals),
+                   len(plan.segments), plan.arena_size, plan.program.native_structure(),
+                   plan.hybrid)
+
+    def to_json(self) -> dict:
+        bufs = lambda bs: [[b.name, b.dtype, list(b.shape)] for b in bs]
+        return {"inputs": bufs(self.inputs), "outputs": bufs(self.outputs),
+                "externals": bufs(self.externals), "segments": self.segments,
+                "arena_size": self.arena_size, "structure": self.structure,
+                "hybrid": self.hybrid}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Interface":
+        bufs = lambda bs: tuple(Buffer(str(n), str(dt), tuple(int(s) for s in shape))
+                                for n, dt, shape in bs)
+        return cls(bufs(d["inputs"]), bufs(d["outputs"]), bufs(d["externals"]),
+                   int(d["segments"]), int(d["arena_size"]), _tuples(d["structure"]),
+                   bool(d["hybrid"]))
+
+
 class LLVMExecutable:
-    """Native code for one program signature (see the module docstring)."""
+    """Native code for one program signature (see the module docstring). ``plan`` is
+    the schedule, or a function making it when first needed."""
 
     backend = "llvm"
 
-    def __init__(self, plan: Plan, handle: Any, texts: dict[str, str], name: str,
-                 entry_name: str | None, from_cache: bool) -> None:
-        self.plan = plan
+    def __init__(self, interface: Interface, handle: Any, texts: dict[str, str], name: str,
+                 entry_name: str | None, from_cache: bool, plan: Any) -> None:
+        self.interface = interface
+        self._plan = plan
         self.handle = handle          # codegen.target.LoadedObject: keeps the code alive
         self.texts = texts
         self.name = name
         self.entry_name = entry_name
         self.from_cache = from_cache
-        self.arg_specs = [callconv.ArgSpec(st.name if st.name.isidentifier() else f"arg{k}",
-                                           st.dtype.name, st.shape) if st.dtype.name in
-                          callconv.SUPPORTED_DTYPES else _Spec(st.name, st.dtype.name, st.shape)
-                          for k, st in enumerate(plan.inputs)]
+        self.arg_specs = [callconv.ArgSpec(b.name if b.name.isidentifier() else f"arg{k}",
+                                           b.dtype, b.shape) if b.dtype in
+                          callconv.SUPPORTED_DTYPES else _Spec(b.name, b.dtype, b.shape)
+                          for k, b in enumerate(interface.inputs)]
         self._segments = [_KERNEL(handle.address(f"{name}.seg{k}"))
-                          for k in range(len(plan.segments))]
+                          for k in range(interface.segments)]
+
+    @property
+    def plan(self):
+        """The schedule (:class:`codegen.plan.Plan`), made on first use when this
+        executable was reloaded from an interface; it must describe the same code."""
+        if callable(self._plan):
+            plan = self._plan()
+            if Interface.of(plan) != self.interface:
+                raise RuntimeError(f"{self.name}: the program's schedule does not match the "
+                                   "cached native code (cache key collision)")
+            self._plan = plan
+        return self._plan
 
     # ---- the checked Python path ---------------------------------------------------------
     def __call__(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
         arrays = check_arrays(arrays, self.arg_specs, self.name)
-        plan = self.plan
-        outs = [np.empty(st.shape, st.dtype.np) for st in plan.outputs]
-        ext = [np.empty(st.shape, st.dtype.np) for st in plan.externals]
+        interface = self.interface
+        outs = [np.empty(b.shape, b.dtype) for b in interface.outputs]
+        ext = [np.empty(b.shape, b.dtype) for b in interface.externals]
         buffers = list(arrays) + outs + ext
-        if not plan.hybrid:
+        if not interface.hybrid:
             self._run_segment(0, buffers)
             return outs
+        from .plan import NodeStep
+        plan = self.plan
         segment = 0
         self._run_segment(segment, buffers)
         for step in plan.steps:
@@ -101,12 +180,13 @@ class LLVMExecutable:
             _, value, axis, size = err
             raise IndexError(f"index {value} is out of bounds for axis {axis} with size {size}")
         if status == 2:
-            raise MemoryError(f"{self.name}: could not allocate {self.plan.arena_size} bytes "
+            raise MemoryError(f"{self.name}: could not allocate {self.interface.arena_size} bytes "
                               f"of temporaries")
         if status:
             raise RuntimeError(f"{self.name}: native code failed with status {status}")
 
     def _value(self, node, buffers: list[np.ndarray]) -> np.ndarray:
+        from symgrad.graph.interpret import run_node
         st = self.plan.storage.get(id(node))
         if node.op == "const":
             return node.attr("value").value
@@ -117,6 +197,7 @@ class LLVMExecutable:
         raise AssertionError(f"numpy step argument {node.op} is not materialised")
 
     def _run_numpy(self, node, buffers: list[np.ndarray]) -> None:
+        from symgrad.graph.interpret import run_node
         with np.errstate(all="ignore"):
             result = run_node(node, [self._value(a, buffers) for a in node.args])
         st = self.plan.storage[id(node)]
@@ -139,7 +220,7 @@ class LLVMExecutable:
                 except (TypeError, ValueError):
                     return fallback(*arrays)
             return entry
-        outs = [callconv.OutSpec(st.dtype.name, st.shape) for st in self.plan.outputs]
+        outs = [callconv.OutSpec(b.dtype, b.shape) for b in self.interface.outputs]
         name = self.structured_entry_name if structured else self.entry_name
         return callconv.make_callable(self.handle, name, self.arg_specs, outs,
                                       fallback, name="compiled")
@@ -148,7 +229,7 @@ class LLVMExecutable:
     def structured_entry_name(self) -> str | None:
         """The entry returning nested results, if the module has one."""
         from .backend import STRUCTURED_SUFFIX
-        if self.entry_name is None or self.plan.program.native_structure() is None:
+        if self.entry_name is None or self.interface.structure is None:
             return None
         return self.entry_name + STRUCTURED_SUFFIX
 
@@ -168,8 +249,9 @@ class LLVMExecutable:
         return self.texts[kind]
 
     def __repr__(self) -> str:
-        how = "hybrid" if self.plan.hybrid else "native"
-        return (f"<LLVMExecutable {self.name} ({how}, {len(self.plan.steps)} steps"
+        how = "hybrid" if self.interface.hybrid else "native"
+        steps = "" if callable(self._plan) else f", {len(self._plan.steps)} steps"
+        return (f"<LLVMExecutable {self.name} ({how}{steps}"
                 f"{', from disk cache' if self.from_cache else ''})>")
 
 

@@ -7,7 +7,7 @@ module owns:
   is deprecated in llvmlite 0.50 and not called);
 * the host target machine (``get_host_cpu_name()`` + ``get_host_cpu_features()``,
   opt level 3) and facts derived from it: :func:`host_fingerprint` (for cache keys),
-  :func:`widest_vector_bits`, :func:`vector_lanes`;
+  :func:`widest_vector_bits`, :func:`vector_lanes`, :func:`threads`;
 * :func:`optimize` -- the new pass manager at O3 with loop and SLP vectorisation;
 * :func:`compile_module` -- IR (text, ``ir.Module`` or ``ModuleRef``) to a
   :class:`CompiledModule` holding the IR as generated, the optimised IR, the
@@ -60,6 +60,7 @@ Example::
 from __future__ import annotations
 
 import ctypes
+import os
 import struct
 import threading
 from dataclasses import dataclass, field
@@ -123,6 +124,16 @@ def host_fingerprint() -> str:
     return (f"cpu={host_cpu_name()};features={host_features()};"
             f"llvmlite={llvmlite.__version__};llvm={llvm_version};"
             f"triple={llvm.get_process_triple()}")
+
+
+def threads() -> int:
+    """Threads a loop may use: 2 when this process may run on two CPUs, else 1 (part
+    of the cache key: generated code differs)."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    return 2 if cpus >= 2 else 1
 
 
 def widest_vector_bits() -> int:

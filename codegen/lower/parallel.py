@@ -33,11 +33,10 @@ kernel's code was freed runs nothing but the trampoline.
 """
 from __future__ import annotations
 
-import os
-
 import llvmlite.ir as ir
 
 from .. import types as T
+from ..target import threads  # noqa: F401  (re-exported: the host fact lives in target)
 from ..plan import Storage
 from ..runtime import FREE, MALLOC, PTHREAD_CREATE, PTHREAD_DETACH, SCHED_YIELD, THREAD_TRAMPOLINE
 from . import reduce as R
@@ -54,15 +53,6 @@ MAX_PRIVATE_BYTES = 1 << 24     # per-chunk accumulators beyond this: fewer chun
 # control block slots (8 bytes each); the layout is shared with runtime.thread_trampoline
 _STATE, _NEXT, _DONE, _REFS, _FN, _PTRS = 0, 1, 2, 3, 4, 5
 _IDLE, _STARTED, _CANCELLED = 0, 1, 2
-
-
-def threads() -> int:
-    """Threads a loop may use: 2 when this process may run on two CPUs, else 1."""
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cpus = os.cpu_count() or 1
-    return 2 if cpus >= 2 else 1
 
 
 def wants_threads(loop: FusedLoop) -> bool:

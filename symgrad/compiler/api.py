@@ -4,6 +4,12 @@ optimise, hand to a backend, cache (LRU) — and explain every cache miss.
 
 Stages, as in JAX: ``f.lower(*args)`` gives a :class:`Lowered` (``as_text``,
 ``formulas``, ``symbolic``, ``dot``); ``.compile()`` gives the backend executable.
+
+On a miss of the in-memory cache, the function is traced and, with the LLVM backend,
+the disk cache is asked first by a key known right after tracing
+(:mod:`symgrad.compiler.persist`): a hit runs none of the later stages (symbolic
+differentiation, rewrites, fusion, scheduling, LLVM) — they run only if the program is
+inspected.
 """
 from __future__ import annotations
 
@@ -21,6 +27,7 @@ from ..graph.node import Node, toposort
 from ..tensor import Tensor
 from . import pytree
 from .backends import get_backend
+from . import persist
 from .fusion import fuse
 from .program import Program
 from .rewrite import count_nodes, simplify, stabilize
@@ -47,18 +54,37 @@ def _resolve_backend(name: str | None) -> str:
     return name
 
 
-class Lowered:
-    """A traced, transformed and optimised program for one input signature."""
+class _Stages(namedtuple("_Stages", "raw stats optimized aux signature")):
+    """What the stages after tracing make of a traced program."""
 
-    def __init__(self, raw: Program, stats: dict, optimized: Program, backend: str,
-                 aux: list, signature: tuple):
-        self.raw = raw
-        self.optimized = optimized
-        self.stats = stats
+
+class Lowered:
+    """A traced, transformed and optimised program for one input signature. The stages
+    after tracing run when first needed (``stages`` is the function running them): a
+    call answered from the disk cache never runs them, inspecting its program does."""
+
+    def __init__(self, stages, backend: str, signature: tuple | None = None):
+        self._make = stages
+        self._stages: _Stages | None = None
         self.backend = backend
-        self.aux = aux
-        self.signature = signature
+        self._signature = signature
         self._exe = None
+
+    def _get(self) -> _Stages:
+        if self._stages is None:
+            self._stages = self._make()
+        return self._stages
+
+    raw = property(lambda self: self._get().raw, doc="The program as transformed.")
+    optimized = property(lambda self: self._get().optimized,
+                         doc="The program after the rewrites and fusion.")
+    stats = property(lambda self: self._get().stats, doc="Node counts per stage.")
+    aux = property(lambda self: self._get().aux, doc="Placeholder inputs fed zeros.")
+
+    @property
+    def signature(self) -> tuple:
+        """(argument structure, leaf specs, output structure)."""
+        return self._signature if self._signature is not None else self._get().signature
 
     def as_text(self, optimized: bool = True) -> str:
         """The program, one line per node (after the rewrites unless optimized=False),
@@ -130,11 +156,11 @@ def _leaf_key(v):
 
 class _Entry:
     __slots__ = ("exe", "call", "closure", "guards", "aux", "numpy_out", "structure", "lowered",
-                 "key", "native_ok", "native_counted", "native_name")
+                 "key", "native_ok", "native_counted", "native_name", "specs")
 
-    def __init__(self, lowered: Lowered, closure, numpy_out):
+    def __init__(self, lowered: Lowered, exe, closure, numpy_out, aux):
         self.lowered = lowered
-        self.exe = lowered.compile()
+        self.exe = exe
         # the native entry checks arguments in native code (else the checked Python path);
         # the structured one returns the outputs nested as the function returns them
         self.native_name = getattr(self.exe, "structured_entry_name", None) or \
@@ -146,9 +172,9 @@ class _Entry:
         self.native_ok = None
         self.closure = [t for t, _ in closure]
         self.guards = [(tuple(t.shape), t.dtype) for t, _ in closure]
-        self.aux = [np.zeros(n.shape, n.dtype.np) for n in lowered.aux]
+        self.aux = [np.zeros(shape, dtype.np) for shape, dtype in aux]
         self.numpy_out = numpy_out
-        self.structure = lowered.signature[2]
+        _, self.specs, self.structure = lowered.signature
 
     def stale_closure(self):
         for t, (shape, dt) in zip(self.closure, self.guards):
@@ -279,7 +305,7 @@ class Compiled:
 
     def _run(self, entry: _Entry, leaves):
         arrays = []
-        for v, spec in zip(leaves, entry.lowered.signature[1]):
+        for v, spec in zip(leaves, entry.specs):
             if isinstance(v, Tensor):
                 arrays.append(v._data)
             elif isinstance(v, np.ndarray):
@@ -299,8 +325,17 @@ class Compiled:
         return pytree.unflatten(entry.structure, res)
 
     def _build(self, args, key, leaves, names) -> _Entry:
-        lowered, closure = self._lower(args, key, names)
-        entry = _Entry(lowered, closure, numpy_out=not any(isinstance(v, Tensor) for v in leaves))
+        tr = self._trace(args, key, names)
+        numpy_out = not any(isinstance(v, Tensor) for v in leaves)
+        disk_key = self._disk_key(tr, key)
+        entry = self._from_disk(disk_key, tr, key, names, numpy_out) if disk_key else None
+        if entry is None:
+            lowered = self._lowered(tr, key, names)
+            exe = lowered.compile()
+            entry = _Entry(lowered, exe, tr.closure, numpy_out,
+                           [(n.shape, n.dtype) for n in lowered.aux])
+            if disk_key and getattr(exe, "cache_key", None):
+                persist.store(disk_key, exe, lowered.signature[2], lowered.aux)
         entry.key = key
         self._cache[key] = entry
         self._last_names = names
@@ -310,32 +345,42 @@ class Compiled:
             self._fast = {k: e for k, e in self._fast.items() if e.key in self._cache}
         return entry
 
-    def _lower(self, args, key, names):
+    def _from_disk(self, disk_key, tr, key, names, numpy_out) -> _Entry | None:
+        """The entry for a traced program whose native code the disk cache holds, with
+        no stage after tracing run (its Lowered runs them if inspected); else None."""
+        lowered = self._lowered(tr, key, names)
+        hit = persist.load(disk_key, lambda: _plan(lowered))
+        if hit is None or not _fits(hit, key[1], tr.closure):
+            return None
+        lowered._signature = (key[0], key[1], hit.out_structure)
+        lowered._exe = hit.exe
+        try:
+            return _Entry(lowered, hit.exe, tr.closure, numpy_out,
+                          [(shape, dt) for _, shape, dt in hit.aux])
+        except (ValueError, KeyError):       # an entry that does not match its code
+            return None
+
+    def _trace(self, args, key, names):
         structure, specs, static = key
-        tr = trace(self.fn, args, self.static_argnums, list(specs), structure, names)
-        traced_count = count_nodes(tr.out_nodes)
-        outs = stabilize(tr.out_nodes)
-        groups = _arg_groups(tr.arg_nodes, names, structure)
-        built = self.transform.build(outs, tr.out_structure, groups, names)
-        aux = built.aux or []
-        inputs = tr.input_nodes + aux
-        in_names = names + [n.attr("name") for _, n in tr.closure] + [a.attr("name") for a in aux]
-        raw = Program(inputs, in_names, built.outputs, built.names)
-        transformed = count_nodes(built.outputs)
-        optimized_outs = fuse(simplify(simplify(built.outputs)))
-        optimized = Program(inputs, in_names, optimized_outs, built.names, built.structure)
-        stats = {"traced": traced_count, "transform": self.transform.name,
-                 "transformed": transformed, "optimized": count_nodes(optimized_outs),
-                 "fused": sum(1 for n in toposort(optimized_outs) if n.op == "fused")}
-        lowered = Lowered(raw, stats, optimized, self.backend, aux,
-                          (structure, specs, built.structure))
-        return lowered, tr.closure
+        return trace(self.fn, args, self.static_argnums, list(specs), structure, names)
+
+    def _disk_key(self, tr, key) -> str | None:
+        """The disk cache key of the traced program, if the disk cache can answer it."""
+        if self.backend != "llvm" or not settings.disk_cache or not settings.cache_dir:
+            return None
+        return persist.trace_key(tr, key, self.transform)
+
+    def _lowered(self, tr, key, names) -> Lowered:
+        return Lowered(functools.partial(_run_stages, self.transform, tr, key, names),
+                       self.backend)
 
     # ---- stages & introspection ------------------------------------------------------------
     def lower(self, *args) -> Lowered:
         """Trace and optimise for these arguments without running (see :class:`Lowered`)."""
         key, leaves, names = self._signature(args)
-        return self._lower(args, key, names)[0]
+        lowered = self._lowered(self._trace(args, key, names), key, names)
+        lowered._get()
+        return lowered
 
     def cache_info(self) -> CacheInfo:
         """Hits (Python dispatcher and native fast path), misses, entries, bound."""
@@ -365,6 +410,41 @@ class Compiled:
 
     def __get__(self, obj, objtype=None):
         return self if obj is None else functools.partial(self, obj)
+
+
+def _run_stages(transform: Transform, tr, key, names) -> _Stages:
+    """Everything after tracing: stabilise, transform, simplify, fuse."""
+    structure, specs, static = key
+    traced_count = count_nodes(tr.out_nodes)
+    outs = stabilize(tr.out_nodes)
+    groups = _arg_groups(tr.arg_nodes, names, structure)
+    built = transform.build(outs, tr.out_structure, groups, names)
+    aux = built.aux or []
+    inputs = tr.input_nodes + aux
+    in_names = names + [n.attr("name") for _, n in tr.closure] + [a.attr("name") for a in aux]
+    raw = Program(inputs, in_names, built.outputs, built.names)
+    transformed = count_nodes(built.outputs)
+    optimized_outs = fuse(simplify(simplify(built.outputs)))
+    optimized = Program(inputs, in_names, optimized_outs, built.names, built.structure)
+    stats = {"traced": traced_count, "transform": transform.name,
+             "transformed": transformed, "optimized": count_nodes(optimized_outs),
+             "fused": sum(1 for n in toposort(optimized_outs) if n.op == "fused")}
+    return _Stages(raw, stats, optimized, aux, (structure, specs, built.structure))
+
+
+def _plan(lowered: Lowered):
+    """The LLVM schedule of a lowered program (for an executable reloaded without it)."""
+    from codegen.plan import build_plan
+    return build_plan(lowered.optimized)
+
+
+def _fits(hit, specs, closure) -> bool:
+    """Whether a disk hit's native code takes the arguments this call passes (a check
+    against a corrupt entry; equal keys mean equal programs)."""
+    want = [(tuple(s.shape), s.dtype.name) for s in specs]
+    want += [(tuple(n.shape), n.dtype.name) for _, n in closure]
+    want += [(tuple(shape), dt.name) for _, shape, dt in hit.aux]
+    return want == [(b.shape, b.dtype) for b in hit.exe.interface.inputs]
 
 
 def _arg_groups(arg_nodes, names, structure):

@@ -30,12 +30,20 @@ class Transform:
 
     name = "compile"
 
+    def spec(self) -> tuple | None:
+        """Everything that decides what :meth:`build` makes of a traced program, as a
+        tuple of literals (part of the disk cache key), or None if that is not known
+        (then programs under this transform are not cached by trace)."""
+        return None
 
     def build(self, out_nodes, out_structure, arg_groups, arg_names) -> Built:
         raise NotImplementedError
 
 
 class Identity(Transform):
+    def spec(self):
+        return ("compile",)
+
     def build(self, out_nodes, out_structure, arg_groups, arg_names):
         return Built(out_nodes, out_structure, pytree.leaf_paths(out_structure, "out"))
 
@@ -72,6 +80,8 @@ class Grad(Transform):
     def __init__(self, argnums=0, value=False, has_aux=False, name="grad"):
         self.argnums, self.value, self.has_aux, self.name = argnums, value, has_aux, name
 
+    def spec(self):
+        return ("grad", self.argnums, self.value, self.has_aux, self.name)
 
     def build(self, out_nodes, out_structure, arg_groups, arg_names):
         nums = _check_argnums(self.argnums, len(arg_groups))
@@ -141,6 +151,8 @@ class Jacobian(Transform):
         self.argnums, self.hessian = argnums, hessian
         self.name = "hessian" if hessian else "jacobian"
 
+    def spec(self):
+        return ("jacobian", self.argnums, self.hessian)
 
     def build(self, out_nodes, out_structure, arg_groups, arg_names):
         nums = _check_argnums(self.argnums, len(arg_groups))
@@ -187,6 +199,8 @@ class Jvp(Transform):
     def __init__(self, n_primals: int):
         self.n = n_primals
 
+    def spec(self):
+        return ("jvp", self.n)
 
     def build(self, out_nodes, out_structure, arg_groups, arg_names):
         n = self.n
@@ -216,6 +230,8 @@ class Vjp(Transform):
     def __init__(self, n_primals: int):
         self.n = n_primals
 
+    def spec(self):
+        return ("vjp", self.n)
 
     def build(self, out_nodes, out_structure, arg_groups, arg_names):
         n = self.n

@@ -23,7 +23,8 @@ import sympy
 from ..fpstate import enter as fp_enter, leave as fp_leave
 
 __all__ = ["Primitive", "Formula", "PRIMITIVES", "SHAPE_RULES", "NUMPY_RULES", "VJP_RULES",
-           "elementwise", "register_structural", "get", "derivative_primitive", "fingerprint"]
+           "elementwise", "register_structural", "get", "derivative_primitive", "fingerprint",
+           "definition"]
 
 PRIMITIVES: dict[str, "Primitive"] = {}
 SHAPE_RULES: dict[str, Callable] = {}
@@ -98,7 +99,7 @@ class Primitive:
     user: bool = False
     opaque: bool = False          # defined by Python callables from outside symgrad
     derived_from: "Primitive | None" = None     # d prim / d input: the primitive it is of
-    _fingerprint: str | None = field(default=None, repr=False)
+    _definition: str | None = field(default=None, repr=False)
 
     def __repr__(self) -> str:
         return f"<primitive {self.name}>"
@@ -120,15 +121,25 @@ def fingerprint(prim: Primitive) -> str | None:
         return None if base is None else f"{prim.name}<-{base}"
     if prim.opaque:
         return None
-    if not prim.user:
-        return prim.name
-    if prim._fingerprint is None:
+    return definition(prim) if prim.user else prim.name
+
+
+def definition(prim: Primitive) -> str:
+    """An elementwise primitive's formula as stable text (made once): name, arity,
+    dtype rule, symbols and expression (``srepr``), given partials. What its native code
+    is generated from, so part of the code cache's key (the name alone is not: a user
+    may register another formula under it, in another process).
+
+    >>> print(definition(get("neg")))
+    ('neg', 1, 'same', True, "(Symbol('x', real=True),)", "Mul(Integer(-1), Symbol('x', real=True))", None)
+    """
+    if prim._definition is None:
         f = prim.formula
         given = None if f.given_partials is None else \
             [sympy.srepr(sympy.sympify(d)) for d in f.given_partials]
-        prim._fingerprint = repr((prim.name, prim.nin, prim.out_dtype, prim.differentiable,
-                                  sympy.srepr(f.symbols), sympy.srepr(f.expr), given))
-    return prim._fingerprint
+        prim._definition = repr((prim.name, prim.nin, prim.out_dtype, prim.differentiable,
+                                 sympy.srepr(f.symbols), sympy.srepr(f.expr), given))
+    return prim._definition
 
 
 def get(name: str) -> Primitive:

@@ -20,46 +20,66 @@ _ROOT = str(Path(__file__).resolve().parents[2])
 _CHILD = textwrap.dedent("""
     import sys, numpy as np
     import codegen.target as target
-    calls = {"optimize": 0, "compile_module": 0}
-    real_optimize, real_compile = target.optimize, target.compile_module
-    def counting_optimize(*a, **k):
-        calls["optimize"] += 1
-        return real_optimize(*a, **k)
-    def counting_compile(*a, **k):
-        calls["compile_module"] += 1
-        return real_compile(*a, **k)
-    target.optimize, target.compile_module = counting_optimize, counting_compile
+    calls = {"optimize": 0, "compile_module": 0, "grad_graph": 0, "partial": 0, "fuse": 0}
+
+    def counting(module, name, counter=None):
+        real = getattr(module, name)
+        def wrapper(*a, **k):
+            calls[counter or name] += 1
+            return real(*a, **k)
+        setattr(module, name, wrapper)
+    counting(target, "optimize")
+    counting(target, "compile_module")
     import symgrad, codegen.backend as B
+    from symgrad.compiler import api, transforms
+    from symgrad.ops import registry
+    counting(transforms, "grad_graph")              # symbolic differentiation
+    counting(registry.Formula, "partial")           # sympy derivatives of formulas
+    counting(api, "fuse")
     vg = symgrad.value_and_grad(lambda x, w: ((x @ w).tanh() ** 2).mean() + (x * 3).exp().sum(),
                                 argnums=(0, 1), backend="llvm")
     x, w = np.linspace(-1, 1, 12).reshape(3, 4), np.linspace(0, 1, 8).reshape(4, 2)
     value, (gx, gw) = vg(x, w)
-    print(calls["optimize"], calls["compile_module"], B.stats["from_cache"], repr(float(value)),
-          repr(float(gx.sum())), repr(float(gw.sum())))
+    imported = sorted(m for m in ("codegen.plan", "codegen.module", "codegen.vecmath")
+                      if m in sys.modules)
+    print(calls["optimize"], calls["compile_module"], B.stats["from_cache"],
+          calls["grad_graph"] + calls["partial"] + calls["fuse"], ",".join(imported) or "-",
+          repr(float(value)), repr(float(gx.sum())), repr(float(gw.sum())))
 """)
 
 
 def _child(cache_dir, enabled="1"):
+    """(optimiser runs, compiles, disk loads, symbolic stage calls, IR modules imported,
+    results) of a fresh process computing a value and gradient."""
     env = dict(os.environ, SYMGRAD_CACHE_DIR=str(cache_dir), SYMGRAD_DISK_CACHE=enabled,
                PYTHONPATH=_ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     r = subprocess.run([sys.executable, "-c", _CHILD], env=env, capture_output=True, text=True,
                        timeout=180, cwd=_ROOT)
     assert r.returncode == 0, r.stderr[-3000:]
-    optimize, compile_module, hits, *values = r.stdout.split()
-    return int(optimize), int(compile_module), int(hits), values
+    optimize, compile_module, hits, stages, imported, *values = r.stdout.split()
+    return int(optimize), int(compile_module), int(hits), int(stages), imported, values
 
 
 def _entries(cache_dir):
     return sorted(Path(cache_dir).rglob("*.obj"))
 
 
+def _sections(path):
+    return set(cache.decode(path.read_bytes(), path.stem))
+
+
 def test_second_process_loads_from_disk_without_llvm(tmp_path):
     cold = _child(tmp_path)
     assert cold[0] == 1 and cold[1] == 1 and cold[2] == 0        # compiled once
-    assert len(_entries(tmp_path)) == 1
+    assert cold[3] > 0 and "codegen.plan" in cold[4]
+    # the object, and the entry finding it from the traced program
+    assert sorted(map(_sections, _entries(tmp_path)), key=len) == [
+        {"meta"}, {"object", "llvm", "llvm-opt"}]
     warm = _child(tmp_path)
     assert warm[:3] == (0, 0, 1)                                  # no optimiser, no codegen
-    assert warm[3] == cold[3]                                     # same results, bit for bit
+    assert warm[3] == 0                        # no differentiation, no sympy, no fusion
+    assert warm[4] == "-"                      # no schedule or IR builders imported
+    assert warm[5] == cold[5]                                     # same results, bit for bit
 
 
 def test_corrupted_truncated_and_foreign_entries_are_rebuilt(monkeypatch, tmp_path):
@@ -86,6 +106,7 @@ def test_corrupted_truncated_and_foreign_entries_are_rebuilt(monkeypatch, tmp_pa
 def test_disabled_cache_writes_nothing(tmp_path):
     assert _child(tmp_path, enabled="0")[:3] == (1, 1, 0)
     assert not _entries(tmp_path)
+    assert _child(tmp_path, enabled="0")[:3] == (1, 1, 0)
 
 
 def test_concurrent_processes_leave_one_valid_entry(tmp_path):
@@ -96,9 +117,10 @@ def test_concurrent_processes_leave_one_valid_entry(tmp_path):
              for _ in range(3)]
     outs = [p.communicate(timeout=180) for p in procs]
     assert all(p.returncode == 0 for p in procs), [o[1][-500:] for o in outs]
-    assert len({tuple(o[0].split()[3:]) for o in outs}) == 1
-    (path,) = _entries(tmp_path)
-    assert cache.decode(path.read_bytes(), path.stem) is not None
+    assert len({tuple(o[0].split()[5:]) for o in outs}) == 1
+    paths = _entries(tmp_path)
+    assert len(paths) == 2                      # the object and the traced program's entry
+    assert all(cache.decode(path.read_bytes(), path.stem) is not None for path in paths)
 
 
 def test_key_covers_shapes_dtypes_and_structure(monkeypatch, tmp_path):
@@ -110,6 +132,23 @@ def test_key_covers_shapes_dtypes_and_structure(monkeypatch, tmp_path):
                   (lambda x: (x * 2).mean(), np.ones(3))]:
         keys.add(cache.cache_key(symgrad.compile(fn, backend="llvm").lower(x).optimized))
     assert len(keys) == 5
+
+
+def test_key_covers_the_formula_behind_a_primitive_name(monkeypatch, tmp_path):
+    """A node names its primitive; the formula under that name may differ (a user may
+    redefine it, or define another one in another process): the key holds the formula."""
+    monkeypatch.setattr(settings, "cache_dir", str(tmp_path))
+    monkeypatch.setattr(settings, "disk_cache", True)
+    keys, results = [], []
+    for power in (2, 3):
+        op = symgrad.elementwise("disk_cache_test_op", lambda x: x ** power)
+        c = symgrad.compile(lambda x: symgrad.apply(op, x), backend="llvm")
+        program = c.lower(np.ones(3)).optimized
+        assert [n.op for n in program.nodes()][-1] == "disk_cache_test_op"     # not fused
+        keys.append(cache.cache_key(program))
+        results.append(backend.compile_program(program)([np.full(3, 2.0)])[0].tolist())
+    assert keys[0] != keys[1]
+    assert results == [[4.0] * 3, [8.0] * 3]
 
 
 def test_in_process_reload_uses_the_cache(monkeypatch, tmp_path):
