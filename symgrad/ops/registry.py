@@ -337,12 +337,8 @@ _DERIVED: dict[str, tuple] = {}
 
 
 def _forget_derivatives(name: str) -> None:
-    """A user primitive is being redefined: its derivatives (and theirs) and the VJP
-    plans made from them describe the old formula; they are derived again when needed."""
-    import sys
-    stale = [n for n in _DERIVED if n.startswith(name + ".")]
-    for n in stale:
+    """A user primitive is being redefined: its derivatives (and theirs) describe the old
+    formula; they are derived again when needed. (VJP plans are keyed by primitive
+    object, so the new primitive gets its own.)"""
+    for n in [n for n in _DERIVED if n.startswith(name + ".")]:
         del _DERIVED[n]
-    plans = getattr(sys.modules.get(f"{__package__}.vjp"), "_PLANS", {})   # keyed by name
-    for n in [name, *stale]:
-        plans.pop(n, None)

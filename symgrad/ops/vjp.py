@@ -12,6 +12,8 @@ of the backward is needed.
 """
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 import sympy
 
@@ -33,9 +35,9 @@ def masked_vjp(ctx, g):
 def elementwise_vjp(ctx, g, masked=False):
     """The generic rule of every formula-defined primitive: g * d f / d x_i, summed over
     broadcast dimensions."""
-    plan = _PLANS.get(ctx.prim.name)
+    plan = _PLANS.get(ctx.prim)
     if plan is None:
-        plan = _PLANS[ctx.prim.name] = _vjp_plan(ctx.prim)
+        plan = _PLANS[ctx.prim] = _vjp_plan(ctx.prim)
     grads = []
     for i, need in enumerate(ctx.needs_input_grad):
         if not need:
@@ -63,7 +65,9 @@ def elementwise_vjp(ctx, g, masked=False):
     return tuple(grads)
 
 
-_PLANS: dict[str, list] = {}
+# per primitive object (a redefined user primitive is a new object, so a plan can never
+# describe an old formula); weak keys let replaced primitives go
+_PLANS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def _vjp_plan(prim):
