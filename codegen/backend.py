@@ -102,7 +102,7 @@ def compile_program(program) -> LLVMExecutable:
                                  structure=structure)
     if any(name in module.globals for name in runtime.BLAS_GEMM.values()):
         runtime.register_blas()
-    if runtime.THREAD_TRAMPOLINE in module.globals:
+    if runtime.THREAD_POST in module.globals:
         runtime.register_threads()
     compiled = target.compile_module(str(module))
     texts = {"llvm": compiled.ir, "llvm-opt": compiled.optimized_ir}   # asm: on demand

@@ -95,7 +95,8 @@ class _Builder:
             node = step.node
             parallel.emit_parallel_rows(self.module, fn, storages, rows, matmul.ROWS_PER_CHUNK,
                                         lambda ctx, lo, hi: matmul.emit_rows(ctx, node, lo, hi),
-                                        self.plan, self.consts, _set_vector_width)
+                                        self.plan, self.consts, _set_vector_width,
+                                        wake=matmul.wakes(self.plan, node))
             return fn, storages, fallible
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         ctx = StepContext(b, ptrs, self.plan, self.consts, fn.args[-1] if fallible else None)

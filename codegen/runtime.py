@@ -6,8 +6,10 @@ compiled in one process links in another (see :func:`register`).
 * ``symgrad_rt_malloc`` / ``symgrad_rt_free``: the C library's allocator (the arena of
   temporaries when it is too large for the stack);
 * ``memset``/``memcpy``/``memmove``: what LLVM lowers its memory intrinsics to;
-* ``symgrad_rt_pthread_create`` / ``_detach``, ``symgrad_rt_sched_yield``: the helper
-  thread of big loops, started at ``symgrad_rt_thread`` (:func:`register_threads`);
+* ``symgrad_rt_pthread_create`` / ``_detach``, ``symgrad_rt_sched_yield``,
+  ``symgrad_rt_syscall`` (futex): the process-wide helper thread of big loops and
+  products (:mod:`codegen.worker`); kernels hand it work with ``symgrad_rt_post``
+  (:func:`register_threads`);
 * ``symgrad_blas_set_num_threads_local``: OpenBLAS's per-calling-thread thread count
   (``openblas_set_num_threads_local``), found next to dgemm with ``dladdr``.
 
@@ -27,7 +29,9 @@ MALLOC, FREE = "symgrad_rt_malloc", "symgrad_rt_free"
 LIBC_INTRINSICS = ("memset", "memcpy", "memmove")
 PTHREAD_CREATE, PTHREAD_DETACH = "symgrad_rt_pthread_create", "symgrad_rt_pthread_detach"
 SCHED_YIELD = "symgrad_rt_sched_yield"
+SYSCALL = "symgrad_rt_syscall"
 THREAD_TRAMPOLINE = "symgrad_rt_thread"
+THREAD_POST = "symgrad_rt_post"
 _KEEP: list = []      # process-wide objects that must never be unloaded
 BLAS_THREADS_LOCAL = "symgrad_blas_set_num_threads_local"
 
@@ -108,6 +112,7 @@ def symbols() -> dict[str, int]:
         PTHREAD_CREATE: ctypes.cast(libc.pthread_create, ctypes.c_void_p).value,
         PTHREAD_DETACH: ctypes.cast(libc.pthread_detach, ctypes.c_void_p).value,
         SCHED_YIELD: ctypes.cast(libc.sched_yield, ctypes.c_void_p).value,
+        SYSCALL: ctypes.cast(libc.syscall, ctypes.c_void_p).value,
         FREE: ctypes.cast(libc.free, ctypes.c_void_p).value,
         # LLVM lowers large llvm.memset/llvm.memcpy intrinsics to these C functions
         **{name: ctypes.cast(getattr(libc, name), ctypes.c_void_p).value
@@ -137,14 +142,17 @@ def register_blas() -> None:
 
 @functools.cache
 def register_threads() -> None:
-    """Compile and publish the helper-thread trampoline (once per process, kept
-    loaded forever; see :mod:`codegen.lower.parallel`)."""
+    """Compile and publish the helper thread's module (once per process, kept loaded
+    forever -- also through interpreter shutdown, the helper may still be spinning in
+    it; see :mod:`codegen.worker`)."""
     register()
-    from . import target
-    from .lower.parallel import trampoline_ir
-    compiled = target.compile_module(trampoline_ir())
+    from . import target, worker
+    from .lower.parallel import trampoline
+    compiled = target.compile_module(worker.worker_ir(trampoline))
     _KEEP.append(compiled)
-    target.add_symbol(THREAD_TRAMPOLINE, compiled.address(THREAD_TRAMPOLINE))
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(compiled))     # never freed
+    target.add_symbol(THREAD_POST, compiled.address(THREAD_POST))
+    worker.register_fork_hook(compiled.address(worker.MAILBOX))
 
 
 def register_for(object_code: bytes) -> None:
@@ -154,5 +162,5 @@ def register_for(object_code: bytes) -> None:
     _, undefined = target._elf_symbols(object_code)
     if any(name in BLAS_GEMM.values() or name == BLAS_THREADS_LOCAL for name in undefined):
         register_blas()
-    if THREAD_TRAMPOLINE in undefined:
+    if THREAD_POST in undefined:
         register_threads()

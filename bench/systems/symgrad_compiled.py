@@ -3,8 +3,12 @@
 The same loss code as every torch-like system (``T = symgrad``), traced once,
 differentiated symbolically and compiled for a backend:
 
-* ``symgrad-llvm``: native code through LLVM (``backend="llvm"``).
-* ``symgrad-numpy``: the numpy backend (``backend="numpy"``).
+* ``symgrad-llvm``: native code through LLVM (``backend="llvm"``).  Its big products
+  and loops are split between the calling thread and one helper thread when the
+  process may use two CPUs, so its thread count is 2 here (BLAS itself is run
+  single-threaded per call by the generated code; the BLAS limit below only pins
+  numpy's and scipy's own pools).
+* ``symgrad-numpy``: the numpy backend (``backend="numpy"``), one thread.
 
 numpy arrays in, numpy arrays out.  The backend is requested with
 ``symgrad.compile(fn, backend=...)`` around ``symgrad.value_and_grad``; if the
@@ -15,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from bench.systems.base import Call, System
+from bench.systems.base import Call, System, cores
 from bench.systems.symgrad_eager import import_symgrad
 from bench.workloads import Workload
 
@@ -38,6 +42,8 @@ class SymgradCompiled(System):
 
     def __init__(self, backend: str) -> None:
         self.backend = backend
+        if backend == "llvm" and cores() >= 2:
+            self.threads = "2"
         self.name = f"symgrad-{backend}"
         self.note = f"value_and_grad, backend={backend!r}"
 

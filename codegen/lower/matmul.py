@@ -12,8 +12,10 @@ Each batch element is one ``C[m, n] = A[m, k] @ B[k, n]`` on strided views:
   around the call): on this (shared, busy) 2-core machine OpenBLAS's spinning pool made
   the MLP's 64x784x256 products 20x slower than one thread.  Products of at least
   ``PARALLEL_GEMM_WORK`` multiply-adds are instead split by row blocks between the
-  calling thread and a helper (:mod:`.parallel`), each calling single-threaded BLAS:
-  a helper that does not get a CPU does not delay the call.
+  calling thread and the process's helper thread (:mod:`.parallel`), each calling
+  single-threaded BLAS: a helper that does not get a CPU does not delay the call.
+  Products below ``WAKE_GEMM_WORK`` are split only when the helper is already
+  spinning (right after another split step), never worth waking it for.
 * otherwise an IR loop nest whose order comes from the strides (:func:`loop_order`):
   the innermost loop walks its operands contiguously (vectorised), a ``k`` innermost
   loop is a ``reassoc`` dot product in registers, and the skinny operand of a
@@ -40,7 +42,8 @@ __all__ = ["storages", "emit", "BLAS_MIN_WORK", "Operand", "operands"]
 BLAS_MIN_WORK = 1 << 15
 BLAS_MIN_DIM = 8      # skinny products (matrix-vector) are far slower in OpenBLAS's gemm
 BLAS_THREADED_WORK = 1 << 25   # smaller products run BLAS on the calling thread only
-PARALLEL_GEMM_WORK = 1 << 21   # larger products are split by rows between two threads
+PARALLEL_GEMM_WORK = 1 << 16   # larger products are split by rows when the helper spins
+WAKE_GEMM_WORK = 1 << 21       # ... and wake (or start) a sleeping helper from this much on
 ROW_BLOCK = 32                 # a split product has at least two blocks of this many rows
 ROWS_PER_CHUNK = 128           # ... and chunks of about this many rows (BLAS repacks B per call)
 _INT32_MAX = 2 ** 31 - 1
@@ -185,6 +188,15 @@ def parallel_rows(plan: Plan, node: Node) -> int | None:
             or m * n * k < PARALLEL_GEMM_WORK or runtime.blas_thread_control() is None):
         return None
     return m
+
+
+def wakes(plan: Plan, node: Node) -> bool:
+    """Whether a split product is big enough to wake a sleeping helper thread."""
+    A, B, C, batch = operands(plan, node)
+    work = A.rows * A.cols * B.cols
+    for d in batch:
+        work *= d
+    return work >= WAKE_GEMM_WORK
 
 
 def emit_rows(ctx: StepContext, node: Node, lo: ir.Value, hi: ir.Value) -> None:

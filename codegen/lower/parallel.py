@@ -1,13 +1,17 @@
-"""Two threads for big fused loops, robust to a busy machine.
+"""Two threads for fused loops and split products, robust to a busy machine.
 
 A :class:`~codegen.lower.fused_loop.FusedLoop` whose estimated work (iterations x formula
-cost and memory accesses) reaches ``PARALLEL_MIN_WORK`` -- a few milliseconds on one
-core: below that, starting a thread costs more than it saves on this busy machine and
-memory-bound loops do not scale -- splits its outermost loop into ``CHUNKS`` chunks that the calling
-thread and one helper thread (``pthread_create`` by name, :mod:`codegen.runtime`) take
-from a shared atomic counter.  Each element is stored by exactly one thread;
-reductions accumulated across iterations get private accumulator (and compensation)
-buffers for the helper, merged at the end (compensated for float64 sums).
+cost and memory accesses) reaches ``PARALLEL_MIN_WORK`` -- about 8 us on one core --
+splits its outermost loop into ``CHUNKS`` chunks that the calling thread and the
+process-wide helper thread (:mod:`codegen.worker`) take from a shared atomic counter
+(a product split by rows, :func:`emit_parallel_rows`, works the same way).  Handing
+work to a helper that is spinning costs well under a microsecond; a sleeping helper is
+woken (a system call, and it arrives tens of microseconds later) only for steps of at
+least ``WAKE_MIN_WORK`` (a fraction of a millisecond), smaller steps then run on the
+calling thread alone.  Each element is stored by exactly one thread; reductions
+accumulated across iterations get private accumulator (and compensation) buffers per
+chunk, merged at the end in chunk order (compensated for float64 sums), so results do
+not depend on which thread ran which chunk.
 
 Protocol (the helper never delays the caller by more than the chunk it is running):
 the control block is one ``malloc``'d block holding the state word, the chunk counter,
@@ -16,7 +20,8 @@ The helper starts by moving the state 0 -> 1; when the caller has run out of chu
 tries 0 -> 2 (cancel).  If it cancels, it does not wait for the helper at all (the
 helper, whenever it runs, sees 2 and touches nothing); otherwise it spins (with
 ``sched_yield``) until the helper's done flag.  Whoever drops the last reference frees
-the block.  If the thread or the block cannot be created, the caller runs everything.
+the block.  If the helper is busy (another kernel, in another Python thread, posted
+first) or the block cannot be allocated, the caller runs everything.
 The GIL is released around such kernels by the entry (their size is far above its
 threshold), so one call uses both cores of this machine.
 
@@ -26,10 +31,11 @@ Generated functions (``<step>`` is the step's name)::
     internal void @"<step>.chunks"(ptr %ctrl, ptr %buf...)                 take chunks
     internal void @"<step>.work"(ptr %ctrl)                                the helper's share
 
-The pthread entry is ``symgrad_rt_thread`` (:func:`trampoline_ir`), compiled once per
-process and never unloaded: a cancelled helper that only gets a CPU after its
-kernel's code was freed runs nothing but the trampoline.
-    internal void @"<step>"(ptr noalias %buf...)        prologue, start, chunks, finish, merge
+    internal void @"<step>"(ptr noalias %buf...)        prologue, post, chunks, finish, merge
+
+The helper runs a posted block through ``symgrad_rt_thread`` (:func:`trampoline`),
+compiled once per process with the helper and never unloaded: a cancelled helper that
+only gets a CPU after its kernel's code was freed runs nothing but the trampoline.
 """
 from __future__ import annotations
 
@@ -38,16 +44,17 @@ import llvmlite.ir as ir
 from .. import types as T
 from ..target import threads  # noqa: F401  (re-exported: the host fact lives in target)
 from ..plan import Storage
-from ..runtime import FREE, MALLOC, PTHREAD_CREATE, PTHREAD_DETACH, SCHED_YIELD, THREAD_TRAMPOLINE
+from ..runtime import FREE, MALLOC, SCHED_YIELD, THREAD_POST, THREAD_TRAMPOLINE
 from . import reduce as R
 from .context import StepContext
 from .fused_loop import FusedLoop
 from .loops import Loop
 
-__all__ = ["threads", "wants_threads", "emit_parallel", "emit_parallel_rows", "trampoline_ir",
-           "PARALLEL_MIN_WORK", "CHUNKS"]
+__all__ = ["threads", "wants_threads", "emit_parallel", "emit_parallel_rows", "trampoline",
+           "PARALLEL_MIN_WORK", "WAKE_MIN_WORK", "CHUNKS"]
 
-PARALLEL_MIN_WORK = 1 << 25    # FusedLoop.work() units: ~ a few ms on one core
+PARALLEL_MIN_WORK = 1 << 17    # FusedLoop.work() units (~1 ns / 16): split when the helper spins
+WAKE_MIN_WORK = 1 << 21         # ... and wake (or start) a sleeping helper from this much on
 CHUNKS = 32
 MAX_PRIVATE_BYTES = 1 << 24     # per-chunk accumulators beyond this: fewer chunks
 # control block slots (8 bytes each); the layout is shared with runtime.thread_trampoline
@@ -57,6 +64,11 @@ _IDLE, _STARTED, _CANCELLED = 0, 1, 2
 
 def wants_threads(loop: FusedLoop) -> bool:
     return threads() > 1 and loop.outer_extent >= 2 and loop.work() >= PARALLEL_MIN_WORK
+
+
+def wakes(loop: FusedLoop) -> bool:
+    """Whether the loop is big enough to wake a sleeping helper (see :mod:`codegen.worker`)."""
+    return loop.work() >= WAKE_MIN_WORK
 
 
 def _declare(module: ir.Module, name: str, fnty: ir.FunctionType) -> ir.Function:
@@ -121,12 +133,11 @@ def _work_function(module, name, chunks, n) -> ir.Function:
     return fn
 
 
-def trampoline_ir() -> str:
-    """``ptr symgrad_rt_thread(ptr ctrl)``: claim the block (0 -> 1) and run its work
-    function, or (cancelled) only drop the reference.  It lives in a process-wide object
-    that is never unloaded: a helper that starts after its kernel's code was freed
-    must not execute that code."""
-    m = ir.Module(name="symgrad_thread_trampoline")
+def trampoline(m: ir.Module) -> ir.Function:
+    """Add ``ptr symgrad_rt_thread(ptr ctrl)`` to ``m``: claim the block (0 -> 1) and
+    run its work function, or (cancelled) only drop the reference.  It lives in the
+    helper's process-wide module (:mod:`codegen.worker`), never unloaded: a helper that
+    gets to a block after its kernel's code was freed must not execute that code."""
     fn = ir.Function(m, ir.FunctionType(T.PTR, [T.PTR]), THREAD_TRAMPOLINE)
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     ctrl = fn.args[0]
@@ -138,7 +149,7 @@ def trampoline_ir() -> str:
         b.atomic_rmw("xchg", _slot(b, ctrl, _DONE), T.I64(1), "release")
     _release(b, ctrl)
     b.ret(ir.Constant(T.PTR, None))
-    return str(m)
+    return fn
 
 
 def emit_parallel(module: ir.Module, fn: ir.Function, storages: list[Storage], loop: FusedLoop,
@@ -153,21 +164,23 @@ def emit_parallel(module: ir.Module, fn: ir.Function, storages: list[Storage], l
     _emit_chunked(module, fn, storages, plan, consts, set_width, extent, nchunks,
                   emit_range=lambda ctx, lo, hi: loop.body_range(ctx, lo, hi),
                   prologue=loop.prologue, epilogue=loop.epilogue, private=private,
-                  acc_bytes=acc_bytes, loop=loop)
+                  acc_bytes=acc_bytes, loop=loop, wake=wakes(loop))
 
 
 def emit_parallel_rows(module: ir.Module, fn: ir.Function, storages: list[Storage], extent: int,
-                       rows_per_chunk: int, emit_range, plan, consts, set_width) -> None:
+                       rows_per_chunk: int, emit_range, plan, consts, set_width,
+                       wake: bool = True) -> None:
     """Fill step function ``fn`` with ``emit_range(ctx, lo, hi)`` over ``[0, extent)`` split
-    into 2..8 chunks of about ``rows_per_chunk`` rows (a matmul split by rows)."""
+    into 2..8 chunks of about ``rows_per_chunk`` rows (a matmul split by rows); ``wake``:
+    big enough to wake a sleeping helper."""
     nchunks = max(2, min(8, extent // rows_per_chunk))
     _emit_chunked(module, fn, storages, plan, consts, set_width, extent, nchunks,
                   emit_range=emit_range, prologue=lambda ctx: None, epilogue=lambda ctx: None,
-                  private=[], acc_bytes=0, loop=None)
+                  private=[], acc_bytes=0, loop=None, wake=wake)
 
 
 def _emit_chunked(module, fn, storages, plan, consts, set_width, extent, nchunks, *, emit_range,
-                  prologue, epilogue, private, acc_bytes, loop) -> None:
+                  prologue, epilogue, private, acc_bytes, loop, wake) -> None:
     n = len(storages)
     rng = _internal(module, f"{fn.name}.range", ir.FunctionType(ir.VoidType(), [T.PTR] * n + [T.I64, T.I64]))
     set_width(rng)
@@ -192,7 +205,8 @@ def _emit_chunked(module, fn, storages, plan, consts, set_width, extent, nchunks
     ctrl = b.call(malloc, [T.I64(area + nchunks * acc_bytes)], name="ctrl")
     with b.if_else(b.icmp_unsigned("!=", ctrl, ir.Constant(T.PTR, None))) as (threaded, serial):
         with threaded:
-            _run_two(b, ctx, loop, storages, private, ctrl, area, acc_bytes, nchunks, chunks, work)
+            _run_two(b, ctx, loop, storages, private, ctrl, area, acc_bytes, nchunks, chunks, work,
+                     wake)
         with serial:
             b.call(rng, list(fn.args) + [T.I64(0), T.I64(extent)])
     epilogue(ctx)
@@ -212,7 +226,8 @@ def _private_buffers(loop: FusedLoop, storages: list[Storage]) -> tuple[list[tup
     return out, offset
 
 
-def _run_two(b, ctx, loop, storages, private, ctrl, area, acc_bytes, nchunks, chunks, work) -> None:
+def _run_two(b, ctx, loop, storages, private, ctrl, area, acc_bytes, nchunks, chunks, work,
+             wake) -> None:
     module = b.module
     for k, value in ((_STATE, _IDLE), (_NEXT, 0), (_DONE, 0), (_REFS, 2)):
         b.store(T.I64(value), _slot(b, ctrl, k))
@@ -226,17 +241,11 @@ def _run_two(b, ctx, loop, storages, private, ctrl, area, acc_bytes, nchunks, ch
     for k, st in enumerate(storages):
         b.store(ctx.ptrs[id(st)], b.gep(ctrl, [T.I64(_PTRS + k)], source_etype=T.PTR))
     b.store(work, b.gep(ctrl, [T.I64(_FN)], source_etype=T.PTR))
-    create = _declare(module, PTHREAD_CREATE, ir.FunctionType(T.I32, [T.PTR, T.PTR, T.PTR, T.PTR]))
-    detach = _declare(module, PTHREAD_DETACH, ir.FunctionType(T.I32, [T.I64]))
-    trampoline = _declare(module, THREAD_TRAMPOLINE, ir.FunctionType(T.PTR, [T.PTR]))
-    tid = b.alloca(T.I64, name="helper.tid")
-    rc = b.call(create, [tid, ir.Constant(T.PTR, None), trampoline, ctrl])
-    with b.if_else(b.icmp_signed("==", rc, T.I32(0))) as (started, failed):
-        with started:
-            b.call(detach, [b.load(tid, typ=T.I64)])
-        with failed:                             # no helper: it will never drop its reference
-            b.store(T.I64(_CANCELLED), _slot(b, ctrl, _STATE))
-            b.atomic_rmw("sub", _slot(b, ctrl, _REFS), T.I64(1), "monotonic")
+    post = _declare(module, THREAD_POST, ir.FunctionType(T.I32, [T.PTR, T.I32]))
+    rc = b.call(post, [ctrl, T.I32(int(wake))])
+    with b.if_then(b.icmp_signed("!=", rc, T.I32(0)), likely=False):
+        b.store(T.I64(_CANCELLED), _slot(b, ctrl, _STATE))    # no helper: it will never
+        b.atomic_rmw("sub", _slot(b, ctrl, _REFS), T.I64(1), "monotonic")   # drop its reference
     b.call(chunks, [ctrl] + [ctx.ptrs[id(st)] for st in storages])
     pair = b.cmpxchg(_slot(b, ctrl, _STATE), T.I64(_IDLE), T.I64(_CANCELLED), "acq_rel", "acquire")
     helper_ran = b.icmp_signed("==", b.extract_value(pair, 0), T.I64(_STARTED))

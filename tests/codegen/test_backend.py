@@ -424,7 +424,7 @@ def test_threaded_loops_survive_freed_code_and_concurrent_callers():
         f = symgrad.compile(lambda v, k=k: (v * (k + 1)).sin().sum() + v.exp().mean(), backend="llvm")
         exe = f.lower(x).compile()
         if parallel.threads() > 1:
-            assert "symgrad_rt_thread" in exe.as_text("llvm")
+            assert "symgrad_rt_post" in exe.as_text("llvm")
         got = float(exe([x])[0])
         want = math.fsum(np.sin(x * (k + 1))) + math.fsum(np.exp(x)) / x.size
         assert abs(got - want) <= 1e-12 * x.size
@@ -439,3 +439,58 @@ def test_threaded_loops_survive_freed_code_and_concurrent_callers():
     for t in threads:
         t.join()
     assert results == [want] * 60
+
+
+def test_helper_thread_splits_products_and_loops_as_torch():
+    """An MLP step: the big product wakes the process's helper thread, the small products
+    and loops after it are split while it spins; value and gradients equal torch's, call
+    after call (chunks are taken by whichever thread comes first)."""
+    from codegen import worker
+    from codegen.lower import parallel
+    rng = np.random.default_rng(7)
+    X, labels = rng.standard_normal((128, 300)), rng.integers(0, 10, 128)
+    params = [rng.uniform(-0.1, 0.1, s) for s in ((300, 96), (96,), (96, 10), (10,))]
+
+    def loss(lib, W1, b1, W2, b2, X, labels):
+        return lib.nn.functional.cross_entropy((X @ W1 + b1).tanh() @ W2 + b2, labels)
+
+    vg = symgrad.value_and_grad(lambda *a: loss(symgrad, *a), argnums=(0, 1, 2, 3), backend="llvm")
+    tp = [torch.tensor(p, requires_grad=True) for p in params]
+    want = loss(torch, *tp, torch.tensor(X), torch.tensor(labels))
+    want.backward()
+    text = vg.lower(*params, X, labels).compile().as_text("llvm")
+    if parallel.threads() > 1:
+        posts = re.findall(r'call i32 @"symgrad_rt_post"\(ptr %"ctrl", i32 (\d)\)', text)
+        assert "1" in posts and posts.count("0") >= 3          # one wakes, small ones do not
+    for _ in range(30):
+        value, grads = vg(*params, X, labels)
+        np.testing.assert_allclose(value, want.item(), **TOL[np.dtype("float64")])
+        for g, p in zip(grads, tp):
+            np.testing.assert_allclose(g, p.grad.numpy(), **TOL[np.dtype("float64")])
+    if parallel.threads() > 1:
+        assert worker.mailbox()["started"] == 1
+
+
+def test_helper_thread_restarts_in_a_forked_child():
+    """A forked child has no helper thread: its first big kernel starts a new one, and its
+    results are exact (math.fsum reference)."""
+    code = textwrap.dedent("""
+        import math, os, numpy as np, symgrad
+        from codegen import worker
+        from codegen.lower import parallel
+        x = np.random.default_rng(3).standard_normal(1 << 20) * 0.1
+        f = symgrad.compile(lambda v: v.sin().sum(), backend="llvm")
+        want = math.fsum(np.sin(x))
+        assert abs(float(f(x)) - want) <= 1e-12 * x.size
+        pid = os.fork()
+        if pid == 0:
+            ok = worker.mailbox() is None or worker.mailbox()["started"] == 0
+            ok = ok and all(abs(float(f(x)) - want) <= 1e-12 * x.size for _ in range(5))
+            ok = ok and (parallel.threads() < 2 or worker.mailbox()["started"] == 1)
+            os._exit(0 if ok else 1)
+        _, status = os.waitpid(pid, 0)
+        print("ok" if os.waitstatus_to_exitcode(status) == 0 else "child failed")
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() == "ok"
