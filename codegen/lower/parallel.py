@@ -57,6 +57,7 @@ PARALLEL_MIN_WORK = 1 << 17    # FusedLoop.work() units (~1 ns / 16): split when
 WAKE_MIN_WORK = 1 << 21         # ... and wake (or start) a sleeping helper from this much on
 CHUNKS = 32
 MAX_PRIVATE_BYTES = 1 << 24     # per-chunk accumulators beyond this: fewer chunks
+PRIVATE_COST = 8                # work units per accumulator byte (fill + merge) of a chunk
 # control block slots (8 bytes each); the layout is shared with runtime.thread_trampoline
 _STATE, _NEXT, _DONE, _REFS, _FN, _PTRS = 0, 1, 2, 3, 4, 5
 _IDLE, _STARTED, _CANCELLED = 0, 1, 2
@@ -159,8 +160,9 @@ def emit_parallel(module: ir.Module, fn: ir.Function, storages: list[Storage], l
     extent = loop.outer_extent
     private, acc_bytes = _private_buffers(loop, storages)
     nchunks = min(CHUNKS, extent)
-    while nchunks > 2 and nchunks * acc_bytes > MAX_PRIVATE_BYTES:
-        nchunks //= 2
+    while nchunks > 2 and (nchunks * acc_bytes > MAX_PRIVATE_BYTES
+                           or nchunks * acc_bytes * PRIVATE_COST > loop.work()):
+        nchunks //= 2        # each chunk's accumulators are filled and merged: few of them
     _emit_chunked(module, fn, storages, plan, consts, set_width, extent, nchunks,
                   emit_range=lambda ctx, lo, hi: loop.body_range(ctx, lo, hi),
                   prologue=loop.prologue, epilogue=loop.epilogue, private=private,
