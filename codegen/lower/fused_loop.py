@@ -16,6 +16,8 @@ index map (a row of 10 softmax classes, the 5 columns of a matrix-vector product
    over unrolled dims only -> complete in the iteration (stored, and a register for
    later items); output independent of the innermost loop -> register accumulators in
    blocks (:mod:`.reduce`); otherwise -> accumulated in memory.
+   Innermost loops of costly bodies (a transcendental function) run ``INTERLEAVE``
+   vector iterations side by side (``llvm.loop`` metadata, :mod:`.loops`).
 4. *Epilogue*: finalise reductions (compensation, mean's division, float32 rounding).
 """
 from __future__ import annotations
@@ -37,7 +39,12 @@ from .context import StepContext
 from .loops import Loop
 from .sympy_ir import FormulaEmitter, compute_dtype
 
-__all__ = ["FusedLoop", "reduce_out_map", "reduce_out_affine"]
+__all__ = ["FusedLoop", "reduce_out_map", "reduce_out_affine", "INTERLEAVE", "INTERLEAVE_MIN_COST",
+           "INTERLEAVE_MIN_EXTENT"]
+
+INTERLEAVE = 4              # vector iterations side by side in costly innermost loops
+INTERLEAVE_MIN_COST = 16    # formula cost of one iteration (a transcendental is 16)
+INTERLEAVE_MIN_EXTENT = 512 # ... and iterations of the innermost loop (else: code size only)
 
 
 def reduce_out_map(r: Node, m: L.IndexMap) -> L.IndexMap:
@@ -380,10 +387,21 @@ class FusedLoop:
             else:
                 self._inner(gi, name, start, stop)
 
+    @property
+    def interleave(self) -> int:
+        """Vector iterations the innermost loop runs side by side (see :mod:`.loops`):
+        several for bodies with transcendental functions or divisions (latency-bound),
+        LLVM's own choice for cheap, memory-bound ones."""
+        inner = 1
+        for d in self.groups[-1] if self.groups else ():
+            inner *= self.shape[d]
+        costly = self.cost >= INTERLEAVE_MIN_COST and inner >= INTERLEAVE_MIN_EXTENT
+        return INTERLEAVE if costly else 0
+
     def _inner(self, gi: int, name: str, lo, hi) -> None:
         b, slots = self.b, self.slots
         if not slots:
-            loop = Loop(b, lo, hi, name)
+            loop = Loop(b, lo, hi, name, interleave=self.interleave)
             self.vars[gi] = loop.index
             self.memo = {}
             self._body({})
@@ -410,7 +428,7 @@ class FusedLoop:
 
     def _register_loop(self, gi: int, name: str, start, stop) -> list[ir.Value]:
         inits = [T.constant(R.block_dtype(it.node), R.identity(it.node)) for it, _ in self.slots]
-        loop = Loop(self.b, start, stop, name, inits)
+        loop = Loop(self.b, start, stop, name, inits, interleave=self.interleave)
         self.vars[gi] = loop.index
         self.memo = {}
         regs = {(id(it), a): acc for (it, a), acc in zip(self.slots, loop.carried)}

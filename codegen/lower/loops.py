@@ -8,6 +8,12 @@
     latch: br (i+1 < stop), body, exit
     exit:  results = phi [init, pre], [next, latch]
 
+``interleave=k`` tags the latch with ``llvm.loop.interleave.count`` k: the vectoriser
+then runs k independent vector iterations side by side.  Loops whose body is one long
+dependency chain (vector exp/log/tanh polynomials, divisions) are latency-bound
+otherwise -- the out-of-order window holds barely more than one iteration of such a
+body -- and LLVM's cost model, worried about register pressure, leaves them at 1.
+
 >>> import llvmlite.ir as ir
 >>> m = ir.Module(); f = ir.Function(m, ir.FunctionType(ir.IntType(64), []), "f")
 >>> b = ir.IRBuilder(f.append_basic_block())
@@ -23,19 +29,42 @@ import llvmlite.ir as ir
 
 from ..types import I64
 
-__all__ = ["Loop", "LoopNest", "as_i64", "strided_offset"]
+__all__ = ["Loop", "LoopNest", "as_i64", "strided_offset", "loop_id"]
 
 
 def as_i64(v: ir.Value | int) -> ir.Value:
     return I64(v) if isinstance(v, int) else v
 
 
+class _LoopID(ir.values.MDValue):
+    """A self-referential ``llvm.loop`` node (its first operand is itself), compared and
+    hashed by identity: it is never shared through the module's metadata cache."""
+
+    __hash__ = object.__hash__
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    def __ne__(self, other: object) -> bool:
+        return self is not other
+
+
+def loop_id(module: ir.Module, hints: dict[str, int]) -> ir.values.MDValue:
+    """``!N = !{!N, !{!"llvm.loop.<hint>", i32 v}, ...}`` for a loop's latch branch."""
+    ops = [module.add_metadata([ir.MetaDataString(module, f"llvm.loop.{k}"), ir.IntType(32)(v)])
+           for k, v in hints.items()]
+    md = _LoopID(module, [], name=str(len(module.metadata)))
+    md.operands = (md, *ops)
+    return md
+
+
 class Loop:
     """One counted loop; the builder is left inside the body until :meth:`close`."""
 
     def __init__(self, b: ir.IRBuilder, start: ir.Value | int, stop: ir.Value | int, name: str,
-                 carried: Sequence[ir.Value] = ()) -> None:
+                 carried: Sequence[ir.Value] = (), interleave: int = 0) -> None:
         self.b = b
+        self.interleave = interleave
         self.start, self.stop = as_i64(start), as_i64(stop)
         self.init = list(carried)
         fn = b.function
@@ -60,7 +89,9 @@ class Loop:
         self.index.add_incoming(nxt, latch)
         for phi, v in zip(self.carried, next_values):
             phi.add_incoming(v, latch)
-        b.cbranch(b.icmp_signed("<", nxt, self.stop), self.body, self.exit)
+        br = b.cbranch(b.icmp_signed("<", nxt, self.stop), self.body, self.exit)
+        if self.interleave > 1:
+            br.set_metadata("llvm.loop", loop_id(b.module, {"interleave.count": self.interleave}))
         b.position_at_end(self.exit)
         out = []
         for init, v in zip(self.init, next_values):
