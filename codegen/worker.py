@@ -48,7 +48,7 @@ from . import types as T
 from .runtime import (PTHREAD_CREATE, PTHREAD_DETACH, SCHED_YIELD, SYSCALL, THREAD_POST,
                       THREAD_TRAMPOLINE)
 
-__all__ = ["worker_ir", "mailbox", "MAILBOX", "SPIN", "PAUSES", "reset_after_fork"]
+__all__ = ["worker_ir", "mailbox", "pause", "MAILBOX", "SPIN", "PAUSES", "reset_after_fork"]
 
 MAILBOX = "symgrad_rt_mailbox"
 WORKER = "symgrad_rt_worker"
@@ -62,7 +62,7 @@ def _slot(b: ir.IRBuilder, mailbox: ir.Value, k: int) -> ir.Value:
     return b.gep(mailbox, [T.I32(0), T.I32(k)])
 
 
-def _pause(module: ir.Module, b: ir.IRBuilder) -> None:
+def pause(module: ir.Module, b: ir.IRBuilder) -> None:
     """A spin-wait hint (x86 ``pause``); nothing on other targets."""
     import llvmlite.binding as llvm
     if not llvm.get_process_triple().startswith(("x86_64", "i686", "i386")):
@@ -105,7 +105,7 @@ def worker_ir(trampoline) -> str:
     b.position_at_end(blocks["idle"])
     b.cbranch(b.icmp_signed("<", n, T.I64(SPIN * PAUSES)), blocks["pause"], blocks["sleep"])
     b.position_at_end(blocks["pause"])
-    _pause(m, b)
+    pause(m, b)
     nxt = b.add(n, T.I64(1))
     with b.if_then(b.icmp_unsigned("==", b.and_(nxt, T.I64(PAUSES - 1)), T.I64(0))):
         b.call(yield_, [])

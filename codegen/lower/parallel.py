@@ -45,6 +45,7 @@ from .. import types as T
 from ..target import threads  # noqa: F401  (re-exported: the host fact lives in target)
 from ..plan import Storage
 from ..runtime import FREE, MALLOC, SCHED_YIELD, THREAD_POST, THREAD_TRAMPOLINE
+from ..worker import PAUSES, pause
 from . import reduce as R
 from .context import StepContext
 from .fused_loop import FusedLoop
@@ -263,16 +264,24 @@ def _run_two(b, ctx, loop, storages, private, ctrl, area, acc_bytes, nchunks, ch
 
 
 def _wait_done(b: ir.IRBuilder, ctrl: ir.Value) -> None:
-    """Spin (yielding the CPU) until the helper has finished its chunks."""
+    """Spin until the helper has finished its chunks: ``pause`` instructions, and every
+    ``PAUSES`` of them ``sched_yield`` (a system call, ~1 us here: yielding at once made
+    a split step of a few microseconds wait a whole call)."""
     fn = b.function
+    entry = b.block
     check, wait, go = (fn.append_basic_block(s) for s in ("helper.check", "helper.wait", "helper.done"))
     b.branch(check)
     b.position_at_end(check)
+    n = b.phi(T.I64, name="helper.spins")
+    n.add_incoming(T.I64(0), entry)
     done = b.load_atomic(_slot(b, ctrl, _DONE), "acquire", 8, typ=T.I64)
     b.cbranch(b.icmp_signed("!=", done, T.I64(0)), go, wait)
     b.position_at_end(wait)
-    yld = _declare(b.module, SCHED_YIELD, ir.FunctionType(T.I32, []))
-    b.call(yld, [])
+    pause(b.module, b)
+    nxt = b.add(n, T.I64(1))
+    with b.if_then(b.icmp_unsigned("==", b.and_(nxt, T.I64(PAUSES - 1)), T.I64(0))):
+        b.call(_declare(b.module, SCHED_YIELD, ir.FunctionType(T.I32, [])), [])
+    n.add_incoming(nxt, b.block)
     b.branch(check)
     b.position_at_end(go)
 
