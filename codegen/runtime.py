@@ -7,7 +7,7 @@ compiled in one process links in another (see :func:`register`).
   temporaries when it is too large for the stack);
 * ``memset``/``memcpy``/``memmove``: what LLVM lowers its memory intrinsics to;
 * ``symgrad_rt_pthread_create`` / ``_detach``, ``symgrad_rt_sched_yield``,
-  ``symgrad_rt_syscall`` (futex): the process-wide helper thread of big loops and
+  ``symgrad_rt_syscall`` (futex), ``symgrad_rt_usleep``: the process-wide helper thread of big loops and
   products (:mod:`codegen.worker`); kernels hand it work with ``symgrad_rt_post``
   (:func:`register_threads`);
 * ``symgrad_blas_set_num_threads_local``: OpenBLAS's per-calling-thread thread count
@@ -30,6 +30,7 @@ LIBC_INTRINSICS = ("memset", "memcpy", "memmove")
 PTHREAD_CREATE, PTHREAD_DETACH = "symgrad_rt_pthread_create", "symgrad_rt_pthread_detach"
 SCHED_YIELD = "symgrad_rt_sched_yield"
 SYSCALL = "symgrad_rt_syscall"
+USLEEP = "symgrad_rt_usleep"
 THREAD_TRAMPOLINE = "symgrad_rt_thread"
 THREAD_POST = "symgrad_rt_post"
 _KEEP: list = []      # process-wide objects that must never be unloaded
@@ -113,6 +114,7 @@ def symbols() -> dict[str, int]:
         PTHREAD_DETACH: ctypes.cast(libc.pthread_detach, ctypes.c_void_p).value,
         SCHED_YIELD: ctypes.cast(libc.sched_yield, ctypes.c_void_p).value,
         SYSCALL: ctypes.cast(libc.syscall, ctypes.c_void_p).value,
+        USLEEP: ctypes.cast(libc.usleep, ctypes.c_void_p).value,
         FREE: ctypes.cast(libc.free, ctypes.c_void_p).value,
         # LLVM lowers large llvm.memset/llvm.memcpy intrinsics to these C functions
         **{name: ctypes.cast(getattr(libc, name), ctypes.c_void_p).value

@@ -24,7 +24,8 @@ caller then runs every chunk itself) when the mailbox is taken -- another kernel
 another Python thread, is using the helper -- or the helper could not be started.
 
 The spin keeps the helper on its CPU between the steps of one call and between calls
-in a loop; after ~0.2 ms without work it sleeps (``futex``, by ``syscall``).  The spin
+in a loop; after ~0.2 ms without work it sleeps (``futex``, by ``syscall``; where there
+is no futex, it polls the mailbox every ``POLL_US`` microseconds with ``usleep``).  The spin
 is polite: every ``PAUSES`` pause instructions it calls ``sched_yield``, so on a busy
 machine -- where the helper may share a CPU with the very thread that will post to it
 -- spinning gives the CPU away instead of burning a time slice.  After
@@ -46,7 +47,7 @@ import llvmlite.ir as ir
 
 from . import types as T
 from .runtime import (PTHREAD_CREATE, PTHREAD_DETACH, SCHED_YIELD, SYSCALL, THREAD_POST,
-                      THREAD_TRAMPOLINE)
+                      THREAD_TRAMPOLINE, USLEEP)
 
 __all__ = ["worker_ir", "mailbox", "pause", "MAILBOX", "SPIN", "PAUSES", "reset_after_fork"]
 
@@ -55,7 +56,17 @@ WORKER = "symgrad_rt_worker"
 PAUSES = 32                 # pause instructions (~25 ns each on Zen 4) per sched_yield
 SPIN = 128                  # rounds of PAUSES pauses and a sched_yield (~1.5 us) before sleeping
 _JOB, _SLEEPING, _STARTED, _FUTEX = 0, 1, 2, 8
-_SYS_FUTEX, _FUTEX_WAIT_PRIVATE, _FUTEX_WAKE_PRIVATE = 202, 128, 129
+_FUTEX_WAIT_PRIVATE, _FUTEX_WAKE_PRIVATE = 128, 129
+_SYS_FUTEX = {"x86_64": 202, "amd64": 202, "aarch64": 98, "arm64": 98, "riscv64": 98,
+              "ppc64le": 221, "ppc64": 221, "s390x": 238}
+POLL_US = 200               # without futex (not Linux): a sleeping helper polls this often
+
+
+def futex_number() -> int | None:
+    """The futex system call's number on this host, or None (not Linux, unknown CPU)."""
+    import platform
+    import sys
+    return _SYS_FUTEX.get(platform.machine().lower()) if sys.platform.startswith("linux") else None
 
 
 def _slot(b: ir.IRBuilder, mailbox: ir.Value, k: int) -> ir.Value:
@@ -73,7 +84,7 @@ def pause(module: ir.Module, b: ir.IRBuilder) -> None:
 
 
 def _futex(b: ir.IRBuilder, syscall: ir.Function, word: ir.Value, op: int, value: ir.Value) -> None:
-    b.call(syscall, [T.I64(_SYS_FUTEX), word, T.I64(op), value, ir.Constant(T.PTR, None)])
+    b.call(syscall, [T.I64(futex_number()), word, T.I64(op), value, ir.Constant(T.PTR, None)])
 
 
 def worker_ir(trampoline) -> str:
@@ -88,6 +99,7 @@ def worker_ir(trampoline) -> str:
     create = ir.Function(m, ir.FunctionType(T.I32, [T.PTR, T.PTR, T.PTR, T.PTR]), PTHREAD_CREATE)
     detach = ir.Function(m, ir.FunctionType(T.I32, [T.I64]), PTHREAD_DETACH)
     yield_ = ir.Function(m, ir.FunctionType(T.I32, []), SCHED_YIELD)
+    has_futex = futex_number() is not None
 
     # ---- ptr worker(ptr): the helper thread, forever
     worker = ir.Function(m, ir.FunctionType(T.PTR, [T.PTR]), WORKER)
@@ -117,7 +129,10 @@ def worker_ir(trampoline) -> str:
     again = b.load_atomic(_slot(b, mailbox, _JOB), "seq_cst", 8, typ=T.I64)
     b.cbranch(b.icmp_unsigned("!=", again, T.I64(0)), blocks["woke"], blocks["wait"])
     b.position_at_end(blocks["wait"])
-    _futex(b, syscall, futex, _FUTEX_WAIT_PRIVATE, b.zext(seq, T.I64))
+    if has_futex:
+        _futex(b, syscall, futex, _FUTEX_WAIT_PRIVATE, b.zext(seq, T.I64))
+    else:
+        b.call(ir.Function(m, ir.FunctionType(T.I32, [T.I32]), USLEEP), [T.I32(POLL_US)])
     b.branch(blocks["woke"])
     b.position_at_end(blocks["woke"])
     b.store_atomic(T.I64(0), _slot(b, mailbox, _SLEEPING), "seq_cst", 8)
@@ -157,10 +172,11 @@ def worker_ir(trampoline) -> str:
     with b.if_then(b.not_(b.extract_value(pair, 1)), likely=False):
         b.ret(T.I32(1))
     asleep = b.load_atomic(_slot(b, mailbox, _SLEEPING), "seq_cst", 8, typ=T.I64)
-    with b.if_then(b.icmp_unsigned("!=", asleep, T.I64(0))):
-        futex = b.gep(mailbox, [T.I32(0), T.I32(_FUTEX)])
-        b.atomic_rmw("add", futex, T.I32(1), "seq_cst")
-        _futex(b, syscall, futex, _FUTEX_WAKE_PRIVATE, T.I64(1))
+    if has_futex:                           # (else the sleeper polls)
+        with b.if_then(b.icmp_unsigned("!=", asleep, T.I64(0))):
+            futex = b.gep(mailbox, [T.I32(0), T.I32(_FUTEX)])
+            b.atomic_rmw("add", futex, T.I32(1), "seq_cst")
+            _futex(b, syscall, futex, _FUTEX_WAKE_PRIVATE, T.I64(1))
     b.ret(T.I32(0))
     return str(m)
 
