@@ -285,6 +285,29 @@ def test_huge_trig_arguments_are_correct() -> None:
         assert ulp_errors(got, reference(name, x32)).max() <= 1.0
 
 
+def test_trig_reduction_hard_cases() -> None:
+    """The inline reductions near their worst cases: the doubles below 2^20 and
+    the floats closest to a multiple of pi/2 (from the continued fraction of 2/pi;
+    |x - k pi/2| ~ 2^-60.5 and ~ 2^-27.8), their neighbours, and both sides of
+    the limits where the helper takes over."""
+    hard64 = [np.ldexp(float.fromhex("0x1.6c6cbc45dc8dep+5"), j) for j in range(15)]
+    hard64 += [2.0 ** 20, 2.0 ** 51, 1.5 * 2.0 ** 20]
+    hard32 = [float.fromhex(h) for h in ("0x1.f9cbe2p+7", "0x1.f9cbe2p+8", "0x1.4665d2p+25",
+                                         "0x1.2d97c8p+2", "0x1.9a48dep+15")]
+    hard32 += [2.0 ** 32, 2.0 ** 17, 1.5 * 2.0 ** 32]
+    for dtype, hard in ((np.float64, hard64), (np.float32, hard32)):
+        x = np.array(hard, dtype=dtype)
+        x = np.concatenate([x, np.nextafter(x, 0), np.nextafter(x, np.inf),
+                            np.nextafter(np.nextafter(x, 0), 0)])
+        x = np.concatenate([x, -x])
+        for name in ("sin", "cos", "tan"):
+            got = run(name, x)
+            err = ulp_errors(got, reference(name, x))
+            bound = 1.0 if name != "tan" else ULP_BOUND["tan"][DTYPES.index(dtype)]
+            worst = int(np.argmax(err))
+            assert err[worst] <= bound, f"{name}({x[worst]!r}): {float(err[worst]):.3f} ulp"
+
+
 def test_scalar_use_outside_loops() -> None:
     """The functions also work when not vectorised (the huge-argument helper's
     scalar path included)."""
@@ -317,7 +340,7 @@ LIBM = re.compile(r"@(llvm\.)?(exp|exp2|expm1|log|log2|log10|log1p|sin|cos|tan|t
 
 def computing_type(name: str, dtype: type) -> tuple[str, int]:
     """(IR element type, bits) the function computes in."""
-    if dtype == np.float32 and name not in ("tan", "pow"):
+    if dtype == np.float32 and name not in ("sin", "cos", "tan", "pow"):
         return "float", 32
     return "double", 64
 
@@ -333,7 +356,8 @@ def test_kernel_is_vectorised_at_host_width(name: str, dtype: type) -> None:
     for callee in re.findall(r"call [^@]*@([\w.]+)\(", body):
         assert ALLOWED_CALLS.match(callee), f"{name} kernel calls {callee}"
     if name in ("sin", "cos", "tan"):   # the huge-argument helper is vectorised too
-        assert f"symgrad_vm_trig_huge_f{bits}_v{lanes}(" in body
+        helper = f"symgrad_vm_trig_huge_f{np.dtype(dtype).itemsize * 8}_v{lanes}("
+        assert helper in body
 
 
 def test_object_code_references_no_external_symbol() -> None:
