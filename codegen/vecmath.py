@@ -30,7 +30,7 @@ reduced range):
 * log: x = 2^k m, m in [sqrt(1/2), sqrt(2)), f = m - 1, s = f / (2 + f),
   log(m) = f - (f^2/2 - s (f^2/2 + R(s^2))); subnormals pre-scaled by 2^54 (2^25).
 * log1p: u = 1 + x and its exact rounding error e; log1p(x) = log(u) + e / u.
-* tanh: e = expm1(2|x|), tanh = copysign(e / (e + 2), x), |x| clamped at 22 (10).
+* tanh: h = expm1(2|x|) / 2, tanh = copysign(h / (h + 1), x), |x| clamped at 22 (10).
 * sigmoid: e = exp(-|x|); (x >= 0 ? 1 : e) / (1 + e) -- never overflows.
 * softplus: torch's ``x if x > 20 else log1p(exp(x))``.
 * sin/cos, three tiers.  |x| < 2^20 (double), inline: k = nearest integer to
@@ -42,7 +42,8 @@ reduced range):
   operations.  Float, |x| < 2^32: the same in double with a two-part pi/2 and
   short polynomials, rounded once (|r| >= 2^-29.3 for every float).  Above that, and
   for inf and NaN, a ``noinline`` helper (see ``_trig_huge_helper``): for double
-  |x| < 2^51 a double-double reduction (two-part 2/pi, three-part pi/2), beyond it
+  |x| < 2^51 a double-double reduction (two-part 2/pi, three-part pi/2; ~0.37 G/s
+  as its vector variants run it on all lanes at once), beyond it
   a table of (2^E 2/pi) mod 4 for every exponent E, in four 53-bit parts, that
   reduces x = M 2^E exactly (Payne-Hanek); float calls the double functions.  So
   sin/cos/tan are correct over the whole range (the classic worst case
@@ -61,23 +62,24 @@ reference over the ~1e6-point sweeps of ``tests/codegen/test_vecmath.py``, and
 throughput in G elements/s (``python tests/codegen/test_vecmath.py`` reprints it):
 
     function   f64 ulp  f32 ulp  f64 G/s  f32 G/s
-    exp          0.96     1.02     1.29     3.21
-    expm1        1.75     1.54     1.33     3.47
-    log          0.79     0.82     0.79     2.15
-    log1p        0.82     0.77     0.73     1.91
-    tanh         2.45     2.26     1.03     2.57
-    sigmoid      2.35     2.26     0.98     2.40
-    softplus     1.51     1.49     0.30     0.89
-    sin          0.77     0.56     0.96     1.52
-    cos          0.80     0.56     0.99     1.56
-    tan          2.16     0.50     0.77     1.18
-    pow          1.34     0.50     0.23     0.30
-    sqrt         0.5      0.5      1.79     5.38
+    exp          0.96     1.01     1.29     3.42
+    expm1        1.75     1.54     1.33     3.52
+    log          0.79     0.82     0.79     2.12
+    log1p        0.82     0.77     0.71     1.88
+    tanh         2.45     2.26     1.10     3.02
+    sigmoid      2.35     2.26     0.95     2.46
+    softplus     1.51     1.49     0.29     0.89
+    sin          0.77     0.56     0.92     1.49
+    cos          0.80     0.56     0.94     1.50
+    tan          2.16     0.50     0.75     1.15
+    pow          1.34     0.50     0.23     0.29
+    sqrt         0.5      0.5      1.71     5.34
     abs/floor/ceil/trunc/rint  exact  ~5.3 (f64)  ~11.5 (f32)
 
-(With the Taylor polynomials, a double-double reduction for every lane and float
-trig in float-float, sin/cos/tan ran at 0.48/0.48/0.42 G/s for double and
-1.09/1.09/0.39 for float, with 0.85/0.86/2.08 and 0.79/0.82/0.50 ulp.)
+(Before the minimax polynomials, the inline reduction and float trig in double,
+sin/cos/tan ran at 0.48/0.48/0.42 G/s for double and 1.09/1.09/0.39 for float, with
+0.85/0.86/2.08 and 0.79/0.82/0.50 ulp; exp 0.98 ulp, f32 exp 3.25 G/s, tanh
+0.97/2.56 G/s.)
 
 Example::
 
@@ -166,13 +168,17 @@ TWO_THIRDS = (float.fromhex("0x1.5555555555555p-1"), float.fromhex("0x1.55555555
 # measured on a 20001-point grid (the figures quoted).  The rest are Taylor series.
 # exp: e^r - 1 = r + r^2 P(r), |r| <= ln2/2 + 2^-20: double minimax (error 2^-61.7
 # relative to e^r, 2^-59.9 relative to e^r - 1; the former Taylor series to r^13 had
-# 2^-57.6 and 2^-56 with one more term); float Taylor to r^7.
+# 2^-57.6 and 2^-56 with one more term); float Taylor to r^7 (expm1, tanh).
 EXP_COEFFS = _by_format([_H(h) for h in (
     "0x1.0000000000000p-1", "0x1.5555555555559p-3", "0x1.555555555553fp-5",
     "0x1.111111110f6dfp-7", "0x1.6c16c16c1f065p-10", "0x1.a01a01afd17edp-13",
     "0x1.a01a017bc9f59p-16", "0x1.71ddf88552d70p-19", "0x1.27e536296f6fdp-22",
     "0x1.af5e68928cf2ep-26", "0x1.1ee884cfb18b1p-29")],
                         [1 / factorial(n) for n in range(2, 8)])
+# Float exp alone (not expm1, whose small results need the relative weight): minimax
+# for e^r, one term fewer than the Taylor series, error 2^-27.7 (Taylor: 2^-27.5).
+EXP_ONLY_COEFFS = {"f32": [_H(h) for h in (
+    "0x1.000000p-1", "0x1.55548ep-3", "0x1.55545ep-5", "0x1.123b46p-7", "0x1.6db40cp-10")]}
 LOG_COEFFS = _by_format([2 / (2 * j + 1) for j in range(1, 11)],
                         [2 / (2 * j + 1) for j in range(1, 5)])
 POW_LOG_COEFFS = [2 / (2 * j + 1) for j in range(2, 13)]   # s^5 .. s^25 terms
@@ -212,26 +218,31 @@ TRIG_TABLE_PRECISION = 1300    # bits of 2/pi used to build the table
 
 
 class _Emitter:
-    """Thin typed layer over an IRBuilder for one float format."""
+    """Thin typed layer over an IRBuilder for one float format, on scalars or (for
+    the trig helper's hand-written vector variants) on ``<lanes x T>`` vectors."""
 
-    def __init__(self, builder: ir.IRBuilder, fmt: _Format) -> None:
+    def __init__(self, builder: ir.IRBuilder, fmt: _Format, lanes: int = 0) -> None:
         self.b = builder
         self.f = fmt
         self.k = fmt.suffix
+        self.lanes = lanes
+        self.ty = ir.VectorType(fmt.ty, lanes) if lanes else fmt.ty
+        self.ity = ir.VectorType(fmt.ity, lanes) if lanes else fmt.ity
+        self.suffix = f"v{lanes}{fmt.suffix}" if lanes else fmt.suffix
 
     # constants and intrinsics -----------------------------------------------
     def c(self, value: float) -> ir.Constant:
-        return ir.Constant(self.f.ty, value)
+        return ir.Constant(self.ty, [value] * self.lanes if self.lanes else value)
 
     def i(self, value: int) -> ir.Constant:
-        return ir.Constant(self.f.ity, value)
+        return ir.Constant(self.ity, [value] * self.lanes if self.lanes else value)
 
     def intrinsic(self, name: str, *args: ir.Value) -> ir.Value:
         module = self.b.module
-        full = f"llvm.{name}.{self.f.suffix}"
+        full = f"llvm.{name}.{self.suffix}"
         fn = module.globals.get(full)
         if fn is None:
-            fnty = ir.FunctionType(self.f.ty, [self.f.ty] * len(args))
+            fnty = ir.FunctionType(self.ty, [self.ty] * len(args))
             fn = ir.Function(module, fnty, full)
         return self.b.call(fn, list(args))
 
@@ -296,10 +307,10 @@ class _Emitter:
 
     # bits ------------------------------------------------------------------------
     def bits(self, a: ir.Value) -> ir.Value:
-        return self.b.bitcast(a, self.f.ity)
+        return self.b.bitcast(a, self.ity)
 
     def from_bits(self, a: ir.Value) -> ir.Value:
-        return self.b.bitcast(a, self.f.ty)
+        return self.b.bitcast(a, self.ty)
 
     def pow2(self, k: ir.Value) -> ir.Value:
         """2**k for an integer k in the normal exponent range."""
@@ -352,7 +363,9 @@ def _scale(e: _Emitter, v: ir.Value, k: ir.Value) -> ir.Value:
 
 
 def _exp_of_reduced(e: _Emitter, ki: ir.Value, r: ir.Value) -> ir.Value:
-    return _scale(e, e.add(e.c(1.0), _expm1_poly(e, r)), ki)
+    coeffs = EXP_ONLY_COEFFS.get(e.k, EXP_COEFFS[e.k])
+    p = e.muladd(e.mul(r, r), e.poly(r, coeffs), r)
+    return _scale(e, e.add(e.c(1.0), p), ki)
 
 
 def _tiny_is_identity(e: _Emitter, x: ir.Value, res: ir.Value) -> ir.Value:
@@ -366,19 +379,27 @@ def _exp(e: _Emitter, x: ir.Value) -> ir.Value:
     return _exp_of_reduced(e, ki, r)
 
 
-def _expm1(e: _Emitter, x: ir.Value) -> ir.Value:
-    _, ki, r = _exp_reduce(e, e.clamp(x, *EXPM1_CLAMP[e.k]))
+def _half_expm1(e: _Emitter, x: ir.Value) -> ir.Value:
+    """(e^x - 1) / 2 for x within EXPM1_CLAMP (or NaN)."""
+    _, ki, r = _exp_reduce(e, x)
     p = _expm1_poly(e, r)
     t = e.pow2(e.b.sub(ki, e.i(1)))
-    res = e.mul(e.c(2.0), e.muladd(t, p, e.sub(t, e.c(0.5))))
+    return e.muladd(t, p, e.sub(t, e.c(0.5)))
+
+
+def _expm1(e: _Emitter, x: ir.Value) -> ir.Value:
+    res = e.mul(e.c(2.0), _half_expm1(e, e.clamp(x, *EXPM1_CLAMP[e.k])))
     return _tiny_is_identity(e, x, res)
 
 
 def _tanh(e: _Emitter, x: ir.Value) -> ir.Value:
+    """h = (e^(2|x|) - 1) / 2, tanh = h / (h + 1) (= e / (e + 2), exactly).  No
+    tiny-argument select (as expm1 has): below 2^-(mant+2) every step is exact,
+    h = |x| and h + 1 = 1, subnormals included; the sign comes from copysign."""
     a = e.abs(x)
     a = e.sel(e.cmp(">", a, e.c(TANH_CLAMP[e.k])), e.c(TANH_CLAMP[e.k]), a)
-    em1 = _expm1(e, e.add(a, a))
-    return e.copysign(e.div(em1, e.add(em1, e.c(2.0))), x)
+    h = _half_expm1(e, e.add(a, a))
+    return e.copysign(e.div(h, e.add(h, e.c(1.0))), x)
 
 
 def _sigmoid(e: _Emitter, x: ir.Value) -> ir.Value:
@@ -406,7 +427,7 @@ def _log_split(e: _Emitter, x: ir.Value) -> tuple[ir.Value, ir.Value]:
     k = e.b.sub(e.b.lshr(u, e.i(f.mant)), e.i(f.bias))
     k = e.b.sub(k, e.b.select(sub, e.i(scale), e.i(0)))
     mbits = e.b.add(e.b.and_(u, e.i((1 << f.mant) - 1)), e.i(SQRT_HALF_BITS[e.k]))
-    return e.b.sitofp(k, f.ty), e.from_bits(mbits)
+    return e.b.sitofp(k, e.ty), e.from_bits(mbits)
 
 
 def _log_core(e: _Emitter, x: ir.Value, extra: ir.Value) -> ir.Value:
@@ -683,13 +704,16 @@ def _tan(e: _Emitter, x: ir.Value) -> ir.Value:
     return _trig_finish(e, x, fast, huge, odd=True)
 
 
-# Huge arguments.  The table reduction is ~70 extra operations per element, which
-# would halve sin's throughput if every lane paid for it.  So it lives in a
-# ``noinline`` scalar helper with an early exit, and the helper carries the
-# ``vector-function-abi-variant`` attribute naming vector versions of itself
-# (2/4/8/16 lanes) that return zeros unless some lane is huge, and otherwise call
-# the scalar helper lane by lane.  The loop vectoriser replaces the scalar call
-# with the matching vector version, so ordinary inputs pay one compare and branch.
+# Large arguments.  The double-double reduction is ~20 extra operations per
+# element and the table reduction ~70, which would halve sin's throughput if every
+# lane paid for them.  So they live in a ``noinline`` scalar helper with an early
+# exit, and the helper carries the ``vector-function-abi-variant`` attribute naming
+# vector versions of itself (half and full host width) that return zeros unless
+# some lane is at least TRIG_FAST (or inf or NaN); then they run the double-double
+# tier on all lanes at once, and only if some lane is beyond it the scalar worker
+# lane by lane.  The loop vectoriser replaces the scalar call with the matching
+# vector version, so ordinary inputs pay one compare and branch, and with the
+# ``intel_ocl_bicc`` convention the loop's registers zmm16-31 survive the call.
 
 def _huge_helper_name(fmt: _Format) -> str:
     return f"symgrad_vm_trig_huge_{fmt.suffix}"
@@ -789,23 +813,38 @@ def _trig_huge_worker(module: ir.Module, fmt: _Format) -> ir.Function:
 
 def _trig_huge_variant(module: ir.Module, worker: ir.Function, fmt: _Format,
                        lanes: int) -> None:
-    """<lanes x T> version of the helper: zeros unless a lane is huge."""
+    """<lanes x T> version of the helper: zeros unless some lane needs it.  Double:
+    the double-double tier (|x| < 2^51) vectorised over all lanes; only if some
+    lane is beyond it (or inf or NaN) the worker lane by lane.  Float: the worker
+    lane by lane."""
     vty = ir.VectorType(fmt.ty, lanes)
     fn = _helper_function(module, f"{_huge_helper_name(fmt)}_v{lanes}", vty)
-    entry, work, skip = (fn.append_basic_block(s) for s in ("entry", "work", "skip"))
-    b = ir.IRBuilder(entry)
+    entry, work, skip, each = (fn.append_basic_block(s)
+                               for s in ("entry", "work", "skip", "each"))
+    e = _Emitter(ir.IRBuilder(entry), fmt, lanes)
+    b = e.b
     x, quarter = fn.args
-    fabs_name = f"llvm.fabs.v{lanes}{fmt.suffix}"
-    fabs = module.globals.get(fabs_name) or ir.Function(
-        module, ir.FunctionType(vty, [vty]), fabs_name)
-    limit = ir.Constant(vty, [TRIG_FAST[fmt.suffix]] * lanes)
-    big = b.fcmp_unordered(">=", b.call(fabs, [x]), limit)
-    any_big = b.icmp_unsigned("!=", b.bitcast(big, ir.IntType(lanes)), ir.IntType(lanes)(0))
-    b.cbranch(any_big, work, skip)
+    a = e.abs(x)
+
+    def any_lane(limit: float) -> ir.Value:
+        mask = b.fcmp_unordered(">=", a, e.c(limit))
+        return b.icmp_unsigned("!=", b.bitcast(mask, ir.IntType(lanes)), ir.IntType(lanes)(0))
+
+    b.cbranch(any_lane(TRIG_FAST[fmt.suffix]), work, skip)
     b.position_at_end(skip)
-    b.ret(ir.Constant(vty, [0.0] * lanes))
+    b.ret(e.c(0.0))
     b.position_at_end(work)
-    out = ir.Constant(vty, [0.0] * lanes)
+    if fmt is F64:
+        done = fn.append_basic_block("done")
+        k, rh, rl = _trig_reduce(e, x)
+        mid = _sin_of(e, e.add(k, quarter), rh, rl)
+        b.cbranch(any_lane(TRIG_LIMIT[fmt.suffix]), each, done)
+        b.position_at_end(done)
+        b.ret(mid)
+    else:
+        b.branch(each)
+    b.position_at_end(each)
+    out = e.c(0.0)
     for lane in range(lanes):
         idx = ir.IntType(32)(lane)
         r = b.call(worker, [b.extract_element(x, idx), b.extract_element(quarter, idx)])
