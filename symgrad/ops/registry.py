@@ -245,8 +245,11 @@ class _Fold:
         return self.ufunc(*args, **kwargs)
 
 
+# numpy as the module object, not the name "numpy": lambdify then takes numpy's loaded
+# namespace as it is, where "numpy" makes it star-import numpy (which loads f2py, testing,
+# ... : ~0.14 s on the first compile of a process)
 LAMBDIFY_MODULES = [{"select": _select, "logical_and": _Fold(np.logical_and),
-                     "logical_or": _Fold(np.logical_or)}, "numpy"]
+                     "logical_or": _Fold(np.logical_or)}, np]
 
 
 def lambdify(syms, expr, cse: bool = False) -> Callable:
