@@ -110,6 +110,41 @@ class _Builder:
             b.ret_void()
         return fn, storages, fallible
 
+    def row_fusion(self, step, following) -> tuple[FusedLoop, int] | None:
+        """(loop, outer iterations per row) when the loop step ``following`` a product
+        split by rows runs on each row chunk right after its GEMM (see
+        :func:`codegen.lower.matmul.fusable_rows`), else None."""
+        if not (isinstance(step, NodeStep) and step.node.op == "matmul"
+                and isinstance(following, LoopStep)
+                and matmul.parallel_rows(self.plan, step.node) is not None):
+            return None
+        loop = FusedLoop(self.plan, following)
+        per_row = matmul.fusable_rows(self.plan, step.node, loop)
+        return None if per_row is None else (loop, per_row)
+
+    def fused_rows_function(self, i: int, step, loop: FusedLoop,
+                            per_row: int) -> tuple[ir.Function, list[Storage]]:
+        """One step function for a split product and the loop fused into its row chunks."""
+        node = step.node
+        unique: dict[int, Storage] = {}
+        for st in [*matmul.storages(self.plan, node), *loop.storages.values()]:
+            if st.kind != "const":
+                unique.setdefault(id(st), st)
+        storages = list(unique.values())
+        fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [T.PTR] * len(storages)),
+                         f"{self.name}.{_step_label(i, step)}+{_step_label(i + 1, loop.step)}"[:100])
+        fn.linkage = "internal"
+        fn.attributes.add("nounwind")
+        _set_vector_width(fn)
+        for arg, st in zip(fn.args, storages):
+            arg.name = st.name
+            arg.add_attribute("noalias")
+        parallel.emit_parallel_rows(
+            self.module, fn, storages, matmul.parallel_rows(self.plan, node), matmul.ROWS_PER_CHUNK,
+            lambda ctx, lo, hi: matmul.emit_rows_fused(ctx, node, loop, per_row, lo, hi),
+            self.plan, self.consts, _set_vector_width, wake=matmul.wakes(self.plan, node))
+        return fn, storages
+
     # ---- segments -------------------------------------------------------------------
     def segment(self, k: int, indices: list[int]) -> ir.Function:
         plan = self.plan
@@ -133,8 +168,18 @@ class _Builder:
                     ptrs[id(st)] = self.consts.get(st)
             return ptrs[id(st)]
 
-        for i in indices:
+        fused_next = None
+        for pos, i in enumerate(indices):
+            if i == fused_next:
+                continue
             step = plan.steps[i]
+            fusion = self.row_fusion(step, plan.steps[indices[pos + 1]]) \
+                if pos + 1 < len(indices) else None
+            if fusion is not None:
+                fused_next = indices[pos + 1]
+                sfn, storages = self.fused_rows_function(i, step, *fusion)
+                b.call(sfn, [ptr(st) for st in storages])
+                continue
             if isinstance(step, CopyStep):
                 ctx = StepContext(b, {id(step.dst): ptr(step.dst), id(step.src): ptr(step.src)},
                                   plan, self.consts)

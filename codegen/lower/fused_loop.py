@@ -91,6 +91,7 @@ class FusedLoop:
         self.addrs: set[L.Affine] = set()
         self.index_dims: set[int] = set()
         self.storages: dict[int, Storage] = {}
+        self.accesses: list[tuple[Storage, L.Affine]] = []   # (buffer, element offset) of each use
         self.cuts: dict[int, set[int]] = {}
         self.cost = 0                      # formula cost of one iteration (sympy_ir.op_cost)
         self._seen: set = set()
@@ -112,9 +113,11 @@ class FusedLoop:
 
     # ---- analysis ------------------------------------------------------------------
     def _use(self, view: L.StridedView, m: L.IndexMap) -> None:
-        self.addrs.add(L.address(view, m))
+        addr = L.address(view, m)
+        self.addrs.add(addr)
         st = view.buffer
         self.storages[id(st)] = st
+        self.accesses.append((st, addr))
 
     def _collect(self, node: Node, m: L.IndexMap, top: bool = False) -> None:
         key = (id(node), m, top)

@@ -174,9 +174,10 @@ def emit_parallel_rows(module: ir.Module, fn: ir.Function, storages: list[Storag
                        rows_per_chunk: int, emit_range, plan, consts, set_width,
                        wake: bool = True) -> None:
     """Fill step function ``fn`` with ``emit_range(ctx, lo, hi)`` over ``[0, extent)`` split
-    into 2..8 chunks of about ``rows_per_chunk`` rows (a matmul split by rows); ``wake``:
+    into 2..8 chunks of at least about ``rows_per_chunk`` rows (a matmul split by rows),
+    an even number of them (two threads starting together finish together); ``wake``:
     big enough to wake a sleeping helper."""
-    nchunks = max(2, min(8, extent // rows_per_chunk))
+    nchunks = max(2, min(8, extent // rows_per_chunk) // 2 * 2)
     _emit_chunked(module, fn, storages, plan, consts, set_width, extent, nchunks,
                   emit_range=emit_range, prologue=lambda ctx: None, epilogue=lambda ctx: None,
                   private=[], acc_bytes=0, loop=None, wake=wake)

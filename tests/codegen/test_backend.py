@@ -471,6 +471,27 @@ def test_helper_thread_splits_products_and_loops_as_torch():
         assert worker.mailbox()["started"] == 1
 
 
+def test_loop_after_a_split_product_runs_on_its_row_chunks():
+    """A store-only loop reading the split product's rows at its own row (bias + tanh)
+    runs in the product's row chunks (one step); one reading other rows (the transposed
+    product) stays a step of its own.  Both equal numpy's result, call after call."""
+    from codegen.lower import parallel
+    rng = np.random.default_rng(11)
+    X, W, b = rng.standard_normal((96, 200)), rng.standard_normal((200, 96)) * 0.1, rng.standard_normal(96)
+    fused = symgrad.compile(lambda x, w, c: (x @ w + c).tanh() * 2, backend="llvm")
+    mixed = symgrad.compile(lambda x, w: (x @ w).tanh() + (x @ w).T, backend="llvm")
+    texts = {name: f.lower(*args).compile().as_text("llvm")
+             for name, f, args in (("fused", fused, (X, W, b)), ("mixed", mixed, (X, W)))}
+    if parallel.threads() > 1:
+        assert re.search(r'define internal void @"[^"]*\.matmul\+s1\.loop', texts["fused"])
+        assert "matmul+" not in texts["mixed"]
+    want_fused = np.tanh(X @ W + b) * 2
+    want_mixed = np.tanh(X @ W) + (X @ W).T
+    for _ in range(20):
+        np.testing.assert_allclose(fused(X, W, b), want_fused, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(mixed(X, W), want_mixed, rtol=1e-12, atol=1e-12)
+
+
 def test_helper_thread_restarts_in_a_forked_child():
     """A forked child has no helper thread: its first big kernel starts a new one, and its
     results are exact (math.fsum reference)."""
