@@ -12,7 +12,7 @@ with vector forms (fmuladd, fma, fabs, floor, roundeven, copysign, sqrt) and the
 trig functions' huge-argument helper, which has vector variants; special cases
 are selects, exponent tricks are bitcasts to i64/i32.  After inlining, the loop
 vectoriser widens a loop calling them to the host's widest vectors
-(``<8 x double>`` / ``<16 x float>`` on AVX-512; float sin/cos/tan/pow compute in
+(``<8 x double>`` / ``<16 x float>`` on AVX-512; float tan and pow compute in
 double, so their loops run 8 lanes wide).  No libm or libmvec symbol is
 referenced: results do not depend on the C library, and objects link stand-alone.
 Exact products use ``llvm.fma`` (every AVX2/AVX-512 x86 has FMA; elsewhere it
@@ -33,25 +33,26 @@ reduced range):
 * tanh: h = expm1(2|x|) / 2, tanh = copysign(h / (h + 1), x), |x| clamped at 22 (10).
 * sigmoid: e = exp(-|x|); (x >= 0 ? 1 : e) / (1 + e) -- never overflows.
 * softplus: torch's ``x if x > 20 else log1p(exp(x))``.
-* sin/cos, three tiers.  |x| < 2^20 (double), inline: k = nearest integer to
-  x 2/pi by one FMA with a shifter (k's low bits then sit in the result's low
-  bits), r = x - k pi/2 = rh + rl with pi/2 in three parts, the first product
-  exact by FMA and the second exact because that part has 33 bits (good to
-  ~2^-119 while |r| >= 2^-60.5 for these doubles); sin r and cos r both by minimax
-  polynomials; the quadrant chooses between them and flips the sign with bit
-  operations.  Float, |x| < 2^32: the same in double with a two-part pi/2 and
-  short polynomials, rounded once (|r| >= 2^-29.3 for every float).  Above that, and
-  for inf and NaN, a ``noinline`` helper (see ``_trig_huge_helper``): for double
-  |x| < 2^51 a double-double reduction (two-part 2/pi, three-part pi/2; ~0.37 G/s
-  as its vector variants run it on all lanes at once), beyond it
-  a table of (2^E 2/pi) mod 4 for every exponent E, in four 53-bit parts, that
-  reduces x = M 2^E exactly (Payne-Hanek); float calls the double functions.  So
-  sin/cos/tan are correct over the whole range (the classic worst case
-  x = 6381956970095103 * 2^797 included).  The helper's vector variants return at
-  once unless some lane needs them; it is called with the ``intel_ocl_bicc``
-  convention on x86-64, so the loop keeps its registers across the call, which
-  then costs ~5% of sin's throughput.
-* tan: sin / cos of the reduced argument (float: in double, rounded once).
+* sin/cos, three tiers.  Inline, for |x| < 2^20 (float: 2^8): k = nearest
+  integer to x 2/pi by one FMA with a shifter (k's low bits then sit in the
+  result's low bits), r = x - k pi/2 = rh + rl with pi/2 in three parts, the first
+  product exact by FMA and the second exact because that part is short (33 bits,
+  float 16), good to ~2^-119 (2^-55.5) while |r| >= 2^-60.5 (2^-27.8) there; sin r
+  and cos r both by minimax polynomials; the quadrant chooses between them and
+  flips the sign with bit operations.  Beyond, and for inf and NaN, a
+  ``noinline`` helper (see ``_trig_huge_helper``): double |x| < 2^51 by a
+  double-double reduction (two-part 2/pi, three-part pi/2), float |x| < 2^32 in
+  double (two-part pi/2, |r| >= 2^-29.3 for every float, rounded once) -- ~0.37
+  and ~0.8 G/s, as the helper's vector variants run these tiers on all lanes at
+  once -- and beyond those, lane by lane, a table of (2^E 2/pi) mod 4 for every
+  exponent E, in four 53-bit parts, that reduces x = M 2^E exactly (Payne-Hanek;
+  float calls the double functions).  So sin/cos/tan are correct over the whole
+  range (the classic worst case x = 6381956970095103 * 2^797 included).  The
+  helper's vector variants return at once unless some lane needs them; it is
+  called with the ``intel_ocl_bicc`` convention on x86-64, so the loop keeps its
+  registers across the call, which then costs ~5% of sin's throughput.
+* tan: sin / cos of the reduced argument (float: in double below 2^32, rounded
+  once).
 * pow: |x|^y = exp(y log|x|) with log|x| a double-double (~2^-65 relative) and
   y log|x| an exact double-double product; all C99/numpy special cases by select.
   float pow: double log and exp (|y log x| < 104 where the result is finite).
@@ -62,24 +63,25 @@ reference over the ~1e6-point sweeps of ``tests/codegen/test_vecmath.py``, and
 throughput in G elements/s (``python tests/codegen/test_vecmath.py`` reprints it):
 
     function   f64 ulp  f32 ulp  f64 G/s  f32 G/s
-    exp          0.96     1.01     1.29     3.42
-    expm1        1.75     1.54     1.33     3.52
-    log          0.79     0.82     0.79     2.12
-    log1p        0.82     0.77     0.71     1.88
-    tanh         2.45     2.26     1.10     3.02
-    sigmoid      2.35     2.26     0.95     2.46
-    softplus     1.51     1.49     0.29     0.89
-    sin          0.77     0.56     0.92     1.49
-    cos          0.80     0.56     0.94     1.50
-    tan          2.16     0.50     0.75     1.15
-    pow          1.34     0.50     0.23     0.29
-    sqrt         0.5      0.5      1.71     5.34
+    exp          0.96     1.01     1.34     3.52
+    expm1        1.75     1.54     1.38     3.69
+    log          0.79     0.82     0.83     2.22
+    log1p        0.82     0.77     0.75     1.97
+    tanh         2.45     2.26     1.16     3.18
+    sigmoid      2.35     2.26     1.00     2.61
+    softplus     1.51     1.49     0.31     0.93
+    sin          0.77     0.80     0.97     2.30
+    cos          0.80     0.74     1.00     2.37
+    tan          2.16     0.50     0.78     1.19
+    pow          1.34     0.50     0.23     0.30
+    sqrt         0.5      0.5      1.80     5.63
     abs/floor/ceil/trunc/rint  exact  ~5.3 (f64)  ~11.5 (f32)
 
-(Before the minimax polynomials, the inline reduction and float trig in double,
-sin/cos/tan ran at 0.48/0.48/0.42 G/s for double and 1.09/1.09/0.39 for float, with
-0.85/0.86/2.08 and 0.79/0.82/0.50 ulp; exp 0.98 ulp, f32 exp 3.25 G/s, tanh
-0.97/2.56 G/s.)
+(Before the minimax polynomials and the inline reductions, measured the same way:
+sin/cos/tan 0.48/0.49/0.41 G/s for double and 1.09/1.14/0.40 for float, with
+0.85/0.86/2.08 and 0.79/0.82/0.50 ulp; tanh 0.99/2.64, exp 1.26/3.34 G/s and
+0.98/1.02 ulp.  On all floats in [0, 256) with a stride of 5, float sin/cos are
+within 0.83/0.81 ulp, and were within 0.83/0.84.)
 
 Example::
 
@@ -182,21 +184,22 @@ EXP_ONLY_COEFFS = {"f32": [_H(h) for h in (
 LOG_COEFFS = _by_format([2 / (2 * j + 1) for j in range(1, 11)],
                         [2 / (2 * j + 1) for j in range(1, 5)])
 POW_LOG_COEFFS = [2 / (2 * j + 1) for j in range(2, 13)]   # s^5 .. s^25 terms
-# Double sin r = r + r^3 S(r^2), cos r = 1 - r^2/2 + r^4 C(r^2), |r| <= pi/4 + 2^-30:
-# minimax, relative error 2^-57.9 and 2^-63.9 (the Taylor series had 8 and 7 terms).
-SIN_COEFFS = [_H("-0x1.5555555555548p-3"), _H("0x1.111111110f730p-7"),
-              _H("-0x1.a01a019be9217p-13"), _H("0x1.71de35552b544p-19"),
-              _H("-0x1.ae5e4b83e8d56p-26"), _H("0x1.5d8b55978774bp-33")]
-COS_COEFFS = [_H("0x1.555555555554bp-5"), _H("-0x1.6c16c16c15015p-10"),
-              _H("0x1.a01a019c8f254p-16"), _H("-0x1.27e4f7f191490p-22"),
-              _H("0x1.1ee9dbcefc875p-29"), _H("-0x1.8fa68487eb52dp-37")]
-# Float sin/cos/tan evaluate in double: sin r = r + r^3 S(r^2), cos r = 1 + r^2 C(r^2)
-# on |r| <= pi/4 + 2^-20, minimax, relative error 2^-28.0 and 2^-33.9 (tan, which
-# must stay within 0.51 ulp: 2^-37.5 and 2^-43.6).
-SIN_COEFFS_F32 = [_H("-0x1.55554526829e4p-3"), _H("0x1.11073af9ec7c9p-7"),
-                  _H("-0x1.9943dfdcf06f8p-13")]
-COS_COEFFS_F32 = [_H("-0x1.ffffffcb82c8fp-2"), _H("0x1.55553c788d458p-5"),
-                  _H("-0x1.6c07f1645ab9fp-10"), _H("0x1.99169e9cbcb97p-16")]
+# sin r = r + r^3 S(r^2), cos r = 1 - r^2/2 + r^4 C(r^2): minimax; double on
+# |r| <= pi/4 + 2^-30, relative error 2^-57.9 and 2^-63.9 (the Taylor series had 8
+# and 7 terms).
+SIN_COEFFS = _by_format(
+    [_H("-0x1.5555555555548p-3"), _H("0x1.111111110f730p-7"), _H("-0x1.a01a019be9217p-13"),
+     _H("0x1.71de35552b544p-19"), _H("-0x1.ae5e4b83e8d56p-26"), _H("0x1.5d8b55978774bp-33")],
+    # float, |r| <= pi/4 + 2^-16, coefficients rounded to float one at a time
+    # (lowest first), the rest refitted: 2^-32.5
+    [_H("-0x1.555556p-3"), _H("0x1.111174p-7"), _H("-0x1.a05954p-13"), _H("0x1.7c2c4ep-19")])
+COS_COEFFS = _by_format(
+    [_H("0x1.555555555554bp-5"), _H("-0x1.6c16c16c15015p-10"), _H("0x1.a01a019c8f254p-16"),
+     _H("-0x1.27e4f7f191490p-22"), _H("0x1.1ee9dbcefc875p-29"), _H("-0x1.8fa68487eb52dp-37")],
+    [_H("0x1.55554ap-5"), _H("-0x1.6c0c34p-10"), _H("0x1.99eb8cp-16")])      # 2^-32.4
+# Float sin/cos/tan in double (float tan, and the helper's first float tier):
+# sin r = r + r^3 S(r^2), cos r = 1 + r^2 C(r^2) on |r| <= pi/4 + 2^-20, minimax,
+# relative error 2^-37.5 and 2^-43.6 (tan must stay within 0.51 ulp).
 SIN_COEFFS_TAN32 = [_H("-0x1.5555554c71cb3p-3"), _H("0x1.1111086a5d089p-7"),
                     _H("-0x1.a00f7f253e764p-13"), _H("0x1.6cd1f1d776876p-19")]
 COS_COEFFS_TAN32 = [_H("-0x1.ffffffffe98aep-2"), _H("0x1.55555545c50b2p-5"),
@@ -207,12 +210,16 @@ EXPM1_CLAMP = _by_format((-60.0, 710.0), (-20.0, 89.0))
 TANH_CLAMP = _by_format(22.0, 10.0)
 SUBNORMAL_SCALE = _by_format(54, 25)
 SOFTPLUS_THRESHOLD = 20.0
-TRIG_FAST = _by_format(2.0 ** 20, 2.0 ** 32)   # inline reduction below this |x|
-TRIG_LIMIT = _by_format(2.0 ** 51, 2.0 ** 17)   # double-double reduction below this |x|
-TRIG_SHIFTER = 1.5 * 2.0 ** 52                  # t = x 2/pi + shifter: k in t's low bits
+TRIG_FAST = _by_format(2.0 ** 20, 256.0)       # inline reduction below this |x|
+# the helper's vectorised tier (double-double; float: in double) below this |x|
+TRIG_LIMIT = _by_format(2.0 ** 51, 2.0 ** 32)
+TRIG_SHIFTER = _by_format(1.5 * 2.0 ** 52, 1.5 * 2.0 ** 23)   # k in t's low bits
 # pi/2 = P1 + P2 + P3 + O(2^-141), P2 of 33 bits (exact k P2 for |k| < 2^20)
-PIO2_FAST = (float.fromhex("0x1.921fb54442d18p+0"), float.fromhex("0x1.1a62633100000p-54"),
-             float.fromhex("0x1.1701b839a2520p-88"))
+# pi/2 = P1 + P2 + P3 + O(2^-141 / 2^-68.7), P2 of 33 / 16 bits (k P2 exact for
+# |k| < 2^20 / 2^8)
+PIO2_FAST = _by_format(
+    (_H("0x1.921fb54442d18p+0"), _H("0x1.1a62633100000p-54"), _H("0x1.1701b839a2520p-88")),
+    (_H("0x1.921fb6p+0"), _H("-0x1.777ap-25"), _H("-0x1.73dcb4p-43")))
 TRIG_TABLE_ROWS = 973          # exponents E = -1 .. 971 of x = M 2^E
 TRIG_TABLE_PRECISION = 1300    # bits of 2/pi used to build the table
 
@@ -306,6 +313,11 @@ class _Emitter:
         return self.sel(self.cmp("<", x, self.c(lo)), self.c(lo), x)
 
     # bits ------------------------------------------------------------------------
+    def low_bit(self, q: ir.Value) -> ir.Value:
+        """Bit 0 of an integer (vector) as i1."""
+        i1 = ir.IntType(1)
+        return self.b.trunc(q, ir.VectorType(i1, self.lanes) if self.lanes else i1)
+
     def bits(self, a: ir.Value) -> ir.Value:
         return self.b.bitcast(a, self.ity)
 
@@ -581,11 +593,11 @@ def _trig_reduce(e: _Emitter, x: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value
 def _sin_cos_kernels(e: _Emitter, rh: ir.Value, rl: ir.Value) -> tuple[ir.Value, ir.Value]:
     """(sin(rh + rl), cos(rh + rl)) for |rh| <= pi/4 (a little more is fine)."""
     z = e.mul(rh, rh)
-    sin = e.add(rh, e.muladd(e.mul(z, rh), e.poly(z, SIN_COEFFS), rl))
+    sin = e.add(rh, e.muladd(e.mul(z, rh), e.poly(z, SIN_COEFFS[e.k]), rl))
     hz = e.mul(e.c(0.5), z)
     w = e.sub(e.c(1.0), hz)
     corr = e.sub(e.sub(e.c(1.0), w), hz)          # rounding error of w
-    tail = e.muladd(e.mul(z, z), e.poly(z, COS_COEFFS), e.sub(corr, e.mul(rh, rl)))
+    tail = e.muladd(e.mul(z, z), e.poly(z, COS_COEFFS[e.k]), e.sub(corr, e.mul(rh, rl)))
     return sin, e.add(w, tail)
 
 
@@ -603,20 +615,21 @@ def _sin_of(e: _Emitter, k: ir.Value, rh: ir.Value, rl: ir.Value) -> ir.Value:
 
 
 def _trig_reduce_fast(e: _Emitter, x: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value]:
-    """Double x = k pi/2 + rh + rl for |x| < TRIG_FAST (2^20): returns (q, rh, rl)
-    with q an i64 whose low bits are k's.
+    """x = k pi/2 + rh + rl for |x| < TRIG_FAST (double 2^20, float 2^8): returns
+    (q, rh, rl) with q an integer whose low bits are k's.
 
-    k = nearest integer to x * 2/pi, by one FMA with the shifter 1.5 * 2^52 (so
-    |rh| <= pi/4 + 2^-33).  pi/2 = P1 + P2 + P3 with P2 of 33 bits: x - k P1 is
-    exact (FMA; the result is a multiple of 2^-52 below 1), k P2 is exact (k has at
-    most 20 bits), and r1 - k P2 = rh + err exactly (Fast2Sum; when |r1| < |k P2|
-    the sum itself is exact).  The error left, k (pi/2 - P1 - P2 - P3) plus the
-    rounding of k P3, is below 2^-119, while |x - k pi/2| >= 2^-60.5 for every
-    double below 2^20 (continued fractions of 2/pi): r is good to ~2^-58."""
-    shifter = e.c(TRIG_SHIFTER)
-    t = e.fma(x, e.c(TWO_OVER_PI["f64"][0]), shifter)
+    k = nearest integer to x * 2/pi, by one FMA with the shifter 1.5 * 2^52 (2^23),
+    so |rh| <= pi/4 + 2^-33 (2^-17).  pi/2 = P1 + P2 + P3 with P2 of 33 (16) bits:
+    x - k P1 is exact (FMA; the result is a multiple of 2^-52 (2^-23) below 1),
+    k P2 is exact (k has at most 20 (8) bits), and r1 - k P2 = rh + err exactly
+    (Fast2Sum; when |r1| < |k P2| the sum itself is exact).  The error left,
+    k (pi/2 - P1 - P2 - P3) plus the rounding of k P3, is below 2^-119 (2^-55.5),
+    while |x - k pi/2| >= 2^-60.5 (2^-27.8) for every double below 2^20 (float below
+    2^8; continued fractions of 2/pi): r is good to ~2^-58 (2^-27.7)."""
+    shifter = e.c(TRIG_SHIFTER[e.k])
+    t = e.fma(x, e.c(TWO_OVER_PI[e.k][0]), shifter)
     k = e.sub(t, shifter)
-    p1, p2, p3 = PIO2_FAST
+    p1, p2, p3 = PIO2_FAST[e.k]
     nk = e.neg(k)
     r1 = e.fma(nk, e.c(p1), x)                      # exact
     ph = e.mul(k, e.c(p2))                          # exact
@@ -628,17 +641,17 @@ def _trig_reduce_fast(e: _Emitter, x: ir.Value) -> tuple[ir.Value, ir.Value, ir.
 def _quadrant(e: _Emitter, q: ir.Value, s: ir.Value, c: ir.Value) -> ir.Value:
     """sin(k pi/2 + r) from s = sin r, c = cos r and integer bits q (low bits: k)."""
     b = e.b
-    v = e.sel(b.trunc(q, ir.IntType(1)), c, s)
+    v = e.sel(e.low_bit(q), c, s)
     width = e.f.ity.width
     flip = b.and_(b.shl(q, e.i(width - 2)), e.i(-(1 << (width - 1))))   # bit 1 -> sign
     return e.from_bits(b.xor(e.bits(v), flip))
 
 
 def _trig_finish(e: _Emitter, x: ir.Value, fast: ir.Value, huge: ir.Value,
-                 odd: bool) -> ir.Value:
-    """The helper's result for |x| >= TRIG_FAST, inf and NaN; x itself for +-0 if
-    odd."""
-    big = e.b.fcmp_unordered(">=", e.abs(x), e.c(TRIG_FAST[e.k]))
+                 odd: bool, limit: float | None = None) -> ir.Value:
+    """The helper's result for |x| >= limit (TRIG_FAST), inf and NaN; x itself for
+    +-0 if odd."""
+    big = e.b.fcmp_unordered(">=", e.abs(x), e.c(limit or TRIG_FAST[e.k]))
     res = e.sel(big, huge, fast)
     return e.sel(e.cmp("==", x, e.c(0.0)), x, res) if odd else res
 
@@ -648,36 +661,30 @@ def _huge(e: _Emitter, x: ir.Value, quarter_turns: float) -> ir.Value:
     return e.b.call(helper, [x, e.c(quarter_turns)])
 
 
-def _trig_fast_f32(e: _Emitter, x: ir.Value, quarter: int,
-                   tan: bool = False) -> ir.Value:
-    """Float sin (quarter 0), cos (1) or tan, |x| < TRIG_FAST (2^32), in double:
-    k by the shifter FMA, r = (x - k P1) - k P2 by two FMAs (first exact; pi/2 -
-    P1 - P2 < 2^-109 and |r| >= 2^-29.3 for every float), short polynomials good
-    to 2^-28 (tan: 2^-37), rounded to float once."""
-    d = _Emitter(e.b, F64)
-    xd = e.b.fpext(x, F64.ty)
-    shifter = d.c(TRIG_SHIFTER)
+def _trig_in_double(d: _Emitter, xd: ir.Value, quarter: ir.Value | None) -> ir.Value:
+    """sin(x + quarter pi/2) or, for quarter None, tan x, of a float x widened to
+    double, |x| < TRIG_LIMIT["f32"], in double (``d``: a double emitter, scalar or
+    vector; quarter: an integer, scalar or vector): k by the shifter FMA,
+    r = (x - k P1) - k P2 by two FMAs (first exact; pi/2 - P1 - P2 < 2^-109 and
+    |r| >= 2^-29.3 for every float), polynomials good to 2^-37, to be rounded to
+    float once (tan then stays within 0.501 ulp)."""
+    shifter = d.c(TRIG_SHIFTER["f64"])
     t = d.fma(xd, d.c(TWO_OVER_PI["f64"][0]), shifter)
     k = d.sub(t, shifter)
     nk = d.neg(k)
     r = d.fma(nk, d.c(PIO2["f64"][1]), d.fma(nk, d.c(PIO2["f64"][0]), xd))
     z = d.mul(r, r)
-    sin_c, cos_c = (SIN_COEFFS_F32, COS_COEFFS_F32) if not tan else (SIN_COEFFS_TAN32, COS_COEFFS_TAN32)
-    s = d.muladd(d.mul(r, z), d.poly(z, sin_c), r)
-    c = d.muladd(z, d.poly(z, cos_c), d.c(1.0))
+    s = d.muladd(d.mul(r, z), d.poly(z, SIN_COEFFS_TAN32), r)
+    c = d.muladd(z, d.poly(z, COS_COEFFS_TAN32), d.c(1.0))
     q = d.bits(t)
-    if tan:
-        odd = e.b.trunc(q, ir.IntType(1))
-        v = d.div(d.sel(odd, d.neg(c), s), d.sel(odd, s, c))
-    else:
-        v = _quadrant(d, e.b.add(q, d.i(quarter)) if quarter else q, s, c)
-    return e.b.fptrunc(v, F32.ty)
+    if quarter is None:
+        odd = d.low_bit(q)
+        return d.div(d.sel(odd, d.neg(c), s), d.sel(odd, s, c))
+    return _quadrant(d, d.b.add(q, quarter), s, c)
 
 
 def _sin(e: _Emitter, x: ir.Value) -> ir.Value:
     huge = _huge(e, x, 0.0)        # first: fewer values live across the call
-    if e.f is F32:
-        return _trig_finish(e, x, _trig_fast_f32(e, x, 0), huge, odd=True)
     q, rh, rl = _trig_reduce_fast(e, x)
     s, c = _sin_cos_kernels(e, rh, rl)
     return _trig_finish(e, x, _quadrant(e, q, s, c), huge, odd=True)
@@ -685,21 +692,21 @@ def _sin(e: _Emitter, x: ir.Value) -> ir.Value:
 
 def _cos(e: _Emitter, x: ir.Value) -> ir.Value:
     huge = _huge(e, x, 1.0)
-    if e.f is F32:
-        return _trig_finish(e, x, _trig_fast_f32(e, x, 1), huge, odd=False)
     q, rh, rl = _trig_reduce_fast(e, x)
     s, c = _sin_cos_kernels(e, rh, rl)
     return _trig_finish(e, x, _quadrant(e, e.b.add(q, e.i(1)), s, c), huge, odd=False)
 
 
 def _tan(e: _Emitter, x: ir.Value) -> ir.Value:
-    if e.f is F32:      # the helper's q = 2: double tan, rounded
+    if e.f is F32:      # in double below 2^32; the helper's quarter 2 is tan
         huge = _huge(e, x, 2.0)
-        return _trig_finish(e, x, _trig_fast_f32(e, x, 0, tan=True), huge, odd=True)
+        d = _Emitter(e.b, F64)
+        fast = e.b.fptrunc(_trig_in_double(d, e.b.fpext(x, F64.ty), None), F32.ty)
+        return _trig_finish(e, x, fast, huge, odd=True, limit=TRIG_LIMIT["f32"])
     huge = e.div(_huge(e, x, 0.0), _huge(e, x, 1.0))
     q, rh, rl = _trig_reduce_fast(e, x)
     s, c = _sin_cos_kernels(e, rh, rl)
-    odd = e.b.trunc(q, ir.IntType(1))
+    odd = e.low_bit(q)
     fast = e.div(e.sel(odd, e.neg(c), s), e.sel(odd, s, c))
     return _trig_finish(e, x, fast, huge, odd=True)
 
@@ -709,11 +716,12 @@ def _tan(e: _Emitter, x: ir.Value) -> ir.Value:
 # lane paid for them.  So they live in a ``noinline`` scalar helper with an early
 # exit, and the helper carries the ``vector-function-abi-variant`` attribute naming
 # vector versions of itself (half and full host width) that return zeros unless
-# some lane is at least TRIG_FAST (or inf or NaN); then they run the double-double
-# tier on all lanes at once, and only if some lane is beyond it the scalar worker
-# lane by lane.  The loop vectoriser replaces the scalar call with the matching
-# vector version, so ordinary inputs pay one compare and branch, and with the
-# ``intel_ocl_bicc`` convention the loop's registers zmm16-31 survive the call.
+# some lane is at least TRIG_FAST (or inf or NaN); then they run the next tier
+# (double-double; float: in double) on all lanes at once, and only if some lane is
+# beyond it the scalar worker lane by lane.  The loop vectoriser replaces the
+# scalar call with the matching vector version, so ordinary inputs pay one compare
+# and branch, and with the ``intel_ocl_bicc`` convention the loop's registers
+# zmm16-31 survive the call.
 
 def _huge_helper_name(fmt: _Format) -> str:
     return f"symgrad_vm_trig_huge_{fmt.suffix}"
@@ -815,8 +823,8 @@ def _trig_huge_variant(module: ir.Module, worker: ir.Function, fmt: _Format,
                        lanes: int) -> None:
     """<lanes x T> version of the helper: zeros unless some lane needs it.  Double:
     the double-double tier (|x| < 2^51) vectorised over all lanes; only if some
-    lane is beyond it (or inf or NaN) the worker lane by lane.  Float: the worker
-    lane by lane."""
+    lane is beyond it (or inf or NaN) the worker lane by lane.  Float: likewise,
+    the first tier in double (|x| < 2^32; tan when quarter is 2)."""
     vty = ir.VectorType(fmt.ty, lanes)
     fn = _helper_function(module, f"{_huge_helper_name(fmt)}_v{lanes}", vty)
     entry, work, skip, each = (fn.append_basic_block(s)
@@ -841,8 +849,18 @@ def _trig_huge_variant(module: ir.Module, worker: ir.Function, fmt: _Format,
         b.cbranch(any_lane(TRIG_LIMIT[fmt.suffix]), each, done)
         b.position_at_end(done)
         b.ret(mid)
-    else:
-        b.branch(each)
+    else:       # float below 2^32 in double; quarter is the same in every lane
+        d = _Emitter(b, F64, lanes)
+        xd = b.fpext(x, d.ty)
+        sincos, tan = fn.append_basic_block("sincos"), fn.append_basic_block("tan")
+        b.cbranch(any_lane(TRIG_LIMIT["f32"]), each, sincos)
+        b.position_at_end(sincos)
+        q0 = b.extract_element(quarter, ir.IntType(32)(0))
+        b.cbranch(b.fcmp_ordered("==", q0, ir.Constant(fmt.ty, 2.0)), tan, fn.append_basic_block("sc"))
+        b.position_at_end(fn.basic_blocks[-1])
+        b.ret(b.fptrunc(_trig_in_double(d, xd, b.fptosi(quarter, d.ity)), vty))
+        b.position_at_end(tan)
+        b.ret(b.fptrunc(_trig_in_double(d, xd, None), vty))
     b.position_at_end(each)
     out = e.c(0.0)
     for lane in range(lanes):
