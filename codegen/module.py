@@ -142,7 +142,8 @@ class _Builder:
         parallel.emit_parallel_rows(
             self.module, fn, storages, matmul.parallel_rows(self.plan, node), matmul.ROWS_PER_CHUNK,
             lambda ctx, lo, hi: matmul.emit_rows_fused(ctx, node, loop, per_row, lo, hi),
-            self.plan, self.consts, _set_vector_width, wake=matmul.wakes(self.plan, node))
+            self.plan, self.consts, _set_vector_width, wake=matmul.wakes(self.plan, node),
+            loop=loop)
         return fn, storages
 
     # ---- segments -------------------------------------------------------------------

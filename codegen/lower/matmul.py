@@ -298,19 +298,29 @@ def fusable_rows(plan: Plan, node: Node, loop) -> int | None:
     step) can run on each row chunk of the split product right after that chunk's GEMM
     (one pass over the rows while they are in cache, no separate step and its thread
     hand-off), else None.  Safe when the loop's outermost (merged) range walks the
-    product's rows, it has no reduction or zero-fill (nothing shared between chunks),
-    every access to the product's buffer stays in the loop's own row, and it writes
-    nothing the product's other chunks read or write."""
+    product's rows, it zero-fills nothing, every access to the product's buffer stays in
+    the loop's own row, and it writes (stores, reduction results and scratch, initialised
+    before the product) nothing the product reads or writes, except its own rows of the
+    product.  Reductions across rows get per-chunk accumulators merged in chunk order, as
+    in any split loop."""
     A, B, C, batch = operands(plan, node)
     step = loop.step
-    if batch or step.fills or any(it.kind != "store" for it in step.items) or not loop.groups:
+    if batch or step.fills or not loop.groups:
         return None
     if loop.rank < 1 or loop.shape[0] != C.rows or loop.groups[0][0] != 0 or 0 in loop.index_dims:
         return None
     per_row = loop.outer_extent // C.rows
     if per_row * C.rows != loop.outer_extent:
         return None
-    writes = [it.target.buffer for it in step.items if it.target is not None]
+    writes = [it.target.buffer for it in step.items if it.kind == "store" and it.target is not None]
+    for it in step.items:
+        if it.kind == "reduce":
+            scratch = list(it.scratch.values())
+            if id(it.node) not in plan.local:
+                scratch.append(plan.storage[id(it.node)])
+            if any(_overlap(st, C.storage) for st in scratch):
+                return None
+            writes += scratch
     for st in writes:
         if _overlap(st, A.storage) or _overlap(st, B.storage):
             return None

@@ -172,15 +172,19 @@ def emit_parallel(module: ir.Module, fn: ir.Function, storages: list[Storage], l
 
 def emit_parallel_rows(module: ir.Module, fn: ir.Function, storages: list[Storage], extent: int,
                        rows_per_chunk: int, emit_range, plan, consts, set_width,
-                       wake: bool = True) -> None:
+                       wake: bool = True, loop: FusedLoop | None = None) -> None:
     """Fill step function ``fn`` with ``emit_range(ctx, lo, hi)`` over ``[0, extent)`` split
     into 2..8 chunks of at least about ``rows_per_chunk`` rows (a matmul split by rows),
     an even number of them (two threads starting together finish together); ``wake``:
-    big enough to wake a sleeping helper."""
+    big enough to wake a sleeping helper; ``loop``: a fused loop run in the chunks too
+    (its prologue, per-chunk accumulators and merge)."""
     nchunks = max(2, min(8, extent // rows_per_chunk) // 2 * 2)
+    private, acc_bytes = _private_buffers(loop, storages) if loop is not None else ([], 0)
     _emit_chunked(module, fn, storages, plan, consts, set_width, extent, nchunks,
-                  emit_range=emit_range, prologue=lambda ctx: None, epilogue=lambda ctx: None,
-                  private=[], acc_bytes=0, loop=None, wake=wake)
+                  emit_range=emit_range,
+                  prologue=loop.prologue if loop is not None else lambda ctx: None,
+                  epilogue=loop.epilogue if loop is not None else lambda ctx: None,
+                  private=private, acc_bytes=acc_bytes, loop=loop, wake=wake)
 
 
 def _emit_chunked(module, fn, storages, plan, consts, set_width, extent, nchunks, *, emit_range,

@@ -472,19 +472,27 @@ def test_helper_thread_splits_products_and_loops_as_torch():
 
 
 def test_loop_after_a_split_product_runs_on_its_row_chunks():
-    """A store-only loop reading the split product's rows at its own row (bias + tanh)
-    runs in the product's row chunks (one step); one reading other rows (the transposed
-    product) stays a step of its own.  Both equal numpy's result, call after call."""
+    """A loop reading the split product's rows at its own row (bias + tanh; a column sum
+    with per-chunk accumulators) runs in the product's row chunks (one step); one reading
+    other rows (the transposed product) stays a step of its own.  All equal numpy's
+    result, the column sum bit for bit call after call."""
     from codegen.lower import parallel
     rng = np.random.default_rng(11)
     X, W, b = rng.standard_normal((96, 200)), rng.standard_normal((200, 96)) * 0.1, rng.standard_normal(96)
     fused = symgrad.compile(lambda x, w, c: (x @ w + c).tanh() * 2, backend="llvm")
     mixed = symgrad.compile(lambda x, w: (x @ w).tanh() + (x @ w).T, backend="llvm")
+    colsum = symgrad.compile(lambda x, w: (x @ w).tanh().sum(0), backend="llvm")
     texts = {name: f.lower(*args).compile().as_text("llvm")
-             for name, f, args in (("fused", fused, (X, W, b)), ("mixed", mixed, (X, W)))}
+             for name, f, args in (("fused", fused, (X, W, b)), ("mixed", mixed, (X, W)),
+                                   ("colsum", colsum, (X, W)))}
     if parallel.threads() > 1:
         assert re.search(r'define internal void @"[^"]*\.matmul\+s1\.loop', texts["fused"])
+        assert re.search(r'define internal void @"[^"]*\.matmul\+s1\.loop', texts["colsum"])
         assert "matmul+" not in texts["mixed"]
+    first = colsum(X, W)
+    np.testing.assert_allclose(first, np.tanh(X @ W).sum(0), rtol=1e-12, atol=1e-12)
+    for _ in range(20):
+        assert np.array_equal(colsum(X, W), first)
     want_fused = np.tanh(X @ W + b) * 2
     want_mixed = np.tanh(X @ W) + (X @ W).T
     for _ in range(20):
