@@ -4,7 +4,9 @@ A :class:`~codegen.lower.fused_loop.FusedLoop` whose estimated work (iterations 
 cost and memory accesses) reaches ``PARALLEL_MIN_WORK`` -- about 8 us on one core --
 splits its outermost loop into ``CHUNKS`` chunks that the calling thread and the
 process-wide helper thread (:mod:`codegen.worker`) take from a shared atomic counter
-(a product split by rows, :func:`emit_parallel_rows`, works the same way).  Handing
+(a product split by rows, :func:`emit_parallel_rows`, works the same way, and may carry
+the loop step after it, run on each row chunk after its GEMM: see
+:func:`codegen.lower.matmul.fusable_rows`).  Handing
 work to a helper that is spinning costs well under a microsecond; a sleeping helper is
 woken (a system call, and it arrives tens of microseconds later) only for steps of at
 least ``WAKE_MIN_WORK`` (a fraction of a millisecond), smaller steps then run on the
