@@ -26,17 +26,19 @@ def emit(ctx: StepContext, node: Node, step_id: int) -> None:
         _cumsum(ctx, node)
 
 
-def _split(shape, axis):
-    return tuple(shape[:axis]), shape[axis], tuple(shape[axis + 1:])
+def _along_axis(ctx: StepContext, node: Node):
+    """What a scan along ``node``'s axis needs: (x, axis, x's view, the output storage,
+    (dims before the axis, its length, dims after it))."""
+    x = node.args[0]
+    axis = node.attr("axis") % len(x.shape)
+    shape = x.shape
+    return (x, axis, ctx.plan.view(x), ctx.plan.storage[id(node)],
+            (tuple(shape[:axis]), shape[axis], tuple(shape[axis + 1:])))
 
 
 def _arg_extremum(ctx: StepContext, node: Node) -> None:
     b = ctx.b
-    x = node.args[0]
-    axis = node.attr("axis") % len(x.shape)
-    vx = ctx.plan.view(x)
-    out = ctx.plan.storage[id(node)]
-    pre, n, post = _split(x.shape, axis)
+    x, axis, vx, out, (pre, n, post) = _along_axis(ctx, node)
     nest = LoopNest(b, pre + post, "o")
     ind = list(nest.indices)
     at = lambda j: ind[:axis] + [j] + ind[axis:]
@@ -61,12 +63,8 @@ def _arg_extremum(ctx: StepContext, node: Node) -> None:
 
 def _cumsum(ctx: StepContext, node: Node) -> None:
     b = ctx.b
-    x = node.args[0]
-    axis = node.attr("axis") % len(x.shape)
-    vx = ctx.plan.view(x)
-    out = ctx.plan.storage[id(node)]
+    x, axis, vx, out, (pre, n, post) = _along_axis(ctx, node)
     cs = L.contiguous_strides(x.shape)
-    pre, n, post = _split(x.shape, axis)
     if n == 0:
         return
     outer = LoopNest(b, pre, "o")
