@@ -1,7 +1,7 @@
 """Vectorisable transcendental math emitted as LLVM IR.
 
 This module owns symgrad's elementwise math library: exp, expm1, log, log1p, tanh,
-sigmoid, softplus, sin, cos, tan, pow, and the cheap intrinsics (sqrt, abs, floor,
+sigmoid, softplus, log1pexp, sin, cos, tan, pow, and the cheap intrinsics (sqrt, abs, floor,
 ceil, trunc, rint), for ``double`` and ``float``.
 
 Design.  Each function is an ``internal alwaysinline`` *scalar* IR function,
@@ -32,7 +32,12 @@ reduced range):
 * log1p: u = 1 + x and its exact rounding error e; log1p(x) = log(u) + e / u.
 * tanh: h = expm1(2|x|) / 2, tanh = copysign(h / (h + 1), x), |x| clamped at 22 (10).
 * sigmoid: e = exp(-|x|); (x >= 0 ? 1 : e) / (1 + e) -- never overflows.
-* softplus: torch's ``x if x > 20 else log1p(exp(x))``.
+* log1pexp: log(1 + e^x) = max(x, 0) + log1p(t), t = e^-|x| in [0, 1]: s = t / (2 + t)
+  <= 1/3 and log1p(t) = t - (t^2/2 - s (t^2/2 + R(s^2))) with no range reduction and
+  no special cases (one division; the general log1p needs two and a split).  The
+  formulas' ``log1p(exp(a))`` and ``1 / (1 + exp(-a))`` lower to log1pexp and sigmoid
+  (:mod:`codegen.lower.sympy_ir`), which share e^-|a|.
+* softplus: torch's ``x if x > 20 else log1pexp(x)``.
 * sin/cos, three tiers.  Inline, for |x| < 2^20 (float: 2^8): k = nearest
   integer to x 2/pi by one FMA with a shifter (k's low bits then sit in the
   result's low bits), r = x - k pi/2 = rh + rl with pi/2 in three parts, the first
@@ -70,7 +75,8 @@ throughput in G elements/s (``python tests/codegen/test_vecmath.py`` reprints it
     log1p        0.82     0.77     0.75     1.97
     tanh         2.45     2.26     1.16     3.18
     sigmoid      2.35     2.26     1.00     2.61
-    softplus     1.51     1.49     0.31     0.93
+    softplus     1.71     1.76     0.54     1.64
+    log1pexp     1.64     1.84     0.56     1.68
     sin          0.77     0.80     0.97     2.30
     cos          0.80     0.74     1.00     2.37
     tan          2.03     0.50     0.61     1.19
@@ -78,7 +84,8 @@ throughput in G elements/s (``python tests/codegen/test_vecmath.py`` reprints it
     sqrt         0.5      0.5      1.80     5.63
     abs/floor/ceil/trunc/rint  exact  ~5.3 (f64)  ~11.5 (f32)
 
-(Before the minimax polynomials and the inline reductions, measured the same way:
+(softplus was 0.31 / 0.93 G/s, 1.51 / 1.49 ulp, as log1p(exp(x)).  Before the minimax
+polynomials and the inline reductions, measured the same way:
 sin/cos/tan 0.48/0.49/0.41 G/s for double and 1.09/1.14/0.40 for float, with
 0.85/0.86/2.08 and 0.79/0.82/0.50 ulp; tanh 0.99/2.64, exp 1.26/3.34 G/s and
 0.98/1.02 ulp.  On all floats in [0, 256) with a stride of 5, float sin/cos are
@@ -107,8 +114,8 @@ from . import target
 
 __all__ = [
     "UNARY", "BINARY", "FUNCTIONS", "get_function", "emit", "build_elementwise_kernel",
-    "exp", "expm1", "log", "log1p", "tanh", "sigmoid", "softplus", "sin", "cos", "tan",
-    "pow", "sqrt", "abs", "floor", "ceil", "trunc", "rint",
+    "exp", "expm1", "log", "log1p", "tanh", "sigmoid", "softplus", "log1pexp", "sin", "cos",
+    "tan", "pow", "sqrt", "abs", "floor", "ceil", "trunc", "rint",
 ]
 
 
@@ -211,6 +218,19 @@ EXPM1_CLAMP = _by_format((-60.0, 710.0), (-20.0, 89.0))
 TANH_CLAMP = _by_format(22.0, 10.0)
 SUBNORMAL_SCALE = _by_format(54, 25)
 SOFTPLUS_THRESHOLD = 20.0
+# log1p(t) for t in [0, 1] without range reduction (softplus's log1p(exp(-|x|))):
+# s = t / (2 + t) <= 1/3, log1p(t) = t - (t^2/2 - s (t^2/2 + z P(z))), z = s^2 <= 1/9,
+# where z P(z) = 2 atanh(s)/s - 2 = 2z/3 + 2z^2/5 + ...: a fit at Chebyshev nodes on
+# [0, 1/9 (1 + 2^-20)] (mpmath, 256 bits), coefficients rounded to nearest; the rounded
+# polynomial's error relative to log1p(t) is 2^-57.0 (double) and 2^-30.0 (float) on
+# a 2001-point grid (the Taylor series needs 16 and 8 terms for the same).
+LOG1P_UNIT_COEFFS = _by_format([_H(h) for h in (
+    "0x1.5555555555555p-1", "0x1.999999999a3ddp-2", "0x1.24924923d44bfp-2",
+    "0x1.c71c72714381cp-3", "0x1.745cf0b0d0765p-3", "0x1.3b18b2967986cp-3",
+    "0x1.10ac75c001f86p-3", "0x1.eb9060a13a603p-4", "0x1.687a63b6d1ffep-4",
+    "0x1.4b0a323296698p-3")],
+    [_H(h) for h in ("0x1.555556p-1", "0x1.9998d4p-2", "0x1.24c926p-2", "0x1.bc8cf8p-3",
+                     "0x1.dba266p-3")])
 TRIG_FAST = _by_format(2.0 ** 20, 256.0)       # inline reduction below this |x|
 # the helper's vectorised tier (double-double; float: in double) below this |x|
 TRIG_LIMIT = _by_format(2.0 ** 51, 2.0 ** 32)
@@ -421,9 +441,26 @@ def _sigmoid(e: _Emitter, x: ir.Value) -> ir.Value:
     return e.div(num, e.add(e.c(1.0), ex))
 
 
+def _log1p_unit(e: _Emitter, t: ir.Value) -> ir.Value:
+    """log1p(t) for t in [0, 1] (NaN propagates): one division, no reduction, no
+    special cases (t = 0 gives 0, tiny t gives t)."""
+    s = e.div(t, e.add(e.c(2.0), t))
+    z = e.mul(s, s)
+    hfsq = e.mul(e.mul(e.c(0.5), t), t)
+    big_r = e.mul(z, e.poly(z, LOG1P_UNIT_COEFFS[e.k]))
+    return e.sub(t, e.sub(hfsq, e.mul(s, e.add(hfsq, big_r))))
+
+
+def _log1pexp(e: _Emitter, x: ir.Value) -> ir.Value:
+    """log(1 + e^x) = max(x, 0) + log1p(e^-|x|): finite for every finite x, one exp
+    and one division (the same e^-|x| as sigmoid's, so a loop computing both, as the
+    logistic loss and its gradient do, shares it)."""
+    t = _exp(e, e.neg(e.abs(x)))
+    return e.add(e.sel(e.cmp(">", x, e.c(0.0)), x, e.c(0.0)), _log1p_unit(e, t))
+
+
 def _softplus(e: _Emitter, x: ir.Value) -> ir.Value:
-    soft = _log1p(e, _exp(e, x))
-    return e.sel(e.cmp(">", x, e.c(SOFTPLUS_THRESHOLD)), x, soft)
+    return e.sel(e.cmp(">", x, e.c(SOFTPLUS_THRESHOLD)), x, _log1pexp(e, x))
 
 
 # ------------------------------------------------------------------- log family
@@ -1009,7 +1046,7 @@ def _intrinsic_body(name: str) -> Callable[[_Emitter, ir.Value], ir.Value]:
 
 _BODIES: dict[str, Callable[..., ir.Value]] = {
     "exp": _exp, "expm1": _expm1, "log": _log, "log1p": _log1p, "tanh": _tanh,
-    "sigmoid": _sigmoid, "softplus": _softplus, "sin": _sin, "cos": _cos, "tan": _tan,
+    "sigmoid": _sigmoid, "softplus": _softplus, "log1pexp": _log1pexp, "sin": _sin, "cos": _cos, "tan": _tan,
     "pow": _pow,
     "sqrt": _intrinsic_body("sqrt"), "abs": _intrinsic_body("fabs"),
     "floor": _intrinsic_body("floor"), "ceil": _intrinsic_body("ceil"),
@@ -1081,6 +1118,11 @@ def sigmoid(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
 def softplus(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     """torch.nn.functional.softplus (beta=1, threshold=20)."""
     return emit(b, "softplus", x)
+
+
+def log1pexp(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """log(1 + e**x) for every x (no threshold), without overflow."""
+    return emit(b, "log1pexp", x)
 
 
 def sin(b: ir.IRBuilder, x: ir.Value) -> ir.Value:

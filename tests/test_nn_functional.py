@@ -147,6 +147,16 @@ def test_bce_with_logits_is_stable_at_huge_logits(big, reduction, dtype):
         a, b, pos_weight=p, reduction=reduction), x, t, pw, requires_grad=[True, True, False])
 
 
+@R
+def test_bce_with_logits_has_no_threshold(reduction):
+    """torch's value is exact past |x| = 20 (no softplus threshold): e^-20.5 ~ 1e-9
+    relative is far above float64 rounding."""
+    x = np.array([-20.5, -25.0, -30.0, -36.0, 20.5, 25.0, -19.5, -700.0, -800.0])
+    t = np.array([0.25, 0.5, 1.0, 0.0, 0.75, 0.0, 0.3, 0.9, 0.1])
+    check(lambda m, a, b: m.nn.functional.binary_cross_entropy_with_logits(
+        a, b, reduction=reduction), x, t, rtol=1e-14, atol=0.0, grad_rtol=1e-14, grad_atol=1e-300)
+
+
 @F
 @R
 def test_binary_cross_entropy(reduction, dtype):

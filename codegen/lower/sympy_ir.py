@@ -10,7 +10,9 @@ formula needs floats), conditions are ``i1``.  Lowering rules:
 * integer powers by repeated squaring, ``x**(1/2)`` -> ``sqrt``, ``x**(-1/2)`` -> ``1/sqrt``,
   other powers -> :func:`codegen.vecmath.pow`;
 * exp/log/log1p/expm1/sin/cos/tan/tanh/floor/ceiling/Abs/round -> :mod:`codegen.vecmath`
-  (branch-free, vectorisable: never a scalar libm call);
+  (branch-free, vectorisable: never a scalar libm call); ``log1p(exp(a))`` ->
+  ``log1pexp(a)`` and ``1/(1 + exp(-a))`` (also as a divisor) -> ``sigmoid(a)``: the
+  stable forms, which share one ``exp(-|a|)`` (softplus and the logistic losses);
 * Piecewise -> a chain of ``select`` (both branches are computed: NaN in an untaken
   branch cannot leak), relations -> ordered compares (``!=`` unordered, as numpy),
   ``isnan`` -> ``fcmp uno``, sign/Max/Min -> selects / ``llvm.maximum``.
@@ -108,6 +110,15 @@ def op_cost(expr: sympy.Basic) -> int:
         elif not (e.is_Symbol or e.is_Number):
             cost += 1
     return cost
+
+
+def _sigmoid_of(e: sympy.Basic) -> sympy.Basic | None:
+    """``a`` if ``e`` is ``1 + exp(-a)`` (so ``1/e`` is sigmoid(a)), else None."""
+    if isinstance(e, sympy.Add) and len(e.args) == 2 and sympy.S.One in e.args:
+        other = e.args[1] if e.args[0] == sympy.S.One else e.args[0]
+        if other.func is sympy.exp:
+            return -other.args[0]
+    return None
 
 
 class FormulaEmitter:
@@ -248,6 +259,10 @@ class FormulaEmitter:
             out = self.const(coeff) if out is None else self.mul(self.const(coeff), out)
         if out is None:
             out = self.const(1)
+        sig = [a for a in map(_sigmoid_of, den) if a is not None] if self.is_float else []
+        for a in sig:                    # x / (1 + exp(-a)) = x * sigmoid(a)
+            out = self.mul(out, vecmath.sigmoid(self.b, self.num(a)))
+        den = [f for f in den if _sigmoid_of(f) is None] if sig else den
         if den:
             d = None
             for f in den:
@@ -257,6 +272,8 @@ class FormulaEmitter:
         return out
 
     def _pow(self, base: sympy.Basic, ex: sympy.Basic) -> ir.Value:
+        if ex == -1 and self.is_float and _sigmoid_of(base) is not None:
+            return vecmath.sigmoid(self.b, self.num(_sigmoid_of(base)))
         if ex.is_Integer:
             n = int(ex)
             if n == 0:
@@ -296,6 +313,8 @@ class FormulaEmitter:
         if name == "isnan":
             x = self.num(e.args[0])
             return self.b.fcmp_unordered("uno", x, x) if self.is_float else T.I1(0)
+        if e.func is log1p and e.args[0].func is sympy.exp and self.is_float:
+            return vecmath.log1pexp(self.b, self.num(e.args[0].args[0]))
         args = [self.num(a) for a in e.args]
         if e.func in _VECMATH:
             return vecmath.emit(self.b, _VECMATH[e.func], *args)

@@ -121,13 +121,15 @@ _ew("binary_cross_entropy",
                              S.log(1 - x) - S.log(x)))
 
 def _bce_logits_numpy(x, t):
-    return (1 - t) * x + _softplus_numpy(-x)
+    return (1 - t) * x + np.logaddexp(0, -x)
 
 
-# binary cross-entropy on logits, (1 - t) x + softplus(-x): finite for any x; partials
-# sigmoid(x) - t (written so exp overflows to the right limit) and -x
+# binary cross-entropy on logits, (1 - t) x + log(1 + e^-x) with no threshold (torch's
+# value is exact for every x; compiled code lowers log1p(exp(a)) to the stable
+# max(a, 0) + log1p(e^-|a|), numpy uses logaddexp); partials sigmoid(x) - t (written
+# so exp overflows to the right limit) and -x
 _ew("binary_cross_entropy_with_logits",
-    lambda x, t: (1 - t) * x + _pw((-x, -x > 20), (log1p(S.exp(-x)), True)),
+    lambda x, t: (1 - t) * x + log1p(S.exp(-x)),
     numpy=_bce_logits_numpy, out_dtype="float",
     grad_name="BinaryCrossEntropyWithLogitsBackward0",
     grads=lambda x, t, out: (1 / (1 + S.exp(-x)) - t, -x))
