@@ -121,12 +121,13 @@ _ew("binary_cross_entropy",
                              S.log(1 - x) - S.log(x)))
 
 def _bce_logits_numpy(x, t):
-    return (1 - t) * x + np.logaddexp(0, -x)
+    with quiet():               # log(1 + e^-x) as max(-x, 0) + log1p(e^-|x|): exact for
+        return (1 - t) * x + (np.log1p(np.exp(-np.abs(x))) + np.maximum(-x, 0))  # every x
 
 
 # binary cross-entropy on logits, (1 - t) x + log(1 + e^-x) with no threshold (torch's
-# value is exact for every x; compiled code lowers log1p(exp(a)) to the stable
-# max(a, 0) + log1p(e^-|a|), numpy uses logaddexp); partials sigmoid(x) - t (written
+# value is exact for every x; compiled code lowers log1p(exp(a)) to the same stable
+# max(a, 0) + log1p(e^-|a|) as the numpy kernel); partials sigmoid(x) - t (written
 # so exp overflows to the right limit) and -x
 _ew("binary_cross_entropy_with_logits",
     lambda x, t: (1 - t) * x + log1p(S.exp(-x)),
