@@ -220,10 +220,10 @@ SUBNORMAL_SCALE = _by_format(54, 25)
 SOFTPLUS_THRESHOLD = 20.0
 # log1p(t) for t in [0, 1] without range reduction (softplus's log1p(exp(-|x|))):
 # s = t / (2 + t) <= 1/3, log1p(t) = t - (t^2/2 - s (t^2/2 + z P(z))), z = s^2 <= 1/9,
-# where z P(z) = 2 atanh(s)/s - 2 = 2z/3 + 2z^2/5 + ...: a fit at Chebyshev nodes on
-# [0, 1/9 (1 + 2^-20)] (mpmath, 256 bits), coefficients rounded to nearest; the rounded
-# polynomial's error relative to log1p(t) is 2^-57.0 (double) and 2^-30.0 (float) on
-# a 2001-point grid (the Taylor series needs 16 and 8 terms for the same).
+# where z P(z) = 2 atanh(s)/s - 2 = 2z/3 + 2z^2/5 + ...: interpolation at Chebyshev
+# nodes, computed by codegen/fits.py (``python -m codegen.fits``; a test keeps these
+# equal); error relative to log1p(t) 2^-57.0 (double) and 2^-30.0 (float) (the Taylor
+# series needs 16 and 8 terms for the same).
 LOG1P_UNIT_COEFFS = _by_format([_H(h) for h in (
     "0x1.5555555555555p-1", "0x1.999999999a3ddp-2", "0x1.24924923d44bfp-2",
     "0x1.c71c72714381cp-3", "0x1.745cf0b0d0765p-3", "0x1.3b18b2967986cp-3",
