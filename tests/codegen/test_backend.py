@@ -281,6 +281,9 @@ def test_benchmark_workloads_are_fully_native():
                                     argnums=argnums if len(argnums) > 1 else argnums[0])
         plan = build_plan(vg.lower(*arrays.values()).optimized)
         assert not plan.hybrid, (family, plan.summary())
+        # called with numpy arrays, each takes the native fast path (no Python dispatcher)
+        vg(*arrays.values())
+        assert getattr(type(vg), "_native_for", None) is not None, family
 
 
 # ---- inspection -------------------------------------------------------------------------------
