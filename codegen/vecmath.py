@@ -69,7 +69,7 @@ reference over the ~1e6-point sweeps of ``tests/codegen/test_vecmath.py``, and
 throughput in G elements/s (``python tests/codegen/test_vecmath.py`` reprints it):
 
     function   f64 ulp  f32 ulp  f64 G/s  f32 G/s
-    exp          0.96     1.01     1.34     3.52
+    exp          0.96     1.00     1.34     3.52
     expm1        1.75     1.54     1.38     3.69
     log          0.79     0.82     0.83     2.22
     log1p        0.82     0.77     0.75     1.97
@@ -170,12 +170,13 @@ TWO_OVER_PI = _by_format(
     (float.fromhex("0x1.45f306p-1"), float.fromhex("0x1.b93910p-26")))
 TWO_THIRDS = (float.fromhex("0x1.5555555555555p-1"), float.fromhex("0x1.5555555555555p-55"))
 
-# Polynomial coefficients.  Where marked "minimax", they were computed offline for
-# this module (mpmath at 256 bits): a Remez exchange on the stated interval
-# minimising the maximum *relative* error of the whole function (weight
-# r^2/(e^r - 1) for the exp family, r^3/sin r and r^4/cos r for sin and cos), then
-# each coefficient rounded to nearest double and the rounded polynomial's error
-# measured on a 20001-point grid (the figures quoted).  The rest are Taylor series.
+# Polynomial coefficients.  Where marked "minimax", they come from codegen/fits.py
+# (``python -m codegen.fits`` recomputes them; a test checks each table is as accurate
+# as a fresh fit): a Remez exchange on the stated interval minimising the maximum
+# *relative* error of the whole function (weight r^2/(e^r - 1) for the exp family,
+# r^3/sin r and r^4/cos r for sin and cos), coefficients rounded to the format one at a
+# time, lowest first, the rest refitted (exp: rounded at once); the errors quoted are
+# the rounded polynomials'.  The rest are Taylor series.
 # exp: e^r - 1 = r + r^2 P(r), |r| <= ln2/2 + 2^-20: double minimax (error 2^-61.7
 # relative to e^r, 2^-59.9 relative to e^r - 1; the former Taylor series to r^13 had
 # 2^-57.6 and 2^-56 with one more term); float Taylor to r^7 (expm1, tanh).
@@ -186,9 +187,9 @@ EXP_COEFFS = _by_format([_H(h) for h in (
     "0x1.af5e68928cf2ep-26", "0x1.1ee884cfb18b1p-29")],
                         [1 / factorial(n) for n in range(2, 8)])
 # Float exp alone (not expm1, whose small results need the relative weight): minimax
-# for e^r, one term fewer than the Taylor series, error 2^-27.7 (Taylor: 2^-27.5).
+# for e^r, one term fewer than the Taylor series, error 2^-28.1 (Taylor: 2^-27.5).
 EXP_ONLY_COEFFS = {"f32": [_H(h) for h in (
-    "0x1.000000p-1", "0x1.55548ep-3", "0x1.55545ep-5", "0x1.123b46p-7", "0x1.6db40cp-10")]}
+    "0x1.fffffcp-2", "0x1.555492p-3", "0x1.5558f2p-5", "0x1.1239d4p-7", "0x1.6a244cp-10")]}
 LOG_COEFFS = _by_format([2 / (2 * j + 1) for j in range(1, 11)],
                         [2 / (2 * j + 1) for j in range(1, 5)])
 POW_LOG_COEFFS = [2 / (2 * j + 1) for j in range(2, 13)]   # s^5 .. s^25 terms
@@ -204,7 +205,7 @@ SIN_COEFFS = _by_format(
 COS_COEFFS = _by_format(
     [_H("0x1.555555555554bp-5"), _H("-0x1.6c16c16c15015p-10"), _H("0x1.a01a019c8f254p-16"),
      _H("-0x1.27e4f7f191490p-22"), _H("0x1.1ee9dbcefc875p-29"), _H("-0x1.8fa68487eb52dp-37")],
-    [_H("0x1.55554ap-5"), _H("-0x1.6c0c34p-10"), _H("0x1.99eb8cp-16")])      # 2^-32.4
+    [_H("0x1.55554ap-5"), _H("-0x1.6c0c28p-10"), _H("0x1.99e80cp-16")])      # 2^-33.0
 # Float sin/cos/tan in double (float tan, and the helper's first float tier):
 # sin r = r + r^3 S(r^2), cos r = 1 + r^2 C(r^2) on |r| <= pi/4 + 2^-20, minimax,
 # relative error 2^-37.5 and 2^-43.6 (tan must stay within 0.51 ulp).
