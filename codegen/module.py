@@ -96,7 +96,9 @@ class _Builder:
             parallel.emit_parallel_rows(self.module, fn, storages, rows, matmul.ROWS_PER_CHUNK,
                                         lambda ctx, lo, hi: matmul.emit_rows(ctx, node, lo, hi),
                                         self.plan, self.consts, _set_vector_width,
-                                        wake=matmul.wakes(self.plan, node))
+                                        wake=matmul.wakes(self.plan, node),
+                                        split=self.k_split(node, lambda ctx, p, lo, hi:
+                                                           matmul.emit_k_merge_rows(ctx, node, p, lo, hi)))
             return fn, storages, fallible
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         ctx = StepContext(b, ptrs, self.plan, self.consts, fn.args[-1] if fallible else None)
@@ -143,8 +145,21 @@ class _Builder:
             self.module, fn, storages, matmul.parallel_rows(self.plan, node), matmul.ROWS_PER_CHUNK,
             lambda ctx, lo, hi: matmul.emit_rows_fused(ctx, node, loop, per_row, lo, hi),
             self.plan, self.consts, _set_vector_width, wake=matmul.wakes(self.plan, node),
-            loop=loop)
+            loop=loop, split=self.k_split(node, lambda ctx, p, lo, hi: matmul.emit_k_merge_rows_fused(
+                ctx, node, loop, per_row, p, lo, hi)))
         return fn, storages
+
+    def k_split(self, node, emit_rows) -> parallel.KSplit | None:
+        """The two halves along K of a split product, when :func:`codegen.lower.matmul.k_split`
+        prefers them to row chunks; ``emit_rows(ctx, partial, lo, hi)``: the merge (and
+        the fused loop) of rows [lo, hi)."""
+        k0 = matmul.k_split(self.plan, node)
+        if k0 is None:
+            return None
+        A, B, _, _ = matmul.operands(self.plan, node)
+        return parallel.KSplit(2, A.rows * B.cols * node.dtype.itemsize,
+                               lambda ctx, p, part: matmul.emit_k_part(ctx, node, k0, p, part),
+                               emit_rows)
 
     # ---- segments -------------------------------------------------------------------
     def segment(self, k: int, indices: list[int]) -> ir.Function:

@@ -11,11 +11,18 @@ Each batch element is one ``C[m, n] = A[m, k] @ B[k, n]`` on strided views:
   multiply-adds run on the calling thread (``openblas_set_num_threads_local(1)``
   around the call): on this (shared, busy) 2-core machine OpenBLAS's spinning pool made
   the MLP's 64x784x256 products 20x slower than one thread.  Products of at least
-  ``PARALLEL_GEMM_WORK`` multiply-adds are instead split by row blocks between the
-  calling thread and the process's helper thread (:mod:`.parallel`), each calling
-  single-threaded BLAS: a helper that does not get a CPU does not delay the call.
-  Products below ``WAKE_GEMM_WORK`` are split only when the helper is already
-  spinning (right after another split step), never worth waking it for.
+  ``PARALLEL_GEMM_WORK`` multiply-adds are instead split between the calling thread
+  and the process's helper thread (:mod:`.parallel`), each calling single-threaded
+  BLAS: a helper that does not get a CPU does not delay the call.  Products below
+  ``WAKE_GEMM_WORK`` are split only when the helper is already spinning (right after
+  another split step), never worth waking it for.  How to split is a cost model
+  (:func:`split_costs`, extra work over one call): by row blocks, each BLAS call packs
+  all of B again (K*N per extra chunk: 64x784 @ 784x256, 1.6 MB of B, costs ~32 us
+  more in two row halves); along K (:func:`k_split`), two halves of the shared
+  dimension, the second into a private partial product added after both (M*N, ~1 us
+  for the barrier), then the loop fused after the product runs on row chunks.  The
+  MLP's X @ W1 is split along K, its weight gradient X^T @ dZ1 (784x64 @ 64x256) by
+  rows.  A column split (packs A again) is never the cheapest of the three here.
 * otherwise an IR loop nest whose order comes from the strides (:func:`loop_order`):
   the innermost loop walks its operands contiguously (vectorised), a ``k`` innermost
   loop is a ``reassoc`` dot product in registers, and the skinny operand of a
@@ -48,6 +55,9 @@ ROW_BLOCK = 32                 # a split product has at least two blocks of this
 ROWS_PER_CHUNK = 256           # ... and chunks of at least about this many rows: each BLAS call
                                # repacks B (784x64 @ 64x256 on two threads: 2 calls of 392 rows
                                # 263 us per thread, 3 of 131 rows 276 us)
+K_MERGE_COST = 2               # a K split: units per output element (write the partial, add it)
+K_SYNC_COST = 8192             # ... and for its barrier (both halves before any merge), ~1 us
+K_PARTIAL_MAX_BYTES = 1 << 22  # ... whose partial product (malloc'd per call) is at most this
 _INT32_MAX = 2 ** 31 - 1
 
 
@@ -140,8 +150,11 @@ def _entry_alloca(b: ir.IRBuilder, ty: ir.Type) -> ir.Value:
 
 
 def _blas(ctx: StepContext, node: Node, A: Operand, B: Operand, C: Operand, offs,
-          rows: tuple[ir.Value, ir.Value] | None = None) -> None:
-    """One GEMM; ``rows`` = (lo, hi) restricts it to rows [lo, hi) of A and C."""
+          rows: tuple[ir.Value, ir.Value] | None = None, ks: tuple[int, int] | None = None,
+          out: ir.Value | None = None) -> None:
+    """One GEMM; ``rows`` = (lo, hi) restricts it to rows [lo, hi) of A and C, ``ks`` =
+    (lo, hi) to columns [lo, hi) of A and rows of B (a partial product), ``out`` writes
+    to that contiguous ``m x n`` buffer instead of C."""
     b, module = ctx.b, ctx.b.module
     ety = T.storage_type(node.dtype)
     name = BLAS_GEMM[node.dtype.name]
@@ -154,7 +167,11 @@ def _blas(ctx: StepContext, node: Node, A: Operand, B: Operand, C: Operand, offs
         return slot
 
     m, k, n = A.rows, A.cols, B.cols
-    aoff, coff, mv = offs[0], offs[2], T.I32(m)
+    aoff, boff, coff, mv = offs[0], offs[1], offs[2], T.I32(m)
+    if ks is not None:
+        aoff = b.add(aoff, T.I64(ks[0] * A.cs))
+        boff = b.add(boff, T.I64(ks[0] * B.rs))
+        k = ks[1] - ks[0]
     if rows is not None:
         lo, hi = rows
         aoff = b.add(aoff, b.mul(lo, T.I64(A.rs)))
@@ -163,14 +180,14 @@ def _blas(ctx: StepContext, node: Node, A: Operand, B: Operand, C: Operand, offs
     args = [_const_char(module, ta), _const_char(module, tb),
             cell(T.I32, T.I32(n)), cell(T.I32, mv), cell(T.I32, T.I32(k)),
             cell(ety, ir.Constant(ety, 1.0)),
-            ctx.elem(B.storage, offs[1]), cell(T.I32, T.I32(lda)),
+            ctx.elem(B.storage, boff), cell(T.I32, T.I32(lda)),
             ctx.elem(A.storage, aoff), cell(T.I32, T.I32(ldb)),
             cell(ety, ir.Constant(ety, 0.0)),
-            ctx.elem(C.storage, coff), cell(T.I32, T.I32(max(n, 1)))]
+            ctx.elem(C.storage, coff) if out is None else out, cell(T.I32, T.I32(max(n, 1)))]
     if k == 0:
         _zero(ctx, node, C, offs[2])
         return
-    single = (rows is not None or m * n * k < BLAS_THREADED_WORK) and runtime.blas_thread_control() is not None
+    single = (rows is not None or ks is not None or m * n * k < BLAS_THREADED_WORK) and runtime.blas_thread_control() is not None
     if single:        # OpenBLAS's thread pool costs more than it brings here (and thrashes
         control = module.globals.get(runtime.BLAS_THREADS_LOCAL) or ir.Function(    # under load)
             module, ir.FunctionType(T.I32, [T.I32]), runtime.BLAS_THREADS_LOCAL)
@@ -181,8 +198,9 @@ def _blas(ctx: StepContext, node: Node, A: Operand, B: Operand, C: Operand, offs
 
 
 def parallel_rows(plan: Plan, node: Node) -> int | None:
-    """Rows to split between two threads (each calling BLAS on its own row blocks with
-    one OpenBLAS thread), or None to call BLAS once."""
+    """Rows of a product split between two threads (each calling BLAS on its own row
+    blocks, or on one half of the shared dimension: :func:`k_split`, with one OpenBLAS
+    thread), or None to call BLAS once."""
     from .parallel import threads
     A, B, C, batch = operands(plan, node)
     m, k, n = A.rows, A.cols, B.cols
@@ -190,6 +208,40 @@ def parallel_rows(plan: Plan, node: Node) -> int | None:
             or m * n * k < PARALLEL_GEMM_WORK or runtime.blas_thread_control() is None):
         return None
     return m
+
+
+def split_costs(plan: Plan, node: Node) -> dict[str, int]:
+    """Extra work (in elements packed by BLAS, ~0.16 ns each here) of each way to split a
+    product between the two threads: ``rows`` -- every row chunk's GEMM packs all of B
+    again (K*N per extra chunk); ``k`` -- the private partial product is written and
+    added (``K_MERGE_COST`` per output element) after a barrier (``K_SYNC_COST``); only
+    without batch dimensions and with halves of at least ``BLAS_MIN_DIM``.  (A column
+    split would pack A again, M*K: never cheaper than both here, not implemented.)"""
+    from .parallel import row_chunks
+    A, B, C, batch = operands(plan, node)
+    m, k, n = A.rows, A.cols, B.cols
+    costs = {"rows": (row_chunks(m, ROWS_PER_CHUNK) - 1) * k * n}
+    if not batch and k >= 2 * BLAS_MIN_DIM and m * n * node.dtype.itemsize <= K_PARTIAL_MAX_BYTES:
+        costs["k"] = K_MERGE_COST * m * n + K_SYNC_COST
+    return costs
+
+
+def k_split(plan: Plan, node: Node) -> int | None:
+    """Where a split product (:func:`parallel_rows`) cuts its shared dimension K, when
+    the cost model (:func:`split_costs`) prefers that to a row split, else None: chunk 0
+    computes ``C = A[:, :k0] @ B[:k0]``, chunk 1 ``P = A[:, k0:] @ B[k0:]`` into a
+    private buffer, then row chunks add ``C += P`` (always in this order) and run the
+    fused loop.  ``k0`` is a multiple of 8 for large K (aligned halves)."""
+    if parallel_rows(plan, node) is None:
+        return None
+    costs = split_costs(plan, node)
+    if "k" not in costs or costs["k"] >= costs["rows"]:
+        return None
+    k = operands(plan, node)[0].cols
+    k0 = (k + 1) // 2
+    if k >= 64:
+        k0 = -(-k0 // 8) * 8
+    return k0
 
 
 def wakes(plan: Plan, node: Node) -> bool:
@@ -209,6 +261,41 @@ def emit_rows(ctx: StepContext, node: Node, lo: ir.Value, hi: ir.Value) -> None:
     offs = [strided_offset(b, X.offset, X.batch_strides, nest.indices) for X in (A, B, C)]
     _blas(ctx, node, A, B, C, offs, rows=(lo, hi))
     nest.close()
+
+
+def emit_k_part(ctx: StepContext, node: Node, k0: int, partial: ir.Value, part: ir.Value) -> None:
+    """Part ``part`` (0 or 1) of a product split along K at ``k0`` (:func:`k_split`):
+    ``C = A[:, :k0] @ B[:k0]`` or ``partial = A[:, k0:] @ B[k0:]``."""
+    A, B, C, batch = operands(ctx.plan, node)
+    b = ctx.b
+    offs = [T.I64(X.offset) for X in (A, B, C)]
+    with b.if_else(b.icmp_signed("==", part, T.I64(0))) as (first, second):
+        with first:
+            _blas(ctx, node, A, B, C, offs, ks=(0, k0))
+        with second:
+            _blas(ctx, node, A, B, C, offs, ks=(k0, A.cols), out=partial)
+
+
+def emit_k_merge_rows(ctx: StepContext, node: Node, partial: ir.Value, lo: ir.Value,
+                      hi: ir.Value) -> None:
+    """Rows [lo, hi) of a K split's merge: ``C += partial`` (C is contiguous)."""
+    A, B, C, batch = operands(ctx.plan, node)
+    b, dt, n = ctx.b, node.dtype, B.cols
+    ety = T.storage_type(dt)
+    loop = Loop(b, b.mul(lo, T.I64(n)), b.mul(hi, T.I64(n)), "kmerge")
+    i = loop.index
+    cptr = ctx.elem(C.storage, b.add(i, T.I64(C.offset)))
+    pptr = b.gep(partial, [i], inbounds=True, source_etype=ety)
+    T.store(b, b.fadd(T.load(b, cptr, dt), T.load(b, pptr, dt)), cptr, dt)
+    loop.close()
+
+
+def emit_k_merge_rows_fused(ctx: StepContext, node: Node, loop, per_row: int, partial: ir.Value,
+                            lo: ir.Value, hi: ir.Value) -> None:
+    """Rows [lo, hi) of a K split's merge, then of the fused loop (:func:`fusable_rows`)."""
+    emit_k_merge_rows(ctx, node, partial, lo, hi)
+    b = ctx.b
+    loop.body_range(ctx, b.mul(lo, T.I64(per_row)), b.mul(hi, T.I64(per_row)))
 
 
 def _zero(ctx: StepContext, node: Node, C: Operand, coff) -> None:

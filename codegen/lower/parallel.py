@@ -6,7 +6,10 @@ splits its outermost loop into ``CHUNKS`` chunks that the calling thread and the
 process-wide helper thread (:mod:`codegen.worker`) take from a shared atomic counter
 (a product split by rows, :func:`emit_parallel_rows`, works the same way, and may carry
 the loop step after it, run on each row chunk after its GEMM: see
-:func:`codegen.lower.matmul.fusable_rows`).  Handing
+:func:`codegen.lower.matmul.fusable_rows`; a product split along K, :class:`KSplit`,
+first hands out its two halves, then row chunks that add the partial product in a fixed
+order and run that loop -- a thread takes a row chunk only once both halves are done,
+which is waiting for a half the other thread is running).  Handing
 work to a helper that is spinning costs well under a microsecond; a sleeping helper is
 woken (a system call, and it arrives tens of microseconds later) only for steps of at
 least ``WAKE_MIN_WORK`` (a fraction of a millisecond), smaller steps then run on the
@@ -17,7 +20,8 @@ not depend on which thread ran which chunk.
 
 Protocol (the helper never delays the caller by more than the chunk it is running):
 the control block is one ``malloc``'d block holding the state word, the chunk counter,
-a done flag, a reference count, the helper's buffer pointers and its accumulators.
+a done flag, a reference count, the helper's buffer pointers, a count of finished K
+halves, the row chunks' accumulators and a K split's partial product.
 The helper starts by moving the state 0 -> 1; when the caller has run out of chunks it
 tries 0 -> 2 (cancel).  If it cancels, it does not wait for the helper at all (the
 helper, whenever it runs, sees 2 and touches nothing); otherwise it spins (with
@@ -30,6 +34,10 @@ threshold), so one call uses both cores of this machine.
 Generated functions (``<step>`` is the step's name)::
 
     internal void @"<step>.range"(ptr noalias %buf..., i64 %lo, i64 %hi)   the loop nest
+    internal void @"<step>.kpart"(ptr noalias %buf..., ptr %partial, i64 %part)   K split:
+    internal void @"<step>.kmerge"(ptr noalias %buf..., ptr %partial, i64 %lo, i64 %hi)
+                                   a half, and the merge of rows (.range: the whole step,
+                                   for a call that cannot allocate the control block)
     internal void @"<step>.chunks"(ptr %ctrl, ptr %buf...)                 take chunks
     internal void @"<step>.work"(ptr %ctrl)                                the helper's share
 
@@ -40,6 +48,8 @@ compiled once per process with the helper and never unloaded: a cancelled helper
 only gets a CPU after its kernel's code was freed runs nothing but the trampoline.
 """
 from __future__ import annotations
+
+from typing import Callable, NamedTuple
 
 import llvmlite.ir as ir
 
@@ -54,7 +64,7 @@ from .fused_loop import FusedLoop
 from .loops import Loop
 
 __all__ = ["threads", "wants_threads", "emit_parallel", "emit_parallel_rows", "trampoline",
-           "PARALLEL_MIN_WORK", "WAKE_MIN_WORK", "CHUNKS"]
+           "row_chunks", "KSplit", "PARALLEL_MIN_WORK", "WAKE_MIN_WORK", "CHUNKS"]
 
 PARALLEL_MIN_WORK = 1 << 17    # FusedLoop.work() units (~1 ns / 16): split when the helper spins
 WAKE_MIN_WORK = 1 << 21         # ... and wake (or start) a sleeping helper from this much on
@@ -64,6 +74,26 @@ PRIVATE_COST = 8                # work units per accumulator byte (fill + merge)
 # control block slots (8 bytes each); the layout is shared with runtime.thread_trampoline
 _STATE, _NEXT, _DONE, _REFS, _FN, _PTRS = 0, 1, 2, 3, 4, 5
 _IDLE, _STARTED, _CANCELLED = 0, 1, 2
+
+
+class KSplit(NamedTuple):
+    """A product split along its shared dimension (:func:`emit_parallel_rows`): ``parts``
+    chunks ``emit_part(ctx, partial, part)`` first (part 0 writes the output, the others
+    private partial products at ``partial + (part - 1) * partial_bytes``), then row chunks
+    ``emit_rows(ctx, partial, lo, hi)`` (add the partials in part order, run the loop).
+    The same chunks run whichever thread takes them (the same bits); only a call that
+    cannot allocate the control block runs the unsplit step (one GEMM: its last bits
+    may differ)."""
+    parts: int
+    partial_bytes: int
+    emit_part: Callable
+    emit_rows: Callable
+
+
+def row_chunks(extent: int, rows_per_chunk: int) -> int:
+    """Chunks of a split product's rows: 2..8 of at least about ``rows_per_chunk`` rows,
+    an even number of them (two threads starting together finish together)."""
+    return max(2, min(8, extent // rows_per_chunk) // 2 * 2)
 
 
 def wants_threads(loop: FusedLoop) -> bool:
@@ -98,10 +128,15 @@ def _release(b: ir.IRBuilder, ctrl: ir.Value) -> None:
         b.call(free, [ctrl])
 
 
-def _chunk_function(module, name, rng, n, extent, chunk, private, area, acc_bytes) -> ir.Function:
+def _chunk_function(module, name, rng, n, extent, chunk, private, area, acc_bytes,
+                    split=None) -> ir.Function:
     """void chunks(ctrl, buf...): run chunks until the counter passes the end.  Chunk
     ``c`` accumulates into its own accumulators (``area + c * acc_bytes``), so results do
-    not depend on which thread ran which chunk."""
+    not depend on which thread ran which chunk.  ``split`` = (part function, parts,
+    offset of the partials in the block, slot of the finished-parts counter): the first
+    ``parts`` counter values run the parts (each counted when finished), the next ones
+    are row chunks ``c - parts``, each started only once every part has finished (the
+    other thread's part is running: the helper's, or the caller's own)."""
     fn = _internal(module, name, ir.FunctionType(ir.VoidType(), [T.PTR] * (n + 1)))
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     ctrl, bufs = fn.args[0], list(fn.args[1:])
@@ -109,7 +144,26 @@ def _chunk_function(module, name, rng, n, extent, chunk, private, area, acc_byte
     b.branch(head)
     b.position_at_end(head)
     c = b.atomic_rmw("add", _slot(b, ctrl, _NEXT), T.I64(1), "monotonic")
-    b.cbranch(b.icmp_signed("<", c, T.I64(-(-extent // chunk))), body, done)
+    extra = []
+    if split is not None:
+        part_fn, parts, partial_off, parts_slot = split
+        partial = b.gep(ctrl, [T.I64(partial_off)], source_etype=T.I8)
+        extra = [partial]
+        run_part, rows = fn.append_basic_block("part"), fn.append_basic_block("rows")
+        b.cbranch(b.icmp_signed("<", c, T.I64(parts)), run_part, rows)
+        b.position_at_end(run_part)
+        b.call(part_fn, bufs + [partial, c])
+        b.atomic_rmw("add", _slot(b, ctrl, parts_slot), T.I64(1), "release")
+        b.branch(head)
+        b.position_at_end(rows)
+        c = b.sub(c, T.I64(parts))
+        ready = fn.append_basic_block("rows.ready")
+        b.cbranch(b.icmp_signed("<", c, T.I64(-(-extent // chunk))), ready, done)
+        b.position_at_end(ready)
+        _wait_count(b, ctrl, parts_slot, parts, "parts")
+        b.branch(body)
+    else:
+        b.cbranch(b.icmp_signed("<", c, T.I64(-(-extent // chunk))), body, done)
     b.position_at_end(body)
     lo = b.mul(c, T.I64(chunk))
     hi = b.add(lo, T.I64(chunk))
@@ -118,7 +172,7 @@ def _chunk_function(module, name, rng, n, extent, chunk, private, area, acc_byte
     args = list(bufs)
     for k, off in private:
         args[k] = b.gep(mine, [T.I64(off)], source_etype=T.I8)
-    b.call(rng, args + [lo, hi])
+    b.call(rng, args + extra + [lo, hi])
     b.branch(head)
     b.position_at_end(done)
     b.ret_void()
@@ -174,51 +228,67 @@ def emit_parallel(module: ir.Module, fn: ir.Function, storages: list[Storage], l
 
 def emit_parallel_rows(module: ir.Module, fn: ir.Function, storages: list[Storage], extent: int,
                        rows_per_chunk: int, emit_range, plan, consts, set_width,
-                       wake: bool = True, loop: FusedLoop | None = None) -> None:
+                       wake: bool = True, loop: FusedLoop | None = None,
+                       split: KSplit | None = None) -> None:
     """Fill step function ``fn`` with ``emit_range(ctx, lo, hi)`` over ``[0, extent)`` split
-    into 2..8 chunks of at least about ``rows_per_chunk`` rows (a matmul split by rows),
-    an even number of them (two threads starting together finish together); ``wake``:
-    big enough to wake a sleeping helper; ``loop``: a fused loop run in the chunks too
-    (its prologue, per-chunk accumulators and merge)."""
-    nchunks = max(2, min(8, extent // rows_per_chunk) // 2 * 2)
+    into :func:`row_chunks` chunks (a matmul split by rows); ``wake``: big enough to wake
+    a sleeping helper; ``loop``: a fused loop run in the chunks too (its prologue,
+    per-chunk accumulators and merge).  With ``split`` (a product split along K) the row
+    chunks run ``split.emit_rows`` after all of ``split``'s parts, and ``emit_range``
+    only serves the call that cannot allocate the control block (whole product, then
+    the loop, on the calling thread)."""
+    nchunks = row_chunks(extent, rows_per_chunk)
     private, acc_bytes = _private_buffers(loop, storages) if loop is not None else ([], 0)
     _emit_chunked(module, fn, storages, plan, consts, set_width, extent, nchunks,
                   emit_range=emit_range,
                   prologue=loop.prologue if loop is not None else lambda ctx: None,
                   epilogue=loop.epilogue if loop is not None else lambda ctx: None,
-                  private=private, acc_bytes=acc_bytes, loop=loop, wake=wake)
+                  private=private, acc_bytes=acc_bytes, loop=loop, wake=wake, split=split)
 
 
 def _emit_chunked(module, fn, storages, plan, consts, set_width, extent, nchunks, *, emit_range,
-                  prologue, epilogue, private, acc_bytes, loop, wake) -> None:
+                  prologue, epilogue, private, acc_bytes, loop, wake, split=None) -> None:
     n = len(storages)
-    rng = _internal(module, f"{fn.name}.range", ir.FunctionType(ir.VoidType(), [T.PTR] * n + [T.I64, T.I64]))
-    set_width(rng)
-    for arg, st in zip(rng.args, storages):
-        arg.name = st.name
-        arg.add_attribute("noalias")
-    rb = ir.IRBuilder(rng.append_basic_block("entry"))
-    emit_range(StepContext(rb, {id(st): a for st, a in zip(storages, rng.args)}, plan, consts),
-               rng.args[n], rng.args[n + 1])
-    rb.ret_void()
+
+    def function(name, extra, emit, ints=2):
+        f = _internal(module, name, ir.FunctionType(ir.VoidType(), [T.PTR] * (n + extra) + [T.I64] * ints))
+        set_width(f)
+        for k, arg in enumerate(f.args[:n + extra]):
+            arg.name = storages[k].name if k < n else "partial"
+            arg.add_attribute("noalias")
+        rb = ir.IRBuilder(f.append_basic_block("entry"))
+        emit(StepContext(rb, {id(st): a for st, a in zip(storages, f.args)}, plan, consts), *f.args[n:])
+        rb.ret_void()
+        return f
+
+    serial = function(f"{fn.name}.range", 0, emit_range)
     chunk = -(-extent // nchunks)
     nchunks = -(-extent // chunk)
-    area = -(-8 * (_PTRS + n) // 64) * 64
+    area = -(-8 * (_PTRS + n + 1) // 64) * 64       # slot _PTRS + n: finished parts
+    size = area + nchunks * acc_bytes
+    parts = None
+    if split is not None:
+        part = function(f"{fn.name}.kpart", 1, split.emit_part, ints=1)
+        rng = function(f"{fn.name}.kmerge", 1, split.emit_rows)
+        parts = (part, split.parts, size, _PTRS + n)
+        size += (split.parts - 1) * split.partial_bytes
+    else:
+        rng = serial
     chunks = _chunk_function(module, f"{fn.name}.chunks", rng, n, extent, chunk, private, area,
-                             acc_bytes)
+                             acc_bytes, parts)
     work = _work_function(module, f"{fn.name}.work", chunks, n)
 
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     ctx = StepContext(b, {id(st): a for st, a in zip(storages, fn.args)}, plan, consts)
     prologue(ctx)
     malloc = _declare(module, MALLOC, ir.FunctionType(T.PTR, [T.I64]))
-    ctrl = b.call(malloc, [T.I64(area + nchunks * acc_bytes)], name="ctrl")
-    with b.if_else(b.icmp_unsigned("!=", ctrl, ir.Constant(T.PTR, None))) as (threaded, serial):
+    ctrl = b.call(malloc, [T.I64(size)], name="ctrl")
+    with b.if_else(b.icmp_unsigned("!=", ctrl, ir.Constant(T.PTR, None))) as (threaded, serial_path):
         with threaded:
             _run_two(b, ctx, loop, storages, private, ctrl, area, acc_bytes, nchunks, chunks, work,
                      wake)
-        with serial:
-            b.call(rng, list(fn.args) + [T.I64(0), T.I64(extent)])
+        with serial_path:
+            b.call(serial, list(fn.args) + [T.I64(0), T.I64(extent)])
     epilogue(ctx)
     b.ret_void()
 
@@ -239,7 +309,7 @@ def _private_buffers(loop: FusedLoop, storages: list[Storage]) -> tuple[list[tup
 def _run_two(b, ctx, loop, storages, private, ctrl, area, acc_bytes, nchunks, chunks, work,
              wake) -> None:
     module = b.module
-    for k, value in ((_STATE, _IDLE), (_NEXT, 0), (_DONE, 0), (_REFS, 2)):
+    for k, value in ((_STATE, _IDLE), (_NEXT, 0), (_DONE, 0), (_REFS, 2), (_PTRS + len(storages), 0)):
         b.store(T.I64(value), _slot(b, ctrl, k))
     offsets = dict(private)
     if private and loop is not None:               # every chunk's accumulators start at identity
@@ -271,18 +341,23 @@ def _run_two(b, ctx, loop, storages, private, ctrl, area, acc_bytes, nchunks, ch
 
 
 def _wait_done(b: ir.IRBuilder, ctrl: ir.Value) -> None:
-    """Spin until the helper has finished its chunks: ``pause`` instructions, and every
-    ``PAUSES`` of them ``sched_yield`` (a system call, ~1 us here: yielding at once made
-    a split step of a few microseconds wait a whole call)."""
+    """Spin until the helper has finished its chunks (:func:`_wait_count`)."""
+    _wait_count(b, ctrl, _DONE, 1, "helper")
+
+
+def _wait_count(b: ir.IRBuilder, ctrl: ir.Value, slot: int, count: int, name: str) -> None:
+    """Spin until control slot ``slot`` reaches ``count``: ``pause`` instructions, and
+    every ``PAUSES`` of them ``sched_yield`` (a system call, ~1 us here: yielding at once
+    made a split step of a few microseconds wait a whole call)."""
     fn = b.function
     entry = b.block
-    check, wait, go = (fn.append_basic_block(s) for s in ("helper.check", "helper.wait", "helper.done"))
+    check, wait, go = (fn.append_basic_block(f"{name}.{s}") for s in ("check", "wait", "done"))
     b.branch(check)
     b.position_at_end(check)
-    n = b.phi(T.I64, name="helper.spins")
+    n = b.phi(T.I64, name=f"{name}.spins")
     n.add_incoming(T.I64(0), entry)
-    done = b.load_atomic(_slot(b, ctrl, _DONE), "acquire", 8, typ=T.I64)
-    b.cbranch(b.icmp_signed("!=", done, T.I64(0)), go, wait)
+    done = b.load_atomic(_slot(b, ctrl, slot), "acquire", 8, typ=T.I64)
+    b.cbranch(b.icmp_signed(">=", done, T.I64(count)), go, wait)
     b.position_at_end(wait)
     pause(b.module, b)
     nxt = b.add(n, T.I64(1))

@@ -1,0 +1,185 @@
+"""Products split between the two threads, by rows or along the shared dimension K.
+
+The split is chosen by a cost model (:func:`codegen.lower.matmul.split_costs`): a K split
+(two halves of K, a private partial product added after both, then the fused loop on
+row chunks, ``.kpart`` / ``.kmerge`` functions) when B is much larger than the output,
+row chunks otherwise.  References are numpy in float64 (and torch for gradients), never
+numbers the LLVM backend produced; repeated and concurrent calls must give the same bits
+(the merge order is fixed, whichever thread ran which chunk).
+"""
+from __future__ import annotations
+
+import re
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+import symgrad
+from codegen import runtime
+from codegen.lower import matmul, parallel
+
+TOL = {np.float64: dict(rtol=1e-10, atol=1e-10), np.float32: dict(rtol=2e-4, atol=2e-4)}
+SPLITS = parallel.threads() > 1 and runtime.blas_thread_control() is not None
+
+
+def _functions(text: str) -> list[str]:
+    return re.findall(r'define internal void @"([^"]+)"', text)
+
+
+def _kind(text: str) -> set[str]:
+    """{'k'} / {'rows'} / both / neither: how the products of a kernel are split."""
+    names = _functions(text)
+    kinds = set()
+    for name in names:
+        if name.endswith(".kpart"):
+            kinds.add("k")
+        elif name.endswith(".chunks") and ".matmul" in name:
+            if name[:-len(".chunks")] + ".kpart" not in names:
+                kinds.add("rows")
+    return kinds
+
+
+def _inputs(m, k, n, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((m, k)).astype(dtype)
+    w = (rng.standard_normal((k, n)) / np.sqrt(k)).astype(dtype)
+    b = rng.standard_normal(n).astype(dtype)
+    return x, w, b
+
+
+def _ref(x, w):
+    return x.astype(np.float64) @ w.astype(np.float64)
+
+
+# (m, k, n, expected split): K odd, K not a multiple of 8 or of the two chunks, M not a
+# multiple of the row chunk count, the MLP's forward and backward shapes
+SHAPES = [
+    (64, 784, 256, "k"),        # MLP forward: X @ W1
+    (64, 785, 256, "k"),        # odd K
+    (70, 301, 300, "k"),        # odd K, M not a multiple of 4
+    (66, 999, 130, "k"),
+    (784, 64, 256, "rows"),     # MLP backward: X^T @ dZ1 (as a plain product)
+    (96, 200, 96, "rows"),
+    (130, 77, 200, "rows"),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("m,k,n,split", SHAPES)
+def test_split_product_with_fused_bias_tanh(m, k, n, split, dtype):
+    x, w, b = _inputs(m, k, n, dtype)
+    f = symgrad.compile(lambda x, w, b: (x @ w + b).tanh() * 2, backend="llvm")
+    text = f.lower(x, w, b).compile().as_text("llvm")
+    if SPLITS:
+        assert _kind(text) == {split}
+        assert re.search(r'define internal void @"[^"]*\.matmul\+s\d+\.loop', text)   # fused
+    want = np.tanh(_ref(x, w) + b) * 2
+    first = f(x, w, b)
+    assert first.dtype == dtype
+    np.testing.assert_allclose(first, want, **TOL[dtype])
+    for _ in range(10):
+        assert np.array_equal(f(x, w, b), first)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("m,k,n,split", [s for s in SHAPES if s[3] == "k"][:3])
+def test_k_split_product_alone_and_with_column_sums(m, k, n, split, dtype):
+    """A product that is the result (nothing fused: the row chunks only merge), and one
+    followed by a reduction across rows (per-chunk accumulators merged in chunk order)."""
+    x, w, _ = _inputs(m, k, n, dtype, seed=1)
+    plain = symgrad.compile(lambda x, w: x @ w, backend="llvm")
+    colsum = symgrad.compile(lambda x, w: (x @ w).tanh().sum(0), backend="llvm")
+    if SPLITS:
+        assert _kind(plain.lower(x, w).compile().as_text("llvm")) == {"k"}
+        assert _kind(colsum.lower(x, w).compile().as_text("llvm")) == {"k"}
+    np.testing.assert_allclose(plain(x, w), _ref(x, w), **TOL[dtype])
+    first = colsum(x, w)
+    tol = dict(TOL[dtype], atol=TOL[dtype]["atol"] * m)
+    np.testing.assert_allclose(first, np.tanh(_ref(x, w)).sum(0), **tol)
+    for _ in range(10):
+        assert np.array_equal(colsum(x, w), first)
+
+
+def test_mlp_forward_takes_a_k_split_and_backward_stays_in_rows():
+    """The MLP benchmark's shapes: X @ W1 (64x784 @ 784x256) is split along K, the
+    weight gradient X^T @ dZ1 (784x64 @ 64x256) by rows; value and gradients equal
+    torch's, call after call."""
+    rng = np.random.default_rng(5)
+    X, labels = rng.standard_normal((64, 784)), rng.integers(0, 10, 64)
+    params = [rng.uniform(-0.05, 0.05, s) for s in ((784, 256), (256,), (256, 10), (10,))]
+
+    def loss(lib, W1, b1, W2, b2, X, labels):
+        return lib.nn.functional.cross_entropy((X @ W1 + b1).tanh() @ W2 + b2, labels)
+
+    vg = symgrad.value_and_grad(lambda *a: loss(symgrad, *a), argnums=(0, 1, 2, 3), backend="llvm")
+    text = vg.lower(*params, X, labels).compile().as_text("llvm")
+    if SPLITS:
+        names = _functions(text)
+        kparts = [n for n in names if n.endswith(".kpart")]
+        assert len(kparts) == 1 and re.search(r"\.s\d+\.matmul\+s\d+\.loop64x256", kparts[0])
+        assert "rows" in _kind(text)           # the 784x64 @ 64x256 weight gradient
+    tp = [torch.tensor(p, requires_grad=True) for p in params]
+    want = loss(torch, *tp, torch.tensor(X), torch.tensor(labels))
+    want.backward()
+    first = None
+    for _ in range(20):
+        value, grads = vg(*params, X, labels)
+        np.testing.assert_allclose(value, want.item(), rtol=1e-10, atol=1e-12)
+        for g, p in zip(grads, tp):
+            np.testing.assert_allclose(g, p.grad.numpy(), rtol=1e-9, atol=1e-12)
+        if first is None:
+            first = [value, *grads]
+        assert all(np.array_equal(a, b) for a, b in zip([value, *grads], first))
+
+
+def test_cost_model_prefers_k_split_only_for_a_large_right_operand():
+    """split_costs: rows pay K*N per extra chunk, the K split M*N (merge) plus a barrier."""
+    costs = {}
+    for shape in ((64, 784, 256), (784, 64, 256), (64, 10, 256), (64, 256, 10)):
+        m, k, n = shape
+        x, w = np.ones((m, k)), np.ones((k, n))
+        f = symgrad.compile(lambda x, w: x @ w, backend="llvm")
+        exe = f.lower(x, w).compile()
+        plan = exe.plan
+        node = next(s.node for s in plan.steps if getattr(getattr(s, "node", None), "op", "") == "matmul")
+        costs[shape] = matmul.split_costs(plan, node)
+    assert costs[(64, 784, 256)]["k"] < costs[(64, 784, 256)]["rows"]
+    assert costs[(784, 64, 256)]["k"] > costs[(784, 64, 256)]["rows"]
+    assert "k" not in costs[(64, 10, 256)]                      # halves below BLAS_MIN_DIM
+    assert costs[(64, 256, 10)]["k"] > costs[(64, 256, 10)]["rows"]   # tiny: the barrier
+
+
+def test_concurrent_callers_get_the_same_bits():
+    """Callers in several Python threads: some find the helper busy and run both halves
+    and every row chunk themselves; the results are the same bits as a lone call."""
+    x, w, b = _inputs(64, 784, 256, np.float64, seed=3)
+    f = symgrad.compile(lambda x, w, b: ((x @ w + b).tanh() ** 2).sum(0), backend="llvm")
+    want = f(x, w, b)
+    np.testing.assert_allclose(want, (np.tanh(_ref(x, w) + b) ** 2).sum(0), rtol=1e-10, atol=1e-10)
+    results = []
+    lock = threading.Lock()
+
+    def run():
+        got = [f(x, w, b) for _ in range(15)]
+        with lock:
+            results.extend(got)
+
+    threads = [threading.Thread(target=run) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(results) == 45 and all(np.array_equal(r, want) for r in results)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_k_split_of_transposed_operands(dtype):
+    """Both operands transposed views (BLAS 'T', halves offset along their other stride)."""
+    x, w, b = _inputs(64, 601, 200, dtype, seed=4)
+    xt, wt = np.ascontiguousarray(x.T), np.ascontiguousarray(w.T)
+    f = symgrad.compile(lambda xt, wt, b: (xt.T @ wt.T + b).tanh(), backend="llvm")
+    if SPLITS:
+        assert _kind(f.lower(xt, wt, b).compile().as_text("llvm")) == {"k"}
+    np.testing.assert_allclose(f(xt, wt, b), np.tanh(_ref(x, w) + b), **TOL[dtype])
