@@ -4,7 +4,10 @@ compiled in one process links in another (see :func:`register`).
 * ``symgrad_blas_dgemm`` / ``symgrad_blas_sgemm``: the Fortran-ABI GEMM of scipy's
   BLAS, taken from the ``scipy.linalg.cython_blas.__pyx_capi__`` capsules;
 * ``symgrad_rt_malloc`` / ``symgrad_rt_free``: the C library's allocator (the arena of
-  temporaries when it is too large for the stack);
+  temporaries when it is too large for the stack); ``symgrad_rt_aligned_alloc``: its
+  C11 ``aligned_alloc`` (a two-thread step's control block: the chunks' accumulators and
+  partial products in it are read and written with full-width vectors, which must not
+  straddle cache lines);
 * ``memset``/``memcpy``/``memmove``: what LLVM lowers its memory intrinsics to;
 * ``symgrad_rt_pthread_create`` / ``_detach``, ``symgrad_rt_sched_yield``,
   ``symgrad_rt_syscall`` (futex), ``symgrad_rt_usleep``: the process-wide helper thread of big loops and
@@ -22,10 +25,11 @@ import ctypes
 import functools
 
 __all__ = ["register", "register_blas", "register_for", "symbols", "blas_symbols", "BLAS_GEMM",
-           "MALLOC", "FREE"]
+           "MALLOC", "ALIGNED_ALLOC", "FREE"]
 
 BLAS_GEMM = {"float64": "symgrad_blas_dgemm", "float32": "symgrad_blas_sgemm"}
 MALLOC, FREE = "symgrad_rt_malloc", "symgrad_rt_free"
+ALIGNED_ALLOC = "symgrad_rt_aligned_alloc"
 LIBC_INTRINSICS = ("memset", "memcpy", "memmove")
 PTHREAD_CREATE, PTHREAD_DETACH = "symgrad_rt_pthread_create", "symgrad_rt_pthread_detach"
 SCHED_YIELD = "symgrad_rt_sched_yield"
@@ -110,6 +114,7 @@ def symbols() -> dict[str, int]:
     libc = ctypes.CDLL(None)
     return {
         MALLOC: ctypes.cast(libc.malloc, ctypes.c_void_p).value,
+        ALIGNED_ALLOC: ctypes.cast(libc.aligned_alloc, ctypes.c_void_p).value,
         PTHREAD_CREATE: ctypes.cast(libc.pthread_create, ctypes.c_void_p).value,
         PTHREAD_DETACH: ctypes.cast(libc.pthread_detach, ctypes.c_void_p).value,
         SCHED_YIELD: ctypes.cast(libc.sched_yield, ctypes.c_void_p).value,

@@ -19,7 +19,7 @@ chunk, merged at the end in chunk order (compensated for float64 sums), so resul
 not depend on which thread ran which chunk.
 
 Protocol (the helper never delays the caller by more than the chunk it is running):
-the control block is one ``malloc``'d block holding the state word, the chunk counter,
+the control block is one cache-line-aligned block (``aligned_alloc``) holding the state word, the chunk counter,
 a done flag, a reference count, the helper's buffer pointers, a count of finished K
 halves, the row chunks' accumulators and a K split's partial product.
 The helper starts by moving the state 0 -> 1; when the caller has run out of chunks it
@@ -56,7 +56,7 @@ import llvmlite.ir as ir
 from .. import types as T
 from ..target import threads  # noqa: F401  (re-exported: the host fact lives in target)
 from ..plan import Storage
-from ..runtime import FREE, MALLOC, SCHED_YIELD, THREAD_POST, THREAD_TRAMPOLINE
+from ..runtime import ALIGNED_ALLOC, FREE, SCHED_YIELD, THREAD_POST, THREAD_TRAMPOLINE
 from ..worker import PAUSES, pause
 from . import reduce as R
 from .context import StepContext
@@ -71,6 +71,7 @@ WAKE_MIN_WORK = 1 << 21         # ... and wake (or start) a sleeping helper from
 CHUNKS = 32
 MAX_PRIVATE_BYTES = 1 << 24     # per-chunk accumulators beyond this: fewer chunks
 PRIVATE_COST = 8                # work units per accumulator byte (fill + merge) of a chunk
+BLOCK_ALIGN = 64                # bytes: the control block's alignment (a cache line)
 # control block slots (8 bytes each); the layout is shared with runtime.thread_trampoline
 _STATE, _NEXT, _DONE, _REFS, _FN, _PTRS = 0, 1, 2, 3, 4, 5
 _IDLE, _STARTED, _CANCELLED = 0, 1, 2
@@ -281,8 +282,7 @@ def _emit_chunked(module, fn, storages, plan, consts, set_width, extent, nchunks
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     ctx = StepContext(b, {id(st): a for st, a in zip(storages, fn.args)}, plan, consts)
     prologue(ctx)
-    malloc = _declare(module, MALLOC, ir.FunctionType(T.PTR, [T.I64]))
-    ctrl = b.call(malloc, [T.I64(size)], name="ctrl")
+    ctrl = _alloc_block(b, size)
     with b.if_else(b.icmp_unsigned("!=", ctrl, ir.Constant(T.PTR, None))) as (threaded, serial_path):
         with threaded:
             _run_two(b, ctx, loop, storages, private, ctrl, area, acc_bytes, nchunks, chunks, work,
@@ -291,6 +291,16 @@ def _emit_chunked(module, fn, storages, plan, consts, set_width, extent, nchunks
             b.call(serial, list(fn.args) + [T.I64(0), T.I64(extent)])
     epilogue(ctx)
     b.ret_void()
+
+
+def _alloc_block(b: ir.IRBuilder, size: int) -> ir.Value:
+    """The control block: ``BLOCK_ALIGN``-aligned, so that every chunk's accumulators and
+    a K split's partial product (at multiples of 64 bytes in it) are too -- from plain
+    malloc (16-byte aligned) every full-width vector access to them straddled two cache
+    lines.  NULL when it cannot be allocated."""
+    alloc = _declare(b.module, ALIGNED_ALLOC, ir.FunctionType(T.PTR, [T.I64, T.I64]))
+    size = -(-size // BLOCK_ALIGN) * BLOCK_ALIGN        # C11: a multiple of the alignment
+    return b.call(alloc, [T.I64(BLOCK_ALIGN), T.I64(size)], name="ctrl")
 
 
 def _private_buffers(loop: FusedLoop, storages: list[Storage]) -> tuple[list[tuple[int, int]], int]:
