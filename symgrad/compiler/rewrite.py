@@ -3,8 +3,10 @@ nodes vanish and hash-consing merges common subexpressions; rules fire on each r
 node until none applies.
 
 * :func:`stabilize` — before differentiation, so gradients are stable too:
-  log(sigmoid x) → -softplus(-x), log(1 - sigmoid x) → -softplus(x),
-  log(1 + exp x) / log1p(exp x) → softplus x, log(sum(exp x)) → logsumexp with a max
+  log(sigmoid x) → -log1pexp(-x), log(1 - sigmoid x) → -log1pexp(x),
+  log(1 + exp x) / log1p(exp x) → log1pexp x (log(1 + e^x) computed as max(x, 0) +
+  log1p(e^-|x|): exact for every x, unlike softplus with its threshold of 20),
+  log(sum(exp x)) → logsumexp with a max
   shift, log(exp(a) / b) → a - log b, and NaN-safe ``where``: the operands of the branch
   not taken are replaced by 1 inside domain-restricted subexpressions (sqrt, log, div,
   pow, ...), so its gradient cannot leak inf/NaN.
@@ -216,20 +218,20 @@ def _one_plus(n: Node) -> Node | None:
 def _stable(n: Node) -> Node | None:
     if n.op == "log":
         x = n.args[0]
-        if x.op == "sigmoid":                               # log σ(a) = -softplus(-a)
-            return mk("neg", mk("softplus", mk("neg", x.args[0])))
+        if x.op == "sigmoid":                               # log σ(a) = -log(1 + e^-a)
+            return mk("neg", mk("log1pexp", mk("neg", x.args[0])))
         inner = _one_minus(x)
-        if inner is not None and inner.op == "sigmoid":     # log(1 - σ(a)) = -softplus(a)
-            return mk("neg", mk("softplus", inner.args[0]))
+        if inner is not None and inner.op == "sigmoid":     # log(1 - σ(a)) = -log(1 + e^a)
+            return mk("neg", mk("log1pexp", inner.args[0]))
         inner = _one_plus(x)
-        if inner is not None and inner.op == "exp":         # log(1 + e^a) = softplus(a)
-            return mk("softplus", inner.args[0])
+        if inner is not None and inner.op == "exp":         # log(1 + e^a), stable
+            return mk("log1pexp", inner.args[0])
         if x.op == "sum" and x.args[0].op == "exp":
             return _logsumexp(x.args[0].args[0], x.attr("axes"), x.attr("keepdim"), n)
         if x.op == "div" and x.args[0].op == "exp" and x.args[0].shape == n.shape:
             return mk("sub", x.args[0].args[0], mk("log", x.args[1]))
     if n.op == "log1p" and n.args[0].op == "exp":
-        return mk("softplus", n.args[0].args[0])
+        return mk("log1pexp", n.args[0].args[0])
     if n.op == "where":
         return _safe_where(n)
     return None

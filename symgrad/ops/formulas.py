@@ -26,6 +26,12 @@ def _softplus_numpy(x):
         return np.where(x > 20, x, np.log1p(np.exp(np.minimum(x, 20))))
 
 
+def _log1pexp_numpy(x):
+    """log(1 + e^x) = max(x, 0) + log1p(e^-|x|): exact for every x (no threshold)."""
+    with quiet():
+        return np.log1p(np.exp(-np.abs(x))) + np.maximum(x, 0)
+
+
 _EXPIT: list = []
 
 
@@ -43,6 +49,13 @@ def _sign_numpy(x):
         return x.copy()
     r = np.sign(x)
     return np.where(np.isnan(r), 0, r) if r.dtype.kind == "f" else r
+
+
+def _log1pexp(a):
+    """log(1 + e^a) as a formula that no evaluation overflows: each branch is exact
+    where it is taken (numpy evaluates both and selects; compiled code lowers each
+    log1p(exp(.)) to the stable max(., 0) + log1p(e^-|.|), shared by the branches)."""
+    return _pw((a + log1p(S.exp(-a)), a > 0), (log1p(S.exp(a)), True))
 
 
 def _ew(name, formula, **kw):
@@ -104,6 +117,11 @@ _ew("sigmoid", lambda x: 1 / (1 + S.exp(-x)), numpy=_sigmoid_numpy, out_dtype="f
     grads=lambda x, out: (out * (1 - out),))
 _ew("softplus", lambda x: _pw((x, x > 20), (log1p(S.exp(x)), True)), numpy=_softplus_numpy,
     out_dtype="float", grads=lambda x, out: (_pw((1, x > 20), (1 / (1 + S.exp(-x)), True)),))
+# log(1 + e^x) with no threshold: what the compiler's stabilising rewrites produce for
+# log(sigmoid a), log(1 - sigmoid a), log(1 + exp a) (softplus's threshold would change
+# their value past |a| = 20); lowered to the same stable form as numpy's kernel
+_ew("log1pexp", _log1pexp, numpy=_log1pexp_numpy, out_dtype="float",
+    grad_name="Log1pexpBackward0", grads=lambda x, out: (1 / (1 + S.exp(-x)),))
 _ew("reciprocal", lambda x: 1 / x, numpy=np.reciprocal, out_dtype="float")
 
 
@@ -121,8 +139,7 @@ _ew("binary_cross_entropy",
                              S.log(1 - x) - S.log(x)))
 
 def _bce_logits_numpy(x, t):
-    with quiet():               # log(1 + e^-x) as max(-x, 0) + log1p(e^-|x|): exact for
-        return (1 - t) * x + (np.log1p(np.exp(-np.abs(x))) + np.maximum(-x, 0))  # every x
+    return (1 - t) * x + _log1pexp_numpy(-x)
 
 
 # binary cross-entropy on logits, (1 - t) x + log(1 + e^-x) with no threshold (torch's
@@ -130,7 +147,7 @@ def _bce_logits_numpy(x, t):
 # max(a, 0) + log1p(e^-|a|) as the numpy kernel); partials sigmoid(x) - t (written
 # so exp overflows to the right limit) and -x
 _ew("binary_cross_entropy_with_logits",
-    lambda x, t: (1 - t) * x + log1p(S.exp(-x)),
+    lambda x, t: (1 - t) * x + _log1pexp(-x),
     numpy=_bce_logits_numpy, out_dtype="float",
     grad_name="BinaryCrossEntropyWithLogitsBackward0",
     grads=lambda x, t, out: (1 / (1 + S.exp(-x)) - t, -x))
@@ -167,7 +184,7 @@ _ew("isnan", lambda x: S.Function("isnan")(x), numpy=np.isnan, out_dtype="bool",
 BUILTIN_ELEMENTWISE = ("add", "sub", "mul", "div", "neg", "copy", "pow", "remainder", "floor_divide",
                        "maximum", "minimum", "clamp", "where", "exp", "log", "log1p", "expm1",
                        "sqrt", "rsqrt", "sin", "cos", "tan", "tanh", "sigmoid", "softplus",
-                       "reciprocal", "relu", "abs", "sign", "floor", "ceil", "round", "lt",
+                       "log1pexp", "reciprocal", "relu", "abs", "sign", "floor", "ceil", "round", "lt",
                        "le", "gt", "ge", "eq", "ne", "logical_not", "logical_and",
                        "logical_or", "isnan", "binary_cross_entropy",
                        "binary_cross_entropy_with_logits")
