@@ -10,6 +10,8 @@ from codegen import fits, vecmath
 def test_table_is_as_accurate_as_a_fresh_fit(table):
     used = eval(table.name, vars(vecmath))          # noqa: S307 - names from fits.TABLES
     assert len(used) == table.n
+    # 1%: the highest coefficients barely move the error, and the Remez iteration's
+    # stopping point decides their last bits (equal errors to 4 digits where reproduced)
     assert table.error(used, points=401) <= table.error(table.fit(), points=401) * 1.01
 
 
