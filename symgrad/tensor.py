@@ -143,7 +143,7 @@ class Tensor:
         return self.dim()
 
     def numel(self) -> int:
-        return self.shape.numel()
+        return self._data.size if self._node is None else self.shape.numel()
 
     nelement = numel
 

@@ -27,7 +27,7 @@ def _reg(name, nin, shape_rule, numpy_rule, *, saves=(), saves_out=False, **kw):
 
 # --- layout -----------------------------------------------------------------------
 def _reshape_numpy(x, *, shape):
-    return np.reshape(x, shape)
+    return x.reshape(shape) if type(x) is np.ndarray else np.reshape(x, shape)
 
 
 _reg("reshape", 1, lambda av, *, shape: (shape, av[0][1]), _reshape_numpy,
