@@ -82,6 +82,40 @@ def test_second_process_loads_from_disk_without_llvm(tmp_path):
     assert warm[5] == cold[5]                                     # same results, bit for bit
 
 
+_THREADED_CHILD = textwrap.dedent("""
+    import math, numpy as np
+    import codegen.target as target
+    from codegen.lower import parallel
+    calls = []
+    real = target.compile_module
+    target.compile_module = lambda *a, **k: calls.append(1) or real(*a, **k)
+    import symgrad
+    f = symgrad.value_and_grad(lambda x: (x.sin() * x).sum(), backend="llvm")
+    x = np.linspace(-1, 1, 1 << 20)
+    value, grad = f(x)
+    assert "symgrad_rt_post" in f.lower(x).compile().as_text("llvm")       # two threads
+    assert abs(float(value) - math.fsum(np.sin(x) * x)) <= 1e-12 * x.size
+    print(len(calls), parallel.threads())
+""")
+
+
+def test_second_process_loads_the_helper_thread_module_from_disk(tmp_path):
+    """A kernel split between two threads needs the process's helper-thread module: a
+    second process loads it from the disk cache too (no LLVM at all)."""
+    env = dict(os.environ, SYMGRAD_CACHE_DIR=str(tmp_path), SYMGRAD_DISK_CACHE="1",
+               PYTHONPATH=_ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    runs = []
+    for _ in range(2):
+        r = subprocess.run([sys.executable, "-c", _THREADED_CHILD], env=env, capture_output=True,
+                           text=True, timeout=180, cwd=_ROOT)
+        assert r.returncode == 0, r.stderr[-3000:]
+        runs.append(tuple(map(int, r.stdout.split())))
+    (cold, threads), (warm, _) = runs
+    if threads < 2:
+        pytest.skip("one CPU: kernels are not split, no helper thread is compiled")
+    assert cold == 2 and warm == 0          # kernel + helper module, then neither
+
+
 def test_corrupted_truncated_and_foreign_entries_are_rebuilt(monkeypatch, tmp_path):
     monkeypatch.setattr(settings, "cache_dir", str(tmp_path))
     monkeypatch.setattr(settings, "disk_cache", True)
