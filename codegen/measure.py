@@ -81,7 +81,7 @@ print(f"{(t3 - t2) * 1e3:.2f} {B.stats['from_cache']}")
 """
 
 
-def _bytecode() -> None:
+def compile_bytecode() -> None:
     """Compile symgrad's and codegen's sources to ``__pycache__`` first, as installing a
     wheel does: where ``PYTHONDONTWRITEBYTECODE`` is set (this sandbox sets it) every
     new process would otherwise recompile them, ~80 ms of a cold first call that no
@@ -93,7 +93,7 @@ def _bytecode() -> None:
 
 
 def compile_latency() -> tuple[float, float]:
-    _bytecode()
+    compile_bytecode()
     with tempfile.TemporaryDirectory() as d:
         env = dict(os.environ, SYMGRAD_CACHE_DIR=d, SYMGRAD_DISK_CACHE="1")
         run = lambda: subprocess.run([sys.executable, "-c", _CHILD], env=env, capture_output=True,

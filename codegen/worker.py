@@ -46,8 +46,7 @@ import os
 import llvmlite.ir as ir
 
 from . import types as T
-from .runtime import (PTHREAD_CREATE, PTHREAD_DETACH, SCHED_YIELD, SYSCALL, THREAD_POST,
-                      THREAD_TRAMPOLINE, USLEEP)
+from .runtime import PTHREAD_CREATE, PTHREAD_DETACH, SCHED_YIELD, SYSCALL, THREAD_POST, USLEEP
 
 __all__ = ["worker_ir", "mailbox", "pause", "MAILBOX", "SPIN", "PAUSES", "reset_after_fork"]
 

@@ -15,7 +15,6 @@ import weakref
 import numpy as np
 
 from . import dispatch, dtypes
-from .autograd import grad_mode
 from .printing import tensor_repr
 
 __all__ = ["Tensor", "Size", "next_birth"]
@@ -317,7 +316,7 @@ class Tensor:
     def __bool__(self) -> bool:
         a = self._eager_data("bool()")
         if a.size != 1:
-            raise RuntimeError(f"Boolean value of Tensor with more than one value is ambiguous")
+            raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
         return bool(a.reshape(()))
 
     def _scalar(self, what):

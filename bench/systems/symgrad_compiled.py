@@ -51,18 +51,15 @@ def _fresh_disk_cache(sg: Any) -> None:
     atexit.register(shutil.rmtree, settings.cache_dir, True)
 
 
-def _bytecode(sg: Any) -> None:
-    """Compile symgrad's sources (and its code generator's, imported on the first
-    compile) to bytecode, as an installed package has them: where
-    ``PYTHONDONTWRITEBYTECODE`` is set every process would otherwise recompile them
-    inside the first call (~80 ms)."""
-    import compileall
-    import importlib.util
-    import os
-    for name in (sg.__name__, "codegen"):
-        spec = importlib.util.find_spec(name)
-        if spec is not None and spec.origin:
-            compileall.compile_dir(os.path.dirname(spec.origin), quiet=1)
+def _bytecode() -> None:
+    """symgrad's sources compiled to bytecode, as an installed package has them
+    (``codegen.measure.compile_bytecode``: where ``PYTHONDONTWRITEBYTECODE`` is set,
+    every process would otherwise recompile them inside the first call, ~80 ms)."""
+    try:
+        from codegen.measure import compile_bytecode
+    except ImportError:
+        return
+    compile_bytecode()
 
 
 class SymgradCompiled(System):
@@ -81,7 +78,7 @@ class SymgradCompiled(System):
         sg, why = import_symgrad("value_and_grad", "compile")
         if sg is not None:
             _fresh_disk_cache(sg)
-            _bytecode(sg)
+            _bytecode()
         return (sg is not None), why
 
     def build(self, workload: Workload) -> Call:

@@ -259,10 +259,15 @@ class FormulaEmitter:
             out = self.const(coeff) if out is None else self.mul(self.const(coeff), out)
         if out is None:
             out = self.const(1)
-        sig = [a for a in map(_sigmoid_of, den) if a is not None] if self.is_float else []
-        for a in sig:                    # x / (1 + exp(-a)) = x * sigmoid(a)
-            out = self.mul(out, vecmath.sigmoid(self.b, self.num(a)))
-        den = [f for f in den if _sigmoid_of(f) is None] if sig else den
+        if self.is_float:                # x / (1 + exp(-a)) = x * sigmoid(a)
+            rest = []
+            for f in den:
+                a = _sigmoid_of(f)
+                if a is None:
+                    rest.append(f)
+                else:
+                    out = self.mul(out, vecmath.sigmoid(self.b, self.num(a)))
+            den = rest
         if den:
             d = None
             for f in den:
@@ -272,8 +277,9 @@ class FormulaEmitter:
         return out
 
     def _pow(self, base: sympy.Basic, ex: sympy.Basic) -> ir.Value:
-        if ex == -1 and self.is_float and _sigmoid_of(base) is not None:
-            return vecmath.sigmoid(self.b, self.num(_sigmoid_of(base)))
+        a = _sigmoid_of(base) if ex == -1 and self.is_float else None
+        if a is not None:
+            return vecmath.sigmoid(self.b, self.num(a))
         if ex.is_Integer:
             n = int(ex)
             if n == 0:

@@ -18,7 +18,7 @@ from ..ops.registry import PRIMITIVES, VJP_RULES
 from ..ops.vjp import ARRAY_RULES
 from . import anomaly_mode, grad_mode
 from .anomaly_mode import _state as _anomaly
-from .function import AccumulateGrad, Function, accumulator
+from .function import AccumulateGrad, accumulator
 
 __all__ = ["backward", "grad"]
 

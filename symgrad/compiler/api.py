@@ -21,9 +21,8 @@ from collections import OrderedDict, namedtuple
 
 import numpy as np
 
-from .. import dtypes
 from ..config import settings
-from ..graph.node import Node, toposort
+from ..graph.node import toposort
 from ..tensor import Tensor
 from . import pytree
 from .backends import get_backend
@@ -31,7 +30,7 @@ from . import persist
 from .fusion import fuse
 from .program import Program
 from .rewrite import count_nodes, simplify, stabilize
-from .trace import Leaf, arg_names, leaf_spec, trace
+from .trace import arg_names, leaf_spec, trace
 from .transforms import Grad, Identity, Jacobian, Jvp, Transform, Vjp
 
 __all__ = ["compile", "grad", "value_and_grad", "jacobian", "hessian", "jvp", "vjp",

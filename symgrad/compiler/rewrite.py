@@ -23,7 +23,6 @@ from typing import Callable
 
 import numpy as np
 
-from .. import dtypes
 from ..graph.interpret import run_node
 from ..graph.node import Node, const, make_node, toposort
 from ..ops.registry import PRIMITIVES, SHAPE_RULES

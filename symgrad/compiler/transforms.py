@@ -7,7 +7,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import dtypes
 from ..graph.autodiff import grad_graph
 from ..graph.node import Node, const
 from ..ops.shapes import numel

@@ -11,7 +11,7 @@ from .. import dtypes
 from ..dispatch import bind
 from ..functions import elementwise as E
 from ..functions import reduction as R
-from ..functions.common import Tensor, to_tensor, wrap_dim
+from ..functions.common import to_tensor, wrap_dim
 from ..functions.composite import named
 from ..ops import lax
 from ..ops.registry import PRIMITIVES as P

@@ -15,11 +15,10 @@ from __future__ import annotations
 import weakref
 
 import numpy as np
-import sympy
 
 from .. import dispatch
 from . import lax
-from .registry import NUMPY_RULES, OUT, PRIMITIVES, VJP_RULES, derivative_primitive
+from .registry import NUMPY_RULES, OUT, VJP_RULES, derivative_primitive
 from .shapes import broadcast_shapes
 
 __all__ = ["elementwise_vjp", "where_vjp", "ARRAY_RULES"]
