@@ -93,12 +93,14 @@ class _Builder:
             and step.node.op == "matmul" else None
         if rows is not None:
             node = step.node
-            parallel.emit_parallel_rows(self.module, fn, storages, rows, matmul.ROWS_PER_CHUNK,
+            per_chunk, granule = matmul.row_chunking(self.plan, node)
+            parallel.emit_parallel_rows(self.module, fn, storages, rows, per_chunk,
                                         lambda ctx, lo, hi: matmul.emit_rows(ctx, node, lo, hi),
                                         self.plan, self.consts, _set_vector_width,
                                         wake=matmul.wakes(self.plan, node),
                                         split=self.k_split(node, lambda ctx, p, lo, hi:
-                                                           matmul.emit_k_merge_rows(ctx, node, p, lo, hi)))
+                                                           matmul.emit_k_merge_rows(ctx, node, p, lo, hi)),
+                                        granule=granule)
             return fn, storages, fallible
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         ctx = StepContext(b, ptrs, self.plan, self.consts, fn.args[-1] if fallible else None)
@@ -141,12 +143,13 @@ class _Builder:
         for arg, st in zip(fn.args, storages):
             arg.name = st.name
             arg.add_attribute("noalias")
+        per_chunk, granule = matmul.row_chunking(self.plan, node)
         parallel.emit_parallel_rows(
-            self.module, fn, storages, matmul.parallel_rows(self.plan, node), matmul.ROWS_PER_CHUNK,
+            self.module, fn, storages, matmul.parallel_rows(self.plan, node), per_chunk,
             lambda ctx, lo, hi: matmul.emit_rows_fused(ctx, node, loop, per_row, lo, hi),
             self.plan, self.consts, _set_vector_width, wake=matmul.wakes(self.plan, node),
             loop=loop, split=self.k_split(node, lambda ctx, p, lo, hi: matmul.emit_k_merge_rows_fused(
-                ctx, node, loop, per_row, p, lo, hi)))
+                ctx, node, loop, per_row, p, lo, hi)), granule=granule)
         return fn, storages
 
     def k_split(self, node, emit_rows) -> parallel.KSplit | None:

@@ -40,6 +40,7 @@ from .. import types as T
 from ..plan import Plan, Storage
 from .. import runtime
 from ..runtime import BLAS_GEMM
+from . import gemm_kernel
 from .context import StepContext
 from .loops import Loop, LoopNest, strided_offset
 from .reduce import REASSOC
@@ -122,12 +123,24 @@ def _use_blas(node: Node, A: Operand, B: Operand) -> bool:
     return A.blas_layout() is not None and B.blas_layout() is not None
 
 
+def _use_kernel(node: Node, A: Operand, B: Operand, C: Operand) -> bool:
+    """Products big enough for BLAS whose B and C rows are contiguous run the IR GEMM
+    (:mod:`.gemm_kernel`: no packing, cheap row chunks) instead."""
+    return _use_blas(node, A, B) and gemm_kernel.applies(node.dtype, A, B, C)
+
+
+def _kernel_prefix(ctx: StepContext) -> str:
+    return f"{ctx.b.function.name}.gemm"
+
+
 def emit(ctx: StepContext, node: Node, step_id: int) -> None:
     A, B, C, batch = operands(ctx.plan, node)
     b = ctx.b
     nest = LoopNest(b, batch, "b")
     offs = [strided_offset(b, X.offset, X.batch_strides, nest.indices) for X in (A, B, C)]
-    if _use_blas(node, A, B):
+    if _use_kernel(node, A, B, C):
+        gemm_kernel.emit(ctx, node.dtype, A, B, C, offs, prefix=_kernel_prefix(ctx))
+    elif _use_blas(node, A, B):
         _blas(ctx, node, A, B, C, offs)
     else:
         _loops(ctx, node, A, B, C, offs)
@@ -204,10 +217,24 @@ def parallel_rows(plan: Plan, node: Node) -> int | None:
     from .parallel import threads
     A, B, C, batch = operands(plan, node)
     m, k, n = A.rows, A.cols, B.cols
-    if (threads() < 2 or not _use_blas(node, A, B) or m < 2 * ROW_BLOCK
-            or m * n * k < PARALLEL_GEMM_WORK or runtime.blas_thread_control() is None):
+    if threads() < 2 or not _use_blas(node, A, B) or m * n * k < PARALLEL_GEMM_WORK:
+        return None
+    if _use_kernel(node, A, B, C):
+        return m if m >= 2 * gemm_kernel.row_granule(node.dtype) else None
+    if m < 2 * ROW_BLOCK or runtime.blas_thread_control() is None:
         return None
     return m
+
+
+def row_chunking(plan: Plan, node: Node) -> tuple[int, int]:
+    """(rows per chunk at least, granule) of a product split by rows: BLAS chunks of
+    about ``ROWS_PER_CHUNK`` rows (each repacks B); the IR GEMM's chunks are any multiple
+    of its tile's rows, as many as :func:`.parallel.row_chunks` allows (a chunk costs
+    nothing extra, and many small chunks let the free thread take over a late one's)."""
+    A, B, C, _ = operands(plan, node)
+    if _use_kernel(node, A, B, C):
+        return gemm_kernel.chunk_rows(node.dtype), gemm_kernel.row_granule(node.dtype)
+    return ROWS_PER_CHUNK, 1
 
 
 def split_costs(plan: Plan, node: Node) -> dict[str, int]:
@@ -216,10 +243,13 @@ def split_costs(plan: Plan, node: Node) -> dict[str, int]:
     again (K*N per extra chunk); ``k`` -- the private partial product is written and
     added (``K_MERGE_COST`` per output element) after a barrier (``K_SYNC_COST``); only
     without batch dimensions and with halves of at least ``BLAS_MIN_DIM``.  (A column
-    split would pack A again, M*K: never cheaper than both here, not implemented.)"""
+    split would pack A again, M*K: never cheaper than both here, not implemented.)  A
+    product on the IR GEMM (:mod:`.gemm_kernel`) packs nothing: rows cost 0."""
     from .parallel import row_chunks
     A, B, C, batch = operands(plan, node)
     m, k, n = A.rows, A.cols, B.cols
+    if _use_kernel(node, A, B, C):
+        return {"rows": 0}                    # the IR GEMM packs nothing
     costs = {"rows": (row_chunks(m, ROWS_PER_CHUNK) - 1) * k * n}
     if not batch and k >= 2 * BLAS_MIN_DIM and m * n * node.dtype.itemsize <= K_PARTIAL_MAX_BYTES:
         costs["k"] = K_MERGE_COST * m * n + K_SYNC_COST
@@ -259,7 +289,10 @@ def emit_rows(ctx: StepContext, node: Node, lo: ir.Value, hi: ir.Value) -> None:
     b = ctx.b
     nest = LoopNest(b, batch, "b")
     offs = [strided_offset(b, X.offset, X.batch_strides, nest.indices) for X in (A, B, C)]
-    _blas(ctx, node, A, B, C, offs, rows=(lo, hi))
+    if _use_kernel(node, A, B, C):
+        gemm_kernel.emit(ctx, node.dtype, A, B, C, offs, rows=(lo, hi), prefix=_kernel_prefix(ctx))
+    else:
+        _blas(ctx, node, A, B, C, offs, rows=(lo, hi))
     nest.close()
 
 

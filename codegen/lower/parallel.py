@@ -230,25 +230,27 @@ def emit_parallel(module: ir.Module, fn: ir.Function, storages: list[Storage], l
 def emit_parallel_rows(module: ir.Module, fn: ir.Function, storages: list[Storage], extent: int,
                        rows_per_chunk: int, emit_range, plan, consts, set_width,
                        wake: bool = True, loop: FusedLoop | None = None,
-                       split: KSplit | None = None) -> None:
+                       split: KSplit | None = None, granule: int = 1) -> None:
     """Fill step function ``fn`` with ``emit_range(ctx, lo, hi)`` over ``[0, extent)`` split
     into :func:`row_chunks` chunks (a matmul split by rows); ``wake``: big enough to wake
     a sleeping helper; ``loop``: a fused loop run in the chunks too (its prologue,
     per-chunk accumulators and merge).  With ``split`` (a product split along K) the row
     chunks run ``split.emit_rows`` after all of ``split``'s parts, and ``emit_range``
     only serves the call that cannot allocate the control block (whole product, then
-    the loop, on the calling thread)."""
+    the loop, on the calling thread).  Chunks are multiples of ``granule`` rows (but the last)."""
     nchunks = row_chunks(extent, rows_per_chunk)
     private, acc_bytes = _private_buffers(loop, storages) if loop is not None else ([], 0)
     _emit_chunked(module, fn, storages, plan, consts, set_width, extent, nchunks,
                   emit_range=emit_range,
                   prologue=loop.prologue if loop is not None else lambda ctx: None,
                   epilogue=loop.epilogue if loop is not None else lambda ctx: None,
-                  private=private, acc_bytes=acc_bytes, loop=loop, wake=wake, split=split)
+                  private=private, acc_bytes=acc_bytes, loop=loop, wake=wake, split=split,
+                  granule=granule)
 
 
 def _emit_chunked(module, fn, storages, plan, consts, set_width, extent, nchunks, *, emit_range,
-                  prologue, epilogue, private, acc_bytes, loop, wake, split=None) -> None:
+                  prologue, epilogue, private, acc_bytes, loop, wake, split=None,
+                  granule=1) -> None:
     n = len(storages)
 
     def function(name, extra, emit, ints=2):
@@ -264,6 +266,7 @@ def _emit_chunked(module, fn, storages, plan, consts, set_width, extent, nchunks
 
     serial = function(f"{fn.name}.range", 0, emit_range)
     chunk = -(-extent // nchunks)
+    chunk = -(-chunk // granule) * granule
     nchunks = -(-extent // chunk)
     area = -(-8 * (_PTRS + n + 1) // 64) * 64       # slot _PTRS + n: finished parts
     size = area + nchunks * acc_bytes

@@ -1,9 +1,11 @@
 """Products split between the two threads, by rows or along the shared dimension K.
 
-The split is chosen by a cost model (:func:`codegen.lower.matmul.split_costs`): a K split
-(two halves of K, a private partial product added after both, then the fused loop on
-row chunks, ``.kpart`` / ``.kmerge`` functions) when B is much larger than the output,
-row chunks otherwise.  References are numpy in float64 (and torch for gradients), never
+A product whose right operand has contiguous rows runs on the IR GEMM
+(:mod:`codegen.lower.gemm_kernel`, ``.gemm.mk`` functions), always in row chunks (they
+cost nothing).  Otherwise (BLAS) the split is chosen by a cost model
+(:func:`codegen.lower.matmul.split_costs`): a K split (two halves of K, a private partial
+product added after both, then the fused loop on row chunks, ``.kpart`` / ``.kmerge``
+functions) when B is much larger than the output, row chunks otherwise.  References are numpy in float64 (and torch for gradients), never
 numbers the LLVM backend produced; repeated and concurrent calls must give the same bits
 (the merge order is fixed, whichever thread ran which chunk).
 """
@@ -24,6 +26,7 @@ from codegen.lower import matmul, parallel
 # grows like sqrt(K) ulps (float32 eps 1.2e-7 -> ~2e-4 on O(1) sums of many terms)
 TOL = {np.float64: dict(rtol=1e-10, atol=1e-10), np.float32: dict(rtol=2e-4, atol=2e-4)}
 SPLITS = parallel.threads() > 1 and runtime.blas_thread_control() is not None
+KERNEL_SPLITS = parallel.threads() > 1
 
 
 def _functions(text: str) -> list[str]:
@@ -55,7 +58,27 @@ def _ref(x, w):
     return x.astype(np.float64) @ w.astype(np.float64)
 
 
-# (m, k, n, expected split): K odd, K not a multiple of 8 or of the two chunks, M not a
+def _product(layout: str):
+    """``x @ w`` with w as given ("w": contiguous rows, the IR GEMM) or from its
+    transpose ("wT": contiguous columns, BLAS)."""
+    if layout == "w":
+        return lambda x, w: x @ w, lambda w: w
+    return lambda x, wt: x @ wt.T, lambda w: np.ascontiguousarray(w.T)
+
+
+def _expect(text: str, layout: str, split: str) -> None:
+    """The product runs where ``layout`` says, split as expected (BLAS: ``split``)."""
+    if layout == "w":
+        assert ".gemm.mk" in text
+        if KERNEL_SPLITS:
+            assert _kind(text) == {"rows"}
+    else:
+        assert ".gemm.mk" not in text
+        if SPLITS:
+            assert _kind(text) == {split}
+
+
+# (m, k, n, expected split on BLAS): K odd, K not a multiple of 8 or of the two chunks, M not a
 # multiple of the row chunk count, the MLP's forward and backward shapes
 SHAPES = [
     (64, 784, 256, "k"),        # MLP forward: X @ W1
@@ -68,46 +91,50 @@ SHAPES = [
 ]
 
 
+@pytest.mark.parametrize("layout", ["w", "wT"])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("m,k,n,split", SHAPES)
-def test_split_product_with_fused_bias_tanh(m, k, n, split, dtype):
+def test_split_product_with_fused_bias_tanh(m, k, n, split, dtype, layout):
     x, w, b = _inputs(m, k, n, dtype)
-    f = symgrad.compile(lambda x, w, b: (x @ w + b).tanh() * 2, backend="llvm")
-    text = f.lower(x, w, b).compile().as_text("llvm")
+    prod, arg = _product(layout)
+    f = symgrad.compile(lambda x, w, b: (prod(x, w) + b).tanh() * 2, backend="llvm")
+    text = f.lower(x, arg(w), b).compile().as_text("llvm")
+    _expect(text, layout, split)
     if SPLITS:
-        assert _kind(text) == {split}
         assert re.search(r'define internal void @"[^"]*\.matmul\+s\d+\.loop', text)   # fused
     want = np.tanh(_ref(x, w) + b) * 2
-    first = f(x, w, b)
+    first = f(x, arg(w), b)
     assert first.dtype == dtype
     np.testing.assert_allclose(first, want, **TOL[dtype])
     for _ in range(10):
-        assert np.array_equal(f(x, w, b), first)
+        assert np.array_equal(f(x, arg(w), b), first)
 
 
+@pytest.mark.parametrize("layout", ["w", "wT"])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("m,k,n,split", [s for s in SHAPES if s[3] == "k"][:3])
-def test_k_split_product_alone_and_with_column_sums(m, k, n, split, dtype):
+def test_split_product_alone_and_with_column_sums(m, k, n, split, dtype, layout):
     """A product that is the result (nothing fused: the row chunks only merge), and one
     followed by a reduction across rows (per-chunk accumulators merged in chunk order)."""
     x, w, _ = _inputs(m, k, n, dtype, seed=1)
-    plain = symgrad.compile(lambda x, w: x @ w, backend="llvm")
-    colsum = symgrad.compile(lambda x, w: (x @ w).tanh().sum(0), backend="llvm")
-    if SPLITS:
-        assert _kind(plain.lower(x, w).compile().as_text("llvm")) == {"k"}
-        assert _kind(colsum.lower(x, w).compile().as_text("llvm")) == {"k"}
-    np.testing.assert_allclose(plain(x, w), _ref(x, w), **TOL[dtype])
-    first = colsum(x, w)
+    prod, arg = _product(layout)
+    plain = symgrad.compile(lambda x, w: prod(x, w), backend="llvm")
+    colsum = symgrad.compile(lambda x, w: prod(x, w).tanh().sum(0), backend="llvm")
+    _expect(plain.lower(x, arg(w)).compile().as_text("llvm"), layout, split)
+    _expect(colsum.lower(x, arg(w)).compile().as_text("llvm"), layout, split)
+    np.testing.assert_allclose(plain(x, arg(w)), _ref(x, w), **TOL[dtype])
+    first = colsum(x, arg(w))
     tol = dict(TOL[dtype], atol=TOL[dtype]["atol"] * m)
     np.testing.assert_allclose(first, np.tanh(_ref(x, w)).sum(0), **tol)
     for _ in range(10):
-        assert np.array_equal(colsum(x, w), first)
+        assert np.array_equal(colsum(x, arg(w)), first)
 
 
-def test_mlp_forward_takes_a_k_split_and_backward_stays_in_rows():
-    """The MLP benchmark's shapes: X @ W1 (64x784 @ 784x256) is split along K, the
-    weight gradient X^T @ dZ1 (784x64 @ 64x256) by rows; value and gradients equal
-    torch's, call after call."""
+def test_mlp_products_run_on_the_ir_gemm_in_row_chunks():
+    """The MLP benchmark's shapes: X @ W1 (64x784 @ 784x256, bias and tanh fused into
+    its row chunks) and the weight gradient X^T @ dZ1 (784x64 @ 64x256) run on the IR
+    GEMM in row chunks, nothing along K; value and gradients equal torch's, call after
+    call."""
     rng = np.random.default_rng(5)
     X, labels = rng.standard_normal((64, 784)), rng.integers(0, 10, 64)
     params = [rng.uniform(-0.05, 0.05, s) for s in ((784, 256), (256,), (256, 10), (10,))]
@@ -116,11 +143,12 @@ def test_mlp_forward_takes_a_k_split_and_backward_stays_in_rows():
 
     vg = symgrad.value_and_grad(lambda *a: loss(symgrad, *a), argnums=(0, 1, 2, 3), backend="llvm")
     text = vg.lower(*params, X, labels).compile().as_text("llvm")
-    if SPLITS:
+    assert ".gemm.mk" in text
+    if KERNEL_SPLITS:
         names = _functions(text)
-        kparts = [n for n in names if n.endswith(".kpart")]
-        assert len(kparts) == 1 and re.search(r"\.s\d+\.matmul\+s\d+\.loop64x256", kparts[0])
-        assert "rows" in _kind(text)           # the 784x64 @ 64x256 weight gradient
+        assert not [n for n in names if n.endswith(".kpart")]
+        assert [n for n in names if re.search(r"\.s\d+\.matmul\+s\d+\.loop64x256.*\.chunks$", n)]
+        assert _kind(text) == {"rows"}
     tp = [torch.tensor(p, requires_grad=True) for p in params]
     want = loss(torch, *tp, torch.tensor(X), torch.tensor(labels))
     want.backward()
@@ -136,29 +164,36 @@ def test_mlp_forward_takes_a_k_split_and_backward_stays_in_rows():
 
 
 def test_cost_model_prefers_k_split_only_for_a_large_right_operand():
-    """split_costs: rows pay K*N per extra chunk, the K split M*N (merge) plus a barrier."""
+    """split_costs on BLAS products (B given transposed): rows pay K*N per extra chunk,
+    the K split M*N (merge) plus a barrier; on the IR GEMM rows cost nothing."""
     costs = {}
+
+    def product_costs(x, w, prod):
+        exe = symgrad.compile(prod, backend="llvm").lower(x, w).compile()
+        node = next(s.node for s in exe.plan.steps if getattr(getattr(s, "node", None), "op", "") == "matmul")
+        return matmul.split_costs(exe.plan, node)
+
     for shape in ((64, 784, 256), (784, 64, 256), (64, 10, 256), (64, 256, 10)):
         m, k, n = shape
-        x, w = np.ones((m, k)), np.ones((k, n))
-        f = symgrad.compile(lambda x, w: x @ w, backend="llvm")
-        exe = f.lower(x, w).compile()
-        plan = exe.plan
-        node = next(s.node for s in plan.steps if getattr(getattr(s, "node", None), "op", "") == "matmul")
-        costs[shape] = matmul.split_costs(plan, node)
+        x, wt = np.ones((m, k)), np.ones((n, k))
+        costs[shape] = product_costs(x, wt, lambda x, wt: x @ wt.T)
+    assert product_costs(np.ones((64, 784)), np.ones((784, 256)), lambda x, w: x @ w) == {"rows": 0}
     assert costs[(64, 784, 256)]["k"] < costs[(64, 784, 256)]["rows"]
     assert costs[(784, 64, 256)]["k"] > costs[(784, 64, 256)]["rows"]
     assert "k" not in costs[(64, 10, 256)]                      # halves below BLAS_MIN_DIM
     assert costs[(64, 256, 10)]["k"] > costs[(64, 256, 10)]["rows"]   # tiny: the barrier
 
 
-def test_concurrent_callers_get_the_same_bits():
+@pytest.mark.parametrize("layout", ["w", "wT"])
+def test_concurrent_callers_get_the_same_bits(layout):
     """Callers in several Python threads: some find the helper busy and run both halves
-    and every row chunk themselves; the results are the same bits as a lone call."""
-    x, w, b = _inputs(64, 784, 256, np.float64, seed=3)
-    f = symgrad.compile(lambda x, w, b: ((x @ w + b).tanh() ** 2).sum(0), backend="llvm")
+    (or all row chunks) themselves; the results are the same bits as a lone call."""
+    x, w0, b = _inputs(64, 784, 256, np.float64, seed=3)
+    prod, arg = _product(layout)
+    w = arg(w0)
+    f = symgrad.compile(lambda x, w, b: ((prod(x, w) + b).tanh() ** 2).sum(0), backend="llvm")
     want = f(x, w, b)
-    np.testing.assert_allclose(want, (np.tanh(_ref(x, w) + b) ** 2).sum(0), rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(want, (np.tanh(_ref(x, w0) + b) ** 2).sum(0), rtol=1e-10, atol=1e-10)
     results = []
     lock = threading.Lock()
 

@@ -1,0 +1,201 @@
+"""The IR GEMM (:mod:`codegen.lower.gemm_kernel`) against numpy in float64.
+
+Edges of the tile (rows not a multiple of its rows, columns not a multiple of its panel
+or of a vector: masked lanes), the shared dimension cut into blocks, transposed and
+strided left operands, batches, NaN and inf, and reads that stop exactly at the end of
+an operand (a guard page after it, in a subprocess that must exit cleanly).  References
+are numpy products in float64, never numbers the LLVM backend produced.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import symgrad
+from codegen.lower import gemm_kernel
+from symgrad.dtypes import float32, float64
+
+# a K-term float32 sum rounds like sqrt(K) ulps of its terms
+TOL = {np.float64: dict(rtol=1e-12, atol=1e-12), np.float32: dict(rtol=3e-5, atol=3e-5)}
+
+
+def _tol(dtype, k):
+    t = TOL[dtype]
+    scale = np.sqrt(k)
+    return dict(rtol=t["rtol"] * scale, atol=t["atol"] * scale)
+
+
+def _compile(fn, *args):
+    f = symgrad.compile(fn, backend="llvm")
+    return f, f.lower(*args).compile().as_text("llvm")
+
+
+# (m, k, n): rows past the last full tile, column tails of 1, 2 and several lanes, one
+# column panel or less, K long enough to be cut into blocks (f64: 3, f32: 2)
+SHAPES = [(9, 100, 40), (13, 300, 17), (8, 4096, 9), (100, 64, 200), (64, 784, 256),
+          (257, 33, 95), (30, 50, 24), (8, 5000, 10)]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("m,k,n", SHAPES)
+def test_product_edges(m, k, n, dtype):
+    rng = np.random.default_rng(m * 7 + k + n)
+    x = rng.standard_normal((m, k)).astype(dtype)
+    w = rng.standard_normal((k, n)).astype(dtype)
+    f, text = _compile(lambda x, w: x @ w, x, w)
+    assert ".gemm.mk" in text
+    got = f(x, w)
+    assert got.dtype == dtype and got.shape == (m, n)
+    np.testing.assert_allclose(got, x.astype(np.float64) @ w.astype(np.float64), **_tol(dtype, k))
+
+
+def test_long_k_is_cut_into_blocks():
+    """K = 4096 in float64: three blocks of the shared dimension, the later ones
+    accumulating into C (``.acc`` kernels)."""
+    dt = float64
+    assert len(gemm_kernel._k_blocks(dt, 4096)) >= 2
+    x, w = np.ones((8, 4096)), np.ones((4096, 9))
+    _, text = _compile(lambda x, w: x @ w, x, w)
+    assert ".acc" in text and ".st" in text
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_transposed_and_strided_left_operand(dtype):
+    """A = X^T (columns contiguous: the MLP's weight gradient) and A = a column slice."""
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((64, 300)).astype(dtype)
+    dz = rng.standard_normal((64, 70)).astype(dtype)
+    f, text = _compile(lambda x, dz: x.T @ dz, x, dz)
+    assert ".gemm.mk" in text
+    np.testing.assert_allclose(f(x, dz), x.T.astype(np.float64) @ dz.astype(np.float64), **_tol(dtype, 64))
+    w = rng.standard_normal((150, 33)).astype(dtype)
+    g, _ = _compile(lambda x, w: x[:, ::2] @ w, x, w)
+    np.testing.assert_allclose(g(x, w), x[:, ::2].astype(np.float64) @ w.astype(np.float64),
+                               **_tol(dtype, 150))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_batched_and_broadcast_products(dtype):
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((3, 40, 50)).astype(dtype)
+    b = rng.standard_normal((3, 50, 36)).astype(dtype)
+    w = rng.standard_normal((50, 36)).astype(dtype)
+    f, text = _compile(lambda a, b: a @ b, a, b)
+    assert ".gemm.mk" in text
+    np.testing.assert_allclose(f(a, b), a.astype(np.float64) @ b.astype(np.float64), **_tol(dtype, 50))
+    g, _ = _compile(lambda a, w: a @ w, a, w)
+    np.testing.assert_allclose(g(a, w), a.astype(np.float64) @ w.astype(np.float64), **_tol(dtype, 50))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_nan_and_inf_stay_in_their_rows_and_columns(dtype):
+    """A NaN in A poisons its row of C, an inf in B its column (inf * 0 = NaN as in
+    numpy); masked lanes and rows past the range never leak into other elements."""
+    m, k, n = 19, 90, 21
+    x = np.ones((m, k), dtype)
+    w = np.ones((k, n), dtype)
+    x[17, 3] = np.nan
+    w[5, 20] = np.inf
+    x[2, 5] = 0.0
+    f, text = _compile(lambda x, w: x @ w, x, w)
+    assert ".gemm.mk" in text
+    with np.errstate(invalid="ignore"):
+        want = x.astype(np.float64) @ w.astype(np.float64)
+    got = f(x, w)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
+    ok = np.isfinite(want)
+    np.testing.assert_allclose(got[ok], want[ok], rtol=0, atol=0)
+
+
+def test_one_thread_and_two_give_the_same_bits(tmp_path):
+    """Every element is one FMA chain over k in order, whatever the row chunks: a
+    process limited to one CPU (no split) computes the same bits as a split call."""
+    code = textwrap.dedent("""
+        import os, sys
+        if sys.argv[1] == "1":
+            os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
+        os.environ["SYMGRAD_DISK_CACHE"] = "0"
+        import numpy as np, symgrad
+        rng = np.random.default_rng(3)
+        x, w = rng.standard_normal((784, 64)), rng.standard_normal((64, 250))
+        f = symgrad.compile(lambda x, w: (x @ w).tanh(), backend="llvm")
+        np.save(sys.argv[2], f(x, w))
+    """)
+    import os
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one CPU: no split to compare with")
+    outs = []
+    for threads in ("1", "2"):
+        path = tmp_path / f"out{threads}.npy"
+        subprocess.run([sys.executable, "-c", code, threads, str(path)], check=True, timeout=300)
+        outs.append(np.load(path))
+    rng = np.random.default_rng(3)
+    x, w = rng.standard_normal((784, 64)), rng.standard_normal((64, 250))
+    np.testing.assert_allclose(outs[0], np.tanh(x @ w), rtol=1e-12, atol=1e-12)
+    assert np.array_equal(outs[0], outs[1])
+
+
+GUARD = textwrap.dedent("""
+    import ctypes, mmap, os, sys
+    import numpy as np
+    os.environ["SYMGRAD_DISK_CACHE"] = "0"
+    import symgrad
+    PAGE = mmap.PAGESIZE
+    libc = ctypes.CDLL(None)
+    keep = []
+
+    def guarded(shape, dtype, fill):
+        # an array whose last byte is the last byte before a PROT_NONE page
+        nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+        pages = -(-nbytes // PAGE) + 1
+        mm = mmap.mmap(-1, pages * PAGE)
+        base = ctypes.addressof(ctypes.c_char.from_buffer(mm))
+        assert libc.mprotect(ctypes.c_void_p(base + (pages - 1) * PAGE), PAGE, 0) == 0
+        start = (pages - 1) * PAGE - nbytes
+        a = np.frombuffer(mm, dtype=dtype, count=int(np.prod(shape)), offset=start).reshape(shape)
+        a[...] = fill
+        keep.append(mm)
+        return a
+
+    for dtype in (np.float64, np.float32):
+        for m, k, n in ((13, 300, 17), (9, 100, 41), (784, 64, 250)):
+            rng = np.random.default_rng(0)
+            x = guarded((m, k), dtype, rng.standard_normal((m, k)))
+            w = guarded((k, n), dtype, rng.standard_normal((k, n)))
+            f = symgrad.compile(lambda x, w: x @ w, backend="llvm")
+            assert ".gemm.mk" in f.lower(x, w).compile().as_text("llvm")
+            got = f(x, w)
+            want = x.astype(np.float64) @ w.astype(np.float64)
+            assert np.allclose(got, want, rtol=1e-4, atol=1e-3), (dtype, m, k, n)
+            xt = guarded((k, m), dtype, x.T)
+            g = symgrad.compile(lambda xt, w: xt.T @ w, backend="llvm")
+            assert np.allclose(g(xt, w), want, rtol=1e-4, atol=1e-3), (dtype, m, k, n, "T")
+    print("ok")
+""")
+
+
+def test_reads_stop_at_the_end_of_each_operand():
+    """Operands that end right before an unmapped page: the column tail's masked loads
+    and the clamped rows past the range never touch it (a fault would kill the child)."""
+    out = subprocess.run([sys.executable, "-c", GUARD], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "ok"
+
+
+def test_narrow_and_wide_b_stay_with_blas_or_loops():
+    """Products the kernel does not take: B with contiguous columns (a transposed view),
+    B larger than MAX_B_BYTES."""
+    x, wt = np.ones((64, 300)), np.ones((70, 300))
+    _, text = _compile(lambda x, wt: x @ wt.T, x, wt)
+    assert ".gemm.mk" not in text
+    k = 1024
+    n = gemm_kernel.MAX_B_BYTES // (8 * k) + 8
+    x, w = np.ones((16, k)), np.ones((k, n))
+    _, text = _compile(lambda x, w: x @ w, x, w)
+    assert ".gemm.mk" not in text
+    assert gemm_kernel.row_granule(float32) == gemm_kernel.row_granule(float64)
