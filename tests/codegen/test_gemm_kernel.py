@@ -199,3 +199,42 @@ def test_narrow_and_wide_b_stay_with_blas_or_loops():
     _, text = _compile(lambda x, w: x @ w, x, w)
     assert ".gemm.mk" not in text
     assert gemm_kernel.row_granule(float32) == gemm_kernel.row_granule(float64)
+
+
+AVX2 = textwrap.dedent("""
+    import os, re
+    os.environ["SYMGRAD_DISK_CACHE"] = "0"
+    from codegen import target
+    # this host as an AVX2 machine: 16 vector registers of 256 bits (4 x 3 tiles)
+    feats = ",".join("-" + f[1:] if f.startswith("+avx512") else f
+                     for f in target.host_features().split(","))
+    target.host_features = lambda: feats
+    target.host_cpu_name = lambda: "znver2"
+    import numpy as np, symgrad
+    assert target.widest_vector_bits() == 256
+    rng = np.random.default_rng(0)
+    for dt, tol in ((np.float64, 1e-12), (np.float32, 1e-4)):
+        for m, k, n in ((13, 300, 17), (64, 784, 256), (784, 64, 250), (9, 100, 41)):
+            x = rng.standard_normal((m, k)).astype(dt)
+            w = rng.standard_normal((k, n)).astype(dt)
+            f = symgrad.compile(lambda x, w: (x @ w).tanh(), backend="llvm")
+            exe = f.lower(x, w).compile()
+            assert ".gemm.mk" in exe.as_text("llvm")
+            asm = exe.as_text("asm")
+            assert "zmm" not in asm and "ymm" in asm
+            want = np.tanh(x.astype(np.float64) @ w.astype(np.float64))
+            assert np.allclose(f(x, w), want, rtol=tol, atol=tol), (dt, m, k, n)
+    print("ok")
+""")
+
+
+def test_an_avx2_host_gets_256_bit_tiles():
+    """The same products compiled for this CPU seen as an AVX2 machine (no AVX-512: 16
+    vector registers, 4 x 3 tiles of 256-bit vectors, masked tails with AVX2 masked
+    moves) run here, in a subprocess, and equal numpy."""
+    from codegen import target
+    if not target.has_feature("avx2"):
+        pytest.skip("this host cannot run AVX2 code")
+    out = subprocess.run([sys.executable, "-c", AVX2], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "ok"
