@@ -39,10 +39,6 @@ def segment_name(name: str, k: int) -> str:
     return f"{name}.seg{k}"
 
 
-def _set_vector_width(fn: ir.Function) -> None:
-    bits = target.widest_vector_bits()
-    set.add(fn.attributes, f'"prefer-vector-width"="{bits}"')
-    set.add(fn.attributes, f'"min-legal-vector-width"="{bits}"')
 
 
 def _step_label(i: int, step) -> str:
@@ -79,7 +75,7 @@ class _Builder:
         fn = ir.Function(self.module, fnty, f"{self.name}.{_step_label(i, step)}")
         fn.linkage = "internal"
         fn.attributes.add("nounwind")
-        _set_vector_width(fn)
+        target.set_vector_width(fn)
         ptrs = {}
         for arg, st in zip(fn.args, storages):
             arg.name = st.name
@@ -87,7 +83,7 @@ class _Builder:
             ptrs[id(st)] = arg
         if isinstance(step, LoopStep) and parallel.wants_threads(lowering):
             parallel.emit_parallel(self.module, fn, storages, lowering, self.plan, self.consts,
-                                   _set_vector_width)
+                                   target.set_vector_width)
             return fn, storages, fallible
         rows = matmul.parallel_rows(self.plan, step.node) if not isinstance(step, LoopStep) \
             and step.node.op == "matmul" else None
@@ -96,7 +92,7 @@ class _Builder:
             per_chunk, granule = matmul.row_chunking(self.plan, node)
             parallel.emit_parallel_rows(self.module, fn, storages, rows, per_chunk,
                                         lambda ctx, lo, hi: matmul.emit_rows(ctx, node, lo, hi),
-                                        self.plan, self.consts, _set_vector_width,
+                                        self.plan, self.consts, target.set_vector_width,
                                         wake=matmul.wakes(self.plan, node),
                                         split=self.k_split(node, lambda ctx, p, lo, hi:
                                                            matmul.emit_k_merge_rows(ctx, node, p, lo, hi)),
@@ -139,7 +135,7 @@ class _Builder:
                          f"{self.name}.{_step_label(i, step)}+{_step_label(i + 1, loop.step)}"[:100])
         fn.linkage = "internal"
         fn.attributes.add("nounwind")
-        _set_vector_width(fn)
+        target.set_vector_width(fn)
         for arg, st in zip(fn.args, storages):
             arg.name = st.name
             arg.add_attribute("noalias")
@@ -147,7 +143,7 @@ class _Builder:
         parallel.emit_parallel_rows(
             self.module, fn, storages, matmul.parallel_rows(self.plan, node), per_chunk,
             lambda ctx, lo, hi: matmul.emit_rows_fused(ctx, node, loop, per_row, lo, hi),
-            self.plan, self.consts, _set_vector_width, wake=matmul.wakes(self.plan, node),
+            self.plan, self.consts, target.set_vector_width, wake=matmul.wakes(self.plan, node),
             loop=loop, split=self.k_split(node, lambda ctx, p, lo, hi: matmul.emit_k_merge_rows_fused(
                 ctx, node, loop, per_row, p, lo, hi)), granule=granule)
         return fn, storages

@@ -7,7 +7,8 @@ module owns:
   is deprecated in llvmlite 0.50 and not called);
 * the host target machine (``get_host_cpu_name()`` + ``get_host_cpu_features()``,
   opt level 3) and facts derived from it: :func:`host_fingerprint` (for cache keys),
-  :func:`widest_vector_bits`, :func:`vector_lanes`, :func:`threads`;
+  :func:`widest_vector_bits`, :func:`vector_lanes`, :func:`threads`, and
+  :func:`set_vector_width` (a function's attributes for those vectors);
 * :func:`optimize` -- the new pass manager at O3 with loop and SLP vectorisation;
 * :func:`compile_module` -- IR (text, ``ir.Module`` or ``ModuleRef``) to a
   :class:`CompiledModule` holding the IR as generated, the optimised IR, the
@@ -144,6 +145,14 @@ def widest_vector_bits() -> int:
     if has_feature("avx") or has_feature("avx2"):
         return 256
     return 128
+
+
+def set_vector_width(fn: ir.Function) -> None:
+    """Let the code generator use the host's widest vectors in ``fn`` (LLVM keeps
+    x86 functions to 256-bit vectors unless told otherwise)."""
+    bits = widest_vector_bits()
+    set.add(fn.attributes, f'"prefer-vector-width"="{bits}"')
+    set.add(fn.attributes, f'"min-legal-vector-width"="{bits}"')
 
 
 def vector_lanes(bits_per_element: int) -> int:

@@ -153,9 +153,7 @@ class _Kernels:
         fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [T.PTR, T.PTR, T.PTR, T.I64]), name)
         fn.linkage = "internal"
         fn.attributes.add("nounwind")
-        bits = target.widest_vector_bits()
-        set.add(fn.attributes, f'"prefer-vector-width"="{bits}"')
-        set.add(fn.attributes, f'"min-legal-vector-width"="{bits}"')
+        target.set_vector_width(fn)
         a_ptr, b_ptr, c_ptr, valid = fn.args
         for arg, nm in zip(fn.args, ("A", "B", "C", "rows")):
             arg.name = nm
