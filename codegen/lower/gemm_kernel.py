@@ -33,10 +33,13 @@ from symgrad.dtypes import DType
 
 from .. import target
 from .. import types as T
+from . import gemm_dot
+from .vectors import intrinsic, splat, suffix, vload, vstore
 from .context import StepContext
 from .loops import Loop
 
-__all__ = ["applies", "emit", "tile", "row_granule", "chunk_rows", "PANEL_BYTES", "A_BLOCK_BYTES"]
+__all__ = ["kind", "applies", "emit", "tile", "row_granule", "chunk_rows", "PANEL_BYTES",
+           "A_BLOCK_BYTES"]
 
 PANEL_BYTES = 1 << 18        # B panel (kc rows x NV vectors) kept in L2
 A_BLOCK_BYTES = 1 << 19      # A rows of one row block
@@ -58,31 +61,41 @@ def tile(dtype: DType) -> tuple[int, int, int]:
     return mr, nv, lanes
 
 
-def row_granule(dtype: DType) -> int:
-    """Rows of one tile: row chunks of a split product are multiples of this."""
-    return tile(dtype)[0]
+def row_granule(dtype: DType, how: str = "outer") -> int:
+    """Rows of one tile of kind ``how``: row chunks of a split product are multiples of this."""
+    return tile(dtype)[0] if how == "outer" else gemm_dot.tile(dtype)[0]
 
 
-def chunk_rows(dtype: DType) -> int:
+def chunk_rows(dtype: DType, how: str = "outer") -> int:
     """Rows of a split product's chunks at least: ``CHUNK_TILES`` tiles (the MLP's 64-row
     forward product in 4 chunks of 16 rows: 521-530 us min per MLP call against 532-554
     with 8 chunks of 8, each chunk streaming all of B from L3 again)."""
-    return CHUNK_TILES * row_granule(dtype)
+    return CHUNK_TILES * row_granule(dtype, how)
+
+
+def kind(dtype: DType, A, B, C) -> str | None:
+    """How ``C = A @ B`` (:class:`codegen.lower.matmul.Operand` s) runs here, or None:
+    ``"outer"`` (these tiles) when B has contiguous rows and at least half a vector of
+    columns; ``"dot"`` (:mod:`.gemm_dot`) when B has contiguous columns and A contiguous
+    rows (``x @ w.T``, PyTorch's ``linear``) and K at most ``gemm_dot.MAX_K``.  Both
+    need float32/float64, C with contiguous rows and B of at most ``MAX_B_BYTES``."""
+    if dtype.name not in ("float32", "float64"):
+        return None
+    m, k, n = A.rows, A.cols, B.cols
+    if k < 1 or m < 1 or k * n * dtype.itemsize > MAX_B_BYTES:
+        return None
+    if C.cs != 1 or (m > 1 and C.rs < n):
+        return None
+    if B.cs == 1 and (k == 1 or B.rs >= n) and n * MIN_COLS_FRACTION >= tile(dtype)[2]:
+        return "outer"
+    if B.rs == 1 and A.cs == 1 and n > 1 and B.cs >= k and k <= gemm_dot.MAX_K:
+        return "dot"
+    return None
 
 
 def applies(dtype: DType, A, B, C) -> bool:
-    """Whether ``C = A @ B`` (:class:`codegen.lower.matmul.Operand` s) runs here: float32
-    or float64, B and C with unit column stride, C with a row stride of at least N, at
-    least half a vector of columns, B of at most ``MAX_B_BYTES``."""
-    if dtype.name not in ("float32", "float64"):
-        return False
-    m, k, n = A.rows, A.cols, B.cols
-    lanes = tile(dtype)[2]
-    if k < 1 or m < 1 or n * MIN_COLS_FRACTION < lanes or k * n * dtype.itemsize > MAX_B_BYTES:
-        return False
-    if B.cs != 1 or C.cs != 1 or (m > 1 and C.rs < n) or (k > 1 and B.rs < n):
-        return False
-    return True
+    """Whether ``C = A @ B`` runs here (:func:`kind`)."""
+    return kind(dtype, A, B, C) is not None
 
 
 def _k_blocks(dtype: DType, k: int) -> list[tuple[int, int]]:
@@ -95,8 +108,7 @@ def _k_blocks(dtype: DType, k: int) -> list[tuple[int, int]]:
     return [(k0, min(k0 + size, k)) for k0 in range(0, k, size)]
 
 
-def _row_block(dtype: DType, kc: int) -> int:
-    mr = tile(dtype)[0]
+def _row_block(dtype: DType, kc: int, mr: int) -> int:
     rows = max(mr, A_BLOCK_BYTES // max(kc * dtype.itemsize, 1))
     return rows // mr * mr
 
@@ -113,6 +125,23 @@ class _Kernels:
         self.vty = ir.VectorType(self.ety, self.lanes)
         self.fns: dict[tuple, ir.Function] = {}
 
+    @property
+    def rows(self) -> int:
+        return self.mr
+
+    @property
+    def panel(self) -> int:
+        """Columns of a full panel."""
+        return tile(self.dtype)[1] * self.lanes
+
+    def blocks(self) -> list[tuple[int, int]]:
+        return _k_blocks(self.dtype, self.A.cols)
+
+    def for_columns(self, kc: int, cols: int, accumulate: bool) -> ir.Function:
+        """The kernel for ``cols`` columns (a full panel or the tail)."""
+        nv = -(-cols // self.lanes)
+        return self.get(kc, nv, cols - (nv - 1) * self.lanes, accumulate)
+
     def get(self, kc: int, nv: int, last: int, accumulate: bool) -> ir.Function:
         key = (kc, nv, last, accumulate)
         fn = self.fns.get(key)
@@ -120,31 +149,11 @@ class _Kernels:
             fn = self.fns[key] = self._build(kc, nv, last, accumulate)
         return fn
 
-    def _intrinsic(self, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
-        return self.module.globals.get(name) or ir.Function(self.module, ir.FunctionType(ret, args), name)
-
-    def _suffix(self) -> str:
-        return f"v{self.lanes}f{8 * self.dtype.itemsize}"
-
-    def _mask(self, last: int) -> ir.Constant:
-        return ir.Constant(ir.VectorType(T.I1, self.lanes), [1] * last + [0] * (self.lanes - last))
-
     def _vload(self, b: ir.IRBuilder, ptr: ir.Value, masked: int) -> ir.Value:
-        align = self.dtype.itemsize
-        if masked:
-            fn = self._intrinsic(f"llvm.masked.load.{self._suffix()}.p0", self.vty,
-                                 [T.PTR, T.I32, ir.VectorType(T.I1, self.lanes), self.vty])
-            return b.call(fn, [ptr, T.I32(align), self._mask(masked), ir.Constant(self.vty, None)])
-        return b.load(ptr, typ=self.vty, align=align)
+        return vload(b, ptr, self.dtype, self.lanes, masked)
 
     def _vstore(self, b: ir.IRBuilder, value: ir.Value, ptr: ir.Value, masked: int) -> None:
-        align = self.dtype.itemsize
-        if masked:
-            fn = self._intrinsic(f"llvm.masked.store.{self._suffix()}.p0", ir.VoidType(),
-                                 [self.vty, T.PTR, T.I32, ir.VectorType(T.I1, self.lanes)])
-            b.call(fn, [value, ptr, T.I32(align), self._mask(masked)])
-        else:
-            b.store(value, ptr, align=align)
+        vstore(b, value, ptr, self.dtype, self.lanes, masked)
 
     def _build(self, kc: int, nv: int, last: int, accumulate: bool) -> ir.Function:
         """``nv`` vectors per row, the last with ``last`` lanes (``lanes``: unmasked)."""
@@ -181,16 +190,14 @@ class _Kernels:
         brow = b.gep(b_ptr, [b.mul(k, T.I64(B.rs))], source_etype=ety)
         bv = [self._vload(b, b.gep(brow, [T.I64(v * self.lanes)], source_etype=ety), masked[v])
               for v in range(nv)]
-        fma = self._intrinsic(f"llvm.fma.{self._suffix()}", self.vty, [self.vty] * 3)
+        fma = intrinsic(self.module, f"llvm.fma.{suffix(self.dtype, self.lanes)}", self.vty, [self.vty] * 3)
         koff = b.mul(k, T.I64(A.cs))
-        zeros = ir.Constant(ir.VectorType(T.I32, self.lanes), [0] * self.lanes)
         nxt = []
         for r in range(mr):
             s = b.load(b.gep(a_rows[r], [koff], source_etype=ety), typ=ety)
-            splat = b.shuffle_vector(b.insert_element(ir.Constant(self.vty, None), s, T.I32(0)),
-                                    ir.Constant(self.vty, None), zeros)
+            a = splat(b, s, self.lanes)
             for v in range(nv):
-                nxt.append(b.call(fma, [splat, bv[v], loop.carried[r * nv + v]]))
+                nxt.append(b.call(fma, [a, bv[v], loop.carried[r * nv + v]]))
         out = loop.close(nxt)
         for r in range(mr):
             def store_row(r=r):
@@ -209,18 +216,21 @@ class _Kernels:
 def emit(ctx: StepContext, dtype: DType, A, B, C, offs, rows: tuple[ir.Value, ir.Value] | None = None,
          prefix: str = "gemm") -> None:
     """``C = A @ B`` (one batch element at element offsets ``offs``), rows [lo, hi) only
-    when ``rows`` is given; the micro-kernels are internal functions named after ``prefix``."""
+    when ``rows`` is given; the micro-kernels are internal functions named after ``prefix``.
+    Loops: row blocks (A rows of at most ``A_BLOCK_BYTES``), K blocks, column panels,
+    row tiles (the last one clamped)."""
     b = ctx.b
-    mr, nv, lanes = tile(dtype)
-    m, k, n = A.rows, A.cols, B.cols
+    m, n = A.rows, B.cols
     lo, hi = rows if rows is not None else (T.I64(0), T.I64(m))
     prefix = _unique(b.module, prefix)
-    kernels = _Kernels(b.module, prefix, dtype, A, B, C)
-    nr = nv * lanes
+    if kind(dtype, A, B, C) == "outer":
+        kernels = _Kernels(b.module, prefix, dtype, A, B, C)
+    else:
+        kernels = gemm_dot.Kernels(b.module, prefix, dtype, A, B, C)
+    mr, nr = kernels.rows, kernels.panel
     full_panels, rest = divmod(n, nr)
-    tail = (-(-rest // lanes), rest - (-(-rest // lanes) - 1) * lanes) if rest else None
-    blocks = _k_blocks(dtype, k)
-    rb = _row_block(dtype, blocks[0][1] - blocks[0][0])
+    blocks = kernels.blocks()
+    rb = _row_block(dtype, blocks[0][1] - blocks[0][0], mr)
     aoff, boff, coff = offs
     # row blocks of rb rows: [r0, min(r0 + rb, hi))
     nblk = b.udiv(b.add(b.sub(hi, lo), T.I64(rb - 1)), T.I64(rb))
@@ -232,25 +242,25 @@ def emit(ctx: StepContext, dtype: DType, A, B, C, offs, rows: tuple[ir.Value, ir
     for bi, (k0, k1) in enumerate(blocks):
         accumulate = bi > 0
 
-        def tiles(j: ir.Value, nvec: int, last: int) -> None:
-            """Every row tile of the block, columns [j, j + nvec vectors)."""
-            fn = kernels.get(k1 - k0, nvec, last, accumulate)
+        def tiles(j: ir.Value, cols: int) -> None:
+            """Every row tile of the block, columns [j, j + cols)."""
+            fn = kernels.for_columns(k1 - k0, cols, accumulate)
             tl = Loop(b, 0, ntiles, "gemm.i")
             i = b.add(r0, b.mul(tl.index, T.I64(mr)))
             left = b.sub(r1, i)
             valid = b.select(b.icmp_signed("<", left, T.I64(mr)), left, T.I64(mr))
             ap = ctx.elem(A.storage, b.add(aoff, b.add(b.mul(i, T.I64(A.rs)), T.I64(k0 * A.cs))))
-            bp = ctx.elem(B.storage, b.add(boff, b.add(j, T.I64(k0 * B.rs))))
+            bp = ctx.elem(B.storage, b.add(boff, b.add(b.mul(j, T.I64(B.cs)), T.I64(k0 * B.rs))))
             cp = ctx.elem(C.storage, b.add(coff, b.add(b.mul(i, T.I64(C.rs)), j)))
             b.call(fn, [ap, bp, cp, valid])
             tl.close()
 
         if full_panels:
             pl = Loop(b, 0, full_panels, "gemm.j")
-            tiles(b.mul(pl.index, T.I64(nr)), nv, lanes)
+            tiles(b.mul(pl.index, T.I64(nr)), nr)
             pl.close()
-        if tail is not None:
-            tiles(T.I64(full_panels * nr), *tail)
+        if rest:
+            tiles(T.I64(full_panels * nr), rest)
     rbl.close()
 
 

@@ -3,10 +3,12 @@
 Each batch element is one ``C[m, n] = A[m, k] @ B[k, n]`` on strided views:
 
 * the IR GEMM (:mod:`.gemm_kernel`: register tiles, no packing) when the product is
-  large enough for BLAS (below) and B and C have contiguous rows (float32/float64, B at
-  most ``gemm_kernel.MAX_B_BYTES``): the MLP's X @ W1 and its weight gradient X^T @ dZ1
-  run 12-19% faster than OpenBLAS on one thread, and its row chunks cost nothing, so a
-  split product is handed out in chunks of two tiles (:func:`row_chunking`);
+  large enough for BLAS (below), C has contiguous rows and B contiguous rows, or
+  contiguous columns with A's rows contiguous (``x @ w.T``: :mod:`.gemm_dot`)
+  (float32/float64, B at most ``gemm_kernel.MAX_B_BYTES``): the MLP's X @ W1 and its
+  weight gradient X^T @ dZ1 run 12-19% faster than OpenBLAS on one thread, and its row
+  chunks cost nothing, so a split product is handed out in chunks of two tiles
+  (:func:`row_chunking`);
 * BLAS (``dgemm_``/``sgemm_`` of scipy's OpenBLAS, called by name, see
   :mod:`codegen.runtime`) for other large products (``m*n*k >= BLAS_MIN_WORK``, every
   dimension >= ``BLAS_MIN_DIM``: OpenBLAS's gemm takes ~1 s for a 1e6x5 @ 5x1 product
@@ -224,7 +226,8 @@ def parallel_rows(plan: Plan, node: Node) -> int | None:
     if threads() < 2 or not _use_blas(node, A, B) or m * n * k < PARALLEL_GEMM_WORK:
         return None
     if _use_kernel(node, A, B, C):
-        return m if m >= 2 * gemm_kernel.row_granule(node.dtype) else None
+        how = gemm_kernel.kind(node.dtype, A, B, C)
+        return m if m >= 2 * gemm_kernel.row_granule(node.dtype, how) else None
     if m < 2 * ROW_BLOCK or runtime.blas_thread_control() is None:
         return None
     return m
@@ -237,7 +240,8 @@ def row_chunking(plan: Plan, node: Node) -> tuple[int, int]:
     nothing extra, and many small chunks let the free thread take over a late one's)."""
     A, B, C, _ = operands(plan, node)
     if _use_kernel(node, A, B, C):
-        return gemm_kernel.chunk_rows(node.dtype), gemm_kernel.row_granule(node.dtype)
+        how = gemm_kernel.kind(node.dtype, A, B, C)
+        return gemm_kernel.chunk_rows(node.dtype, how), gemm_kernel.row_granule(node.dtype, how)
     return ROWS_PER_CHUNK, 1
 
 

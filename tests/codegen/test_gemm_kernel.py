@@ -1,4 +1,5 @@
-"""The IR GEMM (:mod:`codegen.lower.gemm_kernel`) against numpy in float64.
+"""The IR GEMM (:mod:`codegen.lower.gemm_kernel`, and its dot-product tiles for
+``x @ w.T``, :mod:`codegen.lower.gemm_dot`) against numpy in float64.
 
 Edges of the tile (rows not a multiple of its rows, columns not a multiple of its panel
 or of a vector: masked lanes), the shared dimension cut into blocks, transposed and
@@ -16,7 +17,7 @@ import numpy as np
 import pytest
 
 import symgrad
-from codegen.lower import gemm_kernel
+from codegen.lower import gemm_dot, gemm_kernel
 from symgrad.dtypes import float32, float64
 
 # a K-term float32 sum rounds like sqrt(K) ulps of its terms
@@ -40,15 +41,24 @@ SHAPES = [(9, 100, 40), (13, 300, 17), (8, 4096, 9), (100, 64, 200), (64, 784, 2
           (257, 33, 95), (30, 50, 24), (8, 5000, 10)]
 
 
+@pytest.mark.parametrize("layout", ["w", "wT"])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("m,k,n", SHAPES)
-def test_product_edges(m, k, n, dtype):
+def test_product_edges(m, k, n, dtype, layout):
+    """``x @ w`` (outer-product tiles) and ``x @ wt.T`` (dot-product tiles: K tails of
+    every lane count, column tails of 1-3)."""
     rng = np.random.default_rng(m * 7 + k + n)
     x = rng.standard_normal((m, k)).astype(dtype)
     w = rng.standard_normal((k, n)).astype(dtype)
-    f, text = _compile(lambda x, w: x @ w, x, w)
-    assert ".gemm.mk" in text
-    got = f(x, w)
+    if layout == "w":
+        f, text = _compile(lambda x, w: x @ w, x, w)
+        assert ".gemm.mk" in text
+        got = f(x, w)
+    else:
+        wt = np.ascontiguousarray(w.T)
+        f, text = _compile(lambda x, wt: x @ wt.T, x, wt)
+        assert (".gemm.dk" in text) == (k <= gemm_dot.MAX_K)     # longer K: BLAS
+        got = f(x, wt)
     assert got.dtype == dtype and got.shape == (m, n)
     np.testing.assert_allclose(got, x.astype(np.float64) @ w.astype(np.float64), **_tol(dtype, k))
 
@@ -177,6 +187,10 @@ GUARD = textwrap.dedent("""
             xt = guarded((k, m), dtype, x.T)
             g = symgrad.compile(lambda xt, w: xt.T @ w, backend="llvm")
             assert np.allclose(g(xt, w), want, rtol=0, atol=tol), (dtype, m, k, n, "T")
+            wt = guarded((n, k), dtype, w.T)        # dot-product tiles: K tail masked
+            h = symgrad.compile(lambda x, wt: x @ wt.T, backend="llvm")
+            assert ".gemm.dk" in h.lower(x, wt).compile().as_text("llvm")
+            assert np.allclose(h(x, wt), want, rtol=0, atol=tol), (dtype, m, k, n, "wT")
     print("ok")
 """)
 
@@ -189,17 +203,17 @@ def test_reads_stop_at_the_end_of_each_operand():
     assert out.stdout.strip() == "ok"
 
 
-def test_narrow_and_wide_b_stay_with_blas_or_loops():
-    """Products the kernel does not take: B with contiguous columns (a transposed view),
-    B larger than MAX_B_BYTES."""
-    x, wt = np.ones((64, 300)), np.ones((70, 300))
-    _, text = _compile(lambda x, wt: x @ wt.T, x, wt)
-    assert ".gemm.mk" not in text
+def test_products_the_kernels_do_not_take_stay_with_blas_or_loops():
+    """B with contiguous columns but A with contiguous columns too (nothing contiguous
+    along K on both), B larger than MAX_B_BYTES."""
+    xt, wt = np.ones((300, 64)), np.ones((70, 300))
+    _, text = _compile(lambda xt, wt: xt.T @ wt.T, xt, wt)
+    assert ".gemm." not in text
     k = 1024
     n = gemm_kernel.MAX_B_BYTES // (8 * k) + 8
     x, w = np.ones((16, k)), np.ones((k, n))
     _, text = _compile(lambda x, w: x @ w, x, w)
-    assert ".gemm.mk" not in text
+    assert ".gemm." not in text
     assert gemm_kernel.row_granule(float32) == gemm_kernel.row_granule(float64)
 
 
@@ -227,6 +241,11 @@ AVX2 = textwrap.dedent("""
             assert "zmm" not in asm and "ymm" in asm
             want = np.tanh(x.astype(np.float64) @ w.astype(np.float64))
             assert np.allclose(f(x, w), want, rtol=tol, atol=tol), (dt, m, k, n)
+            wt = np.ascontiguousarray(w.T)
+            g = symgrad.compile(lambda x, wt: (x @ wt.T).tanh(), backend="llvm")
+            exe = g.lower(x, wt).compile()
+            assert ".gemm.dk" in exe.as_text("llvm") and "zmm" not in exe.as_text("asm")
+            assert np.allclose(g(x, wt), want, rtol=tol, atol=tol), (dt, m, k, n, "wT")
     print("ok")
 """)
 

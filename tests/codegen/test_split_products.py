@@ -59,23 +59,32 @@ def _ref(x, w):
 
 
 def _product(layout: str):
-    """``x @ w`` with w as given ("w": contiguous rows, the IR GEMM) or from its
-    transpose ("wT": contiguous columns, BLAS)."""
+    """(``x @ w``, how to pass x, how to pass w): w as given ("w": contiguous rows, the
+    IR GEMM's outer-product tiles), from its transpose ("wT": ``x @ wt.T``, its
+    dot-product tiles), or both operands from their transposes ("T": ``xt.T @ wt.T``,
+    nothing contiguous along K on both sides: BLAS)."""
+    same = lambda a: a                                            # noqa: E731
+    t = lambda a: np.ascontiguousarray(a.T)                       # noqa: E731
     if layout == "w":
-        return lambda x, w: x @ w, lambda w: w
-    return lambda x, wt: x @ wt.T, lambda w: np.ascontiguousarray(w.T)
+        return (lambda x, w: x @ w), same, same
+    if layout == "wT":
+        return (lambda x, wt: x @ wt.T), same, t
+    return (lambda xt, wt: xt.T @ wt.T), t, t
 
 
 def _expect(text: str, layout: str, split: str) -> None:
     """The product runs where ``layout`` says, split as expected (BLAS: ``split``)."""
-    if layout == "w":
-        assert ".gemm.mk" in text
+    if layout != "T":
+        assert (".gemm.mk" if layout == "w" else ".gemm.dk") in text
         if KERNEL_SPLITS:
             assert _kind(text) == {"rows"}
     else:
-        assert ".gemm.mk" not in text
+        assert ".gemm." not in text
         if SPLITS:
             assert _kind(text) == {split}
+
+
+LAYOUTS = ["w", "wT", "T"]
 
 
 # (m, k, n, expected split on BLAS): K odd, K not a multiple of 8 or of the two chunks, M not a
@@ -91,43 +100,43 @@ SHAPES = [
 ]
 
 
-@pytest.mark.parametrize("layout", ["w", "wT"])
+@pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("m,k,n,split", SHAPES)
 def test_split_product_with_fused_bias_tanh(m, k, n, split, dtype, layout):
     x, w, b = _inputs(m, k, n, dtype)
-    prod, arg = _product(layout)
+    prod, xa, wa = _product(layout)
     f = symgrad.compile(lambda x, w, b: (prod(x, w) + b).tanh() * 2, backend="llvm")
-    text = f.lower(x, arg(w), b).compile().as_text("llvm")
+    text = f.lower(xa(x), wa(w), b).compile().as_text("llvm")
     _expect(text, layout, split)
     if SPLITS:
         assert re.search(r'define internal void @"[^"]*\.matmul\+s\d+\.loop', text)   # fused
     want = np.tanh(_ref(x, w) + b) * 2
-    first = f(x, arg(w), b)
+    first = f(xa(x), wa(w), b)
     assert first.dtype == dtype
     np.testing.assert_allclose(first, want, **TOL[dtype])
     for _ in range(10):
-        assert np.array_equal(f(x, arg(w), b), first)
+        assert np.array_equal(f(xa(x), wa(w), b), first)
 
 
-@pytest.mark.parametrize("layout", ["w", "wT"])
+@pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("m,k,n,split", [s for s in SHAPES if s[3] == "k"][:3])
 def test_split_product_alone_and_with_column_sums(m, k, n, split, dtype, layout):
     """A product that is the result (nothing fused: the row chunks only merge), and one
     followed by a reduction across rows (per-chunk accumulators merged in chunk order)."""
     x, w, _ = _inputs(m, k, n, dtype, seed=1)
-    prod, arg = _product(layout)
+    prod, xa, wa = _product(layout)
     plain = symgrad.compile(lambda x, w: prod(x, w), backend="llvm")
     colsum = symgrad.compile(lambda x, w: prod(x, w).tanh().sum(0), backend="llvm")
-    _expect(plain.lower(x, arg(w)).compile().as_text("llvm"), layout, split)
-    _expect(colsum.lower(x, arg(w)).compile().as_text("llvm"), layout, split)
-    np.testing.assert_allclose(plain(x, arg(w)), _ref(x, w), **TOL[dtype])
-    first = colsum(x, arg(w))
+    _expect(plain.lower(xa(x), wa(w)).compile().as_text("llvm"), layout, split)
+    _expect(colsum.lower(xa(x), wa(w)).compile().as_text("llvm"), layout, split)
+    np.testing.assert_allclose(plain(xa(x), wa(w)), _ref(x, w), **TOL[dtype])
+    first = colsum(xa(x), wa(w))
     tol = dict(TOL[dtype], atol=TOL[dtype]["atol"] * m)
     np.testing.assert_allclose(first, np.tanh(_ref(x, w)).sum(0), **tol)
     for _ in range(10):
-        assert np.array_equal(colsum(x, arg(w)), first)
+        assert np.array_equal(colsum(xa(x), wa(w)), first)
 
 
 def test_mlp_products_run_on_the_ir_gemm_in_row_chunks():
@@ -164,7 +173,7 @@ def test_mlp_products_run_on_the_ir_gemm_in_row_chunks():
 
 
 def test_cost_model_prefers_k_split_only_for_a_large_right_operand():
-    """split_costs on BLAS products (B given transposed): rows pay K*N per extra chunk,
+    """split_costs on BLAS products (both operands transposed): rows pay K*N per extra chunk,
     the K split M*N (merge) plus a barrier; on the IR GEMM rows cost nothing."""
     costs = {}
 
@@ -175,8 +184,8 @@ def test_cost_model_prefers_k_split_only_for_a_large_right_operand():
 
     for shape in ((64, 784, 256), (784, 64, 256), (64, 10, 256), (64, 256, 10)):
         m, k, n = shape
-        x, wt = np.ones((m, k)), np.ones((n, k))
-        costs[shape] = product_costs(x, wt, lambda x, wt: x @ wt.T)
+        xt, wt = np.ones((k, m)), np.ones((n, k))
+        costs[shape] = product_costs(xt, wt, lambda xt, wt: xt.T @ wt.T)
     assert product_costs(np.ones((64, 784)), np.ones((784, 256)), lambda x, w: x @ w) == {"rows": 0}
     assert costs[(64, 784, 256)]["k"] < costs[(64, 784, 256)]["rows"]
     assert costs[(784, 64, 256)]["k"] > costs[(784, 64, 256)]["rows"]
@@ -184,16 +193,16 @@ def test_cost_model_prefers_k_split_only_for_a_large_right_operand():
     assert costs[(64, 256, 10)]["k"] > costs[(64, 256, 10)]["rows"]   # tiny: the barrier
 
 
-@pytest.mark.parametrize("layout", ["w", "wT"])
+@pytest.mark.parametrize("layout", LAYOUTS)
 def test_concurrent_callers_get_the_same_bits(layout):
     """Callers in several Python threads: some find the helper busy and run both halves
     (or all row chunks) themselves; the results are the same bits as a lone call."""
     x, w0, b = _inputs(64, 784, 256, np.float64, seed=3)
-    prod, arg = _product(layout)
-    w = arg(w0)
+    prod, xa, wa = _product(layout)
+    x0, x, w = x, xa(x), wa(w0)
     f = symgrad.compile(lambda x, w, b: ((prod(x, w) + b).tanh() ** 2).sum(0), backend="llvm")
     want = f(x, w, b)
-    np.testing.assert_allclose(want, (np.tanh(_ref(x, w0) + b) ** 2).sum(0), rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(want, (np.tanh(_ref(x0, w0) + b) ** 2).sum(0), rtol=1e-10, atol=1e-10)
     results = []
     lock = threading.Lock()
 

@@ -1,0 +1,62 @@
+"""Explicit vector IR: intrinsic declarations and loads/stores of part of a vector.
+
+The hand-written kernels (:mod:`.gemm_kernel`, :mod:`.gemm_dot`) build ``<lanes x
+float>`` values themselves instead of leaving vectorisation to LLVM; a masked load or
+store touches only its valid lanes, so a kernel never reads or writes past an operand.
+"""
+from __future__ import annotations
+
+import llvmlite.ir as ir
+
+from symgrad.dtypes import DType
+
+from .. import types as T
+
+__all__ = ["intrinsic", "suffix", "vload", "vstore", "splat"]
+
+
+def intrinsic(module: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
+    """The declaration of LLVM intrinsic ``name``, added once."""
+    return module.globals.get(name) or ir.Function(module, ir.FunctionType(ret, args), name)
+
+
+def suffix(dtype: DType, lanes: int) -> str:
+    """An intrinsic's type suffix, e.g. ``v8f64``."""
+    return f"v{lanes}f{8 * dtype.itemsize}"
+
+
+def _mask(lanes: int, valid: int) -> ir.Constant:
+    return ir.Constant(ir.VectorType(T.I1, lanes), [1] * valid + [0] * (lanes - valid))
+
+
+def vload(b: ir.IRBuilder, ptr: ir.Value, dtype: DType, lanes: int, masked: int = 0) -> ir.Value:
+    """A vector of ``lanes`` elements at ``ptr``; with ``masked`` only that many lanes are
+    read (the others are 0): nothing past them is touched."""
+    vty = ir.VectorType(T.storage_type(dtype), lanes)
+    align = dtype.itemsize
+    if masked:
+        fn = intrinsic(b.module, f"llvm.masked.load.{suffix(dtype, lanes)}.p0", vty,
+                       [T.PTR, T.I32, ir.VectorType(T.I1, lanes), vty])
+        return b.call(fn, [ptr, T.I32(align), _mask(lanes, masked), ir.Constant(vty, [0.0] * lanes)])
+    return b.load(ptr, typ=vty, align=align)
+
+
+def vstore(b: ir.IRBuilder, value: ir.Value, ptr: ir.Value, dtype: DType, lanes: int,
+           masked: int = 0) -> None:
+    """Store a vector; with ``masked`` only its first that many lanes."""
+    align = dtype.itemsize
+    if masked:
+        vty = ir.VectorType(T.storage_type(dtype), lanes)
+        fn = intrinsic(b.module, f"llvm.masked.store.{suffix(dtype, lanes)}.p0", ir.VoidType(),
+                       [vty, T.PTR, T.I32, ir.VectorType(T.I1, lanes)])
+        b.call(fn, [value, ptr, T.I32(align), _mask(lanes, masked)])
+    else:
+        b.store(value, ptr, align=align)
+
+
+def splat(b: ir.IRBuilder, scalar: ir.Value, lanes: int) -> ir.Value:
+    """A vector of ``lanes`` copies of ``scalar``."""
+    vty = ir.VectorType(scalar.type, lanes)
+    one = b.insert_element(ir.Constant(vty, None), scalar, T.I32(0))
+    return b.shuffle_vector(one, ir.Constant(vty, None),
+                            ir.Constant(ir.VectorType(T.I32, lanes), [0] * lanes))
