@@ -29,7 +29,7 @@ from .backends import get_backend
 from . import persist
 from .fusion import fuse
 from .program import Program
-from .rewrite import count_nodes, simplify, stabilize
+from .rewrite import count_nodes, simplify, stabilize, transpose_products
 from .trace import arg_names, leaf_spec, trace
 from .transforms import Grad, Identity, Jacobian, Jvp, Transform, Vjp
 
@@ -412,7 +412,8 @@ class Compiled:
 
 
 def _run_stages(transform: Transform, tr, key, names) -> _Stages:
-    """Everything after tracing: stabilise, transform, simplify, fuse."""
+    """Everything after tracing: stabilise, transform, simplify, transposed products,
+    simplify again (permutes of permutes), fuse."""
     structure, specs, static = key
     traced_count = count_nodes(tr.out_nodes)
     outs = stabilize(tr.out_nodes)
@@ -423,7 +424,7 @@ def _run_stages(transform: Transform, tr, key, names) -> _Stages:
     in_names = names + [n.attr("name") for _, n in tr.closure] + [a.attr("name") for a in aux]
     raw = Program(inputs, in_names, built.outputs, built.names)
     transformed = count_nodes(built.outputs)
-    optimized_outs = fuse(simplify(simplify(built.outputs)))
+    optimized_outs = fuse(simplify(transpose_products(simplify(simplify(built.outputs)))))
     optimized = Program(inputs, in_names, optimized_outs, built.names, built.structure)
     stats = {"traced": traced_count, "transform": transform.name,
              "transformed": transformed, "optimized": count_nodes(optimized_outs),

@@ -6,7 +6,7 @@ import sympy
 import torch
 
 import symgrad
-from symgrad.compiler.rewrite import simplify, stabilize
+from symgrad.compiler.rewrite import simplify, stabilize, transpose_products
 from symgrad.compiler.fusion import fuse
 from symgrad.graph.interpret import evaluate
 
@@ -115,3 +115,52 @@ def test_formulas_and_dot():
     assert all(isinstance(s, str) and "a_{0}" in s for s in latex.values())
     dot = lo.dot()
     assert dot.startswith("digraph") and "->" in dot
+
+
+def _matmuls(lo) -> list[str]:
+    return [line for line in lo.as_text().splitlines() if "= matmul" in line]
+
+
+@pytest.mark.parametrize("backend", ["numpy", "llvm"])
+def test_linear_weight_gradient_is_one_product_in_its_own_layout(backend):
+    """``linear``'s weight gradient, ``(x.T @ dz).T``, becomes ``dz.T @ x`` (a 3x5 product
+    written as such, no transposing copy); values and gradients equal torch's."""
+    rng = np.random.default_rng(2)
+    x, w, b = rng.standard_normal((4, 5)), rng.standard_normal((3, 5)), rng.standard_normal(3)
+
+    def loss(w, b, x):
+        return symgrad.nn.functional.linear(x, w, b).tanh().sum()
+
+    vg = symgrad.value_and_grad(loss, argnums=(0, 1), backend=backend)
+    lo = vg.lower(w, b, x)
+    grad_w = lo.optimized.outputs[1]
+    assert grad_w.op == "matmul" and grad_w.shape == (3, 5)
+    value, (gw, gb) = vg(w, b, x)
+    tw, tb = torch.tensor(w, requires_grad=True), torch.tensor(b, requires_grad=True)
+    want = torch.nn.functional.linear(torch.tensor(x), tw, tb).tanh().sum()
+    want.backward()
+    np.testing.assert_allclose(value, want.item(), rtol=1e-12)
+    np.testing.assert_allclose(gw, tw.grad.numpy(), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(gb, tb.grad.numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_transposed_product_with_another_use_is_kept():
+    """A product used both as is and transposed is computed once (no second product)."""
+    x, w = np.ones((4, 5)), np.ones((5, 3))
+    lo = symgrad.compile(lambda x, w: ((x @ w).sum(), (x @ w).T * 2), backend="numpy").lower(x, w)
+    assert len(_matmuls(lo)) == 1
+    got = symgrad.compile(lambda x, w: ((x @ w).sum(), (x @ w).T * 2), backend="llvm")(x, w)
+    np.testing.assert_allclose(got[1], (x @ w).T * 2)
+
+
+def test_batched_transposed_product():
+    """Batch axes stay; only the last two swap: ``(a @ b).mT == b.mT @ a.mT``."""
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((2, 4, 5)), rng.standard_normal((2, 5, 3))
+    lo = symgrad.compile(lambda a, b: (a @ b).permute(0, 2, 1) * 3, backend="numpy").lower(a, b)
+    outs = transpose_products(list(lo.raw.outputs))
+    assert any(x.op == "matmul" for x in outs[0].args)          # no permute of a product left
+    got = evaluate(outs, dict(zip(lo.raw.inputs, (a, b))))[0]
+    np.testing.assert_allclose(got, np.swapaxes(a @ b, 1, 2) * 3, rtol=1e-12)
+    f = symgrad.compile(lambda a, b: (a @ b).permute(0, 2, 1) * 3, backend="llvm")
+    np.testing.assert_allclose(f(a, b), np.swapaxes(a @ b, 1, 2) * 3, rtol=1e-12)
