@@ -285,7 +285,7 @@ def _guard(branch: Node, c: Node, take: bool) -> Node:
         if id(node) in cone:
             out = make_node(node.op, tuple(sub(a) for a in node.args), node.attrs, node.shape,
                             node.dtype)
-        elif node.op == "const" or not node.dtype.is_floating_point:
+        elif node.op == "const" or not node.dtype.is_floating_point or _guarded(node, c, take):
             out = node
         else:
             one = scalar(1, node.dtype)
@@ -295,6 +295,14 @@ def _guard(branch: Node, c: Node, take: bool) -> Node:
         memo[id(node)] = out
         return out
     return sub(branch)
+
+
+def _guarded(node: Node, c: Node, take: bool) -> bool:
+    """Whether ``node`` is already a leaf guarded by :func:`_guard` for ``c`` (the rule
+    fires again on the ``where`` it built: without this every pass wrapped the leaves once
+    more, up to ``rebuild``'s 16 rounds)."""
+    return (node.op == "where" and node.args[0] is c
+            and is_const(node.args[2] if take else node.args[1], 1))
 
 
 def _elementwise_cone(root: Node) -> dict[int, Node]:

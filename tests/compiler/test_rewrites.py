@@ -164,3 +164,26 @@ def test_batched_transposed_product():
     np.testing.assert_allclose(got, np.swapaxes(a @ b, 1, 2) * 3, rtol=1e-12)
     f = symgrad.compile(lambda a, b: (a @ b).permute(0, 2, 1) * 3, backend="llvm")
     np.testing.assert_allclose(f(a, b), np.swapaxes(a @ b, 1, 2) * 3, rtol=1e-12)
+
+
+def test_safe_where_guards_each_leaf_once():
+    """The NaN-safe ``where`` rewrite is idempotent: cross-entropy's mean (a division
+    guarded by "no target counted") has no ``where(c, 1, where(c, 1, x))`` chains (it
+    had 16-deep ones, one per round of the rewrite loop)."""
+    from symgrad.graph.node import toposort
+    rng = np.random.default_rng(0)
+    x, lab = rng.standard_normal((4, 3)), rng.integers(0, 3, 4)
+    lo = symgrad.value_and_grad(lambda x, lab: symgrad.nn.functional.cross_entropy(x, lab),
+                                backend="numpy").lower(x, lab)
+    wheres = [n for n in toposort(lo.raw.outputs) if n.op == "where"]
+    assert wheres
+    for n in wheres:
+        for arg in n.args[1:]:
+            assert not (arg.op == "where" and arg.args[0] is n.args[0])
+    value, grad = symgrad.value_and_grad(lambda x, lab: symgrad.nn.functional.cross_entropy(x, lab),
+                                         backend="llvm")(x, lab)
+    tx = torch.tensor(x, requires_grad=True)
+    want = torch.nn.functional.cross_entropy(tx, torch.tensor(lab))
+    want.backward()
+    np.testing.assert_allclose(value, want.item(), rtol=1e-12)
+    np.testing.assert_allclose(grad, tx.grad.numpy(), rtol=1e-12, atol=1e-15)
