@@ -1,7 +1,8 @@
 """A register-blocked GEMM in IR: ``C[lo:hi] = A[lo:hi] @ B`` for row-contiguous B and C.
 
-Owns the tile shape, the micro-kernel functions and the loop nest around them.  It
-replaces BLAS for products whose right operand and output have unit column stride
+Owns which products run on IR kernels (:func:`kind`), the outer-product tiles and the
+loop nest around them, which also runs :mod:`.gemm_dot`'s dot-product tiles (``x @
+w.T``).  It replaces BLAS for products whose right operand and output have unit column stride
 (float32/float64): no packing of either operand (OpenBLAS repacks B in every call,
 1.6 MB for the MLP's 784x256 weight), no separate ``beta = 0`` pass over C, and row
 chunks that cost nothing extra, so a split product can be handed out in many small
