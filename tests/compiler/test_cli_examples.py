@@ -41,7 +41,8 @@ def test_inspect_bad_arg(fn_file):
     assert r.returncode == 2 and "unknown dtype" in r.stderr
 
 
-@pytest.mark.parametrize("example", ["quickstart.py", "compile_inspect.py", "scipy_optimize.py"])
+@pytest.mark.parametrize("example", ["quickstart.py", "compile_inspect.py", "scipy_optimize.py",
+                                     "train_mlp.py"])
 def test_examples_run(example):
     r = _run(os.path.join("examples", example))
     assert r.returncode == 0, r.stderr
