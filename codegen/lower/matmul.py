@@ -130,8 +130,9 @@ def _use_blas(node: Node, A: Operand, B: Operand) -> bool:
 
 
 def _use_kernel(node: Node, A: Operand, B: Operand, C: Operand) -> bool:
-    """Products big enough for BLAS whose B and C rows are contiguous run the IR GEMM
-    (:mod:`.gemm_kernel`: no packing, cheap row chunks) instead."""
+    """Products big enough for BLAS that the IR GEMM takes (:func:`.gemm_kernel.kind`:
+    contiguous rows of C and of B, or of A with B's columns) run there instead (no
+    packing, cheap row chunks)."""
     return _use_blas(node, A, B) and gemm_kernel.applies(node.dtype, A, B, C)
 
 
