@@ -459,8 +459,6 @@ class _Planner:
                 continue
             kind = self.kinds[id(r)]
             if kind in ("opaque", "numpy"):
-                ready = [produced[id(b)] for a in r.args
-                         if id(b := _base(a, self.kinds)) in produced]
                 steps.append(NodeStep(r, kind))
                 produced[id(r)] = len(steps) - 1
                 for a in r.args:

@@ -21,7 +21,7 @@ from symgrad.dtypes import DType
 from .. import target
 from .. import types as T
 from .loops import Loop
-from .vectors import intrinsic, suffix, vload
+from .tiles import clamped_rows, each_valid_row, intrinsic, suffix, vload
 
 __all__ = ["Kernels", "tile", "MAX_K"]
 
@@ -71,9 +71,7 @@ class Kernels:
             arg.add_attribute("noalias")
         a_ptr, b_ptr, c_ptr, valid = fn.args
         b = ir.IRBuilder(fn.append_basic_block("entry"))
-        top = b.sub(valid, T.I64(1))
-        rows = [T.I64(0)] + [b.select(b.icmp_signed("<", T.I64(r), valid), T.I64(r), top)
-                             for r in range(1, mr)]
+        rows = clamped_rows(b, valid, mr)
         a_rows = [b.gep(a_ptr, [b.mul(r, T.I64(A.rs))], source_etype=ety) for r in rows]
         b_cols = [b.gep(b_ptr, [T.I64(c * B.cs)], source_etype=ety) for c in range(cols)]
         fma = intrinsic(self.module, f"llvm.fma.{suffix(dt, lanes)}", vty, [vty] * 3)
@@ -96,17 +94,14 @@ class Kernels:
         if rest:
             acc = step(T.I64(full * lanes), acc, rest)
         reduce = intrinsic(self.module, f"llvm.vector.reduce.fadd.{suffix(dt, lanes)}", ety, [ety, vty])
-        for r in range(mr):
-            def store_row(r=r):
-                crow = b.gep(c_ptr, [b.mul(rows[r], T.I64(C.rs))], source_etype=ety)
-                for c in range(cols):
-                    total = b.call(reduce, [ir.Constant(ety, -0.0), acc[r * cols + c]],
-                                   fastmath=("reassoc",))
-                    b.store(total, b.gep(crow, [T.I64(c)], source_etype=ety))
-            if r == 0:
-                store_row()
-            else:
-                with b.if_then(b.icmp_signed("<", T.I64(r), valid)):
-                    store_row()
+
+        def store_row(r: int) -> None:
+            crow = b.gep(c_ptr, [b.mul(rows[r], T.I64(C.rs))], source_etype=ety)
+            for c in range(cols):
+                total = b.call(reduce, [ir.Constant(ety, -0.0), acc[r * cols + c]],
+                               fastmath=("reassoc",))
+                b.store(total, b.gep(crow, [T.I64(c)], source_etype=ety))
+
+        each_valid_row(b, valid, mr, store_row)
         b.ret_void()
         return fn

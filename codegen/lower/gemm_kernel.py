@@ -35,7 +35,7 @@ from symgrad.dtypes import DType
 from .. import target
 from .. import types as T
 from . import gemm_dot
-from .vectors import intrinsic, splat, suffix, vload, vstore
+from .tiles import clamped_rows, each_valid_row, intrinsic, splat, suffix, vload, vstore
 from .context import StepContext
 from .loops import Loop
 
@@ -171,11 +171,7 @@ class _Kernels:
             arg.add_attribute("noalias")
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         masked = [last if (v == nv - 1 and last < self.lanes) else 0 for v in range(nv)]
-        top = b.sub(valid, T.I64(1))
-        rows = []                                    # row r, or the last valid one
-        for r in range(mr):
-            rows.append(T.I64(0) if r == 0 else
-                        b.select(b.icmp_signed("<", T.I64(r), valid), T.I64(r), top))
+        rows = clamped_rows(b, valid, mr)
         a_rows = [b.gep(a_ptr, [b.mul(r, T.I64(A.rs))], source_etype=ety) for r in rows]
         c_rows = [b.gep(c_ptr, [b.mul(r, T.I64(C.rs))], source_etype=ety) for r in rows]
         init = []
@@ -200,16 +196,13 @@ class _Kernels:
             for v in range(nv):
                 nxt.append(b.call(fma, [a, bv[v], loop.carried[r * nv + v]]))
         out = loop.close(nxt)
-        for r in range(mr):
-            def store_row(r=r):
-                for v in range(nv):
-                    p = b.gep(c_rows[r], [T.I64(v * self.lanes)], source_etype=ety)
-                    self._vstore(b, out[r * nv + v], p, masked[v])
-            if r == 0:
-                store_row()
-            else:
-                with b.if_then(b.icmp_signed("<", T.I64(r), valid)):
-                    store_row()
+
+        def store_row(r: int) -> None:
+            for v in range(nv):
+                p = b.gep(c_rows[r], [T.I64(v * self.lanes)], source_etype=ety)
+                self._vstore(b, out[r * nv + v], p, masked[v])
+
+        each_valid_row(b, valid, mr, store_row)
         b.ret_void()
         return fn
 

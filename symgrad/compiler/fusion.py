@@ -7,7 +7,6 @@ from __future__ import annotations
 import sympy
 
 from ..graph.node import Node, make_node, toposort
-from ..ops.fused import fused_symbols
 from ..ops.registry import PRIMITIVES
 
 __all__ = ["fuse", "MAX_OPS", "cluster_formula"]

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from ..graph.node import Constant, Node, toposort
 
 __all__ = ["Program", "node_label"]

@@ -2,8 +2,6 @@
 elements (the derivative as a formula). For small inputs only."""
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 import sympy
 

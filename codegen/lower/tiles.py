@@ -1,8 +1,10 @@
-"""Explicit vector IR: intrinsic declarations and loads/stores of part of a vector.
+"""Building blocks of the hand-written tile kernels (:mod:`.gemm_kernel`, :mod:`.gemm_dot`).
 
-The hand-written kernels (:mod:`.gemm_kernel`, :mod:`.gemm_dot`) build ``<lanes x
-float>`` values themselves instead of leaving vectorisation to LLVM; a masked load or
-store touches only its valid lanes, so a kernel never reads or writes past an operand.
+They build ``<lanes x float>`` values themselves instead of leaving vectorisation to
+LLVM: intrinsic declarations, splats, loads and stores of part of a vector (a masked
+load or store touches only its valid lanes), and the row edge of a tile (rows past the
+valid ones read the last valid row again and are not stored), so a kernel never reads
+or writes past an operand.
 """
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from symgrad.dtypes import DType
 
 from .. import types as T
 
-__all__ = ["intrinsic", "suffix", "vload", "vstore", "splat"]
+__all__ = ["intrinsic", "suffix", "vload", "vstore", "splat", "clamped_rows", "each_valid_row"]
 
 
 def intrinsic(module: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
@@ -60,3 +62,20 @@ def splat(b: ir.IRBuilder, scalar: ir.Value, lanes: int) -> ir.Value:
     one = b.insert_element(ir.Constant(vty, None), scalar, T.I32(0))
     return b.shuffle_vector(one, ir.Constant(vty, None),
                             ir.Constant(ir.VectorType(T.I32, lanes), [0] * lanes))
+
+
+def clamped_rows(b: ir.IRBuilder, valid: ir.Value, rows: int) -> list[ir.Value]:
+    """Row ``r`` of a tile of ``rows``, or the last valid one (``valid - 1``) past it."""
+    top = b.sub(valid, T.I64(1))
+    return [T.I64(0)] + [b.select(b.icmp_signed("<", T.I64(r), valid), T.I64(r), top)
+                         for r in range(1, rows)]
+
+
+def each_valid_row(b: ir.IRBuilder, valid: ir.Value, rows: int, emit) -> None:
+    """``emit(r)`` for every row of the tile, guarded by ``r < valid`` (row 0 always is)."""
+    for r in range(rows):
+        if r == 0:
+            emit(r)
+        else:
+            with b.if_then(b.icmp_signed("<", T.I64(r), valid)):
+                emit(r)
