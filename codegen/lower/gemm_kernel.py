@@ -39,7 +39,7 @@ from .tiles import clamped_rows, each_valid_row, intrinsic, splat, suffix, vload
 from .context import StepContext
 from .loops import Loop
 
-__all__ = ["kind", "applies", "emit", "tile", "row_granule", "chunk_rows", "PANEL_BYTES",
+__all__ = ["kind", "emit", "tile", "row_granule", "chunk_rows", "PANEL_BYTES",
            "A_BLOCK_BYTES"]
 
 PANEL_BYTES = 1 << 18        # B panel (kc rows x NV vectors) kept in L2
@@ -93,10 +93,6 @@ def kind(dtype: DType, A, B, C) -> str | None:
         return "dot"
     return None
 
-
-def applies(dtype: DType, A, B, C) -> bool:
-    """Whether ``C = A @ B`` runs here (:func:`kind`)."""
-    return kind(dtype, A, B, C) is not None
 
 
 def _k_blocks(dtype: DType, k: int) -> list[tuple[int, int]]:

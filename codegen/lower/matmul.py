@@ -129,11 +129,11 @@ def _use_blas(node: Node, A: Operand, B: Operand) -> bool:
     return A.blas_layout() is not None and B.blas_layout() is not None
 
 
-def _use_kernel(node: Node, A: Operand, B: Operand, C: Operand) -> bool:
-    """Products big enough for BLAS that the IR GEMM takes (:func:`.gemm_kernel.kind`:
-    contiguous rows of C and of B, or of A with B's columns) run there instead (no
-    packing, cheap row chunks)."""
-    return _use_blas(node, A, B) and gemm_kernel.applies(node.dtype, A, B, C)
+def _kernel_kind(node: Node, A: Operand, B: Operand, C: Operand) -> str | None:
+    """Products big enough for BLAS that the IR GEMM takes run there instead (no
+    packing, cheap row chunks): its tile kind (:func:`.gemm_kernel.kind`: contiguous rows
+    of C and of B, or of A with B's columns), else None."""
+    return gemm_kernel.kind(node.dtype, A, B, C) if _use_blas(node, A, B) else None
 
 
 def _kernel_prefix(ctx: StepContext) -> str:
@@ -145,7 +145,7 @@ def emit(ctx: StepContext, node: Node, step_id: int) -> None:
     b = ctx.b
     nest = LoopNest(b, batch, "b")
     offs = [strided_offset(b, X.offset, X.batch_strides, nest.indices) for X in (A, B, C)]
-    if _use_kernel(node, A, B, C):
+    if _kernel_kind(node, A, B, C):
         gemm_kernel.emit(ctx, node.dtype, A, B, C, offs, prefix=_kernel_prefix(ctx))
     elif _use_blas(node, A, B):
         _blas(ctx, node, A, B, C, offs)
@@ -226,8 +226,8 @@ def parallel_rows(plan: Plan, node: Node) -> int | None:
     m, k, n = A.rows, A.cols, B.cols
     if threads() < 2 or not _use_blas(node, A, B) or m * n * k < PARALLEL_GEMM_WORK:
         return None
-    if _use_kernel(node, A, B, C):
-        how = gemm_kernel.kind(node.dtype, A, B, C)
+    how = _kernel_kind(node, A, B, C)
+    if how:
         return m if m >= 2 * gemm_kernel.row_granule(node.dtype, how) else None
     if m < 2 * ROW_BLOCK or runtime.blas_thread_control() is None:
         return None
@@ -240,8 +240,8 @@ def row_chunking(plan: Plan, node: Node) -> tuple[int, int]:
     of its tile's rows, as many as :func:`.parallel.row_chunks` allows (a chunk costs
     nothing extra, and many small chunks let the free thread take over a late one's)."""
     A, B, C, _ = operands(plan, node)
-    if _use_kernel(node, A, B, C):
-        how = gemm_kernel.kind(node.dtype, A, B, C)
+    how = _kernel_kind(node, A, B, C)
+    if how:
         return gemm_kernel.chunk_rows(node.dtype, how), gemm_kernel.row_granule(node.dtype, how)
     return ROWS_PER_CHUNK, 1
 
@@ -257,7 +257,7 @@ def split_costs(plan: Plan, node: Node) -> dict[str, int]:
     from .parallel import row_chunks
     A, B, C, batch = operands(plan, node)
     m, k, n = A.rows, A.cols, B.cols
-    if _use_kernel(node, A, B, C):
+    if _kernel_kind(node, A, B, C):
         return {"rows": 0}                    # the IR GEMM packs nothing
     costs = {"rows": (row_chunks(m, ROWS_PER_CHUNK) - 1) * k * n}
     if not batch and k >= 2 * BLAS_MIN_DIM and m * n * node.dtype.itemsize <= K_PARTIAL_MAX_BYTES:
@@ -298,7 +298,7 @@ def emit_rows(ctx: StepContext, node: Node, lo: ir.Value, hi: ir.Value) -> None:
     b = ctx.b
     nest = LoopNest(b, batch, "b")
     offs = [strided_offset(b, X.offset, X.batch_strides, nest.indices) for X in (A, B, C)]
-    if _use_kernel(node, A, B, C):
+    if _kernel_kind(node, A, B, C):
         gemm_kernel.emit(ctx, node.dtype, A, B, C, offs, rows=(lo, hi), prefix=_kernel_prefix(ctx))
     else:
         _blas(ctx, node, A, B, C, offs, rows=(lo, hi))
