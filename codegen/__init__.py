@@ -1,9 +1,11 @@
-"""Native code generation for symgrad: LLVM IR built with llvmlite, compiled for the host.
+"""Native code generation for symgrad: LLVM IR built with llvmlite, compiled for a target.
 
-* :mod:`codegen.target` -- the host target machine, the O3 optimiser, compiling IR to
-  loaded native code and reloading cached object code.
+* :mod:`codegen.target` -- the machine code is built for (the host unless told
+  otherwise) and every fact about it that code generation decides on.
+* :mod:`codegen.jit` -- the O3 optimiser, compiling IR to loaded native code and
+  reloading cached object code.
 * :mod:`codegen.vecmath` -- branch-free, vectorisable exp/log/tanh/sin/pow/... emitted
-  as IR functions that LLVM's loop vectoriser widens to the host's widest vectors.
+  as IR functions that LLVM's loop vectoriser widens to the target's vectors.
 * :mod:`codegen.callconv` -- the CPython METH_FASTCALL entry generated in IR.
 * :mod:`codegen.backend` -- the LLVM backend of ``symgrad.compile``:
   ``compile_program(program) -> LLVMExecutable`` (:mod:`codegen.executable`), built from

@@ -10,8 +10,14 @@ output -- forward and gradient -- per call):
    alone, skipping step 1 too (the front end's disk cache of traced programs);
 3. :func:`codegen.module.build_module` -- IR with ``llvmlite.ir``; plus the CPython
    entry (:func:`codegen.callconv.build_entry`) for fully native plans;
-4. :func:`codegen.target.compile_module` -- O3 for the host CPU, object code, stored
-   in the disk cache with the IR texts (assembly is generated when first asked for).
+4. :func:`codegen.jit.compile_module` -- O3 for the target, object code, stored in the
+   disk cache with the IR texts (assembly is generated when first asked for).
+
+Every step runs for one :class:`codegen.target.Target` (``target=``, default
+:func:`codegen.target.current`), set as the current target while it runs, so every
+decision the lowering makes reads the same object.  Code for a target this process cannot
+run is generated and kept for inspection (not cached); calling it raises
+:class:`codegen.target.TargetError`.
 
 >>> import numpy as np, symgrad
 >>> vg = symgrad.value_and_grad(lambda x: (3 * (x + 2) ** 2).mean(), backend="llvm")
@@ -23,8 +29,9 @@ from __future__ import annotations
 
 import zlib
 
-from . import cache, callconv, runtime, target
+from . import cache, callconv, jit, runtime, target as targets
 from .executable import Interface, LLVMExecutable
+from .target import Target
 
 __all__ = ["compile_program", "load_executable", "LLVMExecutable", "ENTRY_SUFFIX",
            "STRUCTURED_SUFFIX", "stats"]
@@ -53,42 +60,50 @@ def _names(key: str, interface: Interface) -> tuple[str, str | None]:
     return name, (name + ENTRY_SUFFIX if _fast_entry_possible(interface) else None)
 
 
-def _load(key: str, interface: Interface, plan) -> LLVMExecutable | None:
+def _load(key: str, interface: Interface, plan, t: Target) -> LLVMExecutable | None:
     """The executable stored under ``key``, or None if it is absent or unusable."""
+    if not t.runnable:
+        return None
     hit = cache.load(key)
     if hit is None:
         return None
     name, entry_name = _names(key, interface)
     try:
         runtime.register_for(hit["object"])
-        handle = target.load_object(hit["object"])
+        handle = jit.load_object(hit["object"], t)
         texts = {k: zlib.decompress(hit[k]).decode() for k in _TEXTS if k in hit}
-        exe = LLVMExecutable(interface, handle, texts, name, entry_name, True, plan)
-    except (target.UnresolvedSymbolError, zlib.error, KeyError, RuntimeError):
+        exe = LLVMExecutable(interface, handle, texts, name, entry_name, True, plan, t)
+    except (jit.UnresolvedSymbolError, zlib.error, KeyError, RuntimeError, ValueError):
         return None                                  # stale or unusable: rebuild
     exe.cache_key = key
     stats["from_cache"] += 1
     return exe
 
 
-def load_executable(key: str, interface: Interface, plan) -> LLVMExecutable | None:
+def load_executable(key: str, interface: Interface, plan,
+                    target: Target | None = None) -> LLVMExecutable | None:
     """Reload the executable :func:`compile_program` stored under ``key`` (its
     ``cache_key``) from the disk cache, given its ``interface``, without the program:
     ``plan`` is a function returning the schedule, called only if it is needed (see
     :mod:`codegen.executable`).  None when the entry is absent, corrupt or stale."""
     runtime.register()
-    return _load(key, interface, plan)
+    return _load(key, interface, plan, target or targets.current())
 
 
-def compile_program(program) -> LLVMExecutable:
+def compile_program(program, target: Target | None = None) -> LLVMExecutable:
     """Native code for ``program`` (see the module docstring)."""
+    with targets.use(target) as t:
+        return _compile(program, t)
+
+
+def _compile(program, t: Target) -> LLVMExecutable:
     from .module import build_module
     from .plan import build_plan
     runtime.register()
     plan = build_plan(program)
     interface = Interface.of(plan)
     key = cache.cache_key(program)
-    exe = _load(key, interface, plan)
+    exe = _load(key, interface, plan, t)
     if exe is not None:
         return exe
     name, entry_name = _names(key, interface)
@@ -100,16 +115,18 @@ def compile_program(program) -> LLVMExecutable:
         if structure is not None:       # results nested as the function returns them
             callconv.build_entry(module, kernel, entry_name + STRUCTURED_SUFFIX, args, outs,
                                  structure=structure)
-    if any(name in module.globals for name in runtime.BLAS_GEMM.values()):
-        runtime.register_blas()
-    if runtime.THREAD_POST in module.globals:
-        runtime.register_threads()
-    compiled = target.compile_module(str(module))
+    if t.runnable:
+        if any(name in module.globals for name in runtime.BLAS_GEMM.values()):
+            runtime.register_blas()
+        if runtime.THREAD_POST in module.globals:
+            runtime.register_threads()
+    compiled = jit.compile_module(str(module), target=t)
     texts = {"llvm": compiled.ir, "llvm-opt": compiled.optimized_ir}   # asm: on demand
-    sections = {"object": compiled.object_code}
-    sections.update({k: zlib.compress(v.encode(), 1) for k, v in texts.items()})
-    cache.store(key, sections)
+    if t.runnable:
+        sections = {"object": compiled.object_code}
+        sections.update({k: zlib.compress(v.encode(), 1) for k, v in texts.items()})
+        cache.store(key, sections)
     stats["compiled"] += 1
-    exe = LLVMExecutable(interface, compiled.loaded, texts, name, entry_name, False, plan)
+    exe = LLVMExecutable(interface, compiled.loaded, texts, name, entry_name, False, plan, t)
     exe.cache_key = key
     return exe

@@ -8,9 +8,9 @@ Key (:func:`cache_key`): the program's structural key (outputs and inputs, via
 ``symgrad.graph.node.structural_key``), the formula of every elementwise primitive it
 applies (``symgrad.ops.registry.definition``: nodes name primitives, and a user may
 register another formula under a name), input and output names/shapes/dtypes, the
-nesting of the native entry's result, and the :func:`environment`: the host
-fingerprint (CPU name and features, llvmlite and LLVM versions, triple), the loop
-thread count, the Python and numpy versions (C API layouts), the symgrad version and a
+nesting of the native entry's result, and the :func:`environment`: the target's
+fingerprint (triple, CPU name, features, vector width, llvmlite and LLVM versions:
+code built for one CPU is never loaded for another), the loop thread count, the Python and numpy versions (C API layouts), the symgrad version and a
 digest of the code generator's own source files (names, sizes, mtimes) -- anything
 that changes the generated code changes the key.  Other layers key their own entries (e.g. the front end's traced-program entries,
 :mod:`symgrad.compiler.persist`) with :func:`derived_key`, which adds the same
@@ -73,21 +73,23 @@ def source_digest(root: str) -> str:
     return hashlib.blake2b("\n".join(files).encode(), digest_size=16).hexdigest()
 
 
-def environment() -> str:
-    """Everything besides the program that changes the generated code on this host
-    (the entries call CPython's and numpy's C APIs, whose layouts they assume)."""
+def environment(t: "target.Target | None" = None) -> str:
+    """Everything besides the program that changes the generated code: the target it is
+    built for (:func:`codegen.target.current`), the loop thread count, the Python and
+    numpy versions (the entries call CPython's and numpy's C APIs, whose layouts they
+    assume), symgrad's version and the code generator's source."""
     import numpy
     import symgrad
-    return "\n".join([target.host_fingerprint(), f"threads={target.threads()}",
+    return "\n".join([(t or target.current()).fingerprint(), f"threads={target.threads()}",
                       f"python={sys.implementation.cache_tag}{sys.abiflags}",
                       f"numpy={numpy.__version__}", f"symgrad={symgrad.__version__}",
                       f"codegen={source_digest(str(Path(__file__).parent))}"])
 
 
-def derived_key(kind: str, parts: list[str]) -> str:
+def derived_key(kind: str, parts: list[str], t: "target.Target | None" = None) -> str:
     """A key for another layer's entries: ``kind`` (a namespace, so such keys never
     equal a :func:`cache_key`), its ``parts`` and the :func:`environment`."""
-    text = "\n".join([f"kind={kind}", *parts, environment()])
+    text = "\n".join([f"kind={kind}", *parts, environment(t)])
     return hashlib.blake2b(text.encode(), digest_size=24).hexdigest()
 
 

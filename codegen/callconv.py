@@ -578,7 +578,7 @@ class CompiledEntry:
 def _symbol_address(handle: Any, name: str) -> int:
     """Address of ``name`` in a JIT handle.
 
-    Accepted handles: anything with ``address(name)`` (``codegen.target.CompiledModule``
+    Accepted handles: anything with ``address(name)`` (``codegen.jit.CompiledModule``
     / ``LoadedObject``) or ``symbol_address(name)``, an ``llvm.ExecutionEngine``, or a
     mapping name -> address (an ORC ``ResourceTracker``).
     """
@@ -617,7 +617,7 @@ def make_callable(handle: Any, entry_name: str, args: Sequence[ArgSpec], outs: S
     returned function.  ``fallback(*args)`` is called with the original arguments when
     the fast checks fail; ``None`` means a :class:`ConvertingFallback`.
 
-    >>> from codegen import target
+    >>> from codegen import jit
     >>> m = ir.Module()
     >>> k = ir.Function(m, ir.FunctionType(ir.VoidType(), [ir.PointerType()]), "fill")
     >>> b = ir.IRBuilder(k.append_basic_block())
@@ -626,7 +626,7 @@ def make_callable(handle: Any, entry_name: str, args: Sequence[ArgSpec], outs: S
     >>> _ = b.store(ir.DoubleType()(7.0), out); _ = b.ret_void()
     >>> args, outs = [ArgSpec("x", "float64", (3,))], [OutSpec("float64", ())]
     >>> _ = build_entry(m, k, "seven", args, outs)
-    >>> seven = make_callable(target.compile_module(m), "seven", args, outs)
+    >>> seven = make_callable(jit.compile_module(m), "seven", args, outs)
     >>> seven(np.zeros(3)), seven([1, 2, 3])          # fast path, then via the fallback
     (array(7.), array(7.))
     >>> seven(np.zeros(4))

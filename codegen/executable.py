@@ -124,10 +124,12 @@ class LLVMExecutable:
     backend = "llvm"
 
     def __init__(self, interface: Interface, handle: Any, texts: dict[str, str], name: str,
-                 entry_name: str | None, from_cache: bool, plan: Any) -> None:
+                 entry_name: str | None, from_cache: bool, plan: Any, target: Any) -> None:
         self.interface = interface
         self._plan = plan
-        self.handle = handle          # codegen.target.LoadedObject: keeps the code alive
+        self.target = target          # codegen.target.Target the code was built for
+        self.handle = handle          # codegen.jit.LoadedObject (keeps the code alive), or
+                                      # None: code for a target this process cannot run
         self.texts = texts
         self.name = name
         self.entry_name = entry_name
@@ -137,7 +139,7 @@ class LLVMExecutable:
                           callconv.SUPPORTED_DTYPES else _Spec(b.name, b.dtype, b.shape)
                           for k, b in enumerate(interface.inputs)]
         self._segments = [_KERNEL(handle.address(f"{name}.seg{k}"))
-                          for k in range(interface.segments)]
+                          for k in range(interface.segments)] if handle is not None else None
 
     @property
     def plan(self):
@@ -153,6 +155,8 @@ class LLVMExecutable:
 
     # ---- the checked Python path ---------------------------------------------------------
     def __call__(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+        if self._segments is None:
+            self.target.check_runnable()
         arrays = check_arrays(arrays, self.arg_specs, self.name)
         interface = self.interface
         outs = [np.empty(b.shape, b.dtype) for b in interface.outputs]
@@ -211,6 +215,8 @@ class LLVMExecutable:
         arguments whenever the fast checks or the kernel refuse them. With
         ``structured=True`` the result is nested as the program's outputs are (see
         ``Program.native_structure``), when the module has that entry."""
+        if self.handle is None:
+            self.target.check_runnable()
         if fallback is None:
             fallback = self._fallback
         if self.entry_name is None:
@@ -243,16 +249,16 @@ class LLVMExecutable:
         if kind not in TEXT_KINDS:
             raise ValueError(f"unknown text kind {kind!r}; choose one of {TEXT_KINDS}")
         if kind == "asm" and "asm" not in self.texts:       # code generation, on demand
-            from . import target
-            module = target.CompiledModule(self.texts["llvm"], self.texts["llvm-opt"], self.handle)
-            self.texts["asm"] = module.asm
+            from . import jit
+            self.texts["asm"] = jit.assembly(self.texts["llvm-opt"], self.target)
         return self.texts[kind]
 
     def __repr__(self) -> str:
         how = "hybrid" if self.interface.hybrid else "native"
         steps = "" if callable(self._plan) else f", {len(self._plan.steps)} steps"
+        runs = "" if self.handle is not None else f", for {self.target.name}: not runnable here"
         return (f"<LLVMExecutable {self.name} ({how}{steps}"
-                f"{', from disk cache' if self.from_cache else ''})>")
+                f"{', from disk cache' if self.from_cache else ''}{runs})>")
 
 
 class _Spec:

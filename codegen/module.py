@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from . import target
 from . import types as T
 from .lower import indexing, matmul, misc, parallel
 from .lower.context import ConstPool, StepContext
@@ -75,15 +74,13 @@ class _Builder:
         fn = ir.Function(self.module, fnty, f"{self.name}.{_step_label(i, step)}")
         fn.linkage = "internal"
         fn.attributes.add("nounwind")
-        target.set_vector_width(fn)
         ptrs = {}
         for arg, st in zip(fn.args, storages):
             arg.name = st.name
             arg.add_attribute("noalias")
             ptrs[id(st)] = arg
         if isinstance(step, LoopStep) and parallel.wants_threads(lowering):
-            parallel.emit_parallel(self.module, fn, storages, lowering, self.plan, self.consts,
-                                   target.set_vector_width)
+            parallel.emit_parallel(self.module, fn, storages, lowering, self.plan, self.consts)
             return fn, storages, fallible
         rows = matmul.parallel_rows(self.plan, step.node) if not isinstance(step, LoopStep) \
             and step.node.op == "matmul" else None
@@ -92,7 +89,7 @@ class _Builder:
             per_chunk, granule = matmul.row_chunking(self.plan, node)
             parallel.emit_parallel_rows(self.module, fn, storages, rows, per_chunk,
                                         lambda ctx, lo, hi: matmul.emit_rows(ctx, node, lo, hi),
-                                        self.plan, self.consts, target.set_vector_width,
+                                        self.plan, self.consts,
                                         wake=matmul.wakes(self.plan, node),
                                         split=self.k_split(node, lambda ctx, p, lo, hi:
                                                            matmul.emit_k_merge_rows(ctx, node, p, lo, hi)),
@@ -135,7 +132,6 @@ class _Builder:
                          f"{self.name}.{_step_label(i, step)}+{_step_label(i + 1, loop.step)}"[:100])
         fn.linkage = "internal"
         fn.attributes.add("nounwind")
-        target.set_vector_width(fn)
         for arg, st in zip(fn.args, storages):
             arg.name = st.name
             arg.add_attribute("noalias")
@@ -143,7 +139,7 @@ class _Builder:
         parallel.emit_parallel_rows(
             self.module, fn, storages, matmul.parallel_rows(self.plan, node), per_chunk,
             lambda ctx, lo, hi: matmul.emit_rows_fused(ctx, node, loop, per_row, lo, hi),
-            self.plan, self.consts, target.set_vector_width, wake=matmul.wakes(self.plan, node),
+            self.plan, self.consts, wake=matmul.wakes(self.plan, node),
             loop=loop, split=self.k_split(node, lambda ctx, p, lo, hi: matmul.emit_k_merge_rows_fused(
                 ctx, node, loop, per_row, p, lo, hi)), granule=granule)
         return fn, storages

@@ -130,21 +130,21 @@ def symbols() -> dict[str, int]:
 @functools.cache
 def register() -> None:
     """Publish :func:`symbols` to LLVM's symbol table (idempotent)."""
-    from . import callconv, target
+    from . import callconv, jit
     callconv.register_runtime_symbols()
     for name, address in symbols().items():
-        target.add_symbol(name, address)
+        jit.add_symbol(name, address)
 
 
 @functools.cache
 def register_blas() -> None:
     """Publish the BLAS symbols (only programs calling BLAS pay for loading it)."""
-    from . import target
+    from . import jit
     for name, address in blas_symbols().items():
-        target.add_symbol(name, address)
+        jit.add_symbol(name, address)
     control = blas_thread_control()
     if control is not None:
-        target.add_symbol(BLAS_THREADS_LOCAL, control)
+        jit.add_symbol(BLAS_THREADS_LOCAL, control)
 
 
 @functools.cache
@@ -156,30 +156,31 @@ def register_threads() -> None:
     two-thread kernel from the disk cache then makes its first call in ~12-17 ms
     instead of 40-60 ms (no LLVM at all)."""
     register()
-    from . import cache, target, worker
-    key = cache.derived_key("worker", [])    # the environment has codegen's source digest
-    hit = cache.load(key)
-    compiled = None
-    if hit is not None and "object" in hit:
-        try:
-            compiled = target.load_object(hit["object"])
-        except Exception:          # a stale or foreign object: compile it again
-            compiled = None
-    if compiled is None:
-        from .lower.parallel import trampoline
-        compiled = target.compile_module(worker.worker_ir(trampoline))
-        cache.store(key, {"object": compiled.object_code})
+    from . import cache, jit, target, worker
+    with target.use(target.host()) as host:    # the helper runs here: built for this CPU
+        key = cache.derived_key("worker", [])  # the environment has codegen's source digest
+        hit = cache.load(key)
+        compiled = None
+        if hit is not None and "object" in hit:
+            try:
+                compiled = jit.load_object(hit["object"], host)
+            except Exception:          # a stale or foreign object: compile it again
+                compiled = None
+        if compiled is None:
+            from .lower.parallel import trampoline
+            compiled = jit.compile_module(worker.worker_ir(trampoline), target=host)
+            cache.store(key, {"object": compiled.object_code})
     _KEEP.append(compiled)
     ctypes.pythonapi.Py_IncRef(ctypes.py_object(compiled))     # never freed
-    target.add_symbol(THREAD_POST, compiled.address(THREAD_POST))
+    jit.add_symbol(THREAD_POST, compiled.address(THREAD_POST))
     worker.register_fork_hook(compiled.address(worker.MAILBOX))
 
 
 def register_for(object_code: bytes) -> None:
     """Publish everything ``object_code`` needs before it is loaded."""
     register()
-    from . import target
-    _, undefined = target._elf_symbols(object_code)
+    from . import jit
+    _, undefined = jit.elf_symbols(object_code)
     if any(name in BLAS_GEMM.values() or name == BLAS_THREADS_LOCAL for name in undefined):
         register_blas()
     if THREAD_POST in undefined:

@@ -11,12 +11,12 @@ Bodies are straight-line code: no branches, no calls other than LLVM intrinsics
 with vector forms (fmuladd, fma, fabs, floor, roundeven, copysign, sqrt) and the
 trig functions' huge-argument helper, which has vector variants; special cases
 are selects, exponent tricks are bitcasts to i64/i32.  After inlining, the loop
-vectoriser widens a loop calling them to the host's widest vectors
+vectoriser widens a loop calling them to the target's vectors
 (``<8 x double>`` / ``<16 x float>`` on AVX-512; float tan and pow compute in
 double, so their loops run 8 lanes wide).  No libm or libmvec symbol is
 referenced: results do not depend on the C library, and objects link stand-alone.
-Exact products use ``llvm.fma`` (every AVX2/AVX-512 x86 has FMA; elsewhere it
-would lower to libm ``fma`` -- correct but slow).
+Exact products use ``llvm.fma`` where the target has FMA instructions, and Dekker's
+splitting elsewhere (``llvm.fma`` would be a libm call there).
 
 Algorithms (written for this project; the ideas are textbook: Cody-Waite and
 Payne-Hanek reduction, fdlibm-style log, double-double arithmetic; polynomials are
@@ -258,6 +258,8 @@ class _Emitter:
         self.ty = ir.VectorType(fmt.ty, lanes) if lanes else fmt.ty
         self.ity = ir.VectorType(fmt.ity, lanes) if lanes else fmt.ity
         self.suffix = f"v{lanes}{fmt.suffix}" if lanes else fmt.suffix
+        self.has_fma = target.current().fma
+        self.native_rounding = target.current().native_rounding
 
     # constants and intrinsics -----------------------------------------------
     def c(self, value: float) -> ir.Constant:
@@ -296,17 +298,63 @@ class _Emitter:
         return self.intrinsic("fmuladd", a, b, c)
 
     def fma(self, a: ir.Value, b: ir.Value, c: ir.Value) -> ir.Value:
-        """a*b + c with one rounding (exact-product tricks)."""
-        return self.intrinsic("fma", a, b, c)
+        """a*b + c with one rounding (exact-product tricks).  On a target without FMA
+        instructions (``llvm.fma`` would be a libm call) the product is split exactly
+        (Dekker) and summed in double-double: exact whenever the result is
+        representable, as every use here needs."""
+        if self.has_fma:
+            return self.intrinsic("fma", a, b, c)
+        ph, pl = self._dekker_prod(a, b)
+        sh, sl = self.two_sum(ph, c)
+        return self.add(sh, self.add(sl, pl))
+
+    def _split(self, a: ir.Value) -> tuple[ir.Value, ir.Value]:
+        """a = hi + lo with hi of half the significand's bits (Veltkamp)."""
+        t = self.mul(a, self.c(2.0 ** ((self.f.mant + 2) // 2) + 1.0))
+        hi = self.sub(t, self.sub(t, a))
+        return hi, self.sub(a, hi)
+
+    def _dekker_prod(self, a: ir.Value, b: ir.Value) -> tuple[ir.Value, ir.Value]:
+        """a * b = p + err exactly, without FMA (|a|, |b| far from overflow)."""
+        p = self.mul(a, b)
+        ah, al = self._split(a)
+        bh, bl = self._split(b)
+        err = self.add(self.add(self.add(self.sub(self.mul(ah, bh), p), self.mul(ah, bl)),
+                                self.mul(al, bh)), self.mul(al, bl))
+        return p, err
 
     def abs(self, a: ir.Value) -> ir.Value:
         return self.intrinsic("fabs", a)
 
-    def floor(self, a: ir.Value) -> ir.Value:
-        return self.intrinsic("floor", a)
-
+    # rounding to integers: instructions where the target has them; elsewhere (x86
+    # before SSE4.1, where the intrinsics are libm calls) exact arithmetic: adding and
+    # subtracting 2^mant rounds |a| < 2^mant to an integer in the current (nearest-even)
+    # mode; larger values, inf and NaN are integers already and pass through; the
+    # result takes a's sign (floor(-0.0) = -0.0, ceil(-0.5) = -0.0, as IEEE says).
     def roundeven(self, a: ir.Value) -> ir.Value:
-        return self.intrinsic("roundeven", a)
+        if self.native_rounding:
+            return self.intrinsic("roundeven", a)
+        big = self.c(2.0 ** self.f.mant)
+        mag = self.abs(a)
+        r = self.sub(self.add(mag, big), big)
+        return self.sel(self.cmp("<", mag, big), self.copysign(r, a), a)
+
+    def floor(self, a: ir.Value) -> ir.Value:
+        if self.native_rounding:
+            return self.intrinsic("floor", a)
+        r = self.roundeven(a)
+        return self.copysign(self.sel(self.cmp(">", r, a), self.sub(r, self.c(1.0)), r), a)
+
+    def ceil(self, a: ir.Value) -> ir.Value:
+        if self.native_rounding:
+            return self.intrinsic("ceil", a)
+        r = self.roundeven(a)
+        return self.copysign(self.sel(self.cmp("<", r, a), self.add(r, self.c(1.0)), r), a)
+
+    def trunc(self, a: ir.Value) -> ir.Value:
+        if self.native_rounding:
+            return self.intrinsic("trunc", a)
+        return self.copysign(self.floor(self.abs(a)), a)
 
     def copysign(self, mag: ir.Value, sign: ir.Value) -> ir.Value:
         return self.intrinsic("copysign", mag, sign)
@@ -359,6 +407,9 @@ class _Emitter:
 
     # error-free transformations ---------------------------------------------------
     def two_prod(self, a: ir.Value, b: ir.Value) -> tuple[ir.Value, ir.Value]:
+        """a * b = p + err exactly."""
+        if not self.has_fma:
+            return self._dekker_prod(a, b)
         p = self.mul(a, b)
         return p, self.fma(a, b, self.neg(p))
 
@@ -790,9 +841,9 @@ def _huge_helper_name(fmt: _Format) -> str:
 
 
 def _huge_lanes(fmt: _Format) -> tuple[int, ...]:
-    """Vector variants offered: the host's full and half width (main loop and
+    """Vector variants offered: the target's full and half width (main loop and
     vectorised epilogue); each costs compile time."""
-    full = target.vector_lanes(fmt.ity.width)
+    full = target.current().lanes(fmt.ity.width)
     return (full // 2, full) if full > 2 else (full,)
 
 
@@ -802,16 +853,13 @@ def _add_string_attribute(fn: ir.Function, key: str, value: str) -> None:
     set.add(fn.attributes, f'"{key}"="{value}"')
 
 
-@lru_cache(maxsize=None)
 def _helper_cconv() -> str:
-    """Calling convention of the helper and its vector variants.  On x86-64,
-    ``intel_ocl_bicc``: the callee preserves zmm16-31 (ymm8-15 without AVX-512),
-    so the vectorised loop keeps its constants and live values in registers
-    across the call instead of spilling them every iteration (~10% of sin's
-    throughput); the loop vectoriser copies the variant's convention to the call."""
-    import llvmlite.binding as llvm
-    target.init()
-    return "intel_ocl_bicc" if llvm.get_process_triple().startswith("x86_64") else ""
+    """Calling convention of the helper and its vector variants
+    (:attr:`codegen.target.Target.helper_cconv`).  On x86-64 ``intel_ocl_bicc``: the
+    callee preserves zmm16-31 (ymm8-15 without AVX-512), so the vectorised loop keeps its
+    constants and live values in registers across the call instead of spilling them
+    every iteration; the loop vectoriser copies the variant's convention to the call."""
+    return target.current().helper_cconv
 
 
 def _helper_function(module: ir.Module, name: str, ty: ir.Type) -> ir.Function:
@@ -1050,8 +1098,8 @@ _BODIES: dict[str, Callable[..., ir.Value]] = {
     "sigmoid": _sigmoid, "softplus": _softplus, "log1pexp": _log1pexp, "sin": _sin, "cos": _cos, "tan": _tan,
     "pow": _pow,
     "sqrt": _intrinsic_body("sqrt"), "abs": _intrinsic_body("fabs"),
-    "floor": _intrinsic_body("floor"), "ceil": _intrinsic_body("ceil"),
-    "trunc": _intrinsic_body("trunc"), "rint": _intrinsic_body("roundeven"),
+    "floor": _Emitter.floor, "ceil": _Emitter.ceil, "trunc": _Emitter.trunc,
+    "rint": _Emitter.roundeven,
 }
 BINARY: tuple[str, ...] = ("pow",)
 UNARY: tuple[str, ...] = tuple(n for n in _BODIES if n not in BINARY)

@@ -73,12 +73,12 @@ def _slot(b: ir.IRBuilder, mailbox: ir.Value, k: int) -> ir.Value:
 
 
 def pause(module: ir.Module, b: ir.IRBuilder) -> None:
-    """A spin-wait hint (x86 ``pause``); nothing on other targets."""
-    import llvmlite.binding as llvm
-    if not llvm.get_process_triple().startswith(("x86_64", "i686", "i386")):
+    """The target's spin-wait hint (x86 ``pause``), if it has one."""
+    from . import target
+    hint = target.current().spin_hint
+    if hint is None:
         return
-    fn = module.globals.get("llvm.x86.sse2.pause") or ir.Function(
-        module, ir.FunctionType(ir.VoidType(), []), "llvm.x86.sse2.pause")
+    fn = module.globals.get(hint) or ir.Function(module, ir.FunctionType(ir.VoidType(), []), hint)
     b.call(fn, [])
 
 

@@ -1,6 +1,7 @@
 """The command line: ``python -m symgrad inspect FILE.py:FUNC --arg f64[3,4] --stage ...``
 prints one stage of compiling FUNC for the given argument types: the traced graph, the
-fused formulas, the symbolic derivative, LLVM IR before / after optimisation, assembly."""
+fused formulas, the symbolic derivative, LLVM IR before / after optimisation, assembly --
+for this machine or any other LLVM supports (``--target aarch64-unknown-linux-gnu:neoverse-n1``)."""
 from __future__ import annotations
 
 import argparse
@@ -58,6 +59,9 @@ def main(argv: list[str] | None = None) -> int:
     ins.add_argument("--stage", choices=STAGES, default="graph")
     ins.add_argument("--transform", choices=TRANSFORMS, default="compile")
     ins.add_argument("--backend", choices=("llvm", "numpy"), default=None)
+    ins.add_argument("--target", dest="machine", default=None,
+                     help="the machine to build for: a CPU (x86-64-v3) or TRIPLE[:CPU[:FEATURES]] "
+                          "(default: this host)")
     ins.add_argument("--simplify", action="store_true",
                      help="simplify symbolic formulas with sympy (slow for large programs)")
     args = p.parse_args(argv)
@@ -65,7 +69,10 @@ def main(argv: list[str] | None = None) -> int:
     fn = _load(args.target)
     if hasattr(fn, "fn") and isinstance(fn, compiler.Compiled):
         fn = fn.fn
-    compiled = getattr(compiler, args.transform)(fn, backend=args.backend)
+    try:
+        compiled = getattr(compiler, args.transform)(fn, backend=args.backend, target=args.machine)
+    except ValueError as e:                 # an unknown triple, CPU or feature
+        raise SystemExit(f"error: {e}") from None
     lowered = compiled.lower(*args.arg)
     stage = args.stage
     if stage == "graph":

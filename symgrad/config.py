@@ -5,6 +5,9 @@
 * ``SYMGRAD_CACHE_DIR`` — the on-disk cache of compiled code (default: the user cache dir).
 * ``SYMGRAD_DISK_CACHE`` — ``0`` disables the on-disk cache.
 * ``SYMGRAD_BACKEND`` — default backend of ``symgrad.compile`` (``llvm`` or ``numpy``).
+* ``SYMGRAD_TARGET_TRIPLE``, ``SYMGRAD_TARGET_CPU``, ``SYMGRAD_TARGET_FEATURES``,
+  ``SYMGRAD_TARGET_VECTOR_BITS`` — the machine compiled code is built for (default: this
+  host; see :mod:`codegen.target`).
 """
 from __future__ import annotations
 
@@ -19,6 +22,14 @@ def _default_cache_dir() -> str:
     return os.path.join(base, "symgrad")
 
 
+def _int(env, name: str) -> int:
+    text = env.get(name, "").strip()
+    try:
+        return int(text) if text else 0
+    except ValueError:
+        raise ValueError(f"{name}={text!r}: expected an integer") from None
+
+
 @dataclass
 class Settings:
     log: set = field(default_factory=set)
@@ -26,6 +37,10 @@ class Settings:
     disk_cache: bool = True
     backend: str = "llvm"
     cache_size: int = 64
+    target_triple: str = ""
+    target_cpu: str = ""
+    target_features: str = ""
+    target_vector_bits: int = 0
 
     @classmethod
     def from_env(cls) -> "Settings":
@@ -35,6 +50,10 @@ class Settings:
             cache_dir=env.get("SYMGRAD_CACHE_DIR") or _default_cache_dir(),
             disk_cache=env.get("SYMGRAD_DISK_CACHE", "1") not in ("0", "false", "no"),
             backend=env.get("SYMGRAD_BACKEND", "llvm"),
+            target_triple=env.get("SYMGRAD_TARGET_TRIPLE", ""),
+            target_cpu=env.get("SYMGRAD_TARGET_CPU", ""),
+            target_features=env.get("SYMGRAD_TARGET_FEATURES", ""),
+            target_vector_bits=_int(env, "SYMGRAD_TARGET_VECTOR_BITS"),
         )
 
 

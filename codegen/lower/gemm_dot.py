@@ -21,7 +21,7 @@ from symgrad.dtypes import DType
 from .. import target
 from .. import types as T
 from .loops import Loop
-from .tiles import clamped_rows, each_valid_row, intrinsic, suffix, vload
+from .tiles import clamped_rows, each_valid_row, intrinsic, multiply_add, suffix, vload
 
 __all__ = ["Kernels", "tile", "MAX_K"]
 
@@ -31,8 +31,8 @@ MAX_K = 4096     # a tile's rows of A and columns of B (8 x K elements) stay in 
 def tile(dtype: DType) -> tuple[int, int, int]:
     """(MR rows, NR columns, lanes per vector) of a tile for ``dtype``: 4 x 4 with 32
     vector registers, 2 x 4 with 16."""
-    lanes = target.vector_lanes(8 * dtype.itemsize)
-    return (4 if target.has_feature("avx512f") else 2), 4, lanes
+    t = target.current()
+    return (4 if t.vector_registers >= 32 else 2), 4, t.lanes(8 * dtype.itemsize)
 
 
 class Kernels:
@@ -64,7 +64,6 @@ class Kernels:
                          f"{self.prefix}.dk{cols}")
         fn.linkage = "internal"
         fn.attributes.add("nounwind")
-        target.set_vector_width(fn)
         for arg, nm in zip(fn.args, ("A", "B", "C", "rows")):
             arg.name = nm
         for arg in fn.args[:3]:
@@ -74,7 +73,7 @@ class Kernels:
         rows = clamped_rows(b, valid, mr)
         a_rows = [b.gep(a_ptr, [b.mul(r, T.I64(A.rs))], source_etype=ety) for r in rows]
         b_cols = [b.gep(b_ptr, [T.I64(c * B.cs)], source_etype=ety) for c in range(cols)]
-        fma = intrinsic(self.module, f"llvm.fma.{suffix(dt, lanes)}", vty, [vty] * 3)
+        fma = multiply_add(self.module, dt, lanes)
         zero = ir.Constant(vty, [0.0] * lanes)
 
         def step(koff: ir.Value, acc: list[ir.Value], masked: int) -> list[ir.Value]:

@@ -35,7 +35,7 @@ from symgrad.dtypes import DType
 from .. import target
 from .. import types as T
 from . import gemm_dot
-from .tiles import clamped_rows, each_valid_row, intrinsic, splat, suffix, vload, vstore
+from .tiles import clamped_rows, each_valid_row, multiply_add, splat, vload, vstore
 from .context import StepContext
 from .loops import Loop
 
@@ -50,15 +50,12 @@ MIN_COLS_FRACTION = 2        # N >= one vector / this: narrower products stay wi
 CHUNK_TILES = 2              # row chunks of a split product: this many tiles of rows at least
 
 
-def _registers() -> int:
-    return 32 if target.has_feature("avx512f") else 16
-
-
 def tile(dtype: DType) -> tuple[int, int, int]:
     """(MR rows, NV vectors, lanes per vector) of the micro-kernel for ``dtype``."""
-    lanes = target.vector_lanes(8 * dtype.itemsize)
+    t = target.current()
+    lanes = t.lanes(8 * dtype.itemsize)
     nv = 3
-    mr = 8 if _registers() >= 32 else 4
+    mr = 8 if t.vector_registers >= 32 else 4
     return mr, nv, lanes
 
 
@@ -159,7 +156,6 @@ class _Kernels:
         fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [T.PTR, T.PTR, T.PTR, T.I64]), name)
         fn.linkage = "internal"
         fn.attributes.add("nounwind")
-        target.set_vector_width(fn)
         a_ptr, b_ptr, c_ptr, valid = fn.args
         for arg, nm in zip(fn.args, ("A", "B", "C", "rows")):
             arg.name = nm
@@ -183,7 +179,7 @@ class _Kernels:
         brow = b.gep(b_ptr, [b.mul(k, T.I64(B.rs))], source_etype=ety)
         bv = [self._vload(b, b.gep(brow, [T.I64(v * self.lanes)], source_etype=ety), masked[v])
               for v in range(nv)]
-        fma = intrinsic(self.module, f"llvm.fma.{suffix(self.dtype, self.lanes)}", self.vty, [self.vty] * 3)
+        fma = multiply_add(self.module, self.dtype, self.lanes)
         koff = b.mul(k, T.I64(A.cs))
         nxt = []
         for r in range(mr):

@@ -212,7 +212,7 @@ def trampoline(m: ir.Module) -> ir.Function:
 
 
 def emit_parallel(module: ir.Module, fn: ir.Function, storages: list[Storage], loop: FusedLoop,
-                  plan, consts, set_width) -> None:
+                  plan, consts) -> None:
     """Fill step function ``fn`` (parameters: ``storages``) with the two-thread version
     of a fused loop."""
     extent = loop.outer_extent
@@ -221,14 +221,14 @@ def emit_parallel(module: ir.Module, fn: ir.Function, storages: list[Storage], l
     while nchunks > 2 and (nchunks * acc_bytes > MAX_PRIVATE_BYTES
                            or nchunks * acc_bytes * PRIVATE_COST > loop.work()):
         nchunks //= 2        # each chunk's accumulators are filled and merged: few of them
-    _emit_chunked(module, fn, storages, plan, consts, set_width, extent, nchunks,
+    _emit_chunked(module, fn, storages, plan, consts, extent, nchunks,
                   emit_range=lambda ctx, lo, hi: loop.body_range(ctx, lo, hi),
                   prologue=loop.prologue, epilogue=loop.epilogue, private=private,
                   acc_bytes=acc_bytes, loop=loop, wake=wakes(loop))
 
 
 def emit_parallel_rows(module: ir.Module, fn: ir.Function, storages: list[Storage], extent: int,
-                       rows_per_chunk: int, emit_range, plan, consts, set_width,
+                       rows_per_chunk: int, emit_range, plan, consts,
                        wake: bool = True, loop: FusedLoop | None = None,
                        split: KSplit | None = None, granule: int = 1) -> None:
     """Fill step function ``fn`` with ``emit_range(ctx, lo, hi)`` over ``[0, extent)`` split
@@ -240,7 +240,7 @@ def emit_parallel_rows(module: ir.Module, fn: ir.Function, storages: list[Storag
     the loop, on the calling thread).  Chunks are multiples of ``granule`` rows (but the last)."""
     nchunks = row_chunks(extent, rows_per_chunk)
     private, acc_bytes = _private_buffers(loop, storages) if loop is not None else ([], 0)
-    _emit_chunked(module, fn, storages, plan, consts, set_width, extent, nchunks,
+    _emit_chunked(module, fn, storages, plan, consts, extent, nchunks,
                   emit_range=emit_range,
                   prologue=loop.prologue if loop is not None else lambda ctx: None,
                   epilogue=loop.epilogue if loop is not None else lambda ctx: None,
@@ -248,14 +248,13 @@ def emit_parallel_rows(module: ir.Module, fn: ir.Function, storages: list[Storag
                   granule=granule)
 
 
-def _emit_chunked(module, fn, storages, plan, consts, set_width, extent, nchunks, *, emit_range,
+def _emit_chunked(module, fn, storages, plan, consts, extent, nchunks, *, emit_range,
                   prologue, epilogue, private, acc_bytes, loop, wake, split=None,
                   granule=1) -> None:
     n = len(storages)
 
     def function(name, extra, emit, ints=2):
         f = _internal(module, name, ir.FunctionType(ir.VoidType(), [T.PTR] * (n + extra) + [T.I64] * ints))
-        set_width(f)
         for k, arg in enumerate(f.args[:n + extra]):
             arg.name = storages[k].name if k < n else "partial"
             arg.add_attribute("noalias")

@@ -12,9 +12,11 @@ import llvmlite.ir as ir
 
 from symgrad.dtypes import DType
 
+from .. import target
 from .. import types as T
 
-__all__ = ["intrinsic", "suffix", "vload", "vstore", "splat", "clamped_rows", "each_valid_row"]
+__all__ = ["intrinsic", "suffix", "multiply_add", "vload", "vstore", "splat", "clamped_rows",
+           "each_valid_row"]
 
 
 def intrinsic(module: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
@@ -25,6 +27,15 @@ def intrinsic(module: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -
 def suffix(dtype: DType, lanes: int) -> str:
     """An intrinsic's type suffix, e.g. ``v8f64``."""
     return f"v{lanes}f{8 * dtype.itemsize}"
+
+
+def multiply_add(module: ir.Module, dtype: DType, lanes: int) -> ir.Function:
+    """``a * b + c`` on vectors: one FMA instruction where the target has them
+    (``llvm.fma``), else a multiply and an add (``llvm.fmuladd``; ``llvm.fma`` would be a
+    libm call per lane)."""
+    vty = ir.VectorType(T.storage_type(dtype), lanes)
+    op = "fma" if target.current().fma else "fmuladd"
+    return intrinsic(module, f"llvm.{op}.{suffix(dtype, lanes)}", vty, [vty] * 3)
 
 
 def _mask(lanes: int, valid: int) -> ir.Constant:

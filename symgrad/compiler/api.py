@@ -60,12 +60,14 @@ class _Stages(namedtuple("_Stages", "raw stats optimized aux signature")):
 class Lowered:
     """A traced, transformed and optimised program for one input signature. The stages
     after tracing run when first needed (``stages`` is the function running them): a
-    call answered from the disk cache never runs them, inspecting its program does."""
+    call answered from the disk cache never runs them, inspecting its program does.
+    ``target``: the machine the LLVM backend builds for (a ``codegen.target.Target``)."""
 
-    def __init__(self, stages, backend: str, signature: tuple | None = None):
+    def __init__(self, stages, backend: str, signature: tuple | None = None, target=None):
         self._make = stages
         self._stages: _Stages | None = None
         self.backend = backend
+        self.target = target
         self._signature = signature
         self._exe = None
 
@@ -85,9 +87,22 @@ class Lowered:
         """(argument structure, leaf specs, output structure)."""
         return self._signature if self._signature is not None else self._get().signature
 
-    def as_text(self, optimized: bool = True) -> str:
-        """The program, one line per node (after the rewrites unless optimized=False),
-        with node counts before and after optimisation."""
+    def as_text(self, stage: str | bool = "graph", *, optimized: bool = True) -> str:
+        """One stage as text: ``"graph"`` -- the program, one line per node, after the
+        rewrites (``"graph-raw"`` or ``optimized=False``: before them), with node counts
+        per stage; ``"llvm"`` / ``"llvm-opt"`` -- the LLVM IR as generated / optimised;
+        ``"asm"`` -- the target's assembly (any target LLVM supports, runnable or not)."""
+        if isinstance(stage, bool):           # as_text(False): the program before rewrites
+            stage, optimized = "graph", stage
+        if stage in ("llvm", "llvm-opt", "asm", "program"):
+            if self.backend != "llvm":
+                raise ValueError(f"stage {stage!r} needs the llvm backend (this is "
+                                 f"{self.backend!r})")
+            return self.compile().as_text(stage)
+        if stage not in ("graph", "graph-raw"):
+            raise ValueError(f"unknown stage {stage!r}; choose one of graph, graph-raw, "
+                             f"llvm, llvm-opt, asm, program")
+        optimized = optimized and stage == "graph"
         s = self.stats
         head = (f"# {s['traced']} nodes traced, {s['transformed']} after "
                 f"{s['transform']}, {s['optimized']} after rewrites and fusion "
@@ -134,7 +149,8 @@ class Lowered:
     def compile(self):
         """The backend executable (cached on this Lowered)."""
         if self._exe is None:
-            self._exe = get_backend(self.backend).compile_program(self.optimized)
+            self._exe = get_backend(self.backend).compile_program(self.optimized,
+                                                                  target=self.target)
         return self._exe
 
 
@@ -186,13 +202,17 @@ class Compiled:
     """A compiled function: call it like the original (see :func:`compile`)."""
 
     def __init__(self, fn, static_argnums=(), backend=None, transform: Transform | None = None,
-                 maxsize: int | None = None):
+                 maxsize: int | None = None, target=None):
         if not callable(fn):
             raise TypeError(f"symgrad.compile expects a callable, got {type(fn).__name__}")
         self.fn = fn
+        self._target_spec = target
+        self._target = None
         self.static_argnums = tuple(sorted({static_argnums} if isinstance(static_argnums, int)
                                            else set(static_argnums)))
         self.backend = _resolve_backend(backend)
+        if target is not None and self.backend == "llvm":
+            self._target = _make_target(target)      # a bad target fails here, clearly
         self.transform = transform or Identity()
         self._cache: OrderedDict = OrderedDict()       # full signature -> entry (LRU)
         self._fast: dict = {}                          # cheap per-call key -> entry
@@ -201,6 +221,15 @@ class Compiled:
         self._py_native = 0            # native-entry calls made by the Python dispatcher
         self.last_miss_reason: str | None = None
         functools.update_wrapper(self, fn)
+
+    @property
+    def target(self):
+        """The machine the LLVM backend builds this function for (``codegen.target.Target``;
+        None with the numpy backend): the ``target=`` given, else the current target when
+        first needed."""
+        if self._target is None and self.backend == "llvm":
+            self._target = _make_target(None)
+        return self._target
 
     # ---- signature ---------------------------------------------------------------------
     def _split(self, args):
@@ -329,6 +358,8 @@ class Compiled:
         disk_key = self._disk_key(tr, key)
         entry = self._from_disk(disk_key, tr, key, names, numpy_out) if disk_key else None
         if entry is None:
+            if self.target is not None:
+                self.target.check_runnable()     # before compiling what cannot run here
             lowered = self._lowered(tr, key, names)
             exe = lowered.compile()
             entry = _Entry(lowered, exe, tr.closure, numpy_out,
@@ -348,7 +379,7 @@ class Compiled:
         """The entry for a traced program whose native code the disk cache holds, with
         no stage after tracing run (its Lowered runs them if inspected); else None."""
         lowered = self._lowered(tr, key, names)
-        hit = persist.load(disk_key, lambda: _plan(lowered))
+        hit = persist.load(disk_key, lambda: _plan(lowered), self.target)
         if hit is None or not _fits(hit, key[1], tr.closure):
             return None
         lowered._signature = (key[0], key[1], hit.out_structure)
@@ -365,13 +396,14 @@ class Compiled:
 
     def _disk_key(self, tr, key) -> str | None:
         """The disk cache key of the traced program, if the disk cache can answer it."""
-        if self.backend != "llvm" or not settings.disk_cache or not settings.cache_dir:
+        if self.backend != "llvm" or not settings.disk_cache or not settings.cache_dir \
+                or not self.target.runnable:
             return None
-        return persist.trace_key(tr, key, self.transform)
+        return persist.trace_key(tr, key, self.transform, self.target)
 
     def _lowered(self, tr, key, names) -> Lowered:
         return Lowered(functools.partial(_run_stages, self.transform, tr, key, names),
-                       self.backend)
+                       self.backend, target=self.target)
 
     # ---- stages & introspection ------------------------------------------------------------
     def lower(self, *args) -> Lowered:
@@ -405,7 +437,9 @@ class Compiled:
         self.hits = self.misses = self._py_native = 0
 
     def __repr__(self) -> str:
-        return f"<symgrad.compile({getattr(self.fn, '__qualname__', self.fn)}, backend={self.backend!r})>"
+        where = f", target={self._target.name!r}" if self._target_spec is not None else ""
+        return (f"<symgrad.compile({getattr(self.fn, '__qualname__', self.fn)}, "
+                f"backend={self.backend!r}{where})>")
 
     def __get__(self, obj, objtype=None):
         return self if obj is None else functools.partial(self, obj)
@@ -434,8 +468,16 @@ def _run_stages(transform: Transform, tr, key, names) -> _Stages:
 
 def _plan(lowered: Lowered):
     """The LLVM schedule of a lowered program (for an executable reloaded without it)."""
+    from codegen import target
     from codegen.plan import build_plan
-    return build_plan(lowered.optimized)
+    with target.use(lowered.target):
+        return build_plan(lowered.optimized)
+
+
+def _make_target(spec):
+    """A validated ``codegen.target.Target`` (None: the current one)."""
+    from codegen import target
+    return target.make(spec) if spec is not None else target.current()
 
 
 def _fits(hit, specs, closure) -> bool:
@@ -492,10 +534,14 @@ def explain_difference(old, new, names) -> str:
 
 
 # ---- public API ----------------------------------------------------------------------------
-def compile(fn=None, static_argnums=(), backend: str | None = None):
+def compile(fn=None, static_argnums=(), backend: str | None = None, *, target=None):
     """Compile `fn`: trace once per input signature, optimise, run natively, cache.
 
     Usable as a decorator (``@symgrad.compile`` or ``@symgrad.compile(backend="numpy")``).
+    ``target``: the machine to build for -- a ``codegen.target.Target`` or a string such
+    as ``"x86-64-v3"`` or ``"aarch64-unknown-linux-gnu:neoverse-n1"`` (default: this host,
+    or ``SYMGRAD_TARGET_*``). Code for a machine this process cannot run can be inspected
+    (``f.lower(*args).as_text("asm")``); calling it raises a clear error.
 
     >>> import symgrad, numpy as np
     >>> f = symgrad.compile(lambda x: (3 * (x + 2) ** 2).mean(), backend="numpy")
@@ -503,30 +549,32 @@ def compile(fn=None, static_argnums=(), backend: str | None = None):
     27.0
     """
     if fn is None:
-        return lambda f: Compiled(f, static_argnums, backend)
-    return Compiled(fn, static_argnums, backend)
+        return lambda f: Compiled(f, static_argnums, backend, target=target)
+    return Compiled(fn, static_argnums, backend, target=target)
 
 
-def grad(fn, argnums=0, *, static_argnums=(), backend=None):
+def grad(fn, argnums=0, *, static_argnums=(), backend=None, target=None):
     """The gradient of a scalar function, compiled."""
-    return Compiled(fn, static_argnums, backend, Grad(argnums, name="grad"))
+    return Compiled(fn, static_argnums, backend, Grad(argnums, name="grad"), target=target)
 
 
-def value_and_grad(fn, argnums=0, has_aux=False, *, static_argnums=(), backend=None):
+def value_and_grad(fn, argnums=0, has_aux=False, *, static_argnums=(), backend=None,
+                   target=None):
     """(value, gradient) of a scalar function, compiled; with has_aux, fn returns
     (value, aux) and the result is (value, gradient, aux)."""
     return Compiled(fn, static_argnums, backend,
-                    Grad(argnums, value=True, has_aux=has_aux, name="value_and_grad"))
+                    Grad(argnums, value=True, has_aux=has_aux, name="value_and_grad"),
+                    target=target)
 
 
-def jacobian(fn, argnums=0, *, static_argnums=(), backend=None):
+def jacobian(fn, argnums=0, *, static_argnums=(), backend=None, target=None):
     """d fn / d argument, shaped output.shape + input.shape, compiled."""
-    return Compiled(fn, static_argnums, backend, Jacobian(argnums))
+    return Compiled(fn, static_argnums, backend, Jacobian(argnums), target=target)
 
 
-def hessian(fn, argnums=0, *, static_argnums=(), backend=None):
+def hessian(fn, argnums=0, *, static_argnums=(), backend=None, target=None):
     """Second derivatives of a scalar function, shaped input.shape + input.shape."""
-    return Compiled(fn, static_argnums, backend, Jacobian(argnums, hessian=True))
+    return Compiled(fn, static_argnums, backend, Jacobian(argnums, hessian=True), target=target)
 
 
 def _wrapper(fn, n):

@@ -17,7 +17,8 @@ entry points to that object from a key known right after tracing (:func:`trace_k
   register another formula under the same name), the default dtype;
 * a digest of symgrad's own source (the transforms, rewrites and fusion that a hit
   skips), the sympy version (derivatives) and the backend's environment (host CPU and
-  features, LLVM, Python and numpy, code generator: :func:`codegen.cache.derived_key`).
+  features, LLVM, Python and numpy, code generator: :func:`codegen.cache.derived_key`)
+  for the target the code is built for.
 
 The entry (:func:`store`) holds what a call needs: the backend key of the native code,
 its :class:`~codegen.executable.Interface`, the nesting of the outputs and the aux
@@ -71,7 +72,7 @@ def _literal_key(k) -> bool:
     return type(k) is tuple and all(_literal_key(x) for x in k)
 
 
-def trace_key(tr, signature, transform) -> str | None:
+def trace_key(tr, signature, transform, target=None) -> str | None:
     """The disk key of a traced program under ``transform`` (see the module docstring),
     or None when it cannot be keyed soundly."""
     from codegen import cache
@@ -98,7 +99,7 @@ def trace_key(tr, signature, transform) -> str | None:
              repr(spec), repr(defs), f"default_dtype={dtypes.get_default_dtype().name}",
              f"symgrad_source={cache.source_digest(_SOURCE)}",
              f"sympy={sympy.__version__}"]          # derivatives and their printing
-    return cache.derived_key(KIND, parts)
+    return cache.derived_key(KIND, parts, target)
 
 
 @dataclass
@@ -111,7 +112,7 @@ class Hit:
     aux: list
 
 
-def load(key: str, plan) -> Hit | None:
+def load(key: str, plan, target=None) -> Hit | None:
     """The executable stored for ``key`` (``plan``: a function making its schedule, called
     only if needed), or None."""
     from codegen import backend, cache
@@ -128,7 +129,7 @@ def load(key: str, plan) -> Hit | None:
         program_key = str(meta["program"])
     except (KeyError, ValueError, TypeError, AttributeError, SyntaxError, UnicodeDecodeError):
         return None                                   # not an entry this version wrote
-    exe = backend.load_executable(program_key, interface, plan)
+    exe = backend.load_executable(program_key, interface, plan, target)
     return None if exe is None else Hit(exe, out_structure, aux)
 
 

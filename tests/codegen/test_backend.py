@@ -20,6 +20,7 @@ import symgrad
 from symgrad.dispatch import bind
 from symgrad.ops.registry import PRIMITIVES
 from codegen import target
+from machines import machine, foreign_machine  # noqa: E402,F401  (fixtures)
 
 TOL = {np.dtype("float64"): dict(rtol=1e-9, atol=1e-11),
        np.dtype("float32"): dict(rtol=1e-4, atol=1e-5)}
@@ -148,6 +149,7 @@ TORCH_CASES = {
 }
 
 
+@pytest.mark.usefixtures("machine")
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("case", sorted(TORCH_CASES))
 def test_value_and_grad_vs_torch(case, dtype):
@@ -163,6 +165,7 @@ def test_value_and_grad_vs_torch(case, dtype):
         _close(g, w, dtype)
 
 
+@pytest.mark.usefixtures("machine")
 def test_runtime_int64_indices_vs_torch():
     x, i = RNG.standard_normal((5, 6)), np.array([4, 0, -1, 2, 2])
     vg = symgrad.value_and_grad(lambda x, i: runtime_index(symgrad, x, i), backend="llvm")
@@ -222,6 +225,7 @@ def _prims():
 PRIMS = _prims()
 
 
+@pytest.mark.usefixtures("machine")
 @pytest.mark.parametrize("case", sorted(PRIMS))
 def test_primitives_vs_numpy_backend(case):
     fn, args = PRIMS[case]
@@ -240,6 +244,7 @@ def test_primitives_vs_numpy_backend(case):
 
 @pytest.mark.parametrize("index, ok", [([0, 2], True), ([-3, -1], True), ([0, 3], False),
                                        ([-4], False), ([1 << 40], False)])
+@pytest.mark.usefixtures("machine")
 def test_index_out_of_range_raises_index_error(index, ok):
     f = symgrad.compile(lambda x, i: P("take", x, i, axis=0) * 2, backend="llvm")
     x, i = np.arange(3.0), np.array(index, dtype=np.int64)
@@ -307,24 +312,38 @@ def _libm_calls(ir_text):
 
 
 @pytest.mark.parametrize("dtype, bits", [("float64", 64), ("float32", 32)])
-def test_large_elementwise_function_uses_widest_vectors(dtype, bits):
-    if target.has_feature("avx512f"):
-        lanes = 512 // bits
-    elif target.has_feature("avx2") or target.has_feature("avx"):
-        lanes = 256 // bits
-    else:
-        lanes = 128 // bits
-    assert lanes == target.vector_lanes(bits)
+def test_large_elementwise_function_uses_the_targets_vectors(dtype, bits, machine):
     elem = "double" if bits == 64 else "float"
     f = symgrad.compile(lambda x, y: ((x.exp() + y.log()) * x.tanh() + (x * y).sigmoid()).sum()
                         + (x * y + 1).sqrt().mean(), backend="llvm")
+    assert f.target == machine
     x = RNG.uniform(0.5, 2, 4096).astype(dtype)
     opt = f.lower(x, x).compile().as_text("llvm-opt")
-    assert f"<{lanes} x {elem}>" in opt
+    assert machine.loop_vector_type(elem, bits) in opt
     assert not _libm_calls(opt), _libm_calls(opt)[:5]
 
 
+def test_programs_for_other_machines_are_inspected_not_run(foreign_machine):
+    """compile(target=...) for a machine this host cannot run: every text stage is
+    there, for that machine; a call is a clear error, not a SIGILL."""
+    vg = symgrad.value_and_grad(lambda x, w: ((x @ w).tanh() ** 2).sum() + x.sin().sum(),
+                                target=foreign_machine.name)
+    x, w = RNG.standard_normal((64, 100)), RNG.standard_normal((100, 32))
+    lowered = vg.lower(x, w)
+    asm = lowered.as_text("asm")
+    opt = lowered.as_text("llvm-opt")
+    assert f'target triple = "{foreign_machine.triple}"' in opt
+    if foreign_machine.arch == "x86_64":
+        assert f"{'zmm' if foreign_machine.vector_bits == 512 else 'ymm'}" in asm
+    else:
+        assert "xmm" not in asm and "fmla" in asm
+    assert "not runnable here" in repr(lowered.compile())
+    with pytest.raises(target.TargetError, match="cannot run in this process"):
+        vg(x, w)
+
+
 # ---- reduction accuracy -------------------------------------------------------------------------
+@pytest.mark.usefixtures("machine")
 def test_float64_sum_at_least_as_accurate_as_numpy_pairwise():
     rng = np.random.default_rng(7)
     x = rng.standard_normal(1_000_003) * 10.0 ** rng.uniform(-4, 4, 1_000_003)
@@ -337,6 +356,7 @@ def test_float64_sum_at_least_as_accurate_as_numpy_pairwise():
     assert abs(ours_mean - exact / x.size) / (scale / x.size) <= max(numpy_err, 4 * 2.0 ** -53)
 
 
+@pytest.mark.usefixtures("machine")
 def test_float64_axis_sums_vs_fsum():
     x = np.random.default_rng(8).standard_normal((300, 5000)) * 1e3
     f = symgrad.compile(lambda v: (v.sum(1), v.sum(0)), backend="llvm")
@@ -348,6 +368,7 @@ def test_float64_axis_sums_vs_fsum():
         assert np.all(np.abs(got - exact) <= np.maximum(np_err, 4 * 2.0 ** -53 * scale))
 
 
+@pytest.mark.usefixtures("machine")
 def test_float32_sums_are_correctly_rounded_vs_fsum():
     rng = np.random.default_rng(9)
     x = (rng.standard_normal(2_000_001) + 0.25).astype(np.float32)
@@ -444,6 +465,7 @@ def test_threaded_loops_survive_freed_code_and_concurrent_callers():
     assert results == [want] * 60
 
 
+@pytest.mark.usefixtures("machine")
 def test_helper_thread_splits_products_and_loops_as_torch():
     """An MLP step: the big product wakes the process's helper thread, the small products
     and loops after it are split while it spins; value and gradients equal torch's, call
@@ -473,6 +495,7 @@ def test_helper_thread_splits_products_and_loops_as_torch():
         assert worker.mailbox()["started"] == 1
 
 
+@pytest.mark.usefixtures("machine")
 def test_loop_after_a_split_product_runs_on_its_row_chunks():
     """A loop reading the split product's rows at its own row (bias + tanh; a column sum
     with per-chunk accumulators) runs in the product's row chunks (one step); one reading

@@ -55,7 +55,7 @@ LLVM_TYPES = {"float64": ir.DoubleType(), "float32": ir.FloatType(), "int64": I6
 
 def _compile(module: ir.Module) -> Any:
     """The project's JIT."""
-    return importlib.import_module("codegen.target").compile_module(module)
+    return importlib.import_module("codegen.jit").compile_module(module)
 
 
 # ---------------------------------------------------------------------- kernels
@@ -659,10 +659,10 @@ def test_cached_object_reloads_in_a_new_process(tmp_path: Path) -> None:
 
 
 def check_reload(path: str) -> None:
-    target = importlib.import_module("codegen.target")
+    jit = importlib.import_module("codegen.jit")
     cc.register_runtime_symbols()
     args, outs = [ArgSpec("a", "float64", (2,)), ArgSpec("b", "float64", (2,))], [OutSpec("float64", (2,))]
-    f = cc.make_callable(target.load_object(Path(path).read_bytes()), "tiny", args, outs)
+    f = cc.make_callable(jit.load_object(Path(path).read_bytes()), "tiny", args, outs)
     np.testing.assert_array_equal(f(np.array([1.0, 2.0]), np.array([3.0, 4.0])), [4.0, 9.0])
     np.testing.assert_array_equal(f([1, 2], np.array([3.0, 4.0], ">f8")), [4.0, 9.0])
 

@@ -19,7 +19,7 @@ _ROOT = str(Path(__file__).resolve().parents[2])
 
 _CHILD = textwrap.dedent("""
     import sys, numpy as np
-    import codegen.target as target
+    import codegen.jit as jit
     calls = {"optimize": 0, "compile_module": 0, "grad_graph": 0, "partial": 0, "fuse": 0}
 
     def counting(module, name, counter=None):
@@ -28,8 +28,8 @@ _CHILD = textwrap.dedent("""
             calls[counter or name] += 1
             return real(*a, **k)
         setattr(module, name, wrapper)
-    counting(target, "optimize")
-    counting(target, "compile_module")
+    counting(jit, "optimize")
+    counting(jit, "compile_module")
     import symgrad, codegen.backend as B
     from symgrad.compiler import api, transforms
     from symgrad.ops import registry
@@ -84,11 +84,11 @@ def test_second_process_loads_from_disk_without_llvm(tmp_path):
 
 _THREADED_CHILD = textwrap.dedent("""
     import math, numpy as np
-    import codegen.target as target
+    import codegen.jit as jit
     from codegen.lower import parallel
     calls = []
-    real = target.compile_module
-    target.compile_module = lambda *a, **k: calls.append(1) or real(*a, **k)
+    real = jit.compile_module
+    jit.compile_module = lambda *a, **k: calls.append(1) or real(*a, **k)
     import symgrad
     f = symgrad.value_and_grad(lambda x: (x.sin() * x).sum(), backend="llvm")
     x = np.linspace(-1, 1, 1 << 20)

@@ -9,6 +9,7 @@ are numpy products in float64, never numbers the LLVM backend produced.
 """
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -19,6 +20,8 @@ import pytest
 import symgrad
 from codegen.lower import gemm_dot, gemm_kernel
 from symgrad.dtypes import float32, float64
+
+from machines import foreign_machine, machine, target_env  # noqa: E402,F401  (fixtures)
 
 # a K-term float32 sum rounds like sqrt(K) ulps of its terms
 TOL = {np.float64: dict(rtol=1e-12, atol=1e-12), np.float32: dict(rtol=3e-5, atol=3e-5)}
@@ -41,6 +44,7 @@ SHAPES = [(9, 100, 40), (13, 300, 17), (8, 4096, 9), (100, 64, 200), (64, 784, 2
           (257, 33, 95), (30, 50, 24), (8, 5000, 10)]
 
 
+@pytest.mark.usefixtures("machine")
 @pytest.mark.parametrize("layout", ["w", "wT"])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("m,k,n", SHAPES)
@@ -63,16 +67,20 @@ def test_product_edges(m, k, n, dtype, layout):
     np.testing.assert_allclose(got, x.astype(np.float64) @ w.astype(np.float64), **_tol(dtype, k))
 
 
+@pytest.mark.usefixtures("machine")
 def test_long_k_is_cut_into_blocks():
-    """K = 4096 in float64: three blocks of the shared dimension, the later ones
-    accumulating into C (``.acc`` kernels)."""
+    """K longer than one B panel of the target's tile (float64): blocks of the shared
+    dimension, the later ones accumulating into C (``.acc`` kernels)."""
     dt = float64
-    assert len(gemm_kernel._k_blocks(dt, 4096)) >= 2
-    x, w = np.ones((8, 4096)), np.ones((4096, 9))
+    _, nv, lanes = gemm_kernel.tile(dt)
+    k = 2 * (gemm_kernel.PANEL_BYTES // (nv * lanes * dt.itemsize)) + 5
+    assert len(gemm_kernel._k_blocks(dt, k)) >= 2
+    x, w = np.ones((8, k)), np.ones((k, 9))
     _, text = _compile(lambda x, w: x @ w, x, w)
     assert ".acc" in text and ".st" in text
 
 
+@pytest.mark.usefixtures("machine")
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_transposed_and_strided_left_operand(dtype):
     """A = X^T (columns contiguous: the MLP's weight gradient) and A = a column slice."""
@@ -88,6 +96,7 @@ def test_transposed_and_strided_left_operand(dtype):
                                **_tol(dtype, 150))
 
 
+@pytest.mark.usefixtures("machine")
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_batched_and_broadcast_products(dtype):
     rng = np.random.default_rng(2)
@@ -101,6 +110,7 @@ def test_batched_and_broadcast_products(dtype):
     np.testing.assert_allclose(g(a, w), a.astype(np.float64) @ w.astype(np.float64), **_tol(dtype, 50))
 
 
+@pytest.mark.usefixtures("machine")
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_nan_and_inf_stay_in_their_rows_and_columns(dtype):
     """A NaN in A poisons its row of C, an inf in B its column (inf * 0 = NaN as in
@@ -195,10 +205,12 @@ GUARD = textwrap.dedent("""
 """)
 
 
-def test_reads_stop_at_the_end_of_each_operand():
+def test_reads_stop_at_the_end_of_each_operand(machine):
     """Operands that end right before an unmapped page: the column tail's masked loads
-    and the clamped rows past the range never touch it (a fault would kill the child)."""
-    out = subprocess.run([sys.executable, "-c", GUARD], capture_output=True, text=True, timeout=300)
+    (AVX-512 masks, AVX2 masked moves, SSE's scalarised tails) and the clamped rows past
+    the range never touch it (a fault would kill the child)."""
+    out = subprocess.run([sys.executable, "-c", GUARD], capture_output=True, text=True,
+                         timeout=300, env={**os.environ, **target_env(machine)})
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "ok"
 
@@ -217,46 +229,35 @@ def test_products_the_kernels_do_not_take_stay_with_blas_or_loops():
     assert gemm_kernel.row_granule(float32) == gemm_kernel.row_granule(float64)
 
 
-AVX2 = textwrap.dedent("""
-    import os, re
-    os.environ["SYMGRAD_DISK_CACHE"] = "0"
-    from codegen import target
-    # this host as an AVX2 machine: 16 vector registers of 256 bits (4 x 3 tiles)
-    feats = ",".join("-" + f[1:] if f.startswith("+avx512") else f
-                     for f in target.host_features().split(","))
-    target.host_features = lambda: feats
-    target.host_cpu_name = lambda: "znver2"
-    import numpy as np, symgrad
-    assert target.widest_vector_bits() == 256
-    rng = np.random.default_rng(0)
-    # tanh of K-term sums (K <= 784): float32 sums round like sqrt(K) ulps, ~1e-5 here
-    for dt, tol in ((np.float64, 1e-12), (np.float32, 1e-4)):
-        for m, k, n in ((13, 300, 17), (64, 784, 256), (784, 64, 250), (9, 100, 41)):
-            x = rng.standard_normal((m, k)).astype(dt)
-            w = rng.standard_normal((k, n)).astype(dt)
-            f = symgrad.compile(lambda x, w: (x @ w).tanh(), backend="llvm")
-            exe = f.lower(x, w).compile()
-            assert ".gemm.mk" in exe.as_text("llvm")
-            asm = exe.as_text("asm")
-            assert "zmm" not in asm and "ymm" in asm
-            want = np.tanh(x.astype(np.float64) @ w.astype(np.float64))
-            assert np.allclose(f(x, w), want, rtol=tol, atol=tol), (dt, m, k, n)
-            wt = np.ascontiguousarray(w.T)
-            g = symgrad.compile(lambda x, wt: (x @ wt.T).tanh(), backend="llvm")
-            exe = g.lower(x, wt).compile()
-            assert ".gemm.dk" in exe.as_text("llvm") and "zmm" not in exe.as_text("asm")
-            assert np.allclose(g(x, wt), want, rtol=tol, atol=tol), (dt, m, k, n, "wT")
-    print("ok")
-""")
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_tiles_follow_the_target(dtype, machine):
+    """Tile shapes come from the target: 8 rows of 3 vectors with 32 vector registers,
+    4 rows with 16; vectors of the target's width; and the code uses exactly them."""
+    dt = float64 if dtype == np.float64 else float32
+    lanes = machine.lanes(8 * np.dtype(dtype).itemsize)
+    rows = 8 if machine.vector_registers >= 32 else 4
+    assert gemm_kernel.tile(dt) == (rows, 3, lanes)
+    assert gemm_dot.tile(dt) == (4 if machine.vector_registers >= 32 else 2, 4, lanes)
+    x, w = np.ones((64, 300), dtype), np.ones((300, 96), dtype)
+    f, text = _compile(lambda x, w: x @ w, x, w)
+    elem = "double" if dtype == np.float64 else "float"
+    assert f"<{lanes} x {elem}>" in text
+    if machine.arch == "x86_64":
+        asm = f.lower(x, w).compile().as_text("asm")
+        widest = {512: "zmm", 256: "ymm", 128: "xmm"}[machine.vector_bits]
+        assert widest in asm and all(r not in asm for r, b in (("zmm", 512), ("ymm", 256))
+                                     if b > machine.vector_bits)
+    np.testing.assert_allclose(f(x, w), x @ w)
 
 
-def test_an_avx2_host_gets_256_bit_tiles():
-    """The same products compiled for this CPU seen as an AVX2 machine (no AVX-512: 16
-    vector registers, 4 x 3 tiles of 256-bit vectors, masked tails with AVX2 masked
-    moves) run here, in a subprocess, and equal numpy."""
-    from codegen import target
-    if not target.has_feature("avx2"):
-        pytest.skip("this host cannot run AVX2 code")
-    out = subprocess.run([sys.executable, "-c", AVX2], capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.strip() == "ok"
+def test_tiles_for_other_machines(foreign_machine):
+    """The kernels built for machines this host cannot run (never executed)."""
+    x, w = np.ones((64, 300)), np.ones((300, 96))
+    f = symgrad.compile(lambda x, w: x @ w, backend="llvm", target=foreign_machine)
+    exe = f.lower(x, w).compile()
+    assert ".gemm.mk" in exe.as_text("llvm")
+    assert f"<{foreign_machine.lanes(64)} x double>" in exe.as_text("llvm")
+    asm = exe.as_text("asm")
+    assert ("zmm" in asm) == (foreign_machine.vector_bits == 512)
+    with pytest.raises(Exception, match="cannot run in this process"):
+        f(x, w)

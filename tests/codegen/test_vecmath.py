@@ -1,8 +1,10 @@
 """Tests of codegen/vecmath.py: accuracy, special values and vectorisation.
 
-Every function is compiled (once, in one module, through ``codegen.target``) into an
-elementwise kernel ``void k(T* x, [T* y,] T* out, i64 n)`` and swept over ~1e6
-points per dtype.  The accuracy reference is numpy in ``longdouble`` (x87 80-bit on
+Every function is compiled (once per target, in one module) into an elementwise kernel
+``void k(T* x, [T* y,] T* out, i64 n)`` and swept over ~1e6 points per dtype, on every
+target of the matrix this host can run (``machine``: without FMA and rounding
+instructions, with AVX2, the host); vectorisation is also checked on targets it cannot
+run (``foreign_machine``).  The accuracy reference is numpy in ``longdouble`` (x87 80-bit on
 x86-64: glibc's expl/sinl/powl, 11 bits more than double), rounded to the dtype;
 numpy's own float64/float32 results are a second, independent check (<= 4 ulp).
 
@@ -26,7 +28,8 @@ if str(REPO) not in sys.path:
 
 import llvmlite.ir as ir  # noqa: E402
 
-from codegen import target, vecmath  # noqa: E402
+from codegen import jit, target, vecmath  # noqa: E402
+from machines import machine, foreign_machine  # noqa: E402,F401  (fixtures)
 
 LD = np.longdouble
 DTYPES = (np.float64, np.float32)
@@ -45,8 +48,9 @@ ULP_BOUND = {
 }
 NUMPY_ULP_BOUND = 4.0
 
-pytestmark = pytest.mark.skipif(np.finfo(LD).nmant < 63,
-                                reason="needs 80-bit longdouble for the reference")
+needs_longdouble = pytest.mark.skipif(np.finfo(LD).nmant < 63,
+                                      reason="needs 80-bit longdouble for the reference")
+pytestmark = needs_longdouble
 
 
 # --------------------------------------------------------------------- kernels
@@ -56,15 +60,20 @@ def kernel_name(name: str, dtype: type) -> str:
     return f"k_{name}_{np.dtype(dtype).name}"
 
 
+def compiled() -> jit.CompiledModule:
+    """All kernels of all functions and dtypes in one module, for the current target."""
+    return compiled_for(target.current())
+
+
 @lru_cache(maxsize=None)
-def compiled() -> target.CompiledModule:
-    """All kernels of all functions and dtypes in one module."""
-    module = ir.Module("vecmath_sweeps")
-    for dtype in DTYPES:
-        for name in vecmath.FUNCTIONS:
-            vecmath.build_elementwise_kernel(module, kernel_name(name, dtype), name,
-                                             IR_TYPES[dtype])
-    return target.compile_module(module)
+def compiled_for(t: target.Target) -> jit.CompiledModule:
+    with target.use(t):
+        module = ir.Module("vecmath_sweeps")
+        for dtype in DTYPES:
+            for name in vecmath.FUNCTIONS:
+                vecmath.build_elementwise_kernel(module, kernel_name(name, dtype), name,
+                                                 IR_TYPES[dtype])
+        return jit.compile_module(module)
 
 
 def run(name: str, *arrays: np.ndarray) -> np.ndarray:
@@ -204,6 +213,7 @@ def pow_sweep(dtype: type, n: int = 250_000) -> tuple[np.ndarray, np.ndarray]:
 # ----------------------------------------------------------------------- tests
 
 
+@pytest.mark.usefixtures("machine")
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
 @pytest.mark.parametrize("name", [n for n in TRANSCENDENTAL if n != "pow"] + ["sqrt"])
 def test_unary_accuracy(name: str, dtype: type) -> None:
@@ -221,6 +231,7 @@ def test_unary_accuracy(name: str, dtype: type) -> None:
         assert ulp_errors(got, npv.astype(LD)).max() <= NUMPY_ULP_BOUND
 
 
+@pytest.mark.usefixtures("machine")
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
 def test_pow_accuracy(dtype: type) -> None:
     x, y = pow_sweep(dtype)
@@ -234,6 +245,7 @@ def test_pow_accuracy(dtype: type) -> None:
     assert ulp_errors(got, numpy_value("pow", x, y).astype(LD)).max() <= NUMPY_ULP_BOUND
 
 
+@pytest.mark.usefixtures("machine")
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
 def test_pow_special_values(dtype: type) -> None:
     values = [0.0, -0.0, 1.0, -1.0, 2.0, -2.0, 0.5, -0.5, 3.0, -3.0, np.inf, -np.inf,
@@ -246,6 +258,7 @@ def test_pow_special_values(dtype: type) -> None:
     assert ulp_errors(got, npv.astype(LD)).max() <= 1.0
 
 
+@pytest.mark.usefixtures("machine")
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
 @pytest.mark.parametrize("name", EXACT)
 def test_exact_functions(name: str, dtype: type) -> None:
@@ -257,6 +270,7 @@ def test_exact_functions(name: str, dtype: type) -> None:
     assert np.array_equal(got[ok], expected[ok])
 
 
+@pytest.mark.usefixtures("machine")
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
 def test_named_special_values(dtype: type) -> None:
     def one(name: str, *args: float) -> float:
@@ -274,6 +288,7 @@ def test_named_special_values(dtype: type) -> None:
     assert one("pow", np.nan, 0.0) == 1.0 and one("pow", 1.0, np.nan) == 1.0
 
 
+@pytest.mark.usefixtures("machine")
 def test_huge_trig_arguments_are_correct() -> None:
     """Arguments far beyond 2^51 go through the table reduction; the hardest known
     double (closest to a multiple of pi/2) still comes out right."""
@@ -289,6 +304,7 @@ def test_huge_trig_arguments_are_correct() -> None:
         assert ulp_errors(got, reference(name, x32)).max() <= 1.0
 
 
+@pytest.mark.usefixtures("machine")
 def test_trig_reduction_hard_cases() -> None:
     """The reductions near their worst cases: the doubles below 2^20 and the
     floats closest to a multiple of pi/2 (from the continued fraction of 2/pi;
@@ -312,6 +328,7 @@ def test_trig_reduction_hard_cases() -> None:
             assert err[worst] <= bound, f"{name}({x[worst]!r}): {float(err[worst]):.3f} ulp"
 
 
+@pytest.mark.usefixtures("machine")
 def test_scalar_use_outside_loops() -> None:
     """The functions also work when not vectorised (the huge-argument helper's
     scalar path included)."""
@@ -322,7 +339,7 @@ def test_scalar_use_outside_loops() -> None:
         fn = ir.Function(module, ir.FunctionType(d, [d] * arity), f"scalar_{name}")
         builder = ir.IRBuilder(fn.append_basic_block())
         builder.ret(vecmath.emit(builder, name, *fn.args))
-    cm = target.compile_module(module)
+    cm = jit.compile_module(module)
     sin = cm.cfunc("scalar_sin", ctypes.c_double, ctypes.c_double)
     for x in (0.5, 1e5, 1e22, -3e300):
         assert sin(x) == pytest.approx(float(np.sin(LD(x))), rel=1e-15, abs=1e-300)
@@ -335,9 +352,9 @@ def test_scalar_use_outside_loops() -> None:
 # ------------------------------------------------------------- vectorisation
 
 
-ALLOWED_CALLS = re.compile(
-    r"llvm\.(fmuladd|fma|fabs|floor|ceil|trunc|roundeven|copysign|sqrt|[us]m(in|ax))\."
-    r"|symgrad_vm_trig_huge_f(64|32)(_v\d+)?$")
+# LLVM intrinsics (the vectoriser's own included: lane masks, vscale, masked loads) and
+# the trig helper; LIBM below names the intrinsics that would be C library calls
+ALLOWED_CALLS = re.compile(r"llvm\.|symgrad_vm_trig_huge_f(64|32)(_v\d+)?$")
 LIBM = re.compile(r"@(llvm\.)?(exp|exp2|expm1|log|log2|log10|log1p|sin|cos|tan|tanh|"
                   r"pow|powi|atan|sinh|cosh)(f|\.f32|\.f64|\.v\d+f(32|64))?\(")
 
@@ -349,24 +366,52 @@ def computing_type(name: str, dtype: type) -> tuple[str, int]:
     return "double", 64
 
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
-@pytest.mark.parametrize("name", vecmath.FUNCTIONS)
-def test_kernel_is_vectorised_at_host_width(name: str, dtype: type) -> None:
+def check_vectorised(name: str, dtype: type, t: target.Target) -> None:
+    """The kernel of ``name`` runs at the target's vector width and calls nothing but
+    intrinsics that are instructions on that target."""
     body = kernel_ir(name, dtype)
     elem, bits = computing_type(name, dtype)
-    lanes = target.widest_vector_bits() // bits
-    assert f"<{lanes} x {elem}>" in body, f"no <{lanes} x {elem}> in {name} kernel"
+    # a float loop computing in double runs as many lanes as a vector of doubles or of
+    # floats holds (LLVM picks by cost): <4 x double> per <4 x float> on 128-bit vectors
+    widths = {t.lanes(bits), t.lanes(8 * np.dtype(dtype).itemsize)}
+    vectors = {t.loop_vector_type(elem, bits).replace(f"{t.lanes(bits)} x", f"{n} x")
+               for n in widths}
+    trig = name in ("sin", "cos", "tan")
+    if trig and t.scalable_vectors:     # the huge-argument helper has fixed-width variants
+        vectors = {f"<{n} x {elem}>" for n in widths}
+    used = [v for v in vectors if v in body]
+    assert used, f"none of {sorted(vectors)} in {name} kernel"
     assert not LIBM.search(body)
     for callee in re.findall(r"call [^@]*@([\w.]+)\(", body):
         assert ALLOWED_CALLS.match(callee), f"{name} kernel calls {callee}"
-    if name in ("sin", "cos", "tan"):   # the huge-argument helper is vectorised too
-        helper = f"symgrad_vm_trig_huge_f{np.dtype(dtype).itemsize * 8}_v{lanes}("
-        assert helper in body
+        if not t.fma:
+            assert not callee.startswith("llvm.fma."), f"{name}: llvm.fma is a libm call on {t}"
+        if not t.native_rounding:
+            assert not re.match(r"llvm\.(floor|ceil|trunc|roundeven)\.", callee), \
+                f"{name}: {callee} is a libm call on {t}"
+    if trig:                                                       # the huge-argument
+        helper = f"symgrad_vm_trig_huge_f{np.dtype(dtype).itemsize * 8}_v"   # helper is
+        assert any(f"{helper}{n}(" in body for n in widths)                  # vectorised too
 
 
-def test_object_code_references_no_external_symbol() -> None:
-    """No libm, no libmvec: the object is self-contained."""
-    defined, undefined = target._elf_symbols(compiled().object_code)
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("name", vecmath.FUNCTIONS)
+def test_kernel_is_vectorised_at_the_targets_width(name: str, dtype: type,
+                                                   machine: target.Target) -> None:
+    check_vectorised(name, dtype, machine)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_kernels_for_other_machines(dtype: type, foreign_machine: target.Target) -> None:
+    """Generated (not run) for machines this host cannot run."""
+    for name in vecmath.FUNCTIONS:
+        check_vectorised(name, dtype, foreign_machine)
+    assert compiled().loaded is None
+
+
+def test_object_code_references_no_external_symbol(machine: target.Target) -> None:
+    """No libm, no libmvec: the object is self-contained on every target."""
+    defined, undefined = jit.elf_symbols(compiled().object_code)
     assert undefined == []
     assert kernel_name("exp", np.float64) in defined
     assert "llvm.exp" not in compiled().asm and "call\texp" not in compiled().asm
