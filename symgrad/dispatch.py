@@ -180,7 +180,7 @@ def _saves(prim, needs):
             if need:
                 free |= prim.formula.partial(i).free_symbols
         ins = tuple(i for i, s in enumerate(syms) if s in free)
-        hit = (ins, registry.OUT in free)
+        hit = (ins, registry.out_symbol() in free)
     else:
         ins, out = STRUCTURAL_SAVES.get(prim.name, ((), False))
         hit = (ins, out)

@@ -4,10 +4,13 @@ cluster stops growing at MAX_OPS operations, so formulas cannot swell; nodes use
 than once stay materialised (no recomputation)."""
 from __future__ import annotations
 
-import sympy
+from typing import TYPE_CHECKING
 
 from ..graph.node import Node, make_node, toposort
-from ..ops.registry import PRIMITIVES
+from ..ops.registry import PRIMITIVES, _sympy
+
+if TYPE_CHECKING:
+    import sympy
 
 __all__ = ["fuse", "MAX_OPS", "cluster_formula"]
 
@@ -43,6 +46,7 @@ def _scalar_const(n: Node):
     if n.op == "const" and n.shape == () and n.dtype.is_floating_point:
         v = float(n.attr("value").value)
         if v == v and abs(v) != float("inf"):
+            sympy = _sympy()
             return sympy.Integer(int(v)) if v == int(v) else sympy.Float(v, 17)
     return None
 
@@ -59,7 +63,7 @@ class _Cluster:
         if id(n) not in self._index:
             self._index[id(n)] = len(self.inputs)
             self.inputs.append(n)
-        return sympy.Symbol(f"a{self._index[id(n)]}", real=True)
+        return _sympy().Symbol(f"a{self._index[id(n)]}", real=True)
 
     def _build(self, n: Node, top: bool = False):
         c = _scalar_const(n)
@@ -73,7 +77,7 @@ class _Cluster:
         return prim.formula.expr.xreplace(dict(zip(prim.formula.symbols, args)))
 
 
-def cluster_formula(root: Node, absorbable) -> tuple[sympy.Expr, list[Node], int]:
+def cluster_formula(root: Node, absorbable) -> "tuple[sympy.Expr, list[Node], int]":
     c = _Cluster(root, absorbable)
     return c.expr, c.inputs, c.ops
 

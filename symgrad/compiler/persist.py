@@ -36,11 +36,12 @@ one whose object is gone, is a miss: the full pipeline runs and rewrites both en
 from __future__ import annotations
 
 import ast
+import functools
+import importlib.util
 import json
 import os
+import re
 from dataclasses import dataclass
-
-import sympy
 
 from .. import dtypes
 from ..graph.node import toposort, structural_key
@@ -98,8 +99,25 @@ def trace_key(tr, signature, transform, target=None) -> str | None:
              repr([(s.kind, s.shape, s.dtype.name, s.requires_grad) for s in specs]),
              repr(spec), repr(defs), f"default_dtype={dtypes.get_default_dtype().name}",
              f"symgrad_source={cache.source_digest(_SOURCE)}",
-             f"sympy={sympy.__version__}"]          # derivatives and their printing
+             f"sympy={sympy_version()}"]          # derivatives and their printing
     return cache.derived_key(KIND, parts, target)
+
+
+@functools.cache
+def sympy_version() -> str:
+    """sympy's version without importing sympy (a disk hit never needs sympy): read from
+    its ``release.py``, else from the installed distribution's metadata."""
+    spec = importlib.util.find_spec("sympy")
+    if spec is not None and spec.origin:
+        try:
+            text = open(os.path.join(os.path.dirname(spec.origin), "release.py")).read()
+            match = re.search(r"__version__\s*=\s*['\"]([^'\"]+)['\"]", text)
+            if match:
+                return match.group(1)
+        except OSError:
+            pass
+    from importlib import metadata     # (lazy: ~10 ms, and release.py normally answers)
+    return metadata.version("sympy")
 
 
 @dataclass

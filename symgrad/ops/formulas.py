@@ -3,18 +3,40 @@
 `numpy=` gives a faster or more careful numpy kernel than the lambdified formula (tests
 check it against the formula); `grads=` gives closed-form partials where the sympy
 derivative would be numerically unstable (tests check them against ``sympy.diff``).
+
+The formulas are Python functions the registry calls on sympy symbols when a formula is
+first needed; ``S`` reaches sympy only then (``import symgrad`` does not load sympy).
 """
 from __future__ import annotations
 
 import numpy as np
-import sympy as S
-from sympy.codegen.cfunctions import expm1, log1p
 
 from .registry import elementwise
 from .vjp import masked_vjp, where_vjp
 from ..fpstate import quiet
 
 __all__ = ["BUILTIN_ELEMENTWISE"]
+
+
+class _LazySympy:
+    """``S.exp`` etc.: sympy's attributes, sympy imported on first use."""
+
+    def __getattr__(self, name: str):
+        import sympy
+        return getattr(sympy, name)
+
+
+S = _LazySympy()
+
+
+def log1p(x):
+    from sympy.codegen.cfunctions import log1p as f
+    return f(x)
+
+
+def expm1(x):
+    from sympy.codegen.cfunctions import expm1 as f
+    return f(x)
 
 
 def _pw(*pairs):
@@ -81,14 +103,17 @@ _ew("floor_divide", lambda x, y: S.floor(x / y), numpy=np.floor_divide,
     grads=lambda x, y, out: (0, 0), grad_name="DivBackward2")
 # ties split the gradient; where a NaN is compared (no order) both operands get all of it,
 # and clamp passes nothing there, as PyTorch's backward formulas do
-_HALF = S.Rational(1, 2)
+def _half():
+    return S.Rational(1, 2)
+
+
 _ew("maximum", lambda x, y: _pw((x, x > y), (y, x < y), ((x + y) / 2, True)), numpy=np.maximum,
-    grads=lambda x, y, out: (_pw((1, x > y), (0, x < y), (_HALF, S.Eq(x, y)), (1, True)),
-                             _pw((0, x > y), (1, x < y), (_HALF, S.Eq(x, y)), (1, True))),
+    grads=lambda x, y, out: (_pw((1, x > y), (0, x < y), (_half(), S.Eq(x, y)), (1, True)),
+                             _pw((0, x > y), (1, x < y), (_half(), S.Eq(x, y)), (1, True))),
     vjp=masked_vjp)
 _ew("minimum", lambda x, y: _pw((x, x < y), (y, x > y), ((x + y) / 2, True)), numpy=np.minimum,
-    grads=lambda x, y, out: (_pw((1, x < y), (0, x > y), (_HALF, S.Eq(x, y)), (1, True)),
-                             _pw((0, x < y), (1, x > y), (_HALF, S.Eq(x, y)), (1, True))),
+    grads=lambda x, y, out: (_pw((1, x < y), (0, x > y), (_half(), S.Eq(x, y)), (1, True)),
+                             _pw((0, x < y), (1, x > y), (_half(), S.Eq(x, y)), (1, True))),
     vjp=masked_vjp)
 _ew("clamp", lambda x, lo, hi: _pw((hi, _pw((lo, x < lo), (x, True)) > hi),
                                    (_pw((lo, x < lo), (x, True)), True)),
@@ -165,12 +190,12 @@ _ew("ceil", lambda x: S.ceiling(x), numpy=np.ceil, grads=lambda x, out: (0,))
 _ew("round", lambda x: S.Function("round")(x), numpy=np.round, grads=lambda x, out: (0,))
 
 # comparisons and logic (bool results, never differentiable)
-for _name, _rel, _np in (("lt", S.StrictLessThan, np.less), ("le", S.LessThan, np.less_equal),
-                         ("gt", S.StrictGreaterThan, np.greater),
-                         ("ge", S.GreaterThan, np.greater_equal),
-                         ("eq", S.Eq, np.equal), ("ne", S.Ne, np.not_equal)):
-    _ew(_name, (lambda r: lambda x, y: _pw((1, r(x, y)), (0, True)))(_rel), numpy=_np,
-        out_dtype="bool", differentiable=False)
+for _name, _rel, _np in (("lt", "StrictLessThan", np.less), ("le", "LessThan", np.less_equal),
+                         ("gt", "StrictGreaterThan", np.greater),
+                         ("ge", "GreaterThan", np.greater_equal),
+                         ("eq", "Eq", np.equal), ("ne", "Ne", np.not_equal)):
+    _ew(_name, (lambda r: lambda x, y: _pw((1, getattr(S, r)(x, y)), (0, True)))(_rel),
+        numpy=_np, out_dtype="bool", differentiable=False)
 _ew("logical_not", lambda x: _pw((1, S.Eq(x, 0)), (0, True)), numpy=np.logical_not,
     out_dtype="bool", differentiable=False)
 _ew("logical_and", lambda x, y: _pw((1, S.Ne(x, 0) & S.Ne(y, 0)), (0, True)),

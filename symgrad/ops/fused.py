@@ -5,24 +5,27 @@ common-subexpression elimination) and a VJP rule (sympy derivatives, themselves 
 from __future__ import annotations
 
 import functools
+from typing import TYPE_CHECKING
 
 import numpy as np
-import sympy
 
 from ..dispatch import STRUCTURAL_SAVES
-from .registry import PRIMITIVES, lambdify, register_structural
+from .registry import PRIMITIVES, _sympy, lambdify, register_structural
 from ..fpstate import quiet
+
+if TYPE_CHECKING:
+    import sympy
 
 __all__ = ["fused_symbols", "fused_kernel"]
 
 
 @functools.lru_cache(maxsize=None)
-def fused_symbols(n: int) -> tuple[sympy.Symbol, ...]:
-    return tuple(sympy.Symbol(f"a{i}", real=True) for i in range(n))
+def fused_symbols(n: int) -> "tuple[sympy.Symbol, ...]":
+    return tuple(_sympy().Symbol(f"a{i}", real=True) for i in range(n))
 
 
 @functools.lru_cache(maxsize=4096)
-def fused_kernel(expr: sympy.Expr, n: int):
+def fused_kernel(expr: "sympy.Expr", n: int):
     """A numpy function of n arrays computing `expr`."""
     return lambdify(fused_symbols(n), expr, cse=True)
 
@@ -50,6 +53,7 @@ def _vjp(ctx, g):
         if not need:
             out.append(None)
             continue
+        sympy = _sympy()
         d = sympy.diff(expr, syms[i])
         d = d.replace(sympy.DiracDelta, lambda *a: sympy.S.Zero)
         dt = ctx.in_avals[i][1]

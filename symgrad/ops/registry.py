@@ -10,20 +10,27 @@ Every primitive has an entry in each table:
 Elementwise primitives are defined once by a sympy formula over real symbols
 (:func:`elementwise`); their shape, numpy and VJP entries — and their partial derivatives,
 themselves elementwise primitives — derive from that formula, lazily and once.
+
+sympy is imported when a formula is first needed (differentiated, lambdified, compiled),
+not by ``import symgrad``: a built-in primitive keeps the Python function that builds its
+formula and builds it on first use.
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import threading
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
-import sympy
 from ..fpstate import enter as fp_enter, leave as fp_leave
 
+if TYPE_CHECKING:
+    import sympy
+
 __all__ = ["Primitive", "Formula", "PRIMITIVES", "SHAPE_RULES", "NUMPY_RULES", "VJP_RULES",
-           "elementwise", "register_structural", "get", "derivative_primitive", "fingerprint",
+           "out_symbol", "elementwise", "register_structural", "get", "derivative_primitive", "fingerprint",
            "definition"]
 
 PRIMITIVES: dict[str, "Primitive"] = {}
@@ -31,24 +38,52 @@ SHAPE_RULES: dict[str, Callable] = {}
 NUMPY_RULES: dict[str, Callable] = {}
 VJP_RULES: dict[str, Callable] = {}
 
-OUT = sympy.Symbol("out", real=True)
 _lock = threading.Lock()
+_build_lock = threading.RLock()
 
 
-@dataclass(eq=False)
+def _sympy():
+    """sympy, imported on first use (deliberately lazy: it costs ~0.2 s, and only
+    differentiating, lambdifying or compiling a formula needs it)."""
+    import sympy
+    return sympy
+
+
+@functools.cache
+def out_symbol() -> "sympy.Symbol":
+    """The symbol ``out`` that closed-form partials may use for the formula's result."""
+    return _sympy().Symbol("out", real=True)
+
+
 class Formula:
     """An elementwise formula: `expr` over `symbols` (real), optionally with closed-form
-    partial derivatives that may use the output symbol ``out``."""
+    partial derivatives that may use the output symbol ``out``.  Either given built, or
+    by ``build`` -- a function returning ``(symbols, expr, given_partials)``, run once on
+    first use."""
 
-    symbols: tuple[sympy.Symbol, ...]
-    expr: sympy.Expr
-    given_partials: tuple | None = None
-    _partials: dict = field(default_factory=dict)
+    def __init__(self, symbols: "tuple[sympy.Symbol, ...]" = (), expr: "sympy.Expr" = None,
+                 given_partials: tuple | None = None, *, build: Callable | None = None):
+        self._parts = None if build is not None else (tuple(symbols), expr, given_partials)
+        self._build = build
+        self._partials: dict = {}
 
-    def partial(self, i: int) -> sympy.Expr:
+    def _get(self) -> tuple:
+        if self._parts is None:
+            with _build_lock:
+                if self._parts is None:
+                    self._parts = self._build()
+        return self._parts
+
+    symbols = property(lambda self: self._get()[0], doc="The input symbols (real).")
+    expr = property(lambda self: self._get()[1], doc="The formula.")
+    given_partials = property(lambda self: self._get()[2],
+                              doc="Closed-form partials, or None (sympy derives them).")
+
+    def partial(self, i: int) -> "sympy.Expr":
         """d expr / d symbols[i], with `out` substituted for the formula where it appears,
         DiracDelta dropped and Heaviside taken as 0 at 0 (PyTorch's convention)."""
         if i not in self._partials:
+            sympy = _sympy()
             if self.given_partials is not None:
                 d = sympy.sympify(self.given_partials[i])
             else:
@@ -57,7 +92,7 @@ class Formula:
                 d = _sanitize(sympy.diff(self.expr, self.symbols[i])).replace(
                     lambda e: isinstance(e, sympy.Mul), sympy.powsimp)
                 if not isinstance(self.expr, sympy.Symbol):
-                    d = d.subs(self.expr, OUT)
+                    d = d.subs(self.expr, out_symbol())
             if d.has(sympy.Derivative, sympy.Subs):
                 raise ValueError(f"sympy cannot differentiate {self.expr} with respect to "
                                  f"{self.symbols[i]}: pass grads= to elementwise()")
@@ -67,12 +102,14 @@ class Formula:
 
 def _is_step_derivative(e) -> bool:
     """Derivative (or Subs of one) of floor / ceiling: zero wherever it exists."""
+    sympy = _sympy()
     if isinstance(e, sympy.Subs):
         e = e.expr
     return isinstance(e, sympy.Derivative) and isinstance(e.expr, (sympy.floor, sympy.ceiling))
 
 
-def _sanitize(d: sympy.Expr) -> sympy.Expr:
+def _sanitize(d: "sympy.Expr") -> "sympy.Expr":
+    sympy = _sympy()
     d = d.replace(sympy.DiracDelta, lambda *a: sympy.S.Zero)
     d = d.xreplace({e: sympy.S.Zero for e in sympy.preorder_traversal(d)
                     if _is_step_derivative(e)})     # top-down: a whole Subs(...) goes
@@ -134,6 +171,7 @@ def definition(prim: Primitive) -> str:
     ('neg', 1, 'same', True, "(Symbol('x', real=True),)", "Mul(Integer(-1), Symbol('x', real=True))", None)
     """
     if prim._definition is None:
+        sympy = _sympy()
         f = prim.formula
         given = None if f.given_partials is None else \
             [sympy.srepr(sympy.sympify(d)) for d in f.given_partials]
@@ -166,11 +204,26 @@ def register_structural(name: str, nin: int, shape_rule: Callable, numpy_rule: C
     return prim
 
 
-def _symbols_of(fn: Callable) -> tuple[sympy.Symbol, ...]:
-    names = list(inspect.signature(fn).parameters)
+def _parameter_names(fn: Callable) -> tuple[str, ...]:
+    names = tuple(inspect.signature(fn).parameters)
     if "out" in names:
         raise ValueError("'out' is reserved for the output in derivative formulas")
-    return tuple(sympy.Symbol(n, real=True) for n in names)
+    return names
+
+
+def _formula_builder(name: str, formula: Callable, names: tuple[str, ...],
+                     grads: Callable | None) -> Callable:
+    def build() -> tuple:
+        sympy = _sympy()
+        syms = tuple(sympy.Symbol(n, real=True) for n in names)
+        expr = sympy.sympify(formula(*syms))
+        given = None
+        if grads is not None:
+            given = tuple(grads(*syms, out_symbol()))
+            if len(given) != len(syms):
+                raise ValueError(f"grads for {name} must return {len(syms)} partials")
+        return syms, expr, given
+    return build
 
 
 def elementwise(name: str, formula: Callable, *, numpy: Callable | None = None,
@@ -191,25 +244,22 @@ def elementwise(name: str, formula: Callable, *, numpy: Callable | None = None,
     >>> symgrad.apply(sp, x).sum().backward(); x.grad
     tensor([0.5000])
     """
-    syms = _symbols_of(formula)
-    expr = sympy.sympify(formula(*syms))
-    given = None
-    if grads is not None:
-        given = tuple(grads(*syms, OUT))
-        if len(given) != len(syms):
-            raise ValueError(f"grads for {name} must return {len(syms)} partials")
+    names = _parameter_names(formula)
+    form = Formula(build=_formula_builder(name, formula, names, grads))
+    if not _builtin:
+        form.expr       # a user's formula is checked now (and sympy is loaded: they use it)
     with _lock:
         if name in PRIMITIVES and not _builtin and not PRIMITIVES[name].user:
             raise ValueError(f"{name!r} is a built-in primitive and cannot be redefined")
-        prim = Primitive(name, "elementwise", len(syms), differentiable,
+        prim = Primitive(name, "elementwise", len(names), differentiable,
                          grad_name or f"{_pascal(name)}Backward0",
-                         Formula(syms, expr, given), out_dtype, user=not _builtin,
+                         form, out_dtype, user=not _builtin,
                          opaque=not _builtin and (numpy is not None or vjp is not None))
         if name in PRIMITIVES:
             _forget_derivatives(name)
         PRIMITIVES[name] = prim
         SHAPE_RULES[name] = _elementwise_shape(prim)
-        NUMPY_RULES[name] = numpy or _lambdified(syms, expr)
+        NUMPY_RULES[name] = numpy or _lambdified(form)
         if vjp is None:
             from .vjp import elementwise_vjp as vjp   # the generic rule, from the formula
         VJP_RULES[name] = vjp
@@ -254,16 +304,20 @@ LAMBDIFY_MODULES = [{"select": _select, "logical_and": _Fold(np.logical_and),
 
 def lambdify(syms, expr, cse: bool = False) -> Callable:
     """The numpy function of `syms` computing `expr` (Piecewise-safe)."""
-    return sympy.lambdify(syms, expr, modules=LAMBDIFY_MODULES, cse=cse)
+    return _sympy().lambdify(syms, expr, modules=LAMBDIFY_MODULES, cse=cse)
 
 
 _SCALARS = (int, float, bool, np.generic)
 
 
-def _lambdified(syms, expr) -> Callable:
-    fn = lambdify(syms, expr)
+def _lambdified(formula: Formula) -> Callable:
+    """The numpy kernel of a formula, lambdified on its first call."""
+    made: list = []
 
     def kernel(*arrays):
+        if not made:
+            made.append(lambdify(formula.symbols, formula.expr))
+        fn = made[0]
         shape = None
         same = True          # the common case: one array shape, Python / numpy scalars
         for a in arrays:
@@ -310,6 +364,7 @@ def derivative_primitive(prim: Primitive, i: int):
     """How to compute d prim / d input i: a sympy number or symbol when the partial is
     that simple, else ``(dprim, symbols)`` — an elementwise primitive over just the
     symbols (inputs and/or ``out``) the partial uses, registered once."""
+    sympy = _sympy()
     d = prim.formula.partial(i)
     if d.is_number or isinstance(d, sympy.Symbol):
         return d
@@ -317,6 +372,7 @@ def derivative_primitive(prim: Primitive, i: int):
     cached = _DERIVED.get(name)
     if cached is not None:
         return cached
+    OUT = out_symbol()
     order = prim.formula.symbols + (OUT,)
     syms = tuple(s for s in order if s in d.free_symbols)
     # inside the derived primitive, prim's output is an ordinary input: rename it, so `out`
@@ -329,7 +385,7 @@ def derivative_primitive(prim: Primitive, i: int):
                           Formula(own, d_own), "same", derived_from=prim)
         PRIMITIVES[name] = dprim
         SHAPE_RULES[name] = _elementwise_shape(dprim)
-        NUMPY_RULES[name] = _lambdified(own, d_own)
+        NUMPY_RULES[name] = _lambdified(Formula(own, d_own))
         from . import vjp
         VJP_RULES[name] = vjp.elementwise_vjp
         _DERIVED[name] = (dprim, syms)

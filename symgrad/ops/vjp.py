@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import dispatch
 from . import lax
-from .registry import NUMPY_RULES, OUT, VJP_RULES, derivative_primitive
+from .registry import NUMPY_RULES, VJP_RULES, derivative_primitive, out_symbol
 from .shapes import broadcast_shapes
 
 __all__ = ["elementwise_vjp", "where_vjp", "ARRAY_RULES"]
@@ -72,9 +72,10 @@ _PLANS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 def _vjp_plan(prim):
     """Per input: how to form its cotangent from g (decided once per primitive)."""
     syms = prim.formula.symbols
+    out = out_symbol()
 
     def ref(sym):
-        return -1 if sym == OUT else syms.index(sym)
+        return -1 if sym == out else syms.index(sym)
     plan = []
     for i in range(len(syms)):
         d = derivative_primitive(prim, i)

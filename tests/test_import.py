@@ -1,0 +1,37 @@
+"""``import symgrad`` loads only what it needs: numpy and symgrad itself. sympy (formulas),
+scipy (BLAS, special functions) and llvmlite (native code) load when first used."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+HEAVY = ("sympy", "scipy", "llvmlite", "codegen", "torch")
+
+
+def run(code: str) -> str:
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
+def test_import_loads_no_heavy_library() -> None:
+    loaded = run(f"import sys, symgrad; print([m for m in {HEAVY!r} if m in sys.modules])")
+    assert loaded == "[]"
+
+
+def test_eager_forward_without_grad_needs_no_sympy() -> None:
+    code = ("import sys, symgrad as torch\n"
+            "x = torch.ones(2, 2) * 3 + torch.arange(4.).reshape(2, 2).exp()\n"
+            "print(float(x.sum()), 'sympy' in sys.modules)")
+    value, sympy_loaded = run(code).split()
+    assert abs(float(value) - (12 + sum(2.718281828459045 ** k for k in range(4)))) < 1e-5  # float32
+    assert sympy_loaded == "False"
+
+
+def test_formulas_load_sympy_on_first_gradient() -> None:
+    code = ("import sys, symgrad as torch\n"
+            "x = torch.ones(2, 2, requires_grad=True)\n"
+            "((x + 2) ** 2 * 3).mean().backward()\n"
+            "print(x.grad.tolist(), 'sympy' in sys.modules)")
+    assert run(code) == "[[4.5, 4.5], [4.5, 4.5]] True"
