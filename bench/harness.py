@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from bench import check as checking
-from bench import machine, report, timing
+from bench import machine, report, startup, timing
 from bench.plot import plot
 from bench.results import Cell, Run, WorkloadResult
 from bench.systems import System, Unsupported, all_systems
@@ -148,11 +148,13 @@ def run(cfg: Config, out: Print = print) -> Run:
     plan = timing.Plan.for_mode(cfg.quick)
     for line in machine.header_lines(env, limits):
         out(line)
+    starting = startup.measure(runs=1 if cfg.quick else 5)
+    out(startup.line(starting))
     systems, skipped = available_systems(cfg.systems, out)
     out(f"mode: {'quick' if cfg.quick else 'full'}; systems: "
         + ", ".join(f"{s.name} ({s.threads} thr)" for s in systems))
     out("")
-    res = Run(meta={"env": env, "limits": limits, "quick": cfg.quick,
+    res = Run(meta={"env": env, "limits": limits, "startup": starting, "quick": cfg.quick,
                     "plan": plan.__dict__, "tolerance": checking.TOLERANCE},
               skipped=skipped)
     for w in select_workloads(all_workloads(cfg.quick), cfg.only):

@@ -13,7 +13,7 @@
   :mod:`codegen.windows`, :mod:`codegen.rewrite`), :mod:`codegen.module` and the
   lowerings in :mod:`codegen.lower`; :mod:`codegen.types` maps dtypes to LLVM types,
   :mod:`codegen.runtime` publishes external symbols by name, :mod:`codegen.cache` is the
-  disk cache, :mod:`codegen.measure` times the benchmark workloads.
+  disk cache.
 """
 import importlib
 

@@ -38,8 +38,8 @@ def compiled_value_and_grad(sg: Any, fn: Callable[..., Any], argnums: tuple[int,
 def _fresh_disk_cache(sg: Any) -> None:
     """Point symgrad's on-disk cache of compiled code at a new empty directory (removed at
     exit), so that every first call is a cold compile, as torch.compile's is with its
-    caches off; a first call served by the disk cache is timed by ``python -m
-    codegen.measure`` instead."""
+    caches off; a first call served by the disk cache is timed by :mod:`bench.startup`
+    instead."""
     settings = getattr(getattr(sg, "config", None), "settings", None)
     if settings is None or getattr(settings, "_bench_fresh", False):
         return
@@ -53,12 +53,9 @@ def _fresh_disk_cache(sg: Any) -> None:
 
 def _bytecode() -> None:
     """symgrad's sources compiled to bytecode, as an installed package has them
-    (``codegen.measure.compile_bytecode``: where ``PYTHONDONTWRITEBYTECODE`` is set,
-    every process would otherwise recompile them inside the first call, ~80 ms)."""
-    try:
-        from codegen.measure import compile_bytecode
-    except ImportError:
-        return
+    (:func:`bench.startup.compile_bytecode`: where ``PYTHONDONTWRITEBYTECODE`` is set,
+    every process would otherwise recompile them inside the first call)."""
+    from bench.startup import compile_bytecode
     compile_bytecode()
 
 

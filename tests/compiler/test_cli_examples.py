@@ -36,6 +36,21 @@ def test_inspect_native_stages(fn_file, stage):
     assert ("define" in r.stdout) if stage != "asm" else ("ret" in r.stdout)
 
 
+def test_inspect_another_machines_assembly(fn_file):
+    r = _run("-m", "symgrad", "inspect", f"{fn_file}:loss", "--arg", "f64[8,16]", "--arg",
+             "f64[16]", "--transform", "value_and_grad", "--stage", "asm",
+             "--target", "aarch64-unknown-linux-gnu:neoverse-n1")
+    assert r.returncode == 0, r.stderr
+    assert "fmul" in r.stdout or "fmla" in r.stdout or "fmadd" in r.stdout
+    assert "xmm" not in r.stdout and "%rsp" not in r.stdout       # AArch64, not x86
+
+
+def test_inspect_unknown_target_is_a_clear_error(fn_file):
+    r = _run("-m", "symgrad", "inspect", f"{fn_file}:loss", "--arg", "f64[3]", "--arg",
+             "f64[3]", "--stage", "asm", "--target", "x86_64-unknown-linux-gnu:no-such-cpu")
+    assert r.returncode != 0 and "does not know CPU 'no-such-cpu'" in r.stderr
+
+
 def test_inspect_bad_arg(fn_file):
     r = _run("-m", "symgrad", "inspect", f"{fn_file}:loss", "--arg", "q64[3]")
     assert r.returncode == 2 and "unknown dtype" in r.stderr
