@@ -1,16 +1,15 @@
 """A register-blocked GEMM in IR: ``C[lo:hi] = A[lo:hi] @ B`` for row-contiguous B and C.
 
-Owns which products run on IR kernels (:func:`kind`), the outer-product tiles and the
-loop nest around them, which also runs :mod:`.gemm_dot`'s dot-product tiles (``x @
-w.T``).  It replaces BLAS for products whose right operand and output have unit column stride
+Owns which products run on unpacked IR kernels (:func:`kind`), the outer-product
+micro-kernel (:func:`tile_kernel`, shared with :mod:`.gemm_packed`, which takes the
+large products whose operands stream from many pages) and the loop nest around it,
+which also runs :mod:`.gemm_dot`'s dot-product tiles (``x @ w.T``).  It replaces BLAS for products whose right operand and output have unit column stride
 (float32/float64): no packing of either operand (OpenBLAS repacks B in every call,
 1.6 MB for the MLP's 784x256 weight), no separate ``beta = 0`` pass over C, and row
 chunks that cost nothing extra, so a split product can be handed out in many small
-chunks to whichever thread is free.  Measured on this host (Zen 4, one thread, f64):
-64x784 @ 784x256 in 447-472 us against OpenBLAS's 530-552 us, 784x64 @ 64x256 in
-458-475 us against 531-549 us; cutting the rows into chunks of 8 costs ~3%.
+chunks to whichever thread is free.
 
-Micro-kernel: an ``MR x NV`` tile of vectors (``NV`` vectors of the host's widest width
+Micro-kernel: an ``MR x NV`` tile of vectors (``NV`` vectors of the target's width
 along a row of C) stays in registers for the whole (block of the) shared dimension;
 per ``k`` it loads ``NV`` vectors of ``B[k]`` and broadcasts ``MR`` scalars ``A[i, k]``
 (any strides: a transposed A costs nothing), ``MR * NV`` FMAs.  With 32 vector
@@ -61,7 +60,7 @@ def tile(dtype: DType) -> tuple[int, int, int]:
 
 def row_granule(dtype: DType, how: str = "outer") -> int:
     """Rows of one tile of kind ``how``: row chunks of a split product are multiples of this."""
-    return tile(dtype)[0] if how == "outer" else gemm_dot.tile(dtype)[0]
+    return gemm_dot.tile(dtype)[0] if how == "dot" else tile(dtype)[0]
 
 
 def chunk_rows(dtype: DType, how: str = "outer") -> int:
@@ -143,60 +142,75 @@ class _Kernels:
             fn = self.fns[key] = self._build(kc, nv, last, accumulate)
         return fn
 
-    def _vload(self, b: ir.IRBuilder, ptr: ir.Value, masked: int) -> ir.Value:
-        return vload(b, ptr, self.dtype, self.lanes, masked)
-
-    def _vstore(self, b: ir.IRBuilder, value: ir.Value, ptr: ir.Value, masked: int) -> None:
-        vstore(b, value, ptr, self.dtype, self.lanes, masked)
-
     def _build(self, kc: int, nv: int, last: int, accumulate: bool) -> ir.Function:
         """``nv`` vectors per row, the last with ``last`` lanes (``lanes``: unmasked)."""
-        A, B, C, mr, ety = self.A, self.B, self.C, self.mr, self.ety
         name = f"{self.prefix}.mk{kc}.{nv}v{last}.{'acc' if accumulate else 'st'}"
-        fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [T.PTR, T.PTR, T.PTR, T.I64]), name)
-        fn.linkage = "internal"
-        fn.attributes.add("nounwind")
-        a_ptr, b_ptr, c_ptr, valid = fn.args
-        for arg, nm in zip(fn.args, ("A", "B", "C", "rows")):
-            arg.name = nm
-        for arg in fn.args[:3]:
-            arg.add_attribute("noalias")
-        b = ir.IRBuilder(fn.append_basic_block("entry"))
-        masked = [last if (v == nv - 1 and last < self.lanes) else 0 for v in range(nv)]
-        rows = clamped_rows(b, valid, mr)
-        a_rows = [b.gep(a_ptr, [b.mul(r, T.I64(A.rs))], source_etype=ety) for r in rows]
-        c_rows = [b.gep(c_ptr, [b.mul(r, T.I64(C.rs))], source_etype=ety) for r in rows]
-        init = []
-        for r in range(mr):
-            for v in range(nv):
-                if accumulate:
-                    p = b.gep(c_rows[r], [T.I64(v * self.lanes)], source_etype=ety)
-                    init.append(self._vload(b, p, masked[v]))
-                else:
-                    init.append(ir.Constant(self.vty, [0.0] * self.lanes))
-        loop = Loop(b, 0, kc, "k", init)
-        k = loop.index
-        brow = b.gep(b_ptr, [b.mul(k, T.I64(B.rs))], source_etype=ety)
-        bv = [self._vload(b, b.gep(brow, [T.I64(v * self.lanes)], source_etype=ety), masked[v])
-              for v in range(nv)]
-        fma = multiply_add(self.module, self.dtype, self.lanes)
-        koff = b.mul(k, T.I64(A.cs))
-        nxt = []
-        for r in range(mr):
-            s = b.load(b.gep(a_rows[r], [koff], source_etype=ety), typ=ety)
-            a = splat(b, s, self.lanes)
-            for v in range(nv):
-                nxt.append(b.call(fma, [a, bv[v], loop.carried[r * nv + v]]))
-        out = loop.close(nxt)
+        return tile_kernel(self.module, name, self.dtype, nv, last, accumulate,
+                           a_step=(self.A.rs, self.A.cs), b_rs=self.B.rs, c_rs=self.C.rs, kc=kc)
 
-        def store_row(r: int) -> None:
-            for v in range(nv):
-                p = b.gep(c_rows[r], [T.I64(v * self.lanes)], source_etype=ety)
-                self._vstore(b, out[r * nv + v], p, masked[v])
 
-        each_valid_row(b, valid, mr, store_row)
-        b.ret_void()
-        return fn
+def tile_kernel(module: ir.Module, name: str, dtype: DType, nv: int, last: int, accumulate: bool,
+                a_step: tuple[int, int] | None, b_rs: int, c_rs: int, kc: int | None,
+                b_padded: bool = False) -> ir.Function:
+    """The micro-kernel ``void @name(ptr A, ptr B, ptr C, i64 valid_rows[, i64 kc])``:
+    ``C[0:valid, 0:nv*lanes] (=|+=) A[0:mr, 0:kc] @ B[0:kc, 0:nv*lanes]``, the last vector
+    ``last`` lanes wide (masked).  ``a_step``: A's (row, column) strides, or None for a
+    packed A tile (``mr`` elements per k, rows past ``valid`` present); ``b_rs``: B's row
+    stride; ``b_padded``: B is a packed panel whose lanes past ``last`` are zero (read
+    unmasked); ``kc`` None: the length of the shared dimension is the last argument."""
+    mr, _, lanes = tile(dtype)
+    ety = T.storage_type(dtype)
+    vty = ir.VectorType(ety, lanes)
+    params = [T.PTR, T.PTR, T.PTR, T.I64] + ([T.I64] if kc is None else [])
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), params), name)
+    fn.linkage = "internal"
+    fn.attributes.add("nounwind")
+    a_ptr, b_ptr, c_ptr, valid = fn.args[:4]
+    for arg, nm in zip(fn.args, ("A", "B", "C", "rows", "kc")):
+        arg.name = nm
+    for arg in fn.args[:3]:
+        arg.add_attribute("noalias")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    masked = [last if (v == nv - 1 and last < lanes) else 0 for v in range(nv)]
+    rows = clamped_rows(b, valid, mr)
+    c_rows = [b.gep(c_ptr, [b.mul(r, T.I64(c_rs))], source_etype=ety) for r in rows]
+    a_rows = [b.gep(a_ptr, [b.mul(r, T.I64(a_step[0]))], source_etype=ety) for r in rows] \
+        if a_step is not None else None
+    init = []
+    for r in range(mr):
+        for v in range(nv):
+            if accumulate:
+                p = b.gep(c_rows[r], [T.I64(v * lanes)], source_etype=ety)
+                init.append(vload(b, p, dtype, lanes, masked[v]))
+            else:
+                init.append(ir.Constant(vty, [0.0] * lanes))
+    loop = Loop(b, 0, kc if kc is not None else fn.args[4], "k", init)
+    k = loop.index
+    brow = b.gep(b_ptr, [b.mul(k, T.I64(b_rs))], source_etype=ety)
+    bv = [vload(b, b.gep(brow, [T.I64(v * lanes)], source_etype=ety), dtype, lanes,
+                0 if b_padded else masked[v]) for v in range(nv)]
+    fma = multiply_add(module, dtype, lanes)
+    if a_step is not None:
+        koff = b.mul(k, T.I64(a_step[1]))
+        a_elems = [b.gep(a_rows[r], [koff], source_etype=ety) for r in range(mr)]
+    else:
+        acol = b.gep(a_ptr, [b.mul(k, T.I64(mr))], source_etype=ety)
+        a_elems = [b.gep(acol, [T.I64(r)], source_etype=ety) for r in range(mr)]
+    nxt = []
+    for r in range(mr):
+        a = splat(b, b.load(a_elems[r], typ=ety), lanes)
+        for v in range(nv):
+            nxt.append(b.call(fma, [a, bv[v], loop.carried[r * nv + v]]))
+    out = loop.close(nxt)
+
+    def store_row(r: int) -> None:
+        for v in range(nv):
+            p = b.gep(c_rows[r], [T.I64(v * lanes)], source_etype=ety)
+            vstore(b, out[r * nv + v], p, dtype, lanes, masked[v])
+
+    each_valid_row(b, valid, mr, store_row)
+    b.ret_void()
+    return fn
 
 
 def emit(ctx: StepContext, dtype: DType, A, B, C, offs, rows: tuple[ir.Value, ir.Value] | None = None,

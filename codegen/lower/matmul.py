@@ -2,8 +2,12 @@
 
 Each batch element is one ``C[m, n] = A[m, k] @ B[k, n]`` on strided views:
 
-* the IR GEMM (:mod:`.gemm_kernel`: register tiles, no packing) when the product is
-  large enough for BLAS (below), C has contiguous rows and B contiguous rows, or
+* the packed IR GEMM (:mod:`.gemm_packed`: B copied into panels, A^T into tiles,
+  GotoBLAS's blocking) when the product is large enough for BLAS (below), has at least
+  ``gemm_packed.MIN_ROWS`` rows and an operand streamed from many pages (B's rows or
+  A^T's columns far apart, or B stored by columns); row chunks, one per thread;
+* else the unpacked IR GEMM (:mod:`.gemm_kernel`: register tiles, no packing) when the
+  product is large enough for BLAS, C has contiguous rows and B contiguous rows, or
   contiguous columns with A's rows contiguous (``x @ w.T``: :mod:`.gemm_dot`)
   (float32/float64, B at most ``gemm_kernel.MAX_B_BYTES``): the MLP's X @ W1 and its
   weight gradient X^T @ dZ1 run 12-19% faster than OpenBLAS on one thread, and its row
@@ -46,7 +50,7 @@ from .. import types as T
 from ..plan import Plan, Storage
 from .. import runtime
 from ..runtime import BLAS_GEMM
-from . import gemm_kernel
+from . import gemm_kernel, gemm_packed
 from .context import StepContext
 from .loops import Loop, LoopNest, strided_offset
 from .reduce import REASSOC
@@ -130,10 +134,15 @@ def _use_blas(node: Node, A: Operand, B: Operand) -> bool:
 
 
 def _kernel_kind(node: Node, A: Operand, B: Operand, C: Operand) -> str | None:
-    """Products big enough for BLAS that the IR GEMM takes run there instead (no
-    packing, cheap row chunks): its tile kind (:func:`.gemm_kernel.kind`: contiguous rows
-    of C and of B, or of A with B's columns), else None."""
-    return gemm_kernel.kind(node.dtype, A, B, C) if _use_blas(node, A, B) else None
+    """Products big enough for BLAS that an IR GEMM takes run there instead: ``"packed"``
+    (:mod:`.gemm_packed`: large products whose operands stream from many pages), else
+    the unpacked tiles' kind (:func:`.gemm_kernel.kind`: contiguous rows of C and of B,
+    or of A with B's columns; no packing, cheap row chunks), else None (BLAS)."""
+    if not _use_blas(node, A, B):
+        return None
+    if gemm_packed.applies(node.dtype, A, B, C):
+        return "packed"
+    return gemm_kernel.kind(node.dtype, A, B, C)
 
 
 def _kernel_prefix(ctx: StepContext) -> str:
@@ -145,7 +154,11 @@ def emit(ctx: StepContext, node: Node, step_id: int) -> None:
     b = ctx.b
     nest = LoopNest(b, batch, "b")
     offs = [strided_offset(b, X.offset, X.batch_strides, nest.indices) for X in (A, B, C)]
-    if _kernel_kind(node, A, B, C):
+    how = _kernel_kind(node, A, B, C)
+    if how == "packed":
+        gemm_packed.emit(ctx, node.dtype, A, B, C, offs, None, _kernel_prefix(ctx),
+                         fallback=lambda: _blas(ctx, node, A, B, C, offs))
+    elif how:
         gemm_kernel.emit(ctx, node.dtype, A, B, C, offs, prefix=_kernel_prefix(ctx))
     elif _use_blas(node, A, B):
         _blas(ctx, node, A, B, C, offs)
@@ -241,6 +254,8 @@ def row_chunking(plan: Plan, node: Node) -> tuple[int, int]:
     nothing extra, and many small chunks let the free thread take over a late one's)."""
     A, B, C, _ = operands(plan, node)
     how = _kernel_kind(node, A, B, C)
+    if how == "packed":     # each chunk packs B for itself: one chunk per thread
+        return gemm_packed.chunk_rows(A.rows), gemm_kernel.row_granule(node.dtype)
     if how:
         return gemm_kernel.chunk_rows(node.dtype, how), gemm_kernel.row_granule(node.dtype, how)
     return ROWS_PER_CHUNK, 1
@@ -298,7 +313,11 @@ def emit_rows(ctx: StepContext, node: Node, lo: ir.Value, hi: ir.Value) -> None:
     b = ctx.b
     nest = LoopNest(b, batch, "b")
     offs = [strided_offset(b, X.offset, X.batch_strides, nest.indices) for X in (A, B, C)]
-    if _kernel_kind(node, A, B, C):
+    how = _kernel_kind(node, A, B, C)
+    if how == "packed":
+        gemm_packed.emit(ctx, node.dtype, A, B, C, offs, (lo, hi), _kernel_prefix(ctx),
+                         fallback=lambda: _blas(ctx, node, A, B, C, offs, rows=(lo, hi)))
+    elif how:
         gemm_kernel.emit(ctx, node.dtype, A, B, C, offs, rows=(lo, hi), prefix=_kernel_prefix(ctx))
     else:
         _blas(ctx, node, A, B, C, offs, rows=(lo, hi))

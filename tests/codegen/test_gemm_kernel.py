@@ -1,5 +1,6 @@
-"""The IR GEMM (:mod:`codegen.lower.gemm_kernel`, and its dot-product tiles for
-``x @ w.T``, :mod:`codegen.lower.gemm_dot`) against numpy in float64.
+"""The IR GEMMs -- unpacked tiles (:mod:`codegen.lower.gemm_kernel`, and its dot-product
+tiles for ``x @ w.T``, :mod:`codegen.lower.gemm_dot`) and the packed loop nest
+(:mod:`codegen.lower.gemm_packed`) -- against numpy in float64.
 
 Edges of the tile (rows not a multiple of its rows, columns not a multiple of its panel
 or of a vector: masked lanes), the shared dimension cut into blocks, transposed and
@@ -18,7 +19,7 @@ import numpy as np
 import pytest
 
 import symgrad
-from codegen.lower import gemm_dot, gemm_kernel
+from codegen.lower import gemm_dot, gemm_kernel, gemm_packed
 from symgrad.dtypes import float32, float64
 
 from machines import foreign_machine, machine, target_env  # noqa: E402,F401  (fixtures)
@@ -31,6 +32,14 @@ def _tol(dtype, k):
     t = TOL[dtype]
     scale = np.sqrt(k)
     return dict(rtol=t["rtol"] * scale, atol=t["atol"] * scale)
+
+
+def _packed(m: int, n: int, dtype, b_by_columns: bool = False, a_by_columns: bool = False) -> bool:
+    """Whether the product packs (the rule :func:`gemm_packed.applies` documents)."""
+    size = np.dtype(dtype).itemsize
+    wide = b_by_columns or n * size >= gemm_packed.MIN_ROW_BYTES or \
+        a_by_columns and m * size >= gemm_packed.MIN_ROW_BYTES
+    return m >= gemm_packed.MIN_ROWS and wide
 
 
 def _compile(fn, *args):
@@ -56,12 +65,15 @@ def test_product_edges(m, k, n, dtype, layout):
     w = rng.standard_normal((k, n)).astype(dtype)
     if layout == "w":
         f, text = _compile(lambda x, w: x @ w, x, w)
-        assert ".gemm.mk" in text
+        assert (".gemm.pk" if _packed(m, n, dtype) else ".gemm.mk") in text
         got = f(x, w)
     else:
         wt = np.ascontiguousarray(w.T)
         f, text = _compile(lambda x, wt: x @ wt.T, x, wt)
-        assert (".gemm.dk" in text) == (k <= gemm_dot.MAX_K)     # longer K: BLAS
+        if _packed(m, n, dtype, b_by_columns=True):
+            assert ".gemm.pk" in text
+        else:
+            assert (".gemm.dk" in text) == (k <= gemm_dot.MAX_K)     # longer K: BLAS
         got = f(x, wt)
     assert got.dtype == dtype and got.shape == (m, n)
     np.testing.assert_allclose(got, x.astype(np.float64) @ w.astype(np.float64), **_tol(dtype, k))
@@ -88,7 +100,7 @@ def test_transposed_and_strided_left_operand(dtype):
     x = rng.standard_normal((64, 300)).astype(dtype)
     dz = rng.standard_normal((64, 70)).astype(dtype)
     f, text = _compile(lambda x, dz: x.T @ dz, x, dz)
-    assert ".gemm.mk" in text
+    assert (".gemm.pk" if _packed(300, 70, dtype, a_by_columns=True) else ".gemm.mk") in text
     np.testing.assert_allclose(f(x, dz), x.T.astype(np.float64) @ dz.astype(np.float64), **_tol(dtype, 64))
     w = rng.standard_normal((150, 33)).astype(dtype)
     g, _ = _compile(lambda x, w: x[:, ::2] @ w, x, w)
@@ -161,7 +173,7 @@ def test_one_thread_and_two_give_the_same_bits(tmp_path):
 
 
 GUARD = textwrap.dedent("""
-    import ctypes, mmap, os, sys
+    import ctypes, mmap, os, re, sys
     import numpy as np
     os.environ["SYMGRAD_DISK_CACHE"] = "0"
     import symgrad
@@ -183,12 +195,12 @@ GUARD = textwrap.dedent("""
         return a
 
     for dtype in (np.float64, np.float32):
-        for m, k, n in ((13, 300, 17), (9, 100, 41), (784, 64, 250)):
+        for m, k, n in ((13, 300, 17), (9, 100, 41), (784, 64, 250), (131, 301, 261)):
             rng = np.random.default_rng(0)
             x = guarded((m, k), dtype, rng.standard_normal((m, k)))
             w = guarded((k, n), dtype, rng.standard_normal((k, n)))
             f = symgrad.compile(lambda x, w: x @ w, backend="llvm")
-            assert ".gemm.mk" in f.lower(x, w).compile().as_text("llvm")
+            assert re.search(r"\.gemm\.(mk|pk)", f.lower(x, w).compile().as_text("llvm"))
             got = f(x, w)
             want = x.astype(np.float64) @ w.astype(np.float64)
             # a K-term sum of O(1) products rounds like sqrt(K) ulps of the dtype
@@ -199,7 +211,11 @@ GUARD = textwrap.dedent("""
             assert np.allclose(g(xt, w), want, rtol=0, atol=tol), (dtype, m, k, n, "T")
             wt = guarded((n, k), dtype, w.T)        # dot-product tiles: K tail masked
             h = symgrad.compile(lambda x, wt: x @ wt.T, backend="llvm")
-            assert ".gemm.dk" in h.lower(x, wt).compile().as_text("llvm")
+            assert re.search(r"\.gemm\.(dk|pk)", h.lower(x, wt).compile().as_text("llvm"))
+            # both operands transposed (A packed by columns, B transposed while packed)
+            xt2, wt2 = guarded((k, m), dtype, x.T), guarded((n, k), dtype, w.T)
+            g2 = symgrad.compile(lambda xt, wt: xt.T @ wt.T, backend="llvm")
+            assert np.allclose(g2(xt2, wt2), want, rtol=0, atol=tol), (dtype, m, k, n, "TT")
             assert np.allclose(h(x, wt), want, rtol=0, atol=tol), (dtype, m, k, n, "wT")
     print("ok")
 """)
@@ -216,17 +232,63 @@ def test_reads_stop_at_the_end_of_each_operand(machine):
 
 
 def test_products_the_kernels_do_not_take_stay_with_blas_or_loops():
-    """B with contiguous columns but A with contiguous columns too (nothing contiguous
-    along K on both), B larger than MAX_B_BYTES."""
-    xt, wt = np.ones((300, 64)), np.ones((70, 300))
+    """Fewer rows than packing wants with nothing contiguous along K on both sides; a
+    narrow B larger than MAX_B_BYTES (too big for the unpacked tiles, rows too close for
+    packing to pay)."""
+    xt, wt = np.ones((300, gemm_packed.MIN_ROWS - 1)), np.ones((70, 300))
     _, text = _compile(lambda xt, wt: xt.T @ wt.T, xt, wt)
     assert ".gemm." not in text
-    k = 1024
-    n = gemm_kernel.MAX_B_BYTES // (8 * k) + 8
+    n = gemm_packed.MIN_ROW_BYTES // 8 - 28
+    k = gemm_kernel.MAX_B_BYTES // (8 * n) + 8
     x, w = np.ones((16, k)), np.ones((k, n))
     _, text = _compile(lambda x, w: x @ w, x, w)
     assert ".gemm." not in text
     assert gemm_kernel.row_granule(float32) == gemm_kernel.row_granule(float64)
+
+
+MALLOC_FAILS = textwrap.dedent("""
+    import ctypes, os
+    os.environ["SYMGRAD_DISK_CACHE"] = "0"
+    import numpy as np, symgrad
+    from codegen import jit, runtime
+    runtime.register()
+    null = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_size_t)(lambda n: None)
+    jit.add_symbol(runtime.MALLOC, ctypes.cast(null, ctypes.c_void_p).value)
+    rng = np.random.default_rng(0)
+    x, w = rng.standard_normal((200, 300)), rng.standard_normal((300, 260))
+    f = symgrad.compile(lambda x, w: x @ w, backend="llvm")
+    assert ".gemm.pk" in f.lower(x, w).compile().as_text("llvm")
+    assert np.allclose(f(x, w), x @ w, rtol=1e-12, atol=1e-12)
+    print("ok")
+""")
+
+
+def test_packing_without_memory_falls_back_to_blas():
+    """When the packing buffers cannot be allocated the product runs on BLAS: the right
+    answer, no crash (in a subprocess whose malloc for generated code always fails)."""
+    out = subprocess.run([sys.executable, "-c", MALLOC_FAILS], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "ok"
+
+
+@pytest.mark.usefixtures("machine")
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("layout", ["NN", "NT", "TN", "TT"])
+def test_packed_products_of_every_layout(layout, dtype):
+    """Large products in every layout, with tails in every dimension: rows past the last
+    tile and block, K past the last block and vector, columns past the last panel."""
+    rng = np.random.default_rng(len(layout) + np.dtype(dtype).itemsize)
+    m, k, n = 2 * gemm_packed.MC + 13, gemm_packed.KC + 37, gemm_packed.MIN_ROW_BYTES // 4 + 5
+    a = rng.standard_normal((m, k)).astype(dtype)
+    b = rng.standard_normal((k, n)).astype(dtype)
+    args = (a if layout[0] == "N" else np.ascontiguousarray(a.T),
+            b if layout[1] == "N" else np.ascontiguousarray(b.T))
+    fn = {"NN": lambda a, b: a @ b, "NT": lambda a, bt: a @ bt.T,
+          "TN": lambda at, b: at.T @ b, "TT": lambda at, bt: at.T @ bt.T}[layout]
+    f, text = _compile(fn, *args)
+    assert ".gemm.pk" in text
+    np.testing.assert_allclose(f(*args), a.astype(np.float64) @ b.astype(np.float64), **_tol(dtype, k))
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])

@@ -1,8 +1,10 @@
 """Products split between the two threads, by rows or along the shared dimension K.
 
-A product whose right operand has contiguous rows runs on the IR GEMM
-(:mod:`codegen.lower.gemm_kernel`, ``.gemm.mk`` functions), always in row chunks (they
-cost nothing).  Otherwise (BLAS) the split is chosen by a cost model
+Products big enough for BLAS run on an IR GEMM -- packed (:mod:`codegen.lower.gemm_packed`,
+``.gemm.pk`` functions) from 64 rows on when an operand is strided widely or B is stored
+by columns, else unpacked tiles (:mod:`codegen.lower.gemm_kernel`, ``.gemm.mk`` /
+``.gemm.dk``) -- always in row chunks.  What stays with BLAS (narrow B of more than
+``gemm_kernel.MAX_B_BYTES``) is split by a cost model
 (:func:`codegen.lower.matmul.split_costs`): a K split (two halves of K, a private partial
 product added after both, then the fused loop on row chunks, ``.kpart`` / ``.kmerge``
 functions) when B is much larger than the output, row chunks otherwise.  References are numpy in float64 (and torch for gradients), never
@@ -73,9 +75,10 @@ def _product(layout: str):
 
 
 def _expect(text: str, layout: str, split: str) -> None:
-    """The product runs where ``layout`` says, split as expected (BLAS: ``split``)."""
-    if layout != "T":
-        assert (".gemm.mk" if layout == "w" else ".gemm.dk") in text
+    """The product runs on an IR GEMM in row chunks (layouts "w", "wT", "T": every shape
+    here has at least 64 rows), or on BLAS split as expected (layout "blas")."""
+    if layout != "blas":
+        assert re.search(r"\.gemm\.(mk|dk|pk)", text)
         if KERNEL_SPLITS:
             assert _kind(text) == {"rows"}
     else:
@@ -87,17 +90,26 @@ def _expect(text: str, layout: str, split: str) -> None:
 LAYOUTS = ["w", "wT", "T"]
 
 
-# (m, k, n, expected split on BLAS): K odd, K not a multiple of 8 or of the two chunks, M not a
-# multiple of the row chunk count, the MLP's forward and backward shapes
+# (m, k, n): K odd, K not a multiple of 8 or of the two chunks, M not a multiple of the
+# row chunk count, the MLP's forward and backward shapes
 SHAPES = [
-    (64, 784, 256, "k"),        # MLP forward: X @ W1
-    (64, 785, 256, "k"),        # odd K
-    (70, 301, 300, "k"),        # odd K, M not a multiple of 4
-    (66, 999, 130, "k"),
+    (64, 784, 256, "rows"),     # MLP forward: X @ W1
+    (64, 785, 256, "rows"),     # odd K
+    (70, 301, 300, "rows"),     # odd K, M not a multiple of 4
+    (66, 999, 130, "rows"),
     (784, 64, 256, "rows"),     # MLP backward: X^T @ dZ1 (as a plain product)
     (96, 200, 96, "rows"),
     (130, 77, 200, "rows"),
 ]
+
+
+def _blas_shape(dtype) -> tuple[int, int, int]:
+    """A product the IR GEMMs leave to BLAS: B narrow (rows closer than packing wants)
+    and larger than ``gemm_kernel.MAX_B_BYTES`` (the unpacked tiles' limit)."""
+    from codegen.lower import gemm_kernel, gemm_packed
+    n = gemm_packed.MIN_ROW_BYTES // np.dtype(dtype).itemsize - 28
+    k = gemm_kernel.MAX_B_BYTES // (n * np.dtype(dtype).itemsize) + 37
+    return 64, k, n
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -119,9 +131,24 @@ def test_split_product_with_fused_bias_tanh(m, k, n, split, dtype, layout):
         assert np.array_equal(f(xa(x), wa(w), b), first)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_blas_product_split_along_k(dtype):
+    """A product that stays with BLAS and whose right operand dwarfs its output: two
+    halves of K, the partial product merged by row chunks with the fused bias + tanh."""
+    m, k, n = _blas_shape(dtype)
+    x, w, b = _inputs(m, k, n, dtype)
+    f = symgrad.compile(lambda x, w, b: (x @ w + b).tanh() * 2, backend="llvm")
+    _expect(f.lower(x, w, b).compile().as_text("llvm"), "blas", "k")
+    tol = dict(rtol=TOL[dtype]["rtol"] * 4, atol=TOL[dtype]["atol"] * 4)   # K ~ 1e4 terms
+    first = f(x, w, b)
+    np.testing.assert_allclose(first, np.tanh(_ref(x, w) + b) * 2, **tol)
+    for _ in range(5):
+        assert np.array_equal(f(x, w, b), first)
+
+
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-@pytest.mark.parametrize("m,k,n,split", [s for s in SHAPES if s[3] == "k"][:3])
+@pytest.mark.parametrize("m,k,n,split", SHAPES[:3])
 def test_split_product_alone_and_with_column_sums(m, k, n, split, dtype, layout):
     """A product that is the result (nothing fused: the row chunks only merge), and one
     followed by a reduction across rows (per-chunk accumulators merged in chunk order)."""
@@ -142,7 +169,7 @@ def test_split_product_alone_and_with_column_sums(m, k, n, split, dtype, layout)
 def test_mlp_products_run_on_the_ir_gemm_in_row_chunks():
     """The MLP benchmark's shapes: X @ W1 (64x784 @ 784x256, bias and tanh fused into
     its row chunks) and the weight gradient X^T @ dZ1 (784x64 @ 64x256) run on the IR
-    GEMM in row chunks, nothing along K; value and gradients equal torch's, call after
+    GEMMs in row chunks, nothing along K; value and gradients equal torch's, call after
     call."""
     rng = np.random.default_rng(5)
     X, labels = rng.standard_normal((64, 784)), rng.integers(0, 10, 64)
@@ -152,7 +179,7 @@ def test_mlp_products_run_on_the_ir_gemm_in_row_chunks():
 
     vg = symgrad.value_and_grad(lambda *a: loss(symgrad, *a), argnums=(0, 1, 2, 3), backend="llvm")
     text = vg.lower(*params, X, labels).compile().as_text("llvm")
-    assert ".gemm.mk" in text
+    assert ".gemm.pk" in text and ".gemm.mk" in text      # 784-wide rows: packed
     if KERNEL_SPLITS:
         names = _functions(text)
         assert not [n for n in names if n.endswith(".kpart")]
@@ -173,24 +200,17 @@ def test_mlp_products_run_on_the_ir_gemm_in_row_chunks():
 
 
 def test_cost_model_prefers_k_split_only_for_a_large_right_operand():
-    """split_costs on BLAS products (both operands transposed): rows pay K*N per extra chunk,
-    the K split M*N (merge) plus a barrier; on the IR GEMM rows cost nothing."""
-    costs = {}
-
-    def product_costs(x, w, prod):
-        exe = symgrad.compile(prod, backend="llvm").lower(x, w).compile()
+    """split_costs on a BLAS product: rows pay K*N per extra chunk, the K split M*N (merge)
+    plus a barrier; on the IR GEMMs rows cost nothing."""
+    def product_costs(x, w):
+        exe = symgrad.compile(lambda x, w: x @ w, backend="llvm").lower(x, w).compile()
         node = next(s.node for s in exe.plan.steps if getattr(getattr(s, "node", None), "op", "") == "matmul")
         return matmul.split_costs(exe.plan, node)
 
-    for shape in ((64, 784, 256), (784, 64, 256), (64, 10, 256), (64, 256, 10)):
-        m, k, n = shape
-        xt, wt = np.ones((k, m)), np.ones((n, k))
-        costs[shape] = product_costs(xt, wt, lambda xt, wt: xt.T @ wt.T)
-    assert product_costs(np.ones((64, 784)), np.ones((784, 256)), lambda x, w: x @ w) == {"rows": 0}
-    assert costs[(64, 784, 256)]["k"] < costs[(64, 784, 256)]["rows"]
-    assert costs[(784, 64, 256)]["k"] > costs[(784, 64, 256)]["rows"]
-    assert "k" not in costs[(64, 10, 256)]                      # halves below BLAS_MIN_DIM
-    assert costs[(64, 256, 10)]["k"] > costs[(64, 256, 10)]["rows"]   # tiny: the barrier
+    assert product_costs(np.ones((64, 784)), np.ones((784, 256))) == {"rows": 0}
+    m, k, n = _blas_shape(np.float64)
+    costs = product_costs(np.ones((m, k)), np.ones((k, n)))
+    assert costs["k"] < costs["rows"]
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -220,11 +240,10 @@ def test_concurrent_callers_get_the_same_bits(layout):
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_k_split_of_transposed_operands(dtype):
-    """Both operands transposed views (BLAS 'T', halves offset along their other stride)."""
+def test_both_operands_transposed(dtype):
+    """Both operands transposed views (A packed by columns, B transposed while packed)."""
     x, w, b = _inputs(64, 601, 200, dtype, seed=4)
     xt, wt = np.ascontiguousarray(x.T), np.ascontiguousarray(w.T)
     f = symgrad.compile(lambda xt, wt, b: (xt.T @ wt.T + b).tanh(), backend="llvm")
-    if SPLITS:
-        assert _kind(f.lower(xt, wt, b).compile().as_text("llvm")) == {"k"}
+    assert ".gemm.pk" in f.lower(xt, wt, b).compile().as_text("llvm")
     np.testing.assert_allclose(f(xt, wt, b), np.tanh(_ref(x, w) + b), **TOL[dtype])
