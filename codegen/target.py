@@ -177,13 +177,13 @@ class Target:
     # ---- what generated code looks like for it -------------------------------------------
     @property
     def helper_cconv(self) -> str:
-        """Calling convention of out-of-line vector helpers: on x86-64 with AVX-512
-        ``intel_ocl_bicc`` (the callee preserves zmm16-31, so a loop calling it keeps its
-        registers); elsewhere the C convention.  (On AVX2-only targets LLVM 22 miscompiles
-        ``<4 x double>`` helpers with ``intel_ocl_bicc``: sin of large arguments came out
-        wrong in half the lanes.)"""
-        return "intel_ocl_bicc" if self.arch == "x86_64" and self.widest_vector_bits >= 512 \
-            else ""
+        """Calling convention of out-of-line vector helpers: the C convention on every
+        target.  (``intel_ocl_bicc``, whose callee preserves zmm16-31, was tried and is
+        miscompiled by LLVM: with AVX-512, a caller that realigns its stack spilled
+        zmm registers with ``vmovaps`` to 16-byte-aligned slots -- SIGSEGV, issue 13; on
+        AVX2 ``<4 x double>`` helpers returned wrong lanes.  The C convention costs 10-25%
+        of a sin/cos loop's throughput, as the loop spills its registers around the call.)"""
+        return ""
 
     @property
     def spin_hint(self) -> str | None:

@@ -53,9 +53,9 @@ reduced range):
   exponent E, in four 53-bit parts, that reduces x = M 2^E exactly (Payne-Hanek;
   float calls the double functions).  So sin/cos/tan are correct over the whole
   range (the classic worst case x = 6381956970095103 * 2^797 included).  The
-  helper's vector variants return at once unless some lane needs them; it is
-  called with the ``intel_ocl_bicc`` convention on x86-64, so the loop keeps its
-  registers across the call, which then costs ~5% of sin's throughput.
+  helper's vector variants return at once unless some lane needs them; the call
+  uses the C convention (:attr:`codegen.target.Target.helper_cconv` says why), so
+  the loop spills its live registers around it.
 * tan: double: sin and cos of the reduced argument as double-doubles, their
   quotient corrected once (~1 ulp; the helper's tiers divide sin by cos, ~2 ulp);
   float: in double below 2^32, rounded once.
@@ -833,8 +833,7 @@ def _tan(e: _Emitter, x: ir.Value) -> ir.Value:
 # (double-double; float: in double) on all lanes at once, and only if some lane is
 # beyond it the scalar worker lane by lane.  The loop vectoriser replaces the
 # scalar call with the matching vector version, so ordinary inputs pay one compare
-# and branch, and with the ``intel_ocl_bicc`` convention the loop's registers
-# zmm16-31 survive the call.
+# and branch (and the spills of the loop's live registers around the call).
 
 def _huge_helper_name(fmt: _Format) -> str:
     return f"symgrad_vm_trig_huge_{fmt.suffix}"
@@ -855,10 +854,8 @@ def _add_string_attribute(fn: ir.Function, key: str, value: str) -> None:
 
 def _helper_cconv() -> str:
     """Calling convention of the helper and its vector variants
-    (:attr:`codegen.target.Target.helper_cconv`).  On x86-64 ``intel_ocl_bicc``: the
-    callee preserves zmm16-31 (ymm8-15 without AVX-512), so the vectorised loop keeps its
-    constants and live values in registers across the call instead of spilling them
-    every iteration; the loop vectoriser copies the variant's convention to the call."""
+    (:attr:`codegen.target.Target.helper_cconv`); the loop vectoriser copies the
+    variant's convention to the call."""
     return target.current().helper_cconv
 
 
