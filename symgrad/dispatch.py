@@ -164,7 +164,19 @@ def _trace(prim, operands, attrs):
     args = tuple(_as_node(o, dt) for o in operands)
     shape, out_dt = SHAPE_RULES[prim.name]([(a.shape, a.dtype) for a in args], **attrs)
     akey = tuple(sorted(attrs.items()))
-    return Tensor._from_node(gnode.make_node(prim.name, args, akey, tuple(shape), out_dt))
+    node = gnode.make_node(prim.name, args, akey, tuple(shape), out_dt)
+    if not _grad_state.enabled and not _grad_state.deriving and prim.differentiable \
+            and out_dt.is_floating_point:
+        node = stop_gradient_node(node)      # no_grad in a trace: as eager, no gradient
+    return Tensor._from_node(node)
+
+
+def stop_gradient_node(node: gnode.Node) -> gnode.Node:
+    """``stop_gradient(node)``: the same value, no gradient through it (a traced
+    ``detach()``)."""
+    if node.op == "stop_gradient":
+        return node
+    return gnode.make_node("stop_gradient", (node,), (), node.shape, node.dtype)
 
 
 def _saves(prim, needs):

@@ -244,7 +244,11 @@ class Tensor:
                         retain_graph=retain_graph, create_graph=create_graph, inputs=inputs)
 
     def detach(self) -> "Tensor":
-        """A tensor on the same storage (and version counter) with no history."""
+        """A tensor on the same storage (and version counter) with no history; in a
+        trace, a stop-gradient node (compiled gradients treat it as eager backward does)."""
+        if self._data is None:
+            from .dispatch import stop_gradient_node
+            return Tensor._from_node(stop_gradient_node(self._node))
         return self._shallow()
 
     def detach_(self) -> "Tensor":

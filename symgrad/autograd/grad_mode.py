@@ -11,6 +11,7 @@ __all__ = ["no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
 
 class _State(threading.local):
     enabled = True
+    deriving = 0      # > 0 while grad_graph builds a gradient graph (its no_grad is internal)
 
 
 _state = _State()

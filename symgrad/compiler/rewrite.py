@@ -137,6 +137,8 @@ def _uniform(n: Node) -> Node | None:
 
 def _identity(n: Node) -> Node | None:
     op, a = n.op, n.args
+    if op == "stop_gradient":          # gradients are built: it has done its job
+        return a[0]
     if op == "add":
         if is_const(a[1], 0):
             return _fit(a[0], n)
@@ -247,7 +249,10 @@ def _max_shifted(x: Node) -> bool:
     t = x.args[1]
     while t.op in ("expand", "reshape", "cast", "where"):
         t = t.args[-1] if t.op == "where" else t.args[0]
-    return t.op == "amax" and t.args[0] is x.args[0]
+    if t.op != "amax":
+        return False
+    a = t.args[0]
+    return (a.args[0] if a.op == "stop_gradient" else a) is x.args[0]
 
 
 def _logsumexp(x: Node, axes, keepdim, n: Node) -> Node | None:

@@ -61,6 +61,15 @@ def grad_graph(outputs: Sequence[Node], wrt: Sequence[Node],
     Seeds default to ones (so scalar outputs give plain gradients). Inputs the outputs do
     not depend on get zeros.
     """
+    state = grad_mode._state
+    state.deriving += 1
+    try:
+        return _grad_graph(outputs, wrt, seeds)
+    finally:
+        state.deriving -= 1
+
+
+def _grad_graph(outputs, wrt, seeds) -> list[Node]:
     order = toposort(outputs)
     dep = _depends(order, wrt)
     cot: dict[int, object] = {}

@@ -356,6 +356,10 @@ def _cat_shape(av, *, axis):
     return tuple(base), av[0][1]
 
 
+# detach() of a traced tensor (and any result computed under no_grad in a trace): the
+# value unchanged, no gradient through it -- JAX's stop_gradient.  simplify() removes it
+# once the gradient graph is built.
+_reg("stop_gradient", 1, lambda av: (av[0][0], av[0][1]), lambda x: x, differentiable=False)
 _reg("cat", -1, _cat_shape, lambda *xs, axis: np.concatenate(xs, axis=axis),
      grad_name="CatBackward0")
 _reg("cast", 1, lambda av, *, dtype: (av[0][0], dtype),
@@ -371,4 +375,4 @@ _reg("iota", 0, lambda av, *, shape, axis, dtype: (shape, dtype),
 
 STRUCTURAL = ("reshape", "expand", "permute", "slice", "pad_slice", "take", "scatter_add",
               "gather", "gather_scatter", "index_put", "select", "mean", "sum", "amax", "amin", "prod", "prod_others", "prod_others_dot", "argmax", "argmin", "cumsum",
-              "flip", "matmul", "cat", "cast", "full", "iota")
+              "flip", "matmul", "cat", "cast", "full", "iota", "stop_gradient")

@@ -343,7 +343,7 @@ def _no_vjp(ctx, g):
     return tuple(None for _ in ctx.in_avals)
 
 
-for _name in ("argmax", "argmin", "full", "iota"):
+for _name in ("argmax", "argmin", "full", "iota", "stop_gradient"):
     VJP_RULES[_name] = _no_vjp
 
 # The rules above take a cotangent that is a Tensor or a bare numpy array: written with

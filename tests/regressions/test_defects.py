@@ -42,3 +42,44 @@ def test_cos_helper_call_in_parallel_step_does_not_crash(tmp_path):
     g = torch.autograd.grad(v, [x0, x1, x2])
     want = np.concatenate([[v.item()]] + [x.numpy().ravel() for x in g])
     np.testing.assert_allclose(np.load(out), want, rtol=2e-4, atol=2e-4)
+
+
+def _torch_grad(fn, x):
+    xt = torch.tensor(x, requires_grad=True)
+    (g,) = torch.autograd.grad(fn(torch, xt), [xt])
+    return g.numpy()
+
+
+DETACH_PROGRAMS = {
+    "detach": lambda L, x: (L.sin(x).detach() * x).sum(),
+    "detach_twice": lambda L, x: (x.exp().detach().detach() * x.cos()).sum(),
+    "detach_leaf": lambda L, x: (x.detach() * x).sum(),
+    "lse_of_detached": lambda L, x: L.logsumexp(x * x.detach(), 0),
+}
+
+
+@pytest.mark.parametrize("backend", ["numpy", "llvm"])
+@pytest.mark.parametrize("name", sorted(DETACH_PROGRAMS))
+def test_compiled_grad_stops_at_detach(name, backend):
+    fn = DETACH_PROGRAMS[name]
+    x = np.random.default_rng(1).normal(size=5)
+    got = sg.grad(lambda a: fn(sg, a), backend=backend)(x)
+    np.testing.assert_allclose(got, _torch_grad(fn, x), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "llvm"])
+def test_compiled_grad_stops_at_no_grad_region(backend):
+    def fn(L, x):
+        with L.no_grad():
+            y = x * 2 + x.tanh()
+        return (y * x.sin()).sum() + y.mean()
+    x = np.random.default_rng(2).normal(size=(3, 4))
+    got = sg.grad(lambda a: fn(sg, a), backend=backend)(x)
+    np.testing.assert_allclose(got, _torch_grad(fn, x), rtol=1e-12, atol=1e-12)
+
+
+def test_hessian_through_detach_matches_torch():
+    fn = lambda L, x: (L.sin(x).detach() * x ** 3).sum()    # noqa: E731
+    x = np.random.default_rng(3).normal(size=4)
+    want = torch.autograd.functional.hessian(lambda t: fn(torch, t), torch.tensor(x)).numpy()
+    np.testing.assert_allclose(sg.hessian(lambda a: fn(sg, a))(x), want, rtol=1e-12, atol=1e-12)
