@@ -37,6 +37,7 @@ import hashlib
 import json
 import os
 import random
+import stat
 import struct
 import sys
 import tempfile
@@ -153,15 +154,51 @@ def cache_path(key: str) -> Path | None:
 
 
 def load(key: str) -> dict[str, bytes] | None:
+    """The sections stored under ``key``, or None (missing, unreadable, corrupt, or not
+    a regular file).  Only a regular file is ever read: a FIFO, device, socket or
+    symlink in its place is ignored (opening a FIFO would block forever), and the file
+    is opened non-blocking and checked again on the open descriptor, so a file swapped
+    for one of them in between cannot hang or crash the process either."""
     path = cache_path(key)
     if path is None:
         return None
+    data = _read_regular(path)
+    return None if data is None else decode(data, key)
+
+
+_OPEN_FLAGS = (os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
+               | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
+
+
+def _read_regular(path: Path) -> bytes | None:
+    """The bytes of ``path`` if it is a regular file (not through a symlink) of at most
+    :data:`MAX_BYTES`; its mtime is refreshed (recently used: evicted last)."""
     try:
-        data = path.read_bytes()
-        os.utime(path)                       # recently used: evicted last
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return None
+        fd = os.open(path, _OPEN_FLAGS)
     except OSError:
         return None
-    return decode(data, key)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_BYTES:
+            return None
+        chunks, left = [], st.st_size
+        while left > 0:
+            chunk = os.read(fd, left)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        try:
+            os.utime(fd if os.utime in os.supports_fd else path)
+        except OSError:
+            pass                             # a read-only cache still answers
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def evict(limit: int | None = None) -> int:

@@ -219,6 +219,7 @@ class Compiled:
         self._maxsize = maxsize or settings.cache_size
         self.hits = self.misses = 0
         self._py_native = 0            # native-entry calls made by the Python dispatcher
+        self._evicted_native = 0       # native-entry calls of entries evicted since
         self.last_miss_reason: str | None = None
         functools.update_wrapper(self, fn)
 
@@ -287,6 +288,7 @@ class Compiled:
             self._miss(f"closed-over tensor of shape {list(stale[1])} {stale[2].name} changed "
                        f"to {list(stale[0].shape)} {stale[0].dtype.name}")
             del self._cache[entry.key]
+            self._evict(entry)
         key, leaves, names = self._signature(args)
         if self._cache:
             self._miss(self._explain(key))
@@ -370,10 +372,18 @@ class Compiled:
         self._cache[key] = entry
         self._last_names = names
         while len(self._cache) > self._maxsize:
-            self._cache.popitem(last=False)
+            self._evict(self._cache.popitem(last=False)[1])
         if len(self._fast) > 4 * self._maxsize:
             self._fast = {k: e for k, e in self._fast.items() if e.key in self._cache}
         return entry
+
+    def _evict(self, entry: _Entry) -> None:
+        """Forget an entry that left the cache so its machine code can be freed: its
+        calls stay counted, no fast key or native fast path refers to it any more."""
+        self._evicted_native += self._entry_native_calls(entry)
+        self._fast = {k: e for k, e in self._fast.items() if e is not entry}
+        if getattr(type(self), "_native_for", None) is entry:
+            self.__class__ = Compiled
 
     def _from_disk(self, disk_key, tr, key, names, numpy_out) -> _Entry | None:
         """The entry for a traced program whose native code the disk cache holds, with
@@ -420,21 +430,26 @@ class Compiled:
                          self._maxsize)
 
     def _native_hits(self) -> int:
-        total = 0
-        for entry in self._cache.values():
-            name = entry.native_name
-            if name:
-                from codegen import callconv
-                try:
-                    total += callconv.native_calls(entry.exe.handle, name)
-                except KeyError:
-                    pass
-        return total
+        return self._evicted_native + sum(self._entry_native_calls(e)
+                                          for e in self._cache.values())
+
+    @staticmethod
+    def _entry_native_calls(entry: _Entry) -> int:
+        """Calls of the entry's native code (its own counter), 0 without one."""
+        if not entry.native_name:
+            return 0
+        from codegen import callconv
+        try:
+            return callconv.native_calls(entry.exe.handle, entry.native_name)
+        except KeyError:
+            return 0
 
     def cache_clear(self) -> None:
+        for entry in list(self._cache.values()):
+            self._evict(entry)
         self._cache.clear()
         self._fast.clear()
-        self.hits = self.misses = self._py_native = 0
+        self.hits = self.misses = self._py_native = self._evicted_native = 0
 
     def __repr__(self) -> str:
         where = f", target={self._target.name!r}" if self._target_spec is not None else ""

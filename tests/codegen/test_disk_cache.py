@@ -212,3 +212,64 @@ def test_eviction_keeps_recently_used_entries(monkeypatch, tmp_path):
     deleted = cache.evict(limit=5000)
     assert deleted >= 3
     assert cache.load(keys[0]) is not None and cache.load(keys[1]) is None
+
+
+def test_special_files_in_place_of_an_entry_are_never_opened(monkeypatch, tmp_path):
+    """A FIFO (opening it would block forever), a symlink to one, a directory, or a symlink
+    to a valid entry in place of a cache file: ignored, rebuilt, replaced by a regular
+    file -- never a hang (an alarm turns one into a failure) or a crash."""
+    import signal
+    monkeypatch.setattr(settings, "cache_dir", str(tmp_path))
+    monkeypatch.setattr(settings, "disk_cache", True)
+    program = symgrad.compile(lambda x: (x.cos() * x).sum(), backend="llvm").lower(np.ones(7)).optimized
+    x = np.linspace(-1, 1, 7)
+    want = np.sum(np.cos(x) * x)
+    np.testing.assert_allclose(backend.compile_program(program)([x])[0], want, rtol=1e-13)
+    (path,) = _entries(tmp_path)
+    good = path.read_bytes()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "good.obj").write_bytes(good)
+    os.mkfifo(elsewhere / "fifo")
+
+    def fifo(p):
+        os.mkfifo(p)
+
+    def dir_(p):
+        p.mkdir()
+
+    makers = {"fifo": fifo, "symlink to fifo": lambda p: p.symlink_to(elsewhere / "fifo"),
+              "symlink to entry": lambda p: p.symlink_to(elsewhere / "good.obj"),
+              "directory": dir_}
+
+    def timeout(*_):        # not an OSError, which the cache would swallow
+        pytest.fail("the disk cache blocked")
+    old = signal.signal(signal.SIGALRM, timeout)
+    try:
+        for what, make in makers.items():
+            path.unlink()
+            make(path)
+            signal.alarm(30)
+            exe = backend.compile_program(program)
+            signal.alarm(0)
+            assert not exe.from_cache, what
+            np.testing.assert_allclose(exe([x])[0], want, rtol=1e-13, err_msg=what)
+            if what != "directory":              # replaced by a valid regular file
+                assert path.is_file() and not path.is_symlink(), what
+                assert cache.decode(path.read_bytes(), path.stem) is not None, what
+            else:
+                os.rmdir(path)
+                path.write_bytes(good)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def test_unwritable_cache_directory_runs_without_the_cache(monkeypatch, tmp_path):
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_bytes(b"x")                    # the cache dir is a regular file
+    monkeypatch.setattr(settings, "cache_dir", str(blocker))
+    monkeypatch.setattr(settings, "disk_cache", True)
+    f = symgrad.grad(lambda x: (x.exp() * x).sum(), backend="llvm")
+    x = np.linspace(-1, 1, 5)
+    np.testing.assert_allclose(f(x), np.exp(x) * (1 + x), rtol=1e-13)

@@ -83,3 +83,30 @@ def test_hessian_through_detach_matches_torch():
     x = np.random.default_rng(3).normal(size=4)
     want = torch.autograd.functional.hessian(lambda t: fn(torch, t), torch.tensor(x)).numpy()
     np.testing.assert_allclose(sg.hessian(lambda a: fn(sg, a))(x), want, rtol=1e-12, atol=1e-12)
+
+
+def test_evicted_entries_release_their_machine_code_and_counts_stay_true():
+    import gc
+    import weakref
+    from symgrad.compiler.api import Compiled
+    from symgrad.compiler.transforms import Grad
+    f = Compiled(lambda x: (x.sin() * x).sum(), transform=Grad(0, value=True), maxsize=4)
+    handles = []
+    for n in range(1, 13):
+        x = np.linspace(-1, 1, n)
+        for _ in range(3):
+            v, g = f(x)
+        np.testing.assert_allclose(g, np.sin(x) + x * np.cos(x), rtol=1e-12, atol=1e-12)
+        handles += [weakref.ref(e.exe.handle) for e in f._cache.values()
+                    if getattr(e.exe, "handle", None) is not None]
+    gc.collect()
+    alive = {id(h()) for h in handles if h() is not None}
+    assert len(alive) <= 4
+    info = f.cache_info()
+    assert tuple(info) == (24, 12, 4, 4)
+    f.cache_clear()
+    gc.collect()
+    assert not any(h() is not None for h in handles)
+    f(np.ones(3))
+    f(np.ones(3))
+    assert f.cache_info()[:3] == (1, 1, 1)
