@@ -57,8 +57,8 @@ def bind(prim: registry.Primitive, *operands, grad_name: str | None = None, **at
         out = _eager_elementwise(prim, operands)
     else:
         out = _eager(prim, operands, attrs)
-    if req and _grad_state.enabled and prim.differentiable:
-        _record(prim, operands, attrs, out, grad_name)
+    if req and _grad_state.enabled and prim.differentiable and out._dtype.category == "float":
+        _record(prim, operands, attrs, out, grad_name)     # integer results have no history
     return out
 
 
@@ -83,7 +83,7 @@ def bind_binary(prim: registry.Primitive, a, b, grad_name: str | None = None):
     out = _elementwise_values(prim, (x, y), b._dtype if tb else a._dtype)
     if (((ta and (a._requires_grad or a.grad_fn is not None))
          or (tb and (b._requires_grad or b.grad_fn is not None)))
-            and _grad_state.enabled and prim.differentiable):
+            and _grad_state.enabled and prim.differentiable and out._dtype.category == "float"):
         _record(prim, (a, b), _NO_ATTRS, out, grad_name)
     return out
 

@@ -31,6 +31,11 @@ class DType:
         self.c_name = c_name                # e.g. "Float", "double", used in error texts
 
     @property
+    def cpp_name(self) -> str:
+        """The C++ type name PyTorch's kernels print in error texts ("long int")."""
+        return _CPP_NAMES[self.name]
+
+    @property
     def is_floating_point(self) -> bool:
         return self.category == "float"
 
@@ -44,6 +49,10 @@ class DType:
     def __reduce__(self):
         return (as_dtype, (self.name,))
 
+
+_CPP_NAMES = {"float16": "c10::Half", "float32": "float", "float64": "double",
+              "int8": "signed char", "int16": "short int", "int32": "int", "int64": "long int",
+              "uint8": "unsigned char", "bool": "bool"}
 
 float16 = DType("float16", np.float16, "float", "torch.HalfTensor", "Half")
 float32 = DType("float32", np.float32, "float", "torch.FloatTensor", "Float")

@@ -15,6 +15,7 @@ import weakref
 import numpy as np
 
 from . import dispatch, dtypes
+from .autograd.grad_mode import _state as _grad_state
 from .printing import tensor_repr
 
 __all__ = ["Tensor", "Size", "next_birth"]
@@ -69,6 +70,7 @@ class Tensor:
                  "_base", "_view_chain", "_retains_grad", "_acc", "_birth", "__weakref__",
                  "__dict__")
     __array_priority__ = 1000
+    _inference = False          # set on tensors made in inference_mode()
 
     # ---- construction (internal) ------------------------------------------------------
     @classmethod
@@ -86,6 +88,8 @@ class Tensor:
         t._retains_grad = False
         t._acc = None
         t._birth = next_birth()
+        if _grad_state.inference:
+            t._inference = True
         return t
 
     @classmethod
@@ -98,6 +102,8 @@ class Tensor:
         """A new tensor object on the same storage and version counter, no history."""
         t = Tensor._from_array(self._data, self._dtype)
         t._node = self._node
+        if self._inference:
+            t._inference = True
         t._vc = self._vc
         return t
 
@@ -186,8 +192,15 @@ class Tensor:
             return self
         if requires_grad and not self._dtype.is_floating_point:
             raise RuntimeError("only Tensors of floating point dtype can require gradients")
+        if requires_grad and self._inference and not _grad_state.inference:
+            raise RuntimeError("Setting requires_grad=True on inference tensor outside "
+                               "InferenceMode is not allowed.")
         self._requires_grad = bool(requires_grad)
         return self
+
+    def is_inference(self) -> bool:
+        """True for a tensor made in ``inference_mode()`` (see there)."""
+        return self._inference
 
     @property
     def is_leaf(self) -> bool:
@@ -212,7 +225,7 @@ class Tensor:
                     "tensor are the same size")
             if value.dtype is not self.dtype:
                 raise RuntimeError(
-                    f"attempting to assign a gradient with dtype '{value.dtype.c_name.lower()}'"
+                    f"attempting to assign a gradient with dtype '{value.dtype.cpp_name}'"
                     f" to a tensor with grad_dtype '{self.dtype.c_name}'. The gradient must "
                     "match the tensor's grad_dtype (defaults to the tensor's dtype). You can "
                     "set the tensor's grad_dtype attribute with a specific dtype, or None to "
@@ -268,6 +281,8 @@ class Tensor:
         """The same storage without history; edits through it are not version-tracked."""
         t = Tensor._from_array(self._data, self._dtype)
         t._node = self._node
+        if self._inference:
+            t._inference = True
         return t
 
     @data.setter

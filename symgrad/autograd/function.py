@@ -42,6 +42,12 @@ class SavedTensor:
     __slots__ = ("tensor", "version", "is_output")
 
     def __init__(self, tensor, is_output: bool = False):
+        if tensor._inference:
+            raise RuntimeError(
+                "Inference tensors cannot be saved for backward. Please do not use Tensors "
+                "created in inference mode in computation tracked by autograd. To work around "
+                "this, you can make a clone to get a normal tensor and use it in autograd, or "
+                "use `torch.no_grad()` instead of `torch.inference_mode()`.")
         self.tensor = tensor
         self.version = tensor._vc[0]
         self.is_output = is_output

@@ -11,6 +11,7 @@ __all__ = ["no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
 
 class _State(threading.local):
     enabled = True
+    inference = False      # inside inference_mode(): new tensors are inference tensors
     deriving = 0      # > 0 while grad_graph builds a gradient graph (its no_grad is internal)
 
 
@@ -57,10 +58,22 @@ class enable_grad(_GradModeContext):
 
 
 class inference_mode(_GradModeContext):
-    """Like no_grad (symgrad has no separate inference tensors)."""
+    """no_grad whose new tensors are *inference tensors* (``t.is_inference()``): outside
+    inference mode they cannot be updated in place, require grad or be saved for
+    backward (PyTorch's errors)."""
 
     def __init__(self, mode: bool = True):
         self._target = not mode
+        self._mode = bool(mode)
+
+    def __enter__(self):
+        self._prev_inference = _state.inference
+        _state.inference = self._mode
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        _state.inference = self._prev_inference
+        return super().__exit__(*exc)
 
     def __call__(self, fn):
         mode = not self._target

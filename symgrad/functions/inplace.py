@@ -21,7 +21,13 @@ _VIEW_OF_LEAF = "a view of a leaf Variable that requires grad is being used in a
 
 
 def check_inplace(x: Tensor, through_view: bool = False) -> None:
-    """Raise PyTorch's error for in-place updates of leaves that require grad."""
+    """Raise PyTorch's error for in-place updates of leaves that require grad, and of
+    inference tensors outside inference mode."""
+    if x._inference and not grad_mode._state.inference:
+        raise RuntimeError(
+            "Inplace update to inference tensor outside InferenceMode is not allowed."
+            "You can make a clone to get a normal tensor before doing inplace update."
+            "See https://github.com/pytorch/rfcs/pull/17 for more details.")
     if not grad_mode.is_grad_enabled():
         return
     base = x._base

@@ -25,7 +25,7 @@ def _name(a, b) -> str:
 def _check_dtypes(a, b):
     if a.dtype is not b.dtype:
         raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: "
-                           f"{a.dtype.c_name.lower()} != {b.dtype.c_name.lower()}")
+                           f"{a.dtype.cpp_name} != {b.dtype.cpp_name}")
 
 
 def matmul(a, b):
@@ -85,6 +85,9 @@ def bmm(a, b):
     if b.dim() != 3:
         raise RuntimeError("batch2 must be a 3D tensor")
     _check_dtypes(a, b)
+    if a.shape[0] != b.shape[0] or a.shape[2] != b.shape[1]:
+        raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
+                           f"[{a.shape[0]}, {a.shape[2]}] but got: [{b.shape[0]}, {b.shape[1]}].")
     return bind(P["matmul"], a, b, grad_name="BmmBackward0")
 
 

@@ -318,7 +318,7 @@ def _matmul_shape(av):
     (a, da), (b, db) = av
     if da is not db:
         raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: "
-                           f"{da.c_name.lower()} != {db.c_name.lower()}")
+                           f"{da.cpp_name} != {db.cpp_name}")
     if len(a) == 0 or len(b) == 0:
         raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are "
                            f"{len(a)}D and {len(b)}D")
@@ -335,14 +335,25 @@ def _matmul_shape(av):
         return tuple(a[:-1]), da
     if len(a) == 1:
         if a[0] != b[-2]:
+            _batch_mismatch(b[:-2], a[0], b)
             raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied (1x{a[0]} and "
                                f"{b[-2]}x{b[-1]})")
         return tuple(b[:-2]) + (b[-1],), da
+    batch = broadcast_shapes(a[:-2], b[:-2])
     if a[-1] != b[-2]:
+        _batch_mismatch(batch, a[-1], b)
         raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied "
                            f"({numel(a[:-1])}x{a[-1]} and {b[-2]}x{b[-1]})")
-    batch = broadcast_shapes(a[:-2], b[:-2])
     return batch + (a[-2], b[-1]), da
+
+
+def _batch_mismatch(batch, k, b):
+    """PyTorch's text when a batched right operand (run as bmm over the broadcast batch)
+    has the wrong inner size."""
+    if len(b) >= 3:
+        n = numel(batch)
+        raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
+                           f"[{n}, {k}] but got: [{n}, {b[-2]}].")
 
 
 _reg("matmul", 2, _matmul_shape, lambda a, b: np.matmul(a, b), saves=(0, 1),

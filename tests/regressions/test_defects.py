@@ -110,3 +110,81 @@ def test_evicted_entries_release_their_machine_code_and_counts_stay_true():
     f(np.ones(3))
     f(np.ones(3))
     assert f.cache_info()[:3] == (1, 1, 1)
+
+
+def _error(fn):
+    try:
+        fn()
+    except Exception as e:          # noqa: BLE001 -- the type is what is compared
+        return type(e), str(e)
+    return None
+
+
+def _inference_inplace(L):
+    with L.inference_mode():
+        x = L.ones(3)
+    x.add_(1)
+
+
+def _inference_saved(L):
+    with L.inference_mode():
+        x = L.ones(3)
+    (x * L.ones(3, requires_grad=True)).sum().backward()
+
+
+def _inference_requires_grad(L):
+    with L.inference_mode():
+        x = L.ones(3)
+    x.requires_grad_()
+
+
+def _backward_through_long(L):
+    x = L.ones(3, requires_grad=True)
+    x.long().sum().backward()
+
+
+def _grad_of_long(L):
+    x = L.ones(3, requires_grad=True)
+    L.autograd.grad((x * 2).to(L.int64).sum(), x)
+
+
+def _assign_int_grad(L, dt):
+    x = L.ones(3, requires_grad=True)
+    x.grad = L.ones(3, dtype=getattr(L, dt))
+
+
+MISUSE = {
+    "batched matmul inner size": lambda L: L.ones(2, 3, 4) @ L.ones(2, 5, 6),
+    "batched matmul 2d @ 3d": lambda L: L.ones(3, 4) @ L.ones(2, 5, 6),
+    "batched matmul 1d @ 3d": lambda L: L.ones(4) @ L.ones(2, 5, 6),
+    "batched matmul 4d @ 3d": lambda L: L.ones(2, 2, 3, 4) @ L.ones(2, 5, 6),
+    "bmm inner size": lambda L: L.bmm(L.ones(2, 3, 4), L.ones(2, 5, 6)),
+    "bmm batch size": lambda L: L.bmm(L.ones(2, 3, 4), L.ones(3, 4, 6)),
+    "int @ float": lambda L: L.ones(2, 3, dtype=L.int64) @ L.ones(3, 2),
+    "float @ int32": lambda L: L.ones(2, 3) @ L.ones(3, 2, dtype=L.int32),
+    "double @ half": lambda L: L.ones(2, 3, dtype=L.float64) @ L.ones(3, 2, dtype=L.float16),
+    "inference tensor in place later": _inference_inplace,
+    "inference tensor saved for backward": _inference_saved,
+    "inference tensor requires grad later": _inference_requires_grad,
+    "backward through long": _backward_through_long,
+    "grad of a long result": _grad_of_long,
+    "assign long grad": lambda L: _assign_int_grad(L, "int64"),
+    "assign int16 grad": lambda L: _assign_int_grad(L, "int16"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MISUSE))
+def test_misuse_raises_pytorchs_error(name):
+    want = _error(lambda: MISUSE[name](torch))
+    assert want is not None
+    assert _error(lambda: MISUSE[name](sg)) == want
+
+
+def test_casting_to_an_integer_dtype_drops_the_history():
+    for L in (sg, torch):
+        x = L.ones(3, requires_grad=True)
+        y = x.long()
+        assert (y.requires_grad, y.grad_fn, y.float().requires_grad) == (False, None, False)
+    with sg.inference_mode():
+        t = sg.ones(2)
+    assert t.is_inference() and not t.clone().is_inference()
