@@ -5,6 +5,7 @@ loaded values are named after inputs and ops)::
 
     internal void @"<name>.s<i>.<what>"(ptr noalias %<buffer>, ...)   one per step
     i32 @"<name>.seg<k>"(ptr %bufs, ptr %err)     a native segment: arena + steps in order
+    i32 @"<name>.seg<k>.part<j>"(bufs, err, arena) ... of a long segment, 64 steps each
     i32 @"<name>"(ptr %bufs)                      callconv kernel (fully native plans)
 
 ``bufs`` holds the data pointers of the inputs, the outputs, then (hybrid plans only)
@@ -23,11 +24,13 @@ from .lower import indexing, matmul, misc, parallel
 from .lower.context import ConstPool, StepContext
 from .lower.fused_loop import FusedLoop
 from .plan import CopyStep, LoopStep, NodeStep, Plan, Storage
+from .reuse import Reuse
 from .runtime import FREE, MALLOC
 
 __all__ = ["build_module", "STACK_ARENA", "segment_name"]
 
 STACK_ARENA = 32 * 1024
+PART_STEPS = 64          # steps called from one function of a long segment
 _OPAQUE = {"matmul": matmul, "take": indexing, "gather": indexing, "gather_scatter": indexing,
            "scatter_add": indexing, "index_put": indexing, "argmax": misc, "argmin": misc,
            "cumsum": misc}
@@ -53,6 +56,7 @@ class _Builder:
         self.plan, self.name = plan, name
         self.module = ir.Module(name=name)
         self.consts = ConstPool(self.module)
+        self.reuse = Reuse(self.module)
 
     # ---- steps --------------------------------------------------------------------
     def step_function(self, i: int, step) -> tuple[ir.Function, list[Storage], bool]:
@@ -158,13 +162,57 @@ class _Builder:
 
     # ---- segments -------------------------------------------------------------------
     def segment(self, k: int, indices: list[int]) -> ir.Function:
-        plan = self.plan
+        """``i32 @<name>.seg<k>(ptr bufs, ptr err)``: the arena, then the steps in order.
+        A long segment calls its steps from ``.part<j>`` functions of at most
+        ``PART_STEPS`` steps each, so no function LLVM compiles grows with the length
+        of the program."""
         fn = ir.Function(self.module, ir.FunctionType(T.I32, [T.PTR, T.PTR]), segment_name(self.name, k))
         fn.attributes.add("nounwind")
         bufs, err = fn.args
         bufs.name, err.name = "bufs", "err"
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         arena, release = self.arena(b, fn)
+        units = self.units(indices)
+        if len(units) <= PART_STEPS:
+            self.emit_units(b, bufs, err, arena, units, release)
+        else:
+            for j in range(0, len(units), PART_STEPS):
+                part = ir.Function(self.module, ir.FunctionType(T.I32, [T.PTR, T.PTR, T.PTR]),
+                                   f"{fn.name}.part{j // PART_STEPS}")
+                part.linkage = "internal"
+                part.attributes.add("nounwind")
+                part.attributes.add("noinline")
+                for arg, name in zip(part.args, ("bufs", "err", "arena")):
+                    arg.name = name
+                pb = ir.IRBuilder(part.append_basic_block("entry"))
+                self.emit_units(pb, *part.args, units[j:j + PART_STEPS], lambda: None)
+                pb.ret(T.I32(0))
+                status = b.call(part, [bufs, err, arena])
+                with b.if_then(b.icmp_signed("!=", status, T.I32(0)), likely=False):
+                    release()
+                    b.ret(status)
+        release()
+        b.ret(T.I32(0))
+        return fn
+
+    def units(self, indices: list[int]) -> list[tuple[int, tuple | None]]:
+        """The segment's steps as units of emission: (i, None) for one step, (i, fusion)
+        for a product with the loop after it fused into its row chunks."""
+        units: list[tuple[int, tuple | None]] = []
+        pos = 0
+        while pos < len(indices):
+            i = indices[pos]
+            fusion = self.row_fusion(self.plan.steps[i], self.plan.steps[indices[pos + 1]]) \
+                if pos + 1 < len(indices) else None
+            units.append((i, fusion))
+            pos += 1 if fusion is None else 2
+        return units
+
+    def emit_units(self, b: ir.IRBuilder, bufs: ir.Value, err: ir.Value, arena: ir.Value,
+                   units: list[tuple[int, tuple | None]], release) -> None:
+        """Calls to the step functions of ``units``; a failing step's status is returned
+        (after ``release``).  The builder is left after the last call."""
+        plan = self.plan
         ptrs: dict[int, ir.Value] = {}
 
         def ptr(st: Storage) -> ir.Value:
@@ -179,17 +227,12 @@ class _Builder:
                     ptrs[id(st)] = self.consts.get(st)
             return ptrs[id(st)]
 
-        fused_next = None
-        for pos, i in enumerate(indices):
-            if i == fused_next:
-                continue
+        for i, fusion in units:
             step = plan.steps[i]
-            fusion = self.row_fusion(step, plan.steps[indices[pos + 1]]) \
-                if pos + 1 < len(indices) else None
+            mark = self.reuse.mark()
             if fusion is not None:
-                fused_next = indices[pos + 1]
                 sfn, storages = self.fused_rows_function(i, step, *fusion)
-                b.call(sfn, [ptr(st) for st in storages])
+                b.call(self.reuse.dedup(sfn, mark), [ptr(st) for st in storages])
                 continue
             if isinstance(step, CopyStep):
                 ctx = StepContext(b, {id(step.dst): ptr(step.dst), id(step.src): ptr(step.src)},
@@ -197,15 +240,13 @@ class _Builder:
                 ctx.memcpy(step.dst, step.src)
                 continue
             sfn, storages, fallible = self.step_function(i, step)
+            sfn = self.reuse.dedup(sfn, mark)
             args = [ptr(st) for st in storages] + ([err] if fallible else [])
             status = b.call(sfn, args)
             if fallible:
                 with b.if_then(b.icmp_signed("!=", status, T.I32(0)), likely=False):
                     release()
                     b.ret(status)
-        release()
-        b.ret(T.I32(0))
-        return fn
 
     def arena(self, b: ir.IRBuilder, fn: ir.Function):
         size = self.plan.arena_size

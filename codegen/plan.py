@@ -32,6 +32,8 @@ same index (then the value is a register, never reloaded).
 """
 from __future__ import annotations
 
+import bisect
+import heapq
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,10 +49,18 @@ from .rewrite import matvec_as_reduction
 from .windows import MAX_SEGMENTS, translated_arg_maps, window_cuts, window_ranges
 
 __all__ = ["Plan", "Storage", "Item", "LoopStep", "NodeStep", "CopyStep", "build_plan",
-           "RECOMPUTE_COST", "ARENA_ALIGN", "UNROLL_MAX", "same_point", "inline_reduction",
+           "RECOMPUTE_COST", "CONE_COST", "cone_limit", "ARENA_ALIGN", "UNROLL_MAX", "same_point", "inline_reduction",
            "reduced_axes"]
 
 RECOMPUTE_COST = 12   # an elementwise node costing more is materialised rather than recomputed
+CONE_COST = 256       # a loop body computes at most this much formula cost per element ...
+CONE_COST_LARGE = 2048    # ... or this much when the loop runs over more than
+CONE_LARGE_EXTENT = 1 << 16   # this many elements (a split loop then costs memory traffic)
+
+
+def cone_limit(shape: tuple[int, ...]) -> int:
+    """The formula cost one loop body may compute per element, for a loop over ``shape``."""
+    return CONE_COST_LARGE if _size(shape) > CONE_LARGE_EXTENT else CONE_COST
 UNROLL_MAX = 16       # trailing dims of an item up to this many elements are unrolled in a loop
 NEAR_EXTENT = 4       # items up to this many elements shorter per dim share a loop
 ARENA_ALIGN = 64
@@ -99,6 +109,7 @@ class LoopStep:
     fills: list[Node] = field(default_factory=list)   # window roots zero-filled first
     cuts: set = field(default_factory=set)            # (dim, position) segment cuts
     plain: set = field(default_factory=set)           # ids of roots stored at the identity
+    cost: int = 0                                     # formula cost of one iteration
 
 
 @dataclass(eq=False)
@@ -273,7 +284,26 @@ class _Planner:
         self.kinds = {id(n): kind_of(n) for n in self.nodes}
         for n in program.inputs:
             self.kinds.setdefault(id(n), "leaf")
-        self.forced: set[int] = set()
+        self.forced: set[int] = self.bounded_cones()
+
+    def bounded_cones(self) -> set[int]:
+        """Nodes materialised so that no item's formula cone costs more than
+        :func:`cone_limit` per element; with the same bound on a loop's items (:meth:`place`)
+        a chain of 10,000 elementwise ops becomes a sequence of equal loops (compiled
+        once, see codegen.reuse), not one body that LLVM must optimise whole."""
+        cone: dict[int, int] = {}
+        forced: set[int] = set()
+        for n in self.nodes:                       # topological order
+            kind = self.kinds[id(n)]
+            if kind == "view":
+                cone[id(n)] = cone.get(id(n.args[0]), 0)
+            elif kind == "ew":
+                c = ew_cost(n) + sum(cone.get(id(a), 0) for a in n.args)
+                if c > cone_limit(n.shape):
+                    forced.add(id(n))
+                    c = 0
+                cone[id(n)] = c
+        return forced
 
     # ---- roots ---------------------------------------------------------------------
     def roots(self) -> set[int]:
@@ -401,10 +431,12 @@ class _Planner:
         else:
             self.walk(item.node, L.identity(len(item.shape)), deps, visits, set(),
                       top=item.produces is item.node)
+        cost = 1 + sum(ew_cost(n) for n, _ in visits if self.kinds[id(n)] == "ew")
         chosen = None
         for idx in range(len(steps) - 1, -1, -1):
             st = steps[idx]
-            shape = self.joined_shape(st, item) if isinstance(st, LoopStep) else None
+            shape = self.joined_shape(st, item) if isinstance(st, LoopStep) \
+                and (not st.items or st.cost + cost <= cone_limit(item.shape)) else None
             if shape is not None:
                 ok = all(produced[id(n)] < idx or (produced[id(n)] == idx
                                                      and self.reusable(st, n, len(shape))
@@ -420,6 +452,7 @@ class _Planner:
             steps.append(LoopStep(item.shape))
             chosen = len(steps) - 1
         steps[chosen].items.append(item)
+        steps[chosen].cost += cost
         cuts = steps[chosen].cuts
         cuts.update(self.item_cuts)
         segments = 1
@@ -634,14 +667,17 @@ def _add_scratch(steps: list, storage: dict) -> None:
 def _assign_arena(p: _Planner, steps, produced, storage) -> int:
     """First-fit offsets for temporaries by live range [first write, last read]."""
     intervals: list[tuple[int, int, Storage]] = []
+    first_write: dict[int, int] = {}            # window roots are written by several loops
+    for i, step in enumerate(steps):
+        if isinstance(step, LoopStep):
+            for it in step.items:
+                if it.produces is not None:
+                    first_write.setdefault(id(it.produces), i)
     for n in p.nodes:
         st = storage.get(id(n))
         if st is None or st.kind != "temp":
             continue
-        first = produced.get(id(n), 0)
-        for i, step in enumerate(steps):        # window roots are written by several loops
-            if isinstance(step, LoopStep) and any(it.produces is n for it in step.items):
-                first = min(first, i)
+        first = min(produced.get(id(n), 0), first_write.get(id(n), len(steps)))
         last = max(p.reads.get(id(n), {first}) | {first})
         intervals.append((first, last, st))
     for i, step in enumerate(steps):
@@ -649,20 +685,43 @@ def _assign_arena(p: _Planner, steps, produced, storage) -> int:
             for item in step.items:
                 for st in item.scratch.values():
                     intervals.append((i, i, st))
-    placed: list[tuple[int, int, int, int]] = []    # (first, last, offset, end)
+    # First fit over the holes between live blocks, in offset order.  Intervals come in
+    # order of first step, so a block is free once its last step is before the current
+    # first; holes stay few and coalesced, so placement is O(n log n) in temporaries.
+    holes: list[list[int]] = []                # [start, end), sorted, coalesced
+    ending: list[tuple[int, int, int]] = []    # heap of (last step, offset, end)
     top = 0
     for first, last, st in sorted(intervals, key=lambda t: (t[0], -t[2].nbytes)):
+        while ending and ending[0][0] < first:
+            _, o, e = heapq.heappop(ending)
+            _free(holes, o, e)
         size = -(-max(st.nbytes, 1) // ARENA_ALIGN) * ARENA_ALIGN
-        busy = sorted((o, e) for f, l, o, e in placed if not (l < first or f > last))
-        offset = 0
-        for o, e in busy:
-            if offset + size <= o:
+        for k, hole in enumerate(holes):
+            if hole[1] - hole[0] >= size or hole[1] == top:
+                offset = hole[0]
+                if hole[1] - hole[0] > size:
+                    hole[0] += size
+                else:
+                    del holes[k]
                 break
-            offset = max(offset, e)
+        else:
+            offset = top
         st.slot = offset
-        placed.append((first, last, offset, offset + size))
+        heapq.heappush(ending, (last, offset, offset + size))
         top = max(top, offset + size)
     return top
+
+
+def _free(holes: list[list[int]], start: int, end: int) -> None:
+    """Return [start, end) to the sorted, coalesced list of holes."""
+    k = bisect.bisect_left(holes, [start, end])
+    if k > 0 and holes[k - 1][1] == start:
+        k -= 1
+        holes[k][1] = end
+    else:
+        holes.insert(k, [start, end])
+    if k + 1 < len(holes) and holes[k + 1][0] == holes[k][1]:
+        holes[k][1] = holes.pop(k + 1)[1]
 
 
 def _loop_local(p: _Planner, steps, produced, storage) -> set[int]:

@@ -217,66 +217,88 @@ class FusedLoop:
         return T.load(self.b, ptr, st.dtype, name=name)
 
     # ---- values ------------------------------------------------------------------------
+    # A value is computed from a *recipe*: the (node, map) pairs it reads and a function
+    # of their values.  value_at walks recipes with an explicit stack in the order a
+    # recursive evaluation would (so the IR is the same), with no limit on the depth of
+    # the formula cone: a chain of 10,000 elementwise ops is one loop body.
     def value_at(self, node: Node, m: L.IndexMap) -> ir.Value:
-        key = (id(node), m)
-        v = self.memo.get(key)
-        if v is None:
-            v = self._value(node, m)
-            self.memo[key] = v
-        return v
-
-    def _value(self, node: Node, m: L.IndexMap) -> ir.Value:
-        plan, kind = self.plan, self.plan.kinds[id(node)]
-        s = const_scalar(node)
-        if s is not None:
-            return T.constant(node.dtype, s)
-        if kind == "leaf" or id(node) in plan.roots:
-            return self.load(plan.view(node), m, name=plan.name(node))
-        return self.compute(node, m)
+        memo = self.memo
+        top = (id(node), m)
+        if top in memo:
+            return memo[top]
+        stack: list = [(node, m, None)]
+        while stack:
+            n, nm, recipe = stack.pop()
+            key = (id(n), nm)
+            if key in memo:
+                continue
+            if recipe is None:
+                recipe = self._recipe(n, nm, stored=True)
+                missing = [(a, am) for a, am in recipe[0] if (id(a), am) not in memo]
+                if missing:
+                    stack.append((n, nm, recipe))
+                    stack.extend((a, am, None) for a, am in reversed(missing))
+                    continue
+            inputs, finish = recipe
+            memo[key] = finish([memo[(id(a), am)] for a, am in inputs])
+        return memo[top]
 
     def compute(self, node: Node, m: L.IndexMap) -> ir.Value:
         """The value of ``node`` at map ``m`` from its definition (not its storage)."""
+        inputs, finish = self._recipe(node, m, stored=False)
+        return finish([self.value_at(a, am) for a, am in inputs])
+
+    def _recipe(self, node: Node, m: L.IndexMap, stored: bool):
+        """(inputs, finish) for ``node`` at ``m``: loaded when ``stored`` and the node has
+        storage (a leaf or a root), else from its definition."""
         plan, kind, op = self.plan, self.plan.kinds[id(node)], node.op
-        if kind == "leaf":
-            s = const_scalar(node)
-            if s is not None:
-                return T.constant(node.dtype, s)
-            return self.load(plan.view(node), m, name=plan.name(node))
+        s = const_scalar(node) if stored or kind == "leaf" else None
+        if s is not None:
+            return [], lambda _: T.constant(node.dtype, s)
+        if kind == "leaf" or (stored and id(node) in plan.roots):
+            return [], lambda _: self.load(plan.view(node), m, name=plan.name(node))
         if kind == "view":
-            arg = node.args[0]
-            tm = L.translate(op, dict(node.attrs), arg.shape, node.shape, m)
+            tm = L.translate(op, dict(node.attrs), node.args[0].shape, node.shape, m)
             if tm is None:
-                return self.load(self._reshape_view(node), m, name=plan.name(node))
-            return self.value_at(arg, tm)
+                return [], lambda _: self.load(self._reshape_view(node), m, name=plan.name(node))
+            return [(node.args[0], tm)], lambda v: v[0]
         if kind == "window":
-            return self._window_value(node, m)
+            read = self._window_read(node, m)
+            if read is None:
+                return [], lambda _: T.constant(node.dtype, 0)
+            return [read], lambda v: v[0]
         if op == "full":
-            return T.constant(node.dtype, node.attr("value"))
+            return [], lambda _: T.constant(node.dtype, node.attr("value"))
         if op == "iota":
-            idx = self.offset(m[node.attr("axis")])
-            return T.convert(self.b, idx, dtypes.int64, node.dtype)
-        args = [self.value_at(a, L.broadcast_map(a.shape, node.shape, m)) for a in node.args]
-        if op == "cast":
+            return [], lambda _: T.convert(self.b, self.offset(m[node.attr("axis")]), dtypes.int64,
+                                           node.dtype)
+        inputs = [(a, L.broadcast_map(a.shape, node.shape, m)) for a in node.args]
+        return inputs, lambda args: self._apply(node, args)
+
+    def _apply(self, node: Node, args: list[ir.Value]) -> ir.Value:
+        """An elementwise node (a cast or a formula) applied to its arguments' values."""
+        if node.op == "cast":
             return T.convert(self.b, args[0], node.args[0].dtype, node.dtype)
         expr, symbols = formula_of(node)
         cdt = compute_dtype(expr, [a.dtype for a in node.args])
         em = FormulaEmitter(self.b, cdt, {s: (v, a.dtype) for s, v, a in zip(symbols, args, node.args)})
         value = T.convert(self.b, em.emit(expr), cdt, node.dtype)
         if not isinstance(value, ir.Constant) and value.name.startswith("."):
-            value.name = f"{plan.name(node)}.{op}"       # reads against the program text
+            value.name = f"{self.plan.name(node)}.{node.op}"     # reads against the program text
         return value
 
-    def _window_value(self, node: Node, m: L.IndexMap) -> ir.Value:
-        """pad_slice / cat inside the current loop segment: the conditions are constant."""
+    def _window_read(self, node: Node, m: L.IndexMap):
+        """pad_slice / cat inside the current loop segment (the conditions are constant):
+        the (argument, map) read, or None for pad_slice's zero padding."""
         at = {d: self.seg_lo.get(d, 0) for d in range(self.rank)}
         maps = translated_arg_maps(node, m)
         for (d, ranges) in window_ranges(node):
             for t, (lo, hi) in enumerate(ranges):
                 if node.op == "pad_slice" and not inside(m[d], lo, hi, at):
-                    return T.constant(node.dtype, 0)
+                    return None
                 if node.op == "cat" and inside(m[d], lo, hi, at):
-                    return self.value_at(node.args[t], maps[t])
-        return self.value_at(node.args[0], maps[0])
+                    return node.args[t], maps[t]
+        return node.args[0], maps[0]
 
     # ---- reductions: which accumulator each output element uses ------------------------
     def _register_slots(self) -> list[tuple[Item, L.Affine]]:

@@ -31,6 +31,8 @@ True
 """
 from __future__ import annotations
 
+import functools
+
 from typing import Mapping
 
 import llvmlite.ir as ir
@@ -99,6 +101,7 @@ def compute_dtype(expr: sympy.Basic, arg_dtypes: list[DType]) -> DType:
     return dtypes.float64 if _needs_float(expr) else dtypes.int64
 
 
+@functools.lru_cache(maxsize=4096)
 def op_cost(expr: sympy.Basic) -> int:
     """Rough cost of evaluating ``expr`` once (arithmetic 1, transcendental 16)."""
     cost = 0

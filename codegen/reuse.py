@@ -1,0 +1,131 @@
+"""Structurally identical step functions are compiled once.
+
+A repeated layer, an unrolled loop body or the backward pass of N identical layers
+lowers to N step functions that differ only in their names and in which buffers the
+segment passes them.  :class:`Reuse` keeps one of each: after a step function (and the
+helpers emitted under its name: ``.range``, ``.chunks``, GEMM tiles ...) has been
+built, its *canonical text* -- the IR with local names numbered in order of
+appearance, its own name replaced by a placeholder, constant arrays named by their
+contents and metadata spelled out -- is compared with the steps built before.  An
+identical text means identical code for the same positional arguments, so the new
+functions are dropped and the segment calls the first one (``noinline``: one copy in
+the binary).  LLVM then optimises and compiles one function per distinct layer,
+whatever the depth of the network.
+
+Comparing text, not a description of the step, makes the rule safe by construction:
+two steps share code only when the code is the same.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+
+import llvmlite.ir as ir
+
+__all__ = ["Reuse"]
+
+_LOCAL = re.compile(r'%("(?:[^"\\]|\\.)*"|[-a-zA-Z$._0-9]+)')
+_GLOBAL = re.compile(r'@("(?:[^"\\]|\\.)*"|[-a-zA-Z$._0-9]+)')
+_META = re.compile(r"!(\d+)\b")
+_LABEL = re.compile(r'^("(?:[^"\\]|\\.)*"|[-a-zA-Z$._0-9]+):', re.M)
+
+
+def _unquote(name: str) -> str:
+    return name[1:-1] if name.startswith('"') else name
+
+
+class Reuse:
+    """Canonical texts of the step functions built so far in one module."""
+
+    def __init__(self, module: ir.Module) -> None:
+        self.module = module
+        self.seen: dict[str, ir.Function] = {}
+        self._metadata: dict[str, str] = {}
+        self._md_nodes: dict[str, ir.values.MDValue] = {}
+        self.reused = 0
+
+    def mark(self) -> set[str]:
+        """The names defined so far; pass to :meth:`dedup` after building a step."""
+        return set(self.module.globals)
+
+    def dedup(self, fn: ir.Function, before: set[str]) -> ir.Function:
+        """``fn``, or an earlier function with the same code (then ``fn`` and every
+        global emitted under its name since ``before`` leave the module)."""
+        prefix = fn.name
+        family = [g for name, g in self.module.globals.items()
+                  if name not in before and (name == prefix or name.startswith(prefix + "."))]
+        key = hashlib.blake2b("\n".join(self._canonical(g, prefix) for g in family).encode(),
+                              digest_size=20).hexdigest()
+        first = self.seen.get(key)
+        if first is None:
+            self.seen[key] = fn
+            return fn
+        for g in family:
+            del self.module.globals[g.name]
+        self.reused += 1
+        if "noinline" not in first.attributes:
+            # One copy in the binary: inlined into N call sites, it would be N copies
+            # for LLVM to optimise again.
+            first.attributes.add("noinline")
+        return first
+
+    # ---- canonical text -----------------------------------------------------------------
+    def _canonical(self, g: ir.GlobalValue, prefix: str) -> str:
+        text = str(g)
+        names: dict[str, str] = {}
+
+        def local(m: re.Match) -> str:
+            return "%" + names.setdefault(_unquote(m.group(1)), f"v{len(names)}")
+
+        def label(m: re.Match) -> str:
+            return names.setdefault(_unquote(m.group(1)), f"v{len(names)}") + ":"
+
+        def glob(m: re.Match) -> str:
+            name = _unquote(m.group(1))
+            if name == prefix or name.startswith(prefix + "."):
+                return "@SELF" + name[len(prefix):]
+            other = self.module.globals.get(name)
+            if isinstance(other, ir.GlobalVariable) and other.global_constant \
+                    and other.initializer is not None:
+                content = f"{other.value_type}|{other.initializer}|{other.align}"
+                return "@const." + hashlib.blake2b(content.encode(), digest_size=16).hexdigest()
+            return m.group(0)
+
+        # Labels are numbered with the values they share a namespace with, so both
+        # substitutions run in one left-to-right pass over the text.
+        out, pos = [], 0
+        tokens = sorted([(m.start(), m.end(), local, m) for m in _LOCAL.finditer(text)]
+                        + [(m.start(), m.end(), label, m) for m in _LABEL.finditer(text)],
+                        key=lambda t: t[0])
+        for start, end, fn, m in tokens:
+            if start < pos:
+                continue
+            out.append(text[pos:start])
+            out.append(fn(m))
+            pos = end
+        out.append(text[pos:])
+        text = _GLOBAL.sub(glob, "".join(out))
+        return _META.sub(lambda m: "!{" + self._meta(m.group(1)) + "}", text)
+
+    def _meta(self, name: str) -> str:
+        """The contents of metadata node ``!name``, references spelled out."""
+        done = self._metadata.get(name)
+        if done is not None:
+            return done
+        if len(self._md_nodes) != len(self.module.metadata):
+            self._md_nodes = {md.name: md for md in self.module.metadata}
+        node = self._md_nodes.get(name)
+        if node is None:
+            return name
+        self._metadata[name] = "SELF"          # a loop ID refers to itself
+        parts = []
+        for op in node.operands:
+            if op is node:
+                parts.append("SELF")
+            elif isinstance(op, ir.values.MDValue):
+                parts.append("{" + self._meta(op.name) + "}")
+            else:
+                parts.append(str(op))
+        text = ",".join(parts)
+        self._metadata[name] = text
+        return text
