@@ -28,6 +28,7 @@ run is generated and kept for inspection (not cached); calling it raises
 from __future__ import annotations
 
 import zlib
+from typing import Callable
 
 from . import cache, callconv, jit, runtime, target as targets
 from .executable import Interface, LLVMExecutable
@@ -90,16 +91,19 @@ def load_executable(key: str, interface: Interface, plan,
     return _load(key, interface, plan, target or targets.current())
 
 
-def compile_program(program, target: Target | None = None) -> LLVMExecutable:
-    """Native code for ``program`` (see the module docstring)."""
+def compile_program(program, target: Target | None = None,
+                    on_stage: Callable[[str], None] | None = None) -> LLVMExecutable:
+    """Native code for ``program`` (see the module docstring).  ``on_stage(name)`` is
+    told when each stage starts: "plan", "lower", "llvm-opt", "machine-code"."""
     with targets.use(target) as t:
-        return _compile(program, t)
+        return _compile(program, t, on_stage or (lambda name: None))
 
 
-def _compile(program, t: Target) -> LLVMExecutable:
+def _compile(program, t: Target, stage: Callable[[str], None]) -> LLVMExecutable:
     from .module import build_module
     from .plan import build_plan
     runtime.register()
+    stage("plan")
     plan = build_plan(program)
     interface = Interface.of(plan)
     key = cache.cache_key(program)
@@ -107,6 +111,7 @@ def _compile(program, t: Target) -> LLVMExecutable:
     if exe is not None:
         return exe
     name, entry_name = _names(key, interface)
+    stage("lower")
     module, kernel = build_module(plan, name)
     if entry_name is not None:
         args, outs = _entry_specs(interface)
@@ -120,7 +125,7 @@ def _compile(program, t: Target) -> LLVMExecutable:
             runtime.register_blas()
         if runtime.THREAD_POST in module.globals:
             runtime.register_threads()
-    compiled = jit.compile_module(str(module), target=t)
+    compiled = jit.compile_module(str(module), target=t, on_stage=stage)
     texts = {"llvm": compiled.ir, "llvm-opt": compiled.optimized_ir}   # asm: on demand
     if t.runnable:
         sections = {"object": compiled.object_code}

@@ -238,15 +238,20 @@ def assembly(optimized_ir: str, target: Target | None = None) -> str:
         return _machine(t).emit_assembly(parse(optimized_ir, t))
 
 
-def compile_module(module: IRInput, level: int = 3, target: Target | None = None) -> CompiledModule:
+def compile_module(module: IRInput, level: int = 3, target: Target | None = None,
+                   on_stage: Callable[[str], None] | None = None) -> CompiledModule:
     """Verify, optimise (``O<level>``) and emit object code for ``target`` (default:
     :func:`codegen.target.current`), and load it when this process can run it.
+    ``on_stage(name)`` is told when "llvm-opt" and "machine-code" start.
     Declare external functions in the IR and provide them via the process or
     :func:`add_symbol` before calling this."""
     t = target or targets.current()
+    stage = on_stage or (lambda name: None)
     text = str(module)
+    stage("llvm-opt")
     ref = parse(module, t)
     optimize(ref, level, t)
+    stage("machine-code")
     with _LOCK:
         optimized = str(ref)
         obj = _machine(t).emit_object(ref)

@@ -29,6 +29,7 @@ from .backends import get_backend
 from . import persist
 from .fusion import fuse
 from .program import Program
+from .progress import StageClock
 from .rewrite import count_nodes, simplify, stabilize, transpose_products
 from .trace import arg_names, leaf_spec, trace
 from .transforms import Grad, Identity, Jacobian, Jvp, Transform, Vjp
@@ -63,8 +64,10 @@ class Lowered:
     call answered from the disk cache never runs them, inspecting its program does.
     ``target``: the machine the LLVM backend builds for (a ``codegen.target.Target``)."""
 
-    def __init__(self, stages, backend: str, signature: tuple | None = None, target=None):
+    def __init__(self, stages, backend: str, signature: tuple | None = None, target=None,
+                 clock: StageClock | None = None):
         self._make = stages
+        self._clock = clock
         self._stages: _Stages | None = None
         self.backend = backend
         self.target = target
@@ -79,7 +82,8 @@ class Lowered:
     raw = property(lambda self: self._get().raw, doc="The program as transformed.")
     optimized = property(lambda self: self._get().optimized,
                          doc="The program after the rewrites and fusion.")
-    stats = property(lambda self: self._get().stats, doc="Node counts per stage.")
+    stats = property(lambda self: self._get().stats,
+                     doc="Node counts per stage; ``times``: seconds per compile stage.")
     aux = property(lambda self: self._get().aux, doc="Placeholder inputs fed zeros.")
 
     @property
@@ -149,8 +153,12 @@ class Lowered:
     def compile(self):
         """The backend executable (cached on this Lowered)."""
         if self._exe is None:
-            self._exe = get_backend(self.backend).compile_program(self.optimized,
-                                                                  target=self.target)
+            clock = self._clock
+            program = self.optimized
+            self._exe = get_backend(self.backend).compile_program(
+                program, target=self.target, on_stage=clock.enter if clock else None)
+            if clock is not None:
+                clock.enter(None)
         return self._exe
 
 
@@ -355,14 +363,22 @@ class Compiled:
         return pytree.unflatten(entry.structure, res)
 
     def _build(self, args, key, leaves, names) -> _Entry:
-        tr = self._trace(args, key, names)
+        with StageClock(getattr(self.fn, "__qualname__", "function")) as clock:
+            return self._build_timed(args, key, leaves, names, clock)
+
+    def _build_timed(self, args, key, leaves, names, clock: StageClock) -> _Entry:
+        with clock.stage("trace"):
+            tr = self._trace(args, key, names)
         numpy_out = not any(isinstance(v, Tensor) for v in leaves)
         disk_key = self._disk_key(tr, key)
-        entry = self._from_disk(disk_key, tr, key, names, numpy_out) if disk_key else None
+        entry = None
+        if disk_key:
+            with clock.stage("disk-cache"):
+                entry = self._from_disk(disk_key, tr, key, names, numpy_out)
         if entry is None:
             if self.target is not None:
                 self.target.check_runnable()     # before compiling what cannot run here
-            lowered = self._lowered(tr, key, names)
+            lowered = self._lowered(tr, key, names, clock)
             exe = lowered.compile()
             entry = _Entry(lowered, exe, tr.closure, numpy_out,
                            [(n.shape, n.dtype) for n in lowered.aux])
@@ -411,9 +427,10 @@ class Compiled:
             return None
         return persist.trace_key(tr, key, self.transform, self.target)
 
-    def _lowered(self, tr, key, names) -> Lowered:
-        return Lowered(functools.partial(_run_stages, self.transform, tr, key, names),
-                       self.backend, target=self.target)
+    def _lowered(self, tr, key, names, clock: StageClock | None = None) -> Lowered:
+        clock = clock or StageClock(getattr(self.fn, "__qualname__", "function"))
+        return Lowered(functools.partial(_run_stages, self.transform, tr, key, names, clock),
+                       self.backend, target=self.target, clock=clock)
 
     # ---- stages & introspection ------------------------------------------------------------
     def lower(self, *args) -> Lowered:
@@ -460,24 +477,29 @@ class Compiled:
         return self if obj is None else functools.partial(self, obj)
 
 
-def _run_stages(transform: Transform, tr, key, names) -> _Stages:
+def _run_stages(transform: Transform, tr, key, names, clock: StageClock) -> _Stages:
     """Everything after tracing: stabilise, transform, simplify, transposed products,
     simplify again (permutes of permutes), fuse."""
     structure, specs, static = key
     traced_count = count_nodes(tr.out_nodes)
-    outs = stabilize(tr.out_nodes)
-    groups = _arg_groups(tr.arg_nodes, names, structure)
-    built = transform.build(outs, tr.out_structure, groups, names)
+    with clock.stage("autodiff"):
+        outs = stabilize(tr.out_nodes)
+        groups = _arg_groups(tr.arg_nodes, names, structure)
+        built = transform.build(outs, tr.out_structure, groups, names)
     aux = built.aux or []
     inputs = tr.input_nodes + aux
     in_names = names + [n.attr("name") for _, n in tr.closure] + [a.attr("name") for a in aux]
     raw = Program(inputs, in_names, built.outputs, built.names)
     transformed = count_nodes(built.outputs)
-    optimized_outs = fuse(simplify(transpose_products(simplify(simplify(built.outputs)))))
+    with clock.stage("rewrite"):
+        rewritten = simplify(transpose_products(simplify(simplify(built.outputs))))
+    with clock.stage("fuse"):
+        optimized_outs = fuse(rewritten)
     optimized = Program(inputs, in_names, optimized_outs, built.names, built.structure)
     stats = {"traced": traced_count, "transform": transform.name,
              "transformed": transformed, "optimized": count_nodes(optimized_outs),
-             "fused": sum(1 for n in toposort(optimized_outs) if n.op == "fused")}
+             "fused": sum(1 for n in toposort(optimized_outs) if n.op == "fused"),
+             "times": clock.times}
     return _Stages(raw, stats, optimized, aux, (structure, specs, built.structure))
 
 

@@ -53,5 +53,5 @@ class NumpyExecutable:
         return self.program.as_text()
 
 
-def compile_program(program: Program, target=None) -> NumpyExecutable:
+def compile_program(program: Program, target=None, on_stage=None) -> NumpyExecutable:
     return NumpyExecutable(program)
