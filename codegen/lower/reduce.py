@@ -101,12 +101,15 @@ def combine(b: ir.IRBuilder, op: str, dt: DType, acc: ir.Value, x: ir.Value,
 
 
 def neumaier(b: ir.IRBuilder, s: ir.Value, c: ir.Value, x: ir.Value) -> tuple[ir.Value, ir.Value]:
-    """(s + x, c + rounding error of that add): one step of Neumaier's summation."""
+    """(s + x, c + rounding error of that add): one step of Neumaier's summation.  An
+    add that reaches inf or NaN has no rounding error to carry (its error term would be
+    inf - inf = NaN and turn a sum of -inf into NaN): the compensation stays finite."""
     t = b.fadd(s, x)
     fabs = lambda v: _unary(b, "fabs", v)
     big_s = b.fcmp_ordered(">=", fabs(s), fabs(x))
     err = b.select(big_s, b.fadd(b.fsub(s, t), x), b.fadd(b.fsub(x, t), s))
-    return t, b.fadd(c, err)
+    finite = b.fcmp_ordered("<", fabs(t), ir.Constant(t.type, float("inf")))
+    return t, b.fadd(c, b.select(finite, err, ir.Constant(t.type, 0.0)))
 
 
 def _unary(b: ir.IRBuilder, name: str, x: ir.Value) -> ir.Value:

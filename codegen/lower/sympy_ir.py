@@ -283,15 +283,18 @@ class FormulaEmitter:
         a = _sigmoid_of(base) if ex == -1 and self.is_float else None
         if a is not None:
             return vecmath.sigmoid(self.b, self.num(a))
-        if ex.is_Integer:
-            n = int(ex)
+        # as PyTorch's pow kernel: an integral exponent multiplies, +-1/2 is a square
+        # root (so (-inf)**0.5 is NaN, not C pow's inf), also when written as a float
+        v = float(ex) if ex.is_Number else None
+        if v is not None and v == int(v) and abs(v) <= 64:
+            n = int(v)
             if n == 0:
                 return self.const(1)
             p = self._int_pow(self.num(base), abs(n))
             return p if n > 0 else self.div(self.const(1), p)
-        if ex == sympy.Rational(1, 2):
+        if v == 0.5:
             return vecmath.sqrt(self.b, self.num(base))
-        if ex == sympy.Rational(-1, 2):
+        if v == -0.5:
             return self.div(self.const(1), vecmath.sqrt(self.b, self.num(base)))
         return vecmath.pow(self.b, self.num(base), self.num(ex))
 

@@ -45,7 +45,9 @@ def _scalar_const(n: Node):
         n = n.args[0]               # a uniform constant broadcast by the kernel itself
     if n.op == "const" and n.shape == () and n.dtype.is_floating_point:
         v = float(n.attr("value").value)
-        if v == v and abs(v) != float("inf"):
+        # zero stays a kernel input: sympy would fold 0*x to 0 and 1/sqrt(0) to zoo,
+        # where IEEE arithmetic (and PyTorch) gives NaN for x = inf and +inf
+        if v == v and abs(v) != float("inf") and v != 0:
             sympy = _sympy()
             return sympy.Integer(int(v)) if v == int(v) else sympy.Float(v, 17)
     return None
@@ -56,6 +58,7 @@ class _Cluster:
         self.inputs: list[Node] = []
         self._index: dict[int, int] = {}
         self.ops = 0
+        self.unfaithful = False
         self.absorbable = absorbable
         self.expr = self._build(root, top=True)
 
@@ -74,12 +77,50 @@ class _Cluster:
         self.ops += 1
         prim = PRIMITIVES[n.op]
         args = [self._build(a) for a in n.args]
-        return prim.formula.expr.xreplace(dict(zip(prim.formula.symbols, args)))
+        expr = prim.formula.expr.xreplace(dict(zip(prim.formula.symbols, args)))
+        if not _faithful(prim.formula, expr, args):
+            # sympy's automatic evaluation rewrote across the arguments (x - x -> 0,
+            # x/x -> 1, sqrt(x)**2 -> x, exp(log x) -> x, (x**1.5)**2 -> x**3): exact
+            # for real numbers, not for inf, NaN or negative x.  Materialise them.
+            args = [self._symbol(a) for a in n.args]
+            expr = prim.formula.expr.xreplace(dict(zip(prim.formula.symbols, args)))
+            if not _faithful(prim.formula, expr, args):
+                self.unfaithful = True
+        return expr
+
+
+def _faithful(formula, expr, args) -> bool:
+    """Whether composing ``formula`` over ``args`` into ``expr`` kept every argument the
+    formula uses: no free symbol lost (a cancellation) and every argument that applies
+    a function or a fractional power still present."""
+    sympy = _sympy()
+    free = expr.free_symbols
+    used = formula.expr.free_symbols
+    for s, a in zip(formula.symbols, args):
+        if s not in used:
+            continue
+        if not a.free_symbols <= free:
+            return False
+        if isinstance(a, sympy.Function) or (
+                isinstance(a, sympy.Pow) and not a.exp.is_integer):
+            if not expr.has(a):
+                return False
+    return True
 
 
 def cluster_formula(root: Node, absorbable) -> "tuple[sympy.Expr, list[Node], int]":
+    """(formula, input nodes, operation count) of the cluster rooted at ``root``; the
+    count is 0 when no formula over it is faithful to IEEE arithmetic (then it stays
+    unfused)."""
     c = _Cluster(root, absorbable)
-    return c.expr, c.inputs, c.ops
+    return c.expr, c.inputs, (0 if c.unfaithful else c.ops)
+
+
+def _real_finite(expr) -> bool:
+    """Whether sympy's automatic evaluation kept the composed formula real and free of
+    special values (sqrt(-1) -> I, 1/0 -> zoo): else the cluster stays unfused."""
+    sympy = _sympy()
+    return not expr.has(sympy.I, sympy.zoo, sympy.nan, sympy.oo, -sympy.oo)
 
 
 def fuse(outputs: list[Node]) -> list[Node]:
@@ -102,7 +143,7 @@ def fuse(outputs: list[Node]) -> list[Node]:
             continue
         if _fusible(n) and not absorbable(n):
             expr, inputs, ops = cluster_formula(n, absorbable)
-            if ops > 1:
+            if ops > 1 and _real_finite(expr):
                 args = tuple(memo[id(i)] for i in inputs)
                 memo[id(n)] = make_node("fused", args, (("dtype", n.dtype), ("expr", expr),
                                                         ("shape", n.shape)), n.shape, n.dtype)
