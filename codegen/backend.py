@@ -91,6 +91,9 @@ def load_executable(key: str, interface: Interface, plan,
     return _load(key, interface, plan, target or targets.current())
 
 
+OPT_LEVEL = 2   # LLVM's O2 vectorises as O3 does; O3's extra passes only add compile time
+
+
 def compile_program(program, target: Target | None = None,
                     on_stage: Callable[[str], None] | None = None) -> LLVMExecutable:
     """Native code for ``program`` (see the module docstring).  ``on_stage(name)`` is
@@ -125,7 +128,7 @@ def _compile(program, t: Target, stage: Callable[[str], None]) -> LLVMExecutable
             runtime.register_blas()
         if runtime.THREAD_POST in module.globals:
             runtime.register_threads()
-    compiled = jit.compile_module(str(module), target=t, on_stage=stage)
+    compiled = jit.compile_module(str(module), level=OPT_LEVEL, target=t, on_stage=stage)
     texts = {"llvm": compiled.ir, "llvm-opt": compiled.optimized_ir}   # asm: on demand
     if t.runnable:
         sections = {"object": compiled.object_code}

@@ -217,7 +217,10 @@ class _Builder:
 
         def ptr(st: Storage) -> ir.Value:
             if id(st) not in ptrs:
-                if st.kind in ("in", "out", "ext"):
+                if st.base is not None:          # an alias: the base from element `shift`
+                    ptrs[id(st)] = b.gep(ptr(st.base), [T.I64(st.shift)], inbounds=True,
+                                         source_etype=T.storage_type(st.dtype), name=st.name)
+                elif st.kind in ("in", "out", "ext"):
                     slot = b.gep(bufs, [T.I64(st.slot)], inbounds=True, source_etype=T.PTR)
                     ptrs[id(st)] = b.load(slot, typ=T.PTR, name=st.name)
                 elif st.kind == "temp":

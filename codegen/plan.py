@@ -69,7 +69,10 @@ ARENA_ALIGN = 64
 @dataclass(eq=False)
 class Storage:
     """One buffer: ``in``/``out``/``ext`` slots of the kernel's pointer array, an arena
-    ``temp`` (``slot`` = byte offset), or a ``const`` global (``value``)."""
+    ``temp`` (``slot`` = byte offset), or a ``const`` global (``value``).  An *alias*
+    (``base`` set, see :meth:`Plan.shifted`) is the same buffer seen from element
+    ``shift``: a step reading ``xs[t]`` gets a pointer to it, so the steps of an
+    unrolled loop are the same code (codegen.reuse)."""
 
     kind: str
     slot: int
@@ -77,6 +80,8 @@ class Storage:
     shape: tuple[int, ...]
     name: str
     value: Any = None
+    base: "Storage | None" = None
+    shift: int = 0
 
     @property
     def size(self) -> int:
@@ -139,6 +144,7 @@ class Plan:
     numpy_nodes: list[Node]
     segments: list[list[int]]     # step indices of each native segment, in order
     local: set = field(default_factory=set)   # roots that live only in registers of their loop
+    aliases: dict = field(default_factory=dict)   # (id(storage), shift) -> alias Storage
 
     def name(self, node: Node) -> str:
         """The node's name in ``program.as_text()`` (``a``, ``b``, ...), its input name, or
@@ -146,6 +152,21 @@ class Plan:
         if not hasattr(self, "_names"):
             self._names = _text_names(self.program)
         return self._names.get(id(node), node.op)
+
+    def shifted(self, st: Storage, shift: int) -> Storage:
+        """``st`` seen from element ``shift`` (read-only use: the caller passes a pointer
+        to that element; bounds and overlap checks still see the whole buffer)."""
+        if shift == 0 or st.kind == "const":
+            return st
+        if st.base is not None:
+            return self.shifted(st.base, st.shift + shift)
+        key = (id(st), shift)
+        alias = self.aliases.get(key)
+        if alias is None:
+            alias = Storage(st.kind, st.slot, st.dtype, st.shape, f"{st.name}.at{shift}",
+                            base=st, shift=shift)
+            self.aliases[key] = alias
+        return alias
 
     def view(self, node: Node) -> L.StridedView | None:
         """``node`` as a strided view of a Storage, or None if it is virtual."""

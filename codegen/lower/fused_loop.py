@@ -95,6 +95,8 @@ class FusedLoop:
         self.cuts: dict[int, set[int]] = {}
         self.cost = 0                      # formula cost of one iteration (sympy_ir.op_cost)
         self._seen: set = set()
+        self.written: set[int] = set()     # ids of buffers this loop stores to
+        self.alias: dict[int, tuple[Storage, int]] = {}   # read-only buffer -> (alias, shift)
         self.instances = [_Instance(item, m) for item in step.items for m in self._maps(item)]
         self.inline = {id(it) for it in step.items
                        if it.kind == "reduce" and inline_reduction(it.node, self.rank)}
@@ -104,6 +106,7 @@ class FusedLoop:
                     self.cuts.setdefault(d, set()).add(it.shape[d])
                     self.index_dims.add(d)
         self._analyse()
+        self._rebase()
         self.groups = self._coalesce()
 
     def _maps(self, item: Item) -> list[L.IndexMap]:
@@ -112,12 +115,29 @@ class FusedLoop:
         return [loop + tuple(L.const(q) for q in qs) for qs in itertools.product(*map(range, tail))]
 
     # ---- analysis ------------------------------------------------------------------
-    def _use(self, view: L.StridedView, m: L.IndexMap) -> None:
+    def _use(self, view: L.StridedView, m: L.IndexMap, write: bool = False) -> None:
         addr = L.address(view, m)
         self.addrs.add(addr)
         st = view.buffer
         self.storages[id(st)] = st
         self.accesses.append((st, addr))
+        if write:
+            self.written.add(id(st))
+
+    def _rebase(self) -> None:
+        """Buffers this loop only reads are passed from their first element read
+        (:meth:`Plan.shifted`), so loops over different slices are the same code."""
+        first: dict[int, int] = {}
+        for st, (const, _) in self.accesses:
+            first[id(st)] = min(first.get(id(st), const), const)
+        for key, st in list(self.storages.items()):
+            k = first.get(key, 0)
+            if key in self.written or st.kind == "const" or k <= 0:
+                continue
+            alias = self.plan.shifted(st, k)
+            self.alias[key] = (alias, k)
+            del self.storages[key]
+            self.storages[id(alias)] = alias
 
     def _collect(self, node: Node, m: L.IndexMap, top: bool = False) -> None:
         key = (id(node), m, top)
@@ -165,12 +185,13 @@ class FusedLoop:
         for root in self.step.fills:
             s = self.plan.storage[id(root)]
             self.storages[id(s)] = s
+            self.written.add(id(s))
         for inst in self.instances:
             item, m = inst.item, inst.map
             if item.kind == "store":
                 self._collect(item.node, m, top=item.produces is item.node)
                 if item.target is not None:
-                    self._use(item.target, m)
+                    self._use(item.target, m, write=True)
             else:
                 self._collect(item.node.args[0], m)
                 if id(item.node) in self.plan.local:
@@ -178,6 +199,7 @@ class FusedLoop:
                 self.addrs.add(reduce_out_affine(item.node, m))
                 for s in (self.plan.storage[id(item.node)], *item.scratch.values()):
                     self.storages[id(s)] = s
+                    self.written.add(id(s))
 
     def _coalesce(self) -> list[list[int]]:
         groups: list[list[int]] = []
@@ -213,7 +235,11 @@ class FusedLoop:
 
     def load(self, view: L.StridedView, m: L.IndexMap, name: str = "") -> ir.Value:
         st = view.buffer
-        ptr = self.ctx.elem(st, self.offset(L.address(view, m)))
+        const, terms = L.address(view, m)
+        if id(st) in self.alias:
+            st, shift = self.alias[id(st)]
+            const -= shift
+        ptr = self.ctx.elem(st, self.offset((const, terms)))
         return T.load(self.b, ptr, st.dtype, name=name)
 
     # ---- values ------------------------------------------------------------------------

@@ -113,8 +113,12 @@ def operands(plan: Plan, node: Node) -> tuple[Operand, Operand, Operand, tuple[i
 
     cshape = batch + (m, n)
     cst = L.contiguous_strides(cshape)
-    A = Operand(va.buffer, va.offset, bstrides(sa[:-2], ta[:-2]), m, k, ta[-2], ta[-1])
-    B = Operand(vb.buffer, vb.offset, bstrides(sb[:-2], tb[:-2]), k, n, tb[-2], tb[-1])
+    # Operands are read from their first element on (a pointer the segment computes):
+    # products of different slices of one buffer are the same code.
+    A = Operand(plan.shifted(va.buffer, va.offset), 0 if va.buffer.kind != "const" else va.offset,
+                bstrides(sa[:-2], ta[:-2]), m, k, ta[-2], ta[-1])
+    B = Operand(plan.shifted(vb.buffer, vb.offset), 0 if vb.buffer.kind != "const" else vb.offset,
+                bstrides(sb[:-2], tb[:-2]), k, n, tb[-2], tb[-1])
     C = Operand(out, 0, tuple(cst[:-2]), m, n, cst[-2], cst[-1])
     return A, B, C, batch
 

@@ -114,3 +114,31 @@ def test_canonical_text_ignores_names_only():
     assert made[2] is not made[0]           # another constant: its own function
     assert {f.name for f in made} == {"m.a", "m.c"}
     assert not re.search(r"@\"?m\.b", str(module))
+
+
+def _stacked_mlp(x, Ws):
+    for i in range(Ws.shape[0]):
+        x = sg.tanh(x @ Ws[i])
+    return x.sum()
+
+
+def test_layers_sliced_from_one_stacked_array_share_code():
+    # Ws[i] is a view at a different offset per layer: its steps are passed a pointer to
+    # the slice, so a deeper stack adds no functions.
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(5, 16))
+    counts = []
+    for depth in (3, 9):
+        Ws = rng.normal(size=(depth, 16, 16)) / 4
+        counts.append(len(_defined(sg.value_and_grad(_stacked_mlp, argnums=(0, 1))
+                                   .lower(x, Ws).as_text("llvm"))))
+        value, (gx, gW) = sg.value_and_grad(_stacked_mlp, argnums=(0, 1))(x, Ws)
+        tx, tW = torch.tensor(x, requires_grad=True), torch.tensor(Ws, requires_grad=True)
+        h = tx
+        for i in range(depth):
+            h = torch.tanh(h @ tW[i])
+        h.sum().backward()
+        np.testing.assert_allclose(value, h.sum().item(), rtol=1e-12)
+        np.testing.assert_allclose(gx, tx.grad.numpy(), rtol=1e-10, atol=1e-13)
+        np.testing.assert_allclose(gW, tW.grad.numpy(), rtol=1e-10, atol=1e-13)
+    assert counts[0] == counts[1]

@@ -1,0 +1,340 @@
+"""``python -m bench compile``: the first call of a compiled gradient, symgrad against
+jax.jit and torch.compile, on programs whose traced length grows.
+
+Every cell runs in a fresh process with empty caches (symgrad's disk cache off, JAX's
+persistent cache off, inductor's caches off) and times the first call after imports
+and inputs: trace, differentiate, optimise, compile, run.  It also records the growth
+of peak memory (``ru_maxrss``) during that call and a fingerprint of the answer
+(value and gradient sums), checked against the other systems.  Per program and system
+the log-log slope of time against size is fitted; a PNG plots time against size.
+
+Programs (all float64; Python loops are unrolled by tracing):
+
+* ``chain``: ``x = sin(x) * 0.9 + 0.1`` n times on a vector of 100, gradient of the sum;
+* ``mlp``: n dense tanh layers of width 64, batch 16, gradient wrt the input;
+* ``rnn``: n steps of ``h = tanh(h W + x_t U)``, width 32, batch 4, gradient wrt W;
+* ``hessian``: the n x n hessian of ``sum(sin(x) x^2) + (sum x)^2``;
+* ``jacobian``: the n x n jacobian of ``tanh(A x)``.
+
+Example::
+
+    python -m bench compile --quick
+    python -m bench compile --programs mlp,rnn --systems symgrad,jax --timeout 300
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+__all__ = ["PROGRAMS", "SIZES", "QUICK_SIZES", "SYSTEMS", "main", "slope"]
+
+PROGRAMS = ("chain", "mlp", "rnn", "hessian", "jacobian")
+SIZES = {"chain": (100, 300, 1000, 3000), "mlp": (8, 16, 32, 64), "rnn": (25, 50, 100, 200),
+         "hessian": (30, 100, 300), "jacobian": (100, 200, 400)}
+QUICK_SIZES = {"chain": (30, 100), "mlp": (4, 8), "rnn": (10, 20), "hessian": (10, 30),
+               "jacobian": (20, 40)}
+SYSTEMS = ("symgrad", "jax", "torch")
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+# ---- the programs, written once over a namespace of ops ------------------------------------
+def _inputs(program: str, n: int):
+    import numpy as np
+    rng = np.random.default_rng(0)
+    if program == "chain":
+        return (np.linspace(-1.0, 1.0, 100),)
+    if program == "mlp":
+        return (rng.normal(size=(16, 64)), rng.normal(size=(n, 64, 64)) / 8)
+    if program == "rnn":
+        return (rng.normal(size=(32, 32)) / 6, rng.normal(size=(32, 32)) / 6,
+                rng.normal(size=(n, 4, 32)))
+    if program == "hessian":
+        return (np.linspace(-1.0, 1.0, n),)
+    if program == "jacobian":
+        return (np.linspace(-1.0, 1.0, n), rng.normal(size=(n, n)) / math.sqrt(n))
+    raise ValueError(program)
+
+
+def _loss(program: str, ops, n: int):
+    """The program's function at size ``n``; ``ops`` has sin, tanh, zeros."""
+    if program == "chain":
+        def f(x):
+            for _ in range(n):
+                x = ops.sin(x) * 0.9 + 0.1
+            return x.sum()
+    elif program == "mlp":
+        def f(x, Ws):
+            for i in range(Ws.shape[0]):
+                x = ops.tanh(x @ Ws[i])
+            return x.sum()
+    elif program == "rnn":
+        def f(W, U, xs):
+            h = ops.zeros((4, 32))
+            for t in range(xs.shape[0]):
+                h = ops.tanh(h @ W + xs[t] @ U)
+            return h.sum()
+    elif program == "hessian":
+        def f(x):
+            return (ops.sin(x) * x * x).sum() + x.sum() ** 2
+    elif program == "jacobian":
+        def f(x, A):
+            return ops.tanh(A @ x)
+    else:
+        raise ValueError(program)
+    return f
+
+
+def _fingerprint(value, grad) -> list[float]:
+    import numpy as np
+    return [float(np.sum(np.asarray(value, dtype=np.float64))),
+            float(np.sum(np.abs(np.asarray(grad, dtype=np.float64))))]
+
+
+def _first_call(system: str, program: str, n: int) -> tuple[float, list[float]]:
+    """Build the system's compiled function, time its first call, return the answer."""
+    import numpy as np
+    args = _inputs(program, n)
+    if system == "symgrad":
+        import symgrad as sg
+
+        class ops:
+            sin, tanh = staticmethod(sg.sin), staticmethod(sg.tanh)
+            zeros = staticmethod(lambda shape: sg.zeros(shape, dtype=sg.float64))
+        f = _loss(program, ops, n)
+        if program == "hessian":
+            g = sg.hessian(f)
+        elif program == "jacobian":
+            g = sg.jacobian(f)
+        else:
+            g = sg.value_and_grad(f)
+        t0 = time.perf_counter()
+        out = g(*args)
+        seconds = time.perf_counter() - t0
+    elif system == "jax":
+        os.environ.setdefault("JAX_PLATFORMS", "cpu")
+        import jax
+        jax.config.update("jax_enable_x64", True)
+        import jax.numpy as jnp
+
+        class ops:
+            sin, tanh = staticmethod(jnp.sin), staticmethod(jnp.tanh)
+            zeros = staticmethod(lambda shape: jnp.zeros(shape))
+        f = _loss(program, ops, n)
+        if program == "hessian":
+            g = jax.jit(jax.hessian(f))
+        elif program == "jacobian":
+            g = jax.jit(jax.jacrev(f))
+        else:
+            g = jax.jit(jax.value_and_grad(f))
+        jargs = [jnp.asarray(a) for a in args]
+        t0 = time.perf_counter()
+        out = jax.block_until_ready(g(*jargs))
+        seconds = time.perf_counter() - t0
+    elif system == "torch":
+        import torch
+        torch.set_num_threads(max(1, os.cpu_count() or 1))
+
+        class ops:
+            sin, tanh = staticmethod(torch.sin), staticmethod(torch.tanh)
+            zeros = staticmethod(lambda shape: torch.zeros(shape, dtype=torch.float64))
+        f = _loss(program, ops, n)
+        targs = [torch.tensor(a) for a in args]
+        from torch.func import grad_and_value, hessian, jacrev
+        if program == "hessian":
+            g = torch.compile(hessian(f))
+        elif program == "jacobian":
+            g = torch.compile(jacrev(f))
+        else:
+            g = torch.compile(grad_and_value(f))
+        t0 = time.perf_counter()
+        out = g(*targs)
+        seconds = time.perf_counter() - t0
+        if program not in ("hessian", "jacobian"):
+            out = (out[1], out[0])
+        out = _numpy(out)
+    else:
+        raise ValueError(system)
+    out = _numpy(out)
+    if program in ("hessian", "jacobian"):
+        return seconds, _fingerprint(np.trace(np.atleast_2d(out)), out)
+    return seconds, _fingerprint(out[0], out[1])
+
+
+def _numpy(out):
+    import numpy as np
+    if isinstance(out, (tuple, list)):
+        return type(out)(_numpy(o) for o in out)
+    if hasattr(out, "detach"):
+        out = out.detach()
+    return np.asarray(out)
+
+
+def _worker(system: str, program: str, n: int) -> None:
+    import resource
+    os.environ["SYMGRAD_DISK_CACHE"] = "0"
+    os.environ["JAX_ENABLE_COMPILATION_CACHE"] = "false"
+    os.environ["TORCHINDUCTOR_FORCE_DISABLE_CACHES"] = "1"
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    seconds, check = _first_call(system, program, n)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(json.dumps({"seconds": seconds, "peak_mb": (peak - before) / 1024, "check": check}))
+
+
+# ---- the parent: fresh processes, table, slopes, plot ---------------------------------------
+def _cell(system: str, program: str, n: int, timeout: float) -> dict:
+    cmd = [sys.executable, "-m", "bench.compile", "--worker", system, program, str(n)]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(Path(__file__).resolve().parent.parent)] + os.environ.get("PYTHONPATH", "").split(os.pathsep)))
+    t0 = time.perf_counter()
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timeout > {timeout:.0f} s"}
+    if r.returncode != 0:
+        last = (r.stderr.strip().splitlines() or ["exit %d" % r.returncode])[-1]
+        return {"error": last[:120]}
+    cell = json.loads(r.stdout.strip().splitlines()[-1])
+    cell["process"] = time.perf_counter() - t0
+    return cell
+
+
+def slope(points: list[tuple[float, float]]) -> float | None:
+    """Least-squares slope of log(time) against log(size).
+
+    >>> round(slope([(10, 1.0), (100, 10.0), (1000, 100.0)]), 6)
+    1.0
+    """
+    pts = [(math.log(n), math.log(t)) for n, t in points if t and t > 0]
+    if len(pts) < 2:
+        return None
+    mx = sum(x for x, _ in pts) / len(pts)
+    my = sum(y for _, y in pts) / len(pts)
+    den = sum((x - mx) ** 2 for x, _ in pts)
+    return sum((x - mx) * (y - my) for x, y in pts) / den if den else None
+
+
+def _available(system: str) -> str | None:
+    mod = {"symgrad": "symgrad", "jax": "jax", "torch": "torch"}[system]
+    r = subprocess.run([sys.executable, "-c", f"import {mod}"], capture_output=True, text=True)
+    return None if r.returncode == 0 else (r.stderr.strip().splitlines() or ["?"])[-1]
+
+
+def _fmt(cell: dict | None) -> str:
+    if cell is None:
+        return "-"
+    if "error" in cell:
+        return cell["error"][:28]
+    return f"{cell['seconds']:.2f} s"
+
+
+def _agree(a: list[float], b: list[float]) -> bool:
+    return all(abs(x - y) <= 1e-6 * max(1.0, abs(x), abs(y)) for x, y in zip(a, b))
+
+
+def run(programs, systems, sizes, timeout: float, json_path: Path | None,
+        plot_path: Path | None) -> dict:
+    live = []
+    for s in systems:
+        why = _available(s)
+        if why:
+            print(f"skip {s}: not importable ({why})")
+        else:
+            live.append(s)
+    results: dict = {"systems": live, "programs": {}}
+    for program in programs:
+        rows = []
+        print(f"\n== {program}: first call in a fresh process (seconds); ratio = symgrad / jax")
+        head = f"{'n':>6}  " + "  ".join(f"{s:>28}" for s in live) + "   ratio  peak MB (symgrad/jax)  answers"
+        print(head)
+        for n in sizes[program]:
+            cells = {s: _cell(s, program, n, timeout) for s in live}
+            ok = [c for c in cells.values() if "check" in c]
+            agree = all(_agree(ok[0]["check"], c["check"]) for c in ok[1:]) if ok else None
+            sg, jx = cells.get("symgrad"), cells.get("jax")
+            ratio = (sg["seconds"] / jx["seconds"]) if sg and jx and "seconds" in sg \
+                and "seconds" in jx else None
+            mem = "/".join(f"{c['peak_mb']:.0f}" if c and "peak_mb" in c else "-" for c in (sg, jx))
+            rtext = f"{ratio:5.2f}x" if ratio is not None else "     -"
+            verdict = "ok" if agree else ("DIFFER" if agree is False else "-")
+            print(f"{n:>6}  " + "  ".join(f"{_fmt(cells[s]):>28}" for s in live)
+                  + f"   {rtext}  {mem:>21}  {verdict}")
+            rows.append({"n": n, "cells": cells, "ratio": ratio, "agree": agree})
+        slopes = {s: slope([(r["n"], r["cells"][s].get("seconds")) for r in rows
+                            if "seconds" in r["cells"][s]]) for s in live}
+        print("   log-log slope: " + ", ".join(
+            f"{s} {v:.2f}" if v is not None else f"{s} -" for s, v in slopes.items()))
+        results["programs"][program] = {"rows": rows, "slopes": slopes}
+    if json_path is not None:
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(results, indent=1))
+        print(f"\nwrote {json_path}")
+    if plot_path is not None:
+        why = _plot(results, plot_path)
+        print(f"plot: {why}" if why else f"wrote {plot_path}")
+    return results
+
+
+def _plot(results: dict, path: Path) -> str | None:
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except Exception as exc:
+        return f"matplotlib not importable ({type(exc).__name__}: {exc})"
+    progs = list(results["programs"])
+    if not progs:
+        return "nothing to plot"
+    fig, axes = plt.subplots(1, len(progs), figsize=(3.6 * len(progs), 3.4), squeeze=False)
+    for ax, program in zip(axes[0], progs):
+        rows = results["programs"][program]["rows"]
+        for s in results["systems"]:
+            pts = [(r["n"], r["cells"][s]["seconds"]) for r in rows if "seconds" in r["cells"][s]]
+            if pts:
+                ax.loglog(*zip(*pts), marker="o", label=s)
+        ax.set_title(program)
+        ax.set_xlabel("size")
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0][0].set_ylabel("first call (s)")
+    axes[0][-1].legend()
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench compile", description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="two small sizes per program")
+    p.add_argument("--programs", default=",".join(PROGRAMS), help="comma list of " + ", ".join(PROGRAMS))
+    p.add_argument("--systems", default=",".join(SYSTEMS), help="comma list of " + ", ".join(SYSTEMS))
+    p.add_argument("--sizes", default=None, help="comma list of sizes for every program")
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds per cell")
+    p.add_argument("--json", type=Path, default=RESULTS / "compile.json")
+    p.add_argument("--plot", type=Path, default=RESULTS / "compile.png")
+    p.add_argument("--no-plot", action="store_true")
+    p.add_argument("--worker", nargs=3, metavar=("SYSTEM", "PROGRAM", "N"), help=argparse.SUPPRESS)
+    a = p.parse_args(argv)
+    if a.worker:
+        _worker(a.worker[0], a.worker[1], int(a.worker[2]))
+        return 0
+    programs = [x for x in a.programs.split(",") if x]
+    systems = [x for x in a.systems.split(",") if x]
+    bad = [x for x in programs if x not in PROGRAMS] + [x for x in systems if x not in SYSTEMS]
+    if bad:
+        p.error(f"unknown {bad}; programs: {PROGRAMS}, systems: {SYSTEMS}")
+    sizes = dict(QUICK_SIZES if a.quick else SIZES)
+    if a.sizes:
+        sizes = {k: tuple(int(v) for v in a.sizes.split(",")) for k in sizes}
+    run(programs, systems, sizes, a.timeout, a.json, None if a.no_plot else a.plot)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
