@@ -96,3 +96,21 @@ def test_report_shows_symgrad_ratios() -> None:
     assert "MISMATCH max err 5.00e-01 (x)" in text
     summary = text.split("== summary")[1]
     assert "numpy-hand" in summary and "0.25x" in summary
+
+
+def test_compile_bench_runs_in_fresh_processes(tmp_path: Path) -> None:
+    out = tmp_path / "compile.json"
+    r = _run(["compile", "--programs", "chain,rnn", "--systems", "symgrad", "--sizes", "3,6",
+              "--no-plot", "--json", str(out)])
+    assert r.returncode == 0, r.stderr
+    assert "log-log slope: symgrad" in r.stdout
+    data = json.loads(out.read_text())
+    rows = data["programs"]["chain"]["rows"]
+    assert [row["n"] for row in rows] == [3, 6]
+    assert all(row["cells"]["symgrad"]["seconds"] > 0 for row in rows)
+
+
+def test_compile_bench_slope() -> None:
+    from bench.compile import slope
+    assert abs(slope([(10, 2.0), (100, 200.0)]) - 2.0) < 1e-12
+    assert slope([(10, 1.0)]) is None
