@@ -186,6 +186,11 @@ class FusedLoop:
             s = self.plan.storage[id(root)]
             self.storages[id(s)] = s
             self.written.add(id(s))
+        for item in self.step.items:    # initialised and finished even with no instance
+            if item.kind != "store" and id(item.node) not in self.plan.local:   # (0-size tail)
+                for s in (self.plan.storage[id(item.node)], *item.scratch.values()):
+                    self.storages[id(s)] = s
+                    self.written.add(id(s))
         for inst in self.instances:
             item, m = inst.item, inst.map
             if item.kind == "store":

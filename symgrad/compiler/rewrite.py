@@ -136,10 +136,16 @@ def _uniform(n: Node) -> Node | None:
     return None
 
 
+_EMPTY_REDUCTION = {"sum": 0, "prod": 1, "mean": float("nan")}
+
+
 def _identity(n: Node) -> Node | None:
     op, a = n.op, n.args
     if op == "stop_gradient":          # gradients are built: it has done its job
         return a[0]
+    if op in _EMPTY_REDUCTION and a and a[0].size == 0 and n.size:
+        # a reduction over no elements is its identity: no loop accumulates nothing
+        return mk("full", shape=n.shape, value=_EMPTY_REDUCTION[op], dtype=n.dtype)
     if op == "add":
         if is_const(a[1], 0):
             return _fit(a[0], n)

@@ -188,3 +188,25 @@ def test_casting_to_an_integer_dtype_drops_the_history():
     with sg.inference_mode():
         t = sg.ones(2)
     assert t.is_inference() and not t.clone().is_inference()
+
+
+def test_reduction_over_a_zero_size_axis_feeding_a_broadcast_store():
+    """(0,) ** (7, 1) summed over its empty axis and added to a (7, 1) tensor: the loop
+    over 7 had no instance of the empty reduction -- KeyError / AttributeError: 'Node'
+    object has no attribute 'kind' while lowering."""
+    a, b = np.ones(0), np.linspace(0.5, 1.5, 7).reshape(7, 1)
+
+    def fn(L, a, b):
+        return ((a.abs() ** b).sum(1, keepdim=True) + b * 3).sum() + (a ** 2).sum()
+    ta, tb = torch.tensor(a, requires_grad=True), torch.tensor(b, requires_grad=True)
+    want = torch.autograd.grad(fn(torch, ta, tb), [ta, tb])
+    for backend in ("numpy", "llvm"):
+        v, (ga, gb) = sg.value_and_grad(lambda x, y: fn(sg, x, y), argnums=(0, 1),
+                                        backend=backend)(a, b)
+        assert ga.shape == (0,)
+        np.testing.assert_allclose(gb, want[1].numpy(), rtol=1e-12)
+    x = np.ones((3, 0))
+    s, m, p = sg.compile(lambda x: (x.sum(1), x.mean(1), x.prod(1)))(x)
+    np.testing.assert_array_equal(s, torch.ones(3, 0).sum(1).numpy())
+    np.testing.assert_array_equal(m, torch.ones(3, 0).mean(1).numpy())
+    np.testing.assert_array_equal(p, torch.ones(3, 0).prod(1).numpy())
