@@ -82,6 +82,7 @@ def environment(t: "target.Target | None" = None) -> str:
     import numpy
     import symgrad
     return "\n".join([(t or target.current()).fingerprint(), f"threads={target.threads()}",
+                      f"sanitize={settings.sanitize}",
                       f"python={sys.implementation.cache_tag}{sys.abiflags}",
                       f"numpy={numpy.__version__}", f"symgrad={symgrad.__version__}",
                       f"codegen={source_digest(str(Path(__file__).parent))}"])

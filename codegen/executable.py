@@ -188,6 +188,20 @@ class LLVMExecutable:
                               f"of temporaries")
         if status:
             raise RuntimeError(f"{self.name}: native code failed with status {status}")
+        self._check_sanitizer()
+
+    def _check_sanitizer(self) -> None:
+        """Sanitized kernels: raise if a load or store was out of range (and clear)."""
+        try:
+            address = self.handle.address(f"{self.name}.sanitize_fault")
+        except (KeyError, AttributeError):
+            return
+        fault = ctypes.c_int64.from_address(address)
+        if fault.value:
+            fault.value = 0
+            raise RuntimeError(f"{self.name}: an out-of-bounds load or store in compiled code "
+                               "was stopped by the sanitizer (SYMGRAD_SANITIZE=1); this is a "
+                               "bug in symgrad's code generator -- please report it")
 
     def _value(self, node, buffers: list[np.ndarray]) -> np.ndarray:
         from symgrad.graph.interpret import run_node

@@ -4,6 +4,9 @@
   function missed its cache (logger ``symgrad.recompiles``).
 * ``SYMGRAD_CACHE_DIR`` — the on-disk cache of compiled code (default: the user cache dir).
 * ``SYMGRAD_DISK_CACHE`` — ``0`` disables the on-disk cache.
+* ``SYMGRAD_SANITIZE`` — ``1`` compiles kernels with a bounds check on every load and
+  store of a planned buffer: an out-of-range access is not made (it reads element 0)
+  and the call raises ``RuntimeError`` (a test mode; the differential tester uses it).
 * ``SYMGRAD_BACKEND`` — default backend of ``symgrad.compile`` (``llvm`` or ``numpy``).
 * ``SYMGRAD_TARGET_TRIPLE``, ``SYMGRAD_TARGET_CPU``, ``SYMGRAD_TARGET_FEATURES``,
   ``SYMGRAD_TARGET_VECTOR_BITS`` — the machine compiled code is built for (default: this
@@ -37,6 +40,7 @@ class Settings:
     disk_cache: bool = True
     backend: str = "llvm"
     cache_size: int = 64
+    sanitize: bool = False
     target_triple: str = ""
     target_cpu: str = ""
     target_features: str = ""
@@ -50,6 +54,7 @@ class Settings:
             cache_dir=env.get("SYMGRAD_CACHE_DIR") or _default_cache_dir(),
             disk_cache=env.get("SYMGRAD_DISK_CACHE", "1") not in ("0", "false", "no"),
             backend=env.get("SYMGRAD_BACKEND", "llvm"),
+            sanitize=env.get("SYMGRAD_SANITIZE", "0") not in ("0", "", "false", "no"),
             target_triple=env.get("SYMGRAD_TARGET_TRIPLE", ""),
             target_cpu=env.get("SYMGRAD_TARGET_CPU", ""),
             target_features=env.get("SYMGRAD_TARGET_FEATURES", ""),

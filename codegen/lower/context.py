@@ -57,7 +57,10 @@ class StepContext:
         return self.ptrs[id(st)]
 
     def elem(self, st: Storage, index: ir.Value, name: str = "") -> ir.Value:
-        """Pointer to element ``index`` of ``st``."""
+        """Pointer to element ``index`` of ``st`` (bounds-checked in sanitized mode)."""
+        from symgrad.config import settings
+        if settings.sanitize:
+            index = sanitized_index(self.b, st, index)
         return self.b.gep(self.ptr(st), [index], inbounds=True, source_etype=T.storage_type(st.dtype),
                           name=name)
 
@@ -78,3 +81,30 @@ class StepContext:
             return
         fn = self._intrinsic("llvm.memcpy.p0.p0.i64", T.PTR, T.PTR, T.I64, T.I1)
         self.b.call(fn, [self.ptr(dst), self.ptr(src), T.I64(dst.nbytes), T.I1(0)])
+
+
+SANITIZE_FAULT = "sanitize_fault"      # "<module>.sanitize_fault": i64, 0 or 1 + storage slot
+
+
+def sanitize_fault_global(module: ir.Module) -> ir.GlobalVariable:
+    """The module's fault word (read and cleared by the executable after each call)."""
+    name = f"{module.name}.{SANITIZE_FAULT}"
+    g = module.globals.get(name)
+    if g is None:
+        g = ir.GlobalVariable(module, T.I64, name)
+        g.initializer = T.I64(0)
+    return g
+
+
+def sanitized_index(b: ir.IRBuilder, st: Storage, index: ir.Value) -> ir.Value:
+    """``index`` if it lies in ``[0, st.size)``; else 0, and the module's fault word
+    records the access (sanitized mode: the call then raises instead of touching
+    memory out of range)."""
+    index = index if index.type == T.I64 else b.sext(index, T.I64)
+    size = max(int(st.size), 1)
+    ok = b.icmp_unsigned("<", index, T.I64(size))
+    fault = sanitize_fault_global(b.module)
+    old = b.load(fault)
+    b.store(b.select(ok, old, T.I64(1)), fault)
+    return b.select(ok, index, T.I64(0))
+

@@ -444,8 +444,10 @@ def _compare(name, got, same, ref, pert, dtype, n_ops, probe=None, guarded=False
                 p32 = np.asarray(p32, np.float64)
                 spread = spread + np.where(np.isfinite(p32), np.abs(p32 - r), np.inf) * (
                     eps / float(np.finfo(np.float32).eps))
-            tol = 8 * spread + 64 * eps * (np.abs(r) + (scale + scale_all / 16) * (1 + n_ops)) \
-                + 1e-300
+            # (inputs are O(1): a floor of 1 for the scale when the program's values
+            # are all tiny, NaN or inf)
+            tol = 8 * spread + 64 * eps * (np.abs(r) + (scale + max(scale_all / 16, 1.0))
+                                           * (1 + n_ops)) + 1e-300
             err = np.abs(g - r)
             bad = fin & ~(err <= tol)
         if bad.any():
@@ -601,18 +603,19 @@ def _root() -> str:
     return str(Path(__file__).resolve().parents[2])
 
 
-def _env():
+def _env(sanitize: bool = False):
     env = dict(os.environ)
     env["PYTHONPATH"] = _root() + os.pathsep + env.get("PYTHONPATH", "")
     env.setdefault("SYMGRAD_DISK_CACHE", "0")
+    env["SYMGRAD_SANITIZE"] = "1" if sanitize else "0"
     return env
 
 
-def _isolated_check(prog, timeout: float = 120.0) -> str | None:
+def _isolated_check(prog, timeout: float = 120.0, sanitize: bool = False) -> str | None:
     """check(prog) in a child process: a crash or a hang is a failure too."""
     import subprocess
     try:
-        r = subprocess.run([sys.executable, "-c", _ONE, json.dumps(prog)], env=_env(),
+        r = subprocess.run([sys.executable, "-c", _ONE, json.dumps(prog)], env=_env(sanitize),
                            cwd=_root(), capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return "hang"
@@ -638,7 +641,9 @@ def _kind(why: str) -> str:
 
 def fuzz(seconds: float, seed: int = 1, save: bool = True, batch: int = 50,
          out=sys.stdout) -> dict:
-    """Run random programs for ``seconds``; minimise, print and save each failure."""
+    """Run random programs for ``seconds``; minimise, print and save each failure.
+    Every other batch runs sanitized (SYMGRAD_SANITIZE=1: an out-of-bounds access is a
+    reported error), the others as users run them (a crash is caught by the parent)."""
     import subprocess
     import tempfile
     t0 = time.monotonic()
@@ -646,10 +651,13 @@ def fuzz(seconds: float, seed: int = 1, save: bool = True, batch: int = 50,
              "failures": []}
     s = seed * 1_000_000
     progress = tempfile.NamedTemporaryFile(prefix="symgrad-fuzz-", delete=False).name
+    n_batch = 0
     while time.monotonic() - t0 < seconds:
         found = []
+        sanitize = n_batch % 2 == 1
+        n_batch += 1
         proc = subprocess.Popen([sys.executable, "-c", _CHILD, str(s), str(batch), progress],
-                                env=_env(), cwd=_root(), stdout=subprocess.PIPE,
+                                env=_env(sanitize), cwd=_root(), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
         try:
             stdout, stderr = proc.communicate(timeout=max(60.0, 6.0 * batch))
@@ -677,12 +685,16 @@ def fuzz(seconds: float, seed: int = 1, save: bool = True, batch: int = 50,
             isolated = why.startswith(("crash", "hang"))
             first = _kind(why)
 
-            def still(c, first=first, isolated=isolated):
-                w = _isolated_check(c) if isolated else check(c)
+            isolated = isolated or sanitize     # sanitized checks run in a child too
+
+            def still(c, first=first, isolated=isolated, sanitize=sanitize):
+                w = _isolated_check(c, sanitize=sanitize) if isolated else check(c)
                 return bool(w) and _kind(w) == first
             small = minimise(prog, still)
-            final = (_isolated_check(small) if isolated else check(small)) or why
-            print(f"\n=== seed {f['seed']}: {why}\n--- minimised: {final}\n{source(small)}",
+            final = (_isolated_check(small, sanitize=sanitize) if isolated else check(small)) \
+                or why
+            print(f"\n=== seed {f['seed']}{' (sanitized)' if sanitize else ''}: {why}\n"
+                  f"--- minimised: {final}\n{source(small)}",
                   file=out, flush=True)
             stats["failures"].append({"seed": f["seed"], "why": why, "minimised": small})
             if save:
