@@ -8,9 +8,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..graph.autodiff import grad_graph
+from .. import dtypes
 from ..graph.node import Node, const
 from ..ops.shapes import numel
 from . import pytree
+from .batching import batch_graph
 from .rewrite import mk
 
 __all__ = ["Transform", "Identity", "Grad", "Jacobian", "Jvp", "Vjp"]
@@ -121,10 +123,16 @@ def _split_aux(out_nodes, out_structure, has_aux, name):
 
 
 def _jacobian_nodes(outs: list[Node], wrt: list[Node]) -> list[list[Node]]:
-    """J[i][j]: d outs[i] / d wrt[j], shaped outs[i].shape + wrt[j].shape."""
+    """J[i][j]: d outs[i] / d wrt[j], shaped outs[i].shape + wrt[j].shape: the gradient
+    graph for a seed input, batched over the rows of an identity (one kernel for all
+    rows); per row when the graph holds a primitive without a batching rule."""
     table = []
     for o in outs:
         m = numel(o.shape)
+        batched = _batched_rows(o, wrt, m) if m > 1 else None
+        if batched is not None:
+            table.append([mk("reshape", g, shape=o.shape + w.shape) for g, w in zip(batched, wrt)])
+            continue
         rows = [[] for _ in wrt]
         for k in range(m):
             seed = np.zeros(m, dtype=o.dtype.np)
@@ -141,6 +149,17 @@ def _jacobian_nodes(outs: list[Node], wrt: list[Node]) -> list[list[Node]]:
             jo.append(mk("reshape", stacked, shape=o.shape + w.shape))
         table.append(jo)
     return table
+
+
+def _batched_rows(o: Node, wrt: list[Node], m: int) -> list[Node] | None:
+    """d o / d wrt[j] for every element of ``o``, stacked: shape (m,) + wrt[j].shape."""
+    seed = make_aux("jacobian.seed", o.shape, o.dtype)
+    grads = grad_graph([o], wrt, [seed])
+    rows = (m, m)
+    index = dtypes.int64
+    eye = mk("cast", mk("eq", mk("iota", shape=rows, axis=0, dtype=index),
+                        mk("iota", shape=rows, axis=1, dtype=index)), dtype=o.dtype)
+    return batch_graph(grads, {id(seed): mk("reshape", eye, shape=(m,) + o.shape)}, m)
 
 
 class Jacobian(Transform):
