@@ -31,14 +31,14 @@ import zlib
 from typing import Callable
 
 from . import cache, callconv, jit, runtime, target as targets
-from .executable import Interface, LLVMExecutable
+from .executable import ENTRY_SUFFIX, STRUCTURED_SUFFIX, Interface, LLVMExecutable
 from .target import Target
 
-__all__ = ["compile_program", "load_executable", "LLVMExecutable", "ENTRY_SUFFIX",
+__all__ = ["compile_program", "load_executable", "reload", "make_target", "schedule",
+           "native_calls", "entry_key", "source_digest", "load_entry", "store_entry",
+           "LLVMExecutable", "ENTRY_SUFFIX",
            "STRUCTURED_SUFFIX", "stats"]
 
-ENTRY_SUFFIX = ".entry"
-STRUCTURED_SUFFIX = ".structured"
 stats = {"compiled": 0, "from_cache": 0}
 _TEXTS = ("llvm", "llvm-opt")
 
@@ -103,6 +103,8 @@ def compile_program(program, target: Target | None = None,
 
 
 def _compile(program, t: Target, stage: Callable[[str], None]) -> LLVMExecutable:
+    # late: the planner and the IR builders load only when something is compiled (a run
+    # from the disk cache needs neither)
     from .module import build_module
     from .plan import build_plan
     runtime.register()
@@ -138,3 +140,42 @@ def _compile(program, t: Target, stage: Callable[[str], None]) -> LLVMExecutable
     exe = LLVMExecutable(interface, compiled.loaded, texts, name, entry_name, False, plan, t)
     exe.cache_key = key
     return exe
+
+
+# ---- the rest of the interface the front end uses ----------------------------------------
+# ``symgrad`` reaches the code generator only through this module (its compiler's stages,
+# ``symgrad.compiler.persist``'s disk cache of traced programs, the dispatcher's counters).
+
+def make_target(spec: "Target | str | None" = None) -> Target:
+    """A validated target from ``spec`` (a :class:`Target` or a string such as
+    ``"x86_64-unknown-linux-gnu:znver4"``); None: the current one."""
+    return targets.make(spec) if spec is not None else targets.current()
+
+
+def schedule(program, target: Target | None = None):
+    """The plan (schedule, arena) ``program`` compiles to for ``target``: what an
+    executable reloaded from the disk cache without its program computes it from."""
+    from .plan import build_plan   # late: see _compile
+    with targets.use(target):
+        return build_plan(program)
+
+
+def native_calls(exe: LLVMExecutable, entry_name: str) -> int:
+    """How many times ``exe``'s native entry ``entry_name`` has run (its own counter)."""
+    return callconv.native_calls(exe.handle, entry_name)
+
+
+def reload(key: str, interface_json, plan, target: Target | None = None) -> LLVMExecutable | None:
+    """:func:`load_executable` from an interface in its JSON form (as another layer's disk
+    entry stores it); None when that form is not one this version wrote."""
+    try:
+        interface = Interface.from_json(interface_json)
+    except (KeyError, ValueError, TypeError, AttributeError):
+        return None
+    return load_executable(key, interface, plan, target)
+
+
+entry_key = cache.derived_key
+source_digest = cache.source_digest
+load_entry = cache.load
+store_entry = cache.store

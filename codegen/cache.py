@@ -6,7 +6,7 @@ Where: ``<settings.cache_dir>/llvm/<key[:2]>/<key>.obj`` (``SYMGRAD_CACHE_DIR``,
 
 Key (:func:`cache_key`): the program's structural key (outputs and inputs, via
 ``symgrad.graph.node.structural_key``), the formula of every elementwise primitive it
-applies (``symgrad.ops.registry.definition``: nodes name primitives, and a user may
+applies (``symgrad.graph.primitives.definition``: nodes name primitives, and a user may
 register another formula under a name), input and output names/shapes/dtypes, the
 nesting of the native entry's result, and the :func:`environment`: the target's
 fingerprint (triple, CPU name, features, vector width, llvmlite and LLVM versions:
@@ -44,7 +44,9 @@ import tempfile
 from pathlib import Path
 
 from symgrad.config import settings
+from symgrad.version import __version__
 from symgrad.graph.node import structural_key, toposort
+from symgrad.graph.primitives import PRIMITIVES, definition
 
 from . import target
 
@@ -80,11 +82,10 @@ def environment(t: "target.Target | None" = None) -> str:
     numpy versions (the entries call CPython's and numpy's C APIs, whose layouts they
     assume), symgrad's version and the code generator's source."""
     import numpy
-    import symgrad
     return "\n".join([(t or target.current()).fingerprint(), f"threads={target.threads()}",
                       f"sanitize={settings.sanitize}",
                       f"python={sys.implementation.cache_tag}{sys.abiflags}",
-                      f"numpy={numpy.__version__}", f"symgrad={symgrad.__version__}",
+                      f"numpy={numpy.__version__}", f"symgrad={__version__}",
                       f"codegen={source_digest(str(Path(__file__).parent))}"])
 
 
@@ -98,7 +99,6 @@ def derived_key(kind: str, parts: list[str], t: "target.Target | None" = None) -
 def _definitions(nodes) -> str:
     """The formulas of the elementwise primitives under ``nodes``: a node names its
     primitive, and another process may register another formula under that name."""
-    from symgrad.ops.registry import PRIMITIVES, definition
     prims = [PRIMITIVES.get(op) for op in sorted({n.op for n in toposort(nodes)})]
     return repr([definition(p) for p in prims if p is not None and p.kind == "elementwise"])
 

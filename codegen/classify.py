@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from symgrad.graph.node import Node
-from symgrad.ops.registry import PRIMITIVES
+from symgrad.graph.primitives import PRIMITIVES, fused_symbols
 
 from . import types as T
 from .lower.sympy_ir import op_cost, unsupported
@@ -38,7 +38,6 @@ EW_STRUCTURAL = frozenset({"cast", "full", "iota"})
 def formula_of(node: Node):
     """(sympy expr, its symbols in argument order) of an elementwise node."""
     if node.op == "fused":
-        from symgrad.ops.fused import fused_symbols
         return node.attr("expr"), fused_symbols(len(node.args))
     f = PRIMITIVES[node.op].formula
     return f.expr, f.symbols

@@ -27,12 +27,16 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from . import callconv
+from symgrad.graph.interpret import run_node
+
+from . import callconv, jit
 
 __all__ = ["LLVMExecutable", "Interface", "Buffer", "check_arrays"]
 
 _KERNEL = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p)
 TEXT_KINDS = ("llvm", "llvm-opt", "asm", "program")
+ENTRY_SUFFIX = ".entry"              # the CPython entry of a module's kernel
+STRUCTURED_SUFFIX = ".structured"   # the entry returning results nested as the function does
 
 
 def check_arrays(arrays: Any, specs: Sequence[Any], where: str = "compiled function") -> list[np.ndarray]:
@@ -165,7 +169,7 @@ class LLVMExecutable:
         if not interface.hybrid:
             self._run_segment(0, buffers)
             return outs
-        from .plan import NodeStep
+        from .plan import NodeStep   # late: a run from the disk cache needs no planner
         plan = self.plan
         segment = 0
         self._run_segment(segment, buffers)
@@ -204,7 +208,6 @@ class LLVMExecutable:
                                "bug in symgrad's code generator -- please report it")
 
     def _value(self, node, buffers: list[np.ndarray]) -> np.ndarray:
-        from symgrad.graph.interpret import run_node
         st = self.plan.storage.get(id(node))
         if node.op == "const":
             return node.attr("value").value
@@ -215,7 +218,6 @@ class LLVMExecutable:
         raise AssertionError(f"numpy step argument {node.op} is not materialised")
 
     def _run_numpy(self, node, buffers: list[np.ndarray]) -> None:
-        from symgrad.graph.interpret import run_node
         with np.errstate(all="ignore"):
             result = run_node(node, [self._value(a, buffers) for a in node.args])
         st = self.plan.storage[id(node)]
@@ -248,7 +250,6 @@ class LLVMExecutable:
     @property
     def structured_entry_name(self) -> str | None:
         """The entry returning nested results, if the module has one."""
-        from .backend import STRUCTURED_SUFFIX
         if self.entry_name is None or self.interface.structure is None:
             return None
         return self.entry_name + STRUCTURED_SUFFIX
@@ -263,7 +264,6 @@ class LLVMExecutable:
         if kind not in TEXT_KINDS:
             raise ValueError(f"unknown text kind {kind!r}; choose one of {TEXT_KINDS}")
         if kind == "asm" and "asm" not in self.texts:       # code generation, on demand
-            from . import jit
             self.texts["asm"] = jit.assembly(self.texts["llvm-opt"], self.target)
         return self.texts[kind]
 

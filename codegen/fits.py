@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 import mpmath as mp
+from . import vecmath
 
 __all__ = ["remez", "stepwise", "max_error", "Table", "TABLES", "log1p_unit",
            "log1p_unit_error", "LOG1P_UNIT_DEGREE"]
@@ -232,7 +233,6 @@ def log1p_unit_error(coeffs: list[float], points: int = 2001) -> float:
 
 
 def main() -> None:
-    from . import vecmath
 
     def log2(x: float) -> str:
         return f"2^{float(mp.log(x, 2)):.2f}"

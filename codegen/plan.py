@@ -1,6 +1,6 @@
 """The schedule of a program: what is materialised where, and in which steps.
 
-Input: a :class:`symgrad.compiler.program.Program`.  Output: a :class:`Plan` --
+Input: a :class:`symgrad.graph.program.Program`.  Output: a :class:`Plan` --
 
 * **roots**: nodes that get storage of their own: outputs, reductions, window ops
   (pad_slice, cat), opaque ops (matmul, indexing, ...), numpy-rule nodes, bases of the
@@ -39,8 +39,8 @@ from typing import Any
 
 import numpy as np
 
-from symgrad import dtypes
-from symgrad.dtypes import DType
+from symgrad.graph import dtypes
+from symgrad.graph.dtypes import DType
 from symgrad.graph.node import Node
 
 from . import layout as L

@@ -15,7 +15,7 @@ and OpenBLAS's gemm is very slow on such shapes anyway.
 """
 from __future__ import annotations
 
-from symgrad.compiler.program import Program
+from symgrad.graph.program import Program
 from symgrad.graph.node import Node, make_node, toposort
 
 __all__ = ["matvec_as_reduction", "MIN_MATVEC_WORK"]

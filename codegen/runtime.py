@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+from . import callconv, jit
 
 __all__ = ["register", "register_blas", "register_for", "symbols", "blas_symbols", "BLAS_GEMM",
            "MALLOC", "ALIGNED_ALLOC", "FREE"]
@@ -130,7 +131,6 @@ def symbols() -> dict[str, int]:
 @functools.cache
 def register() -> None:
     """Publish :func:`symbols` to LLVM's symbol table (idempotent)."""
-    from . import callconv, jit
     callconv.register_runtime_symbols()
     for name, address in symbols().items():
         jit.add_symbol(name, address)
@@ -139,7 +139,6 @@ def register() -> None:
 @functools.cache
 def register_blas() -> None:
     """Publish the BLAS symbols (only programs calling BLAS pay for loading it)."""
-    from . import jit
     for name, address in blas_symbols().items():
         jit.add_symbol(name, address)
     control = blas_thread_control()
@@ -156,7 +155,9 @@ def register_threads() -> None:
     two-thread kernel from the disk cache then makes its first call in ~12-17 ms
     instead of 40-60 ms (no LLVM at all)."""
     register()
-    from . import cache, jit, target, worker
+    # late: worker and lower.parallel build on this module's symbol names, and only a
+    # kernel that uses threads needs them
+    from . import cache, target, worker
     with target.use(target.host()) as host:    # the helper runs here: built for this CPU
         key = cache.derived_key("worker", [])  # the environment has codegen's source digest
         hit = cache.load(key)
@@ -167,7 +168,7 @@ def register_threads() -> None:
             except Exception:          # a stale or foreign object: compile it again
                 compiled = None
         if compiled is None:
-            from .lower.parallel import trampoline
+            from .lower.parallel import trampoline   # late: see above
             compiled = jit.compile_module(worker.worker_ir(trampoline), target=host)
             cache.store(key, {"object": compiled.object_code})
     _KEEP.append(compiled)
@@ -179,7 +180,6 @@ def register_threads() -> None:
 def register_for(object_code: bytes) -> None:
     """Publish everything ``object_code`` needs before it is loaded."""
     register()
-    from . import jit
     _, undefined = jit.elf_symbols(object_code)
     if any(name in BLAS_GEMM.values() or name == BLAS_THREADS_LOCAL for name in undefined):
         register_blas()

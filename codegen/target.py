@@ -52,6 +52,8 @@ from typing import Iterator
 import llvmlite
 import llvmlite.binding as llvm
 
+from symgrad.config import settings
+
 __all__ = ["Target", "TargetError", "host", "default", "current", "use", "make", "init",
            "threads", "X86_LEVELS"]
 
@@ -472,7 +474,6 @@ def _validate(t: Target) -> None:
 def default() -> Target:
     """The target compiled code is built for unless a compile names one: the host, or
     what ``SYMGRAD_TARGET_*`` (read by :mod:`symgrad.config`) ask for."""
-    from symgrad.config import settings
     return make(triple=settings.target_triple or None, cpu=settings.target_cpu or None,
                 features=settings.target_features or None,
                 vector_bits=settings.target_vector_bits or None)

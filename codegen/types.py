@@ -6,7 +6,7 @@
   NaN or out-of-range float becomes the minimum integer) and never produces poison
   that could later reach an address computation.
 
->>> from symgrad import dtypes
+>>> from symgrad.graph import dtypes
 >>> str(storage_type(dtypes.bool_)), str(value_type(dtypes.bool_)), str(storage_type(dtypes.float32))
 ('i8', 'i1', 'float')
 """
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from symgrad import dtypes
-from symgrad.dtypes import DType
+from symgrad.graph import dtypes
+from symgrad.graph.dtypes import DType
 
 __all__ = ["NATIVE", "is_native", "storage_type", "value_type", "convert", "load", "store",
            "constant", "I1", "I8", "I32", "I64", "PTR", "F32", "F64"]

@@ -47,6 +47,7 @@ import llvmlite.ir as ir
 
 from . import types as T
 from .runtime import PTHREAD_CREATE, PTHREAD_DETACH, SCHED_YIELD, SYSCALL, THREAD_POST, USLEEP
+from . import target
 
 __all__ = ["worker_ir", "mailbox", "pause", "MAILBOX", "SPIN", "PAUSES", "reset_after_fork"]
 
@@ -74,7 +75,6 @@ def _slot(b: ir.IRBuilder, mailbox: ir.Value, k: int) -> ir.Value:
 
 def pause(module: ir.Module, b: ir.IRBuilder) -> None:
     """The target's spin-wait hint (x86 ``pause``), if it has one."""
-    from . import target
     hint = target.current().spin_hint
     if hint is None:
         return

@@ -12,12 +12,13 @@ operations are primitives whose gradients are symbolic (see ``symgrad.graph``) a
 """
 from __future__ import annotations
 
-from . import dtypes as _dtypes
-from .dtypes import (DType as dtype, bool_ as bool, float16, float32, float64, int8, int16,
+from .version import __version__
+from .graph import dtypes as _dtypes
+from .graph.dtypes import (DType as dtype, bool_ as bool, float16, float32, float64, int8, int16,
                      int32, int64, uint8, get_default_dtype, set_default_dtype)
 from .tensor import Size, Tensor
 from .ops import formulas as _formulas, structural as _structural, vjp as _vjp  # registration
-from .ops.registry import elementwise
+from .graph.primitives import elementwise
 from .dispatch import bind as apply
 from .functions import methods as _methods
 from .functions.creation import (arange, as_tensor, empty, empty_like, eye, from_numpy, full,
@@ -123,5 +124,3 @@ def equal(a, b) -> bool:
     import numpy as _np
     return tuple(a.shape) == tuple(b.shape) and bool(_np.array_equal(_np.asarray(a), _np.asarray(b)))
 
-
-__version__ = "0.1.0"

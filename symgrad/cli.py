@@ -11,7 +11,7 @@ import sys
 
 import numpy as np
 
-from . import dtypes
+from .graph import dtypes
 
 __all__ = ["main", "parse_arg_type"]
 
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     ins.add_argument("--simplify", action="store_true",
                      help="simplify symbolic formulas with sympy (slow for large programs)")
     args = p.parse_args(argv)
-    from . import compiler
+    from . import compiler   # late: `--help` answers without loading the compiler
     fn = _load(args.target)
     if hasattr(fn, "fn") and isinstance(fn, compiler.Compiled):
         fn = fn.fn

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import dtypes
+from .graph import dtypes
 from .autograd import grad_mode
 from .autograd.function import SavedTensor, accumulator, new_function
-from .fpstate import enter as fp_enter, leave as fp_leave
+from .graph.fpstate import enter as fp_enter, leave as fp_leave
 from .graph import node as gnode
-from .ops import registry
-from .ops.registry import NUMPY_RULES, SHAPE_RULES
+from .graph import primitives as registry
+from .graph.primitives import NUMPY_RULES, SHAPE_RULES
 
 __all__ = ["bind", "bind_binary", "tensor_cls", "set_lifter"]
 

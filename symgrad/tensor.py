@@ -14,9 +14,14 @@ import weakref
 
 import numpy as np
 
-from . import dispatch, dtypes
+from . import dispatch
+from .graph import dtypes
 from .autograd.grad_mode import _state as _grad_state
 from .printing import tensor_repr
+from .graph.shapes import wrap_dim
+from .autograd import engine
+from .dispatch import stop_gradient_node
+from .errors import traced_value_error
 
 __all__ = ["Tensor", "Size", "next_birth"]
 
@@ -123,7 +128,6 @@ class Tensor:
     def size(self, dim: int | None = None):
         if dim is None:
             return self.shape
-        from .ops.shapes import wrap_dim
         return self.shape[wrap_dim(dim, self.dim())]
 
     @property
@@ -252,7 +256,6 @@ class Tensor:
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         """Accumulate d(self)/d(leaf) into each leaf's ``.grad`` (see PyTorch)."""
-        from .autograd import engine
         engine.backward([self], None if gradient is None else [gradient],
                         retain_graph=retain_graph, create_graph=create_graph, inputs=inputs)
 
@@ -260,7 +263,6 @@ class Tensor:
         """A tensor on the same storage (and version counter) with no history; in a
         trace, a stop-gradient node (compiled gradients treat it as eager backward does)."""
         if self._data is None:
-            from .dispatch import stop_gradient_node
             return Tensor._from_node(stop_gradient_node(self._node))
         return self._shallow()
 
@@ -294,7 +296,6 @@ class Tensor:
     # ---- conversion -----------------------------------------------------------------
     def _eager_data(self, what: str) -> np.ndarray:
         if self._node is not None:
-            from .errors import traced_value_error
             raise traced_value_error(what)
         return self._data
 
@@ -371,7 +372,7 @@ class Tensor:
         return format(repr(self), spec)
 
     def __reduce_ex__(self, protocol):
-        from .functions.creation import tensor
+        from .functions.creation import tensor  # late: eager-core cycle (see docs/architecture.md)
         return (tensor, (self._eager_data("pickling").copy(),),
                 None) if not self.requires_grad else (_rebuild, (self._data.copy(), True))
 

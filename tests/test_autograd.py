@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import symgrad as sg
-from symgrad.ops import registry as R
+from symgrad.graph import primitives as R
 from symgrad.ops.formulas import BUILTIN_ELEMENTWISE
 from symgrad.ops.structural import STRUCTURAL
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import llvmlite.ir as ir
 import numpy as np
 
+from symgrad.config import settings
+
 from .. import types as T
 from ..plan import Plan, Storage
 
@@ -58,7 +60,6 @@ class StepContext:
 
     def elem(self, st: Storage, index: ir.Value, name: str = "") -> ir.Value:
         """Pointer to element ``index`` of ``st`` (bounds-checked in sanitized mode)."""
-        from symgrad.config import settings
         if settings.sanitize:
             index = sanitized_index(self.b, st, index)
         return self.b.gep(self.ptr(st), [index], inbounds=True, source_etype=T.storage_type(st.dtype),

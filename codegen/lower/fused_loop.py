@@ -26,7 +26,7 @@ import itertools
 
 import llvmlite.ir as ir
 
-from symgrad import dtypes
+from symgrad.graph import dtypes
 from symgrad.graph.node import Node
 
 from .. import layout as L

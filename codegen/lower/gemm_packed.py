@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from symgrad.dtypes import DType
+from symgrad.graph.dtypes import DType
 
 from .. import types as T
 from ..runtime import FREE, MALLOC

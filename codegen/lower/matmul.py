@@ -54,6 +54,8 @@ from . import gemm_kernel, gemm_packed
 from .context import StepContext
 from .loops import Loop, LoopNest, strided_offset
 from .reduce import REASSOC
+from .parallel import threads
+from .parallel import row_chunks
 
 __all__ = ["storages", "emit", "BLAS_MIN_WORK", "Operand", "operands"]
 
@@ -238,7 +240,6 @@ def parallel_rows(plan: Plan, node: Node) -> int | None:
     """Rows of a product split between two threads (each calling BLAS on its own row
     blocks, or on one half of the shared dimension: :func:`k_split`, with one OpenBLAS
     thread), or None to call BLAS once."""
-    from .parallel import threads
     A, B, C, batch = operands(plan, node)
     m, k, n = A.rows, A.cols, B.cols
     if threads() < 2 or not _use_blas(node, A, B) or m * n * k < PARALLEL_GEMM_WORK:
@@ -273,7 +274,6 @@ def split_costs(plan: Plan, node: Node) -> dict[str, int]:
     without batch dimensions and with halves of at least ``BLAS_MIN_DIM``.  (A column
     split would pack A again, M*K: never cheaper than both here, not implemented.)  A
     product on the IR GEMM (:mod:`.gemm_kernel`) packs nothing: rows cost 0."""
-    from .parallel import row_chunks
     A, B, C, batch = operands(plan, node)
     m, k, n = A.rows, A.cols, B.cols
     if _kernel_kind(node, A, B, C):

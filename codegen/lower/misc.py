@@ -2,7 +2,7 @@
 and cumsum (sequential in the array's dtype, like ``np.cumsum(x, dtype=x.dtype)``)."""
 from __future__ import annotations
 
-from symgrad import dtypes
+from symgrad.graph import dtypes
 from symgrad.graph.node import Node
 
 from .. import layout as L

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from symgrad import dtypes
-from symgrad.dtypes import DType
+from symgrad.graph import dtypes
+from symgrad.graph.dtypes import DType
 from symgrad.graph.node import Node
 
 from .. import types as T

@@ -20,7 +20,7 @@ formula needs floats), conditions are ``i1``.  Lowering rules:
 Common subexpressions are emitted once (memo per emitter).
 
 >>> import sympy, llvmlite.ir as ir
->>> from symgrad import dtypes
+>>> from symgrad.graph import dtypes
 >>> x = sympy.Symbol("a0", real=True)
 >>> m = ir.Module(); f = ir.Function(m, ir.FunctionType(ir.DoubleType(), [ir.DoubleType()]), "f")
 >>> b = ir.IRBuilder(f.append_basic_block())
@@ -40,8 +40,8 @@ import numpy as np
 import sympy
 from sympy.codegen.cfunctions import expm1, log1p
 
-from symgrad import dtypes
-from symgrad.dtypes import DType
+from symgrad.graph import dtypes
+from symgrad.graph.dtypes import DType
 
 from .. import types as T
 from .. import vecmath

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from symgrad.dtypes import DType
+from symgrad.graph.dtypes import DType
 
 from .. import target
 from .. import types as T

@@ -11,11 +11,13 @@ import warnings
 
 import numpy as np
 
-from .. import dispatch, dtypes
-from ..fpstate import enter as fp_enter, leave as fp_leave
+from .. import dispatch
+
+from ..graph import dtypes
+from ..graph.fpstate import enter as fp_enter, leave as fp_leave
 from ..ops import lax
-from ..ops.registry import PRIMITIVES, VJP_RULES
-from ..ops.vjp import ARRAY_RULES
+from ..graph.primitives import PRIMITIVES
+from ..ops.vjp import ARRAY_RULES, rule as vjp_rule
 from . import anomaly_mode, grad_mode
 from .anomaly_mode import _state as _anomaly
 from .function import AccumulateGrad, accumulator
@@ -177,7 +179,7 @@ def _call_rule(fn, g):
 def _apply_rule(fn, g):
     if fn._inner is not None:
         return fn._inner(fn, g)
-    return VJP_RULES[fn.prim.name](fn, g)
+    return vjp_rule(fn.prim.name)(fn, g)
 
 
 def _call_rule_arrays(fn, g):
@@ -185,7 +187,7 @@ def _call_rule_arrays(fn, g):
     rules (and composites' inner backward) run on it directly, any other rule on a
     Tensor wrapping it."""
     inner = fn._inner
-    rule = VJP_RULES[fn.prim.name] if inner is None else None
+    rule = vjp_rule(fn.prim.name) if inner is None else None
     if rule in ARRAY_RULES:
         grads = rule(fn, g)
     elif inner is not None and getattr(inner, "takes_arrays", False):

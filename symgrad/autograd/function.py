@@ -15,6 +15,7 @@ import weakref
 
 from . import anomaly_mode
 from .anomaly_mode import _state as _anomaly
+from ..graph import dtypes
 
 __all__ = ["Function", "AccumulateGrad", "function_class", "SavedTensor", "FREED_MESSAGE"]
 
@@ -159,8 +160,7 @@ _SCALAR_OVERLOADS = {"PowBackward0", "PowBackward2", "ClampBackward1"}
 
 def _wrapped_number(v):
     """A saved Python scalar as PyTorch shows it: a 0-d int64 / float64 / bool tensor."""
-    from .. import dtypes
-    from ..functions.creation import tensor
+    from ..functions.creation import tensor  # late: eager-core cycle (see docs/architecture.md)
     dt = (dtypes.bool_ if isinstance(v, bool) else dtypes.int64 if isinstance(v, int)
           else dtypes.float64)
     return tensor(v, dtype=dt)

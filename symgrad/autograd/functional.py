@@ -4,6 +4,7 @@ double-vjp trick)."""
 from __future__ import annotations
 
 from . import engine, grad_mode
+from ..ops import lax
 
 __all__ = ["vjp", "jvp", "jacobian", "hessian", "vhp", "hvp"]
 
@@ -13,7 +14,7 @@ def _tup(x):
 
 
 def _prep(inputs, create_graph):
-    from ..tensor import Tensor
+    from ..tensor import Tensor  # late: eager-core cycle (see docs/architecture.md)
     out = []
     for i, x in enumerate(inputs):
         if not isinstance(x, Tensor):
@@ -25,7 +26,6 @@ def _prep(inputs, create_graph):
 
 
 def _zeros_like(t):
-    from ..ops import lax
     return lax.zeros(tuple(t.shape), t.dtype)
 
 
@@ -49,7 +49,6 @@ def vjp(func, inputs, v=None, create_graph=False, strict=False):
             if any(o.numel() != 1 for o in outs_t):
                 raise RuntimeError("The vector v can only be None if the user-provided function "
                                    "returns a single Tensor with a single element.")
-            from ..ops import lax
             v_t = tuple(lax.full(tuple(o.shape), 1, o.dtype) for o in outs_t)
         else:
             v_t, _ = _tup(v)
@@ -61,7 +60,6 @@ def vjp(func, inputs, v=None, create_graph=False, strict=False):
 
 def jvp(func, inputs, v=None, create_graph=False, strict=False):
     """(func(inputs), J v) via the double-vjp trick."""
-    from ..ops import lax
     with grad_mode.enable_grad():
         inputs, is_tuple = _tup(inputs)
         inputs = _prep(inputs, create_graph)
@@ -93,8 +91,7 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
              strategy="reverse-mode"):
     """d func / d inputs: for each (output, input) pair a tensor of shape
     output.shape + input.shape."""
-    from ..functions.shape import reshape, stack
-    from ..ops import lax
+    from ..functions.shape import reshape, stack  # late: eager-core cycle (see docs/architecture.md)
     with grad_mode.enable_grad():
         inputs, is_tuple = _tup(inputs)
         inputs = _prep(inputs, create_graph)
@@ -138,7 +135,6 @@ def hessian(func, inputs, create_graph=False, strict=False, vectorize=False,
 
 
 def _one_like(t):
-    from ..ops import lax
     return lax.full((), 1, t.dtype)
 
 

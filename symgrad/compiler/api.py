@@ -24,11 +24,11 @@ import numpy as np
 from ..config import settings
 from ..graph.node import toposort
 from ..tensor import Tensor
-from . import pytree
+from ..graph import pytree
 from .backends import get_backend
 from . import persist
 from .fusion import fuse
-from .program import Program
+from ..graph.program import Program
 from .progress import StageClock
 from .rewrite import count_nodes, simplify, stabilize, transpose_products
 from .trace import arg_names, leaf_spec, trace
@@ -135,7 +135,7 @@ class Lowered:
     def symbolic(self, simplify: bool = True):
         """Every output element as a sympy expression of the input elements (for small
         inputs), structured like the outputs."""
-        from .symbolic import MAX_ELEMENTS, input_symbols, symbolic_values
+        from .symbolic import MAX_ELEMENTS, input_symbols, symbolic_values  # late: sympy
         env = {}
         for node, name in zip(self.raw.inputs, self.raw.input_names):
             if node.size > MAX_ELEMENTS:
@@ -456,9 +456,8 @@ class Compiled:
         """Calls of the entry's native code (its own counter), 0 without one."""
         if not entry.native_name:
             return 0
-        from codegen import callconv
         try:
-            return callconv.native_calls(entry.exe.handle, entry.native_name)
+            return get_backend("llvm").native_calls(entry.exe, entry.native_name)
         except KeyError:
             return 0
 
@@ -506,16 +505,12 @@ def _run_stages(transform: Transform, tr, key, names, clock: StageClock) -> _Sta
 
 def _plan(lowered: Lowered):
     """The LLVM schedule of a lowered program (for an executable reloaded without it)."""
-    from codegen import target
-    from codegen.plan import build_plan
-    with target.use(lowered.target):
-        return build_plan(lowered.optimized)
+    return get_backend("llvm").schedule(lowered.optimized, lowered.target)
 
 
 def _make_target(spec):
     """A validated ``codegen.target.Target`` (None: the current one)."""
-    from codegen import target
-    return target.make(spec) if spec is not None else target.current()
+    return get_backend("llvm").make_target(spec)
 
 
 def _fits(hit, specs, closure) -> bool:

@@ -14,7 +14,7 @@ return None and the caller falls back to unbatched graphs.
 
 >>> import numpy as np
 >>> from symgrad.graph.node import const
->>> from symgrad import dtypes
+>>> from symgrad.graph import dtypes
 >>> x = const(np.arange(3.0), dtypes.float64)
 >>> y = mk("mul", x, x)
 >>> stack = const(np.ones((2, 3)), dtypes.float64)
@@ -26,7 +26,7 @@ from __future__ import annotations
 from typing import Callable
 
 from ..graph.node import Node, toposort
-from ..ops.registry import PRIMITIVES
+from ..graph.primitives import PRIMITIVES
 from .rewrite import mk
 
 __all__ = ["batch_graph"]

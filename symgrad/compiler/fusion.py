@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..graph.node import Node, make_node, toposort
-from ..ops.registry import PRIMITIVES, _sympy
+from ..graph.primitives import PRIMITIVES, _sympy
 
 if TYPE_CHECKING:
     import sympy

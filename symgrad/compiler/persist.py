@@ -13,7 +13,7 @@ entry points to that object from a key known right after tracing (:func:`trace_k
 * the transform (:meth:`~symgrad.compiler.transforms.Transform.spec`: grad or jacobian,
   argnums, value / has_aux, ...);
 * the definition of every primitive the graph uses
-  (:func:`symgrad.ops.registry.fingerprint`: a user's formula, as another process may
+  (:func:`symgrad.graph.primitives.fingerprint`: a user's formula, as another process may
   register another formula under the same name), the default dtype;
 * a digest of symgrad's own source (the transforms, rewrites and fusion that a hit
   skips), the sympy version (derivatives) and the backend's environment (host CPU and
@@ -43,9 +43,10 @@ import os
 import re
 from dataclasses import dataclass
 
-from .. import dtypes
+from ..graph import dtypes
 from ..graph.node import toposort, structural_key
-from ..ops.registry import PRIMITIVES, fingerprint
+from ..graph.primitives import PRIMITIVES, fingerprint
+from .backends import get_backend
 from .transforms import Transform
 
 __all__ = ["trace_key", "load", "store", "Hit", "KIND"]
@@ -76,7 +77,7 @@ def _literal_key(k) -> bool:
 def trace_key(tr, signature, transform, target=None) -> str | None:
     """The disk key of a traced program under ``transform`` (see the module docstring),
     or None when it cannot be keyed soundly."""
-    from codegen import cache
+    backend = get_backend("llvm")
     if type(transform).__module__ != Transform.__module__:
         return None                     # a subclass may build differently under one spec
     spec = transform.spec()
@@ -98,9 +99,9 @@ def trace_key(tr, signature, transform, target=None) -> str | None:
     parts = [structural_key(graph), repr(tr.out_structure), repr(structure),
              repr([(s.kind, s.shape, s.dtype.name, s.requires_grad) for s in specs]),
              repr(spec), repr(defs), f"default_dtype={dtypes.get_default_dtype().name}",
-             f"symgrad_source={cache.source_digest(_SOURCE)}",
+             f"symgrad_source={backend.source_digest(_SOURCE)}",
              f"sympy={sympy_version()}"]          # derivatives and their printing
-    return cache.derived_key(KIND, parts, target)
+    return backend.entry_key(KIND, parts, target)
 
 
 @functools.cache
@@ -133,27 +134,25 @@ class Hit:
 def load(key: str, plan, target=None) -> Hit | None:
     """The executable stored for ``key`` (``plan``: a function making its schedule, called
     only if needed), or None."""
-    from codegen import backend, cache
-    from codegen.executable import Interface
-    sections = cache.load(key)
+    backend = get_backend("llvm")
+    sections = backend.load_entry(key)
     if sections is None:
         return None
     try:
         meta = json.loads(sections["meta"].decode())
-        interface = Interface.from_json(meta["interface"])
+        interface = meta["interface"]
         out_structure = ast.literal_eval(meta["out_structure"])
         aux = [(str(n), tuple(int(d) for d in shape), dtypes.as_dtype(dt))
                for n, shape, dt in meta["aux"]]
         program_key = str(meta["program"])
     except (KeyError, ValueError, TypeError, AttributeError, SyntaxError, UnicodeDecodeError):
         return None                                   # not an entry this version wrote
-    exe = backend.load_executable(program_key, interface, plan, target)
+    exe = backend.reload(program_key, interface, plan, target)
     return None if exe is None else Hit(exe, out_structure, aux)
 
 
 def store(key: str, exe, out_structure, aux_nodes) -> bool:
     """Remember, under ``key``, how to reload ``exe`` (an LLVM executable)."""
-    from codegen import cache
     text = repr(out_structure)
     try:
         if not _plain(out_structure) or ast.literal_eval(text) != out_structure:
@@ -163,4 +162,4 @@ def store(key: str, exe, out_structure, aux_nodes) -> bool:
     meta = {"program": exe.cache_key, "interface": exe.interface.to_json(),
             "out_structure": text,
             "aux": [[n.attr("name"), list(n.shape), n.dtype.name] for n in aux_nodes]}
-    return cache.store(key, {"meta": json.dumps(meta).encode()})
+    return get_backend("llvm").store_entry(key, {"meta": json.dumps(meta).encode()})

@@ -30,7 +30,7 @@ import numpy as np
 
 from ..graph.interpret import run_node
 from ..graph.node import Node, const, make_node, toposort
-from ..ops.registry import PRIMITIVES, SHAPE_RULES
+from ..graph.primitives import PRIMITIVES, SHAPE_RULES
 
 __all__ = ["rebuild", "simplify", "stabilize", "transpose_products", "mk", "count_nodes"]
 

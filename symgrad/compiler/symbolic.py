@@ -6,8 +6,8 @@ import numpy as np
 import sympy
 
 from ..graph.node import Node, toposort
-from ..ops.fused import fused_symbols
-from ..ops.registry import NUMPY_RULES, PRIMITIVES
+from ..graph.primitives import fused_symbols
+from ..graph.primitives import NUMPY_RULES, PRIMITIVES
 
 __all__ = ["symbolic_values", "input_symbols", "MAX_ELEMENTS"]
 

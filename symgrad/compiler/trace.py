@@ -11,10 +11,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import dispatch, dtypes
+from .. import dispatch
+
+from ..graph import dtypes
 from ..graph.node import Node, const, make_node
 from ..tensor import Tensor, next_birth
-from . import pytree
+from ..graph import pytree
 
 __all__ = ["Tracer", "TraceResult", "trace", "Leaf", "leaf_spec"]
 

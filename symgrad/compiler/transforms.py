@@ -1,19 +1,20 @@
 """Program transformations on traced graphs: identity (compile), gradients, value and
 gradient, Jacobians, Hessians, JVPs and VJPs — all by symbolic reverse mode
-(:func:`symgrad.graph.autodiff.grad_graph`), so their results are graphs again."""
+(:func:`symgrad.compiler.autodiff.grad_graph`), so their results are graphs again."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..graph.autodiff import grad_graph
-from .. import dtypes
+from .autodiff import grad_graph
+from ..graph import dtypes
 from ..graph.node import Node, const
-from ..ops.shapes import numel
-from . import pytree
+from ..graph.shapes import numel
+from ..graph import pytree
 from .batching import batch_graph
 from .rewrite import mk
+from ..graph.node import make_node
 
 __all__ = ["Transform", "Identity", "Grad", "Jacobian", "Jvp", "Vjp"]
 
@@ -270,5 +271,4 @@ class Vjp(Transform):
 
 def make_aux(name: str, shape, dtype) -> Node:
     """A placeholder input fed zeros at run time."""
-    from ..graph.node import make_node
     return make_node("input", (), (("name", name), ("slot", ("aux", name))), tuple(shape), dtype)

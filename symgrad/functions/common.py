@@ -6,8 +6,8 @@ import numbers
 
 import numpy as np
 
-from .. import dtypes
-from ..ops.shapes import wrap_dim
+from ..graph import dtypes
+from ..graph.shapes import wrap_dim
 from ..tensor import Tensor
 
 __all__ = ["is_scalar", "to_tensor", "dims_arg", "shape_arg", "wrap_dim", "Tensor"]
@@ -21,7 +21,7 @@ def to_tensor(x, dtype=None) -> Tensor:
     """A Tensor for `x` (a Tensor is returned as is)."""
     if isinstance(x, Tensor):
         return x
-    from .creation import as_tensor
+    from .creation import as_tensor  # late: eager-core cycle (see docs/architecture.md)
     return as_tensor(x, dtype=dtype)
 
 

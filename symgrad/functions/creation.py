@@ -6,9 +6,10 @@ import warnings
 
 import numpy as np
 
-from .. import dtypes
+from ..graph import dtypes
 from ..tensor import Tensor
 from .common import shape_arg
+from ..ops import lax
 
 __all__ = ["tensor", "as_tensor", "from_numpy", "ones", "zeros", "full", "empty", "eye",
            "arange", "linspace", "ones_like", "zeros_like", "full_like", "empty_like",
@@ -95,7 +96,6 @@ def as_tensor(data, dtype=None, device=None) -> Tensor:
     if isinstance(data, Tensor):
         if dtype is None or dtypes.as_dtype(dtype) is data.dtype:
             return data
-        from ..ops import lax
         return lax.cast(data, dtypes.as_dtype(dtype))
     if isinstance(data, np.ndarray):
         dt = dtypes.as_dtype(dtype) if dtype is not None else dtypes.from_numpy_dtype(data.dtype)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes
+from ..graph import dtypes
 from ..dispatch import bind, bind_binary
 from ..ops import lax
-from ..ops.registry import PRIMITIVES as P
+from ..graph.primitives import PRIMITIVES as P
 from .common import Tensor, is_scalar, to_tensor
+from .composite import named
+from ..autograd.grad_mode import no_grad
 
 __all__ = ["binary", "unary", "where", "clamp", "pow", "UNARY_NAMES"]
 
@@ -240,7 +242,6 @@ def clamp(x, min=None, max=None, *, grad_name=None):
 def _clamp_tensor(x, lo, hi, name):
     """clamp with tensor bounds: PyTorch's gradient masks — x where lo <= x <= hi, lo where
     x < lo < hi, hi where x > hi or hi < lo — as nested where()s over the exact value."""
-    from .composite import named
     bounds = [b for b in (lo, hi) if b is not None]
     dt = promote([x] + bounds)
     lo, hi = [lax.cast(to_tensor(b), dt) if isinstance(b, Tensor) else
@@ -269,7 +270,6 @@ def _clamp_tensor(x, lo, hi, name):
 
 
 def _no_grad():
-    from ..autograd.grad_mode import no_grad
     return no_grad()
 
 

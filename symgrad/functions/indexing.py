@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes
+from ..graph import dtypes
 from ..dispatch import bind
 from ..ops import lax
-from ..ops.registry import PRIMITIVES as P
+from ..graph.primitives import PRIMITIVES as P
 from .common import Tensor, to_tensor
-from ..ops.shapes import broadcast_shapes
+from ..graph.shapes import broadcast_shapes
 from .shape import make_view
+from .inplace import assign_positions
+from ..ops import lax as _lax
+from .shape import expand
 
 __all__ = ["getitem", "setitem", "positions"]
 
@@ -233,7 +236,6 @@ def positions(x: Tensor, key) -> np.ndarray:
 
 def setitem(x: Tensor, key, value):
     """``x[key] = value``: an in-place update of x (and of the base x is a view of)."""
-    from .inplace import assign_positions
     if isinstance(value, (list, tuple, np.ndarray)):
         value = to_tensor(np.asarray(value)) if not isinstance(value, Tensor) else value
     nkey = _normalize(key, x.dim())
@@ -267,7 +269,6 @@ def _selects_all(x: Tensor, nkey, allow_index: bool) -> bool:
 def _set_whole(x: Tensor, value):
     """``x[:] = value`` with nothing to slice: PyTorch's copy_to, i.e. ``fill_`` for a
     scalar or 0-d value (FillBackward3) and ``copy_`` otherwise (CopyBackwards)."""
-    from ..ops import lax as _lax
     if not isinstance(value, Tensor):
         value = _lax.full((), value, x.dtype)
     if value.dim() == 0 and x.dim() != 0:         # (equal shapes copy_, even 0-d ones)
@@ -281,7 +282,6 @@ def _fit_value(value: Tensor, shape, advanced: bool) -> Tensor:
     """PyTorch drops leading size-1 dims of the value (``slicePrefix1sSize``); a value that
     still does not broadcast raises expand's error for a basic key (index_put_'s "shape
     mismatch" for an advanced one is raised by assign_positions)."""
-    from .shape import expand
     while value.dim() > len(shape) and value.shape[0] == 1:
         value = lax.reshape(value, tuple(value.shape[1:]))
     if not advanced:

@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes
+from ..graph import dtypes
 from ..autograd import grad_mode
 from ..dispatch import bind
 from ..ops import lax
-from ..ops.registry import NUMPY_RULES, PRIMITIVES as P
-from ..ops.shapes import broadcast_shapes
+from ..graph.primitives import NUMPY_RULES, PRIMITIVES as P
+from ..graph.shapes import broadcast_shapes
 from .common import Tensor, is_scalar, to_tensor
 from .composite import named
+from ..autograd.function import SavedTensor
 
 __all__ = ["check_inplace", "update", "assign_positions", "view_positions", "original"]
 
@@ -136,7 +137,6 @@ def _resave_output(fn, x: Tensor) -> None:
     its new version, so later updates of x are caught as PyTorch catches them."""
     saved = getattr(fn, "_saved_out", None)
     if saved is not None and saved.tensor._vc is not x._vc:
-        from ..autograd.function import SavedTensor
         fn._saved_out = SavedTensor(x._shallow(), is_output=True)
 
 

@@ -3,8 +3,11 @@ grad_fn name PyTorch gives each case (Dot / Mv / Mm / UnsafeView)."""
 from __future__ import annotations
 
 from ..dispatch import bind
-from ..ops.registry import PRIMITIVES as P
+from ..graph.primitives import PRIMITIVES as P
 from .common import to_tensor
+from .shape import unsqueeze
+from .shape import reshape
+from .elementwise import binary
 
 __all__ = ["matmul", "mm", "mv", "dot", "bmm", "outer"]
 
@@ -36,11 +39,9 @@ def matmul(a, b):
     _check_dtypes(a, b)
     na, nb = a.dim(), b.dim()
     if na == 1 and nb == 2:
-        from .shape import unsqueeze
         out = matmul(unsqueeze(a, 0), b)
         return bind(P["reshape"], out, shape=tuple(out.shape[1:]), grad_name="SqueezeBackward4")
     if na >= 3 and nb in (1, 2) and (b.requires_grad or a.is_contiguous()):
-        from .shape import reshape
         out = matmul(reshape(a, (-1, a.shape[-1])), b)
         return bind(P["reshape"], out, shape=tuple(a.shape[:-1]) + tuple(b.shape[1:]),
                     grad_name="UnsafeViewBackward0")
@@ -93,7 +94,5 @@ def bmm(a, b):
 
 def outer(a, b):
     """a[:, None] * b[None, :] (``MulBackward0``, as PyTorch computes it)."""
-    from .elementwise import binary
-    from .shape import reshape
     a, b = to_tensor(a), to_tensor(b)
     return binary("mul", reshape(a, (a.numel(), 1)), b)

@@ -3,11 +3,16 @@
 tensor is. Each method delegates to the function of the same name."""
 from __future__ import annotations
 
-from .. import dtypes
+from ..graph import dtypes
 from ..ops import lax
 from . import elementwise as E
 from . import indexing, inplace, linalg, reduction, shape
 from .common import Tensor, is_scalar, to_tensor
+from ..autograd import grad_mode
+from .composite import named
+from ..graph.shapes import broadcast_shapes
+from .random import generator as gen
+from .creation import as_tensor
 
 __all__ = ["install"]
 
@@ -43,8 +48,6 @@ def _overwrite(self, name, make, *srcs):
     value of self gets a zero gradient (PyTorch's ZeroBackward0 / FillBackward2 / 3 /
     CopyBackwards): where(all-true, new, old)."""
     inplace.check_inplace(self)
-    from ..autograd import grad_mode
-    from .composite import named
     if not grad_mode.is_grad_enabled() or not (
             self.requires_grad or any(isinstance(s, Tensor) and s.requires_grad for s in srcs)):
         return inplace.update(self, make(*srcs))
@@ -75,7 +78,6 @@ def _copy_(self, src, non_blocking=False):
     shape, dt = tuple(self.shape), self.dtype
     src = to_tensor(src)
     inplace.check_overlap(self, src)
-    from ..ops.shapes import broadcast_shapes
     bshape = broadcast_shapes(shape, tuple(src.shape))     # torch's text, self as "a"
     if bshape != shape:
         raise RuntimeError(f"output with shape {list(shape)} doesn't match the broadcast shape "
@@ -87,11 +89,9 @@ def _copy_(self, src, non_blocking=False):
 
 def _random_fill(kind):
     def method(self, a=0.0, b=1.0, *, generator=None):
-        from .random import generator as gen
         inplace.check_inplace(self)
         g = gen()
         vals = g.normal(a, b, tuple(self.shape)) if kind == "normal" else g.uniform(a, b, tuple(self.shape))
-        from .creation import as_tensor
         return inplace.update(self, as_tensor(vals.astype(self.dtype.np)))
     return method
 

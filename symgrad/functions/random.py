@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes
+from ..graph import dtypes
 from .common import shape_arg
 from .creation import _finish
 

@@ -6,12 +6,13 @@ from collections import namedtuple
 
 import numpy as np
 
-from .. import dtypes
+from ..graph import dtypes
 from ..dispatch import bind
 from ..ops import lax
-from ..ops.registry import PRIMITIVES as P
+from ..graph.primitives import PRIMITIVES as P
 from .common import Tensor, dims_arg, to_tensor, wrap_dim
 from .composite import named
+from .elementwise import binary
 
 __all__ = ["sum", "mean", "prod", "max", "min", "amax", "amin", "argmax", "argmin",
            "logsumexp", "norm", "return_types"]
@@ -76,7 +77,6 @@ def _extremum(kind, x, dim, keepdim, other):
     if isinstance(dim, Tensor):          # torch.max(a, b) is maximum
         other, dim = dim, None
     if other is not None:
-        from .elementwise import binary
         return binary("maximum" if kind == "max" else "minimum", x, other)
     prim = P["amax" if kind == "max" else "amin"]
     if dim is None:

@@ -10,9 +10,11 @@ import numpy as np
 
 from ..dispatch import bind
 from ..ops import lax
-from ..ops.registry import PRIMITIVES as P
-from ..ops.shapes import infer_reshape, wrap_dim
+from ..graph.primitives import PRIMITIVES as P
+from ..graph.shapes import infer_reshape, wrap_dim
 from .common import Tensor, shape_arg, to_tensor
+from .creation import _dtype_view
+from .elementwise import promote
 
 __all__ = ["view", "reshape", "flatten", "squeeze", "unsqueeze", "transpose", "t", "permute",
            "expand", "expand_as", "contiguous", "clone", "cat", "stack", "make_view",
@@ -47,7 +49,6 @@ def _is_viewable(x: Tensor) -> bool:
 def view(x, *shape):
     if len(shape) == 1 and not isinstance(shape[0], (tuple, list, int)) and shape[0] is not None \
             and not hasattr(shape[0], "__index__"):
-        from .creation import _dtype_view
         return _dtype_view(x, shape[0])
     shape = infer_reshape(_shape_ints(shape), x.numel())
     if not _is_viewable(x) and not _view_compatible(x, shape):
@@ -232,7 +233,6 @@ def cat(tensors, dim=0):
     tensors = [to_tensor(t) for t in tensors]
     if not tensors:
         raise RuntimeError("torch.cat(): expected a non-empty list of Tensors")
-    from .elementwise import promote
     nonempty = [t for t in tensors if not (t.dim() == 1 and t.shape[0] == 0)]
     if not nonempty:
         return tensors[0]
@@ -271,6 +271,5 @@ def stack(tensors, dim=0):
                                f"at entry 0 and {list(t_.shape)} at entry {i}")
     d = wrap_dim(dim, len(ref) + 1)
     parts = [lax.reshape(t_, tuple(ref[:d]) + (1,) + tuple(ref[d:])) for t_ in tensors]
-    from .elementwise import promote
     dt = promote(parts)
     return bind(P["cat"], *(lax.cast(p, dt) for p in parts), axis=d, grad_name="StackBackward0")

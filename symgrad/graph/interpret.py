@@ -6,9 +6,9 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from ..ops.registry import NUMPY_RULES
+from .primitives import NUMPY_RULES
 from .node import Node, toposort
-from ..fpstate import quiet
+from .fpstate import quiet
 
 __all__ = ["evaluate", "run_node"]
 
@@ -25,7 +25,7 @@ def evaluate(outputs: Sequence[Node], inputs: Mapping[Node, np.ndarray]) -> list
     """Values of `outputs` given arrays for the graph's input nodes.
 
     >>> from symgrad.graph.node import make_node
-    >>> from symgrad import dtypes
+    >>> from symgrad.graph import dtypes
     >>> x = make_node("input", (), (("name", "x"),), (2,), dtypes.float64)
     >>> y = make_node("neg", (x,), (), (2,), dtypes.float64)
     >>> evaluate([y], {x: np.array([1.0, 2.0])})[0]

@@ -13,7 +13,7 @@ from typing import Iterable
 
 import numpy as np
 
-from ..dtypes import DType
+from .dtypes import DType
 
 __all__ = ["Node", "make_node", "const", "toposort", "structural_key", "Constant"]
 
@@ -48,7 +48,7 @@ class Constant:
 class Node:
     """One primitive application. Do not construct directly: use :func:`make_node`.
 
-    >>> from symgrad import dtypes
+    >>> from symgrad.graph import dtypes
     >>> a = make_node("input", (), (("name", "a"),), (2,), dtypes.float32)
     >>> make_node("neg", (a,), (), (2,), dtypes.float32) is make_node("neg", (a,), (), (2,), dtypes.float32)
     True

@@ -7,14 +7,17 @@ import warnings
 
 import numpy as np
 
-from .. import dtypes
+from ..graph import dtypes
 from ..dispatch import bind
 from ..functions import elementwise as E
 from ..functions import reduction as R
 from ..functions.common import to_tensor, wrap_dim
 from ..functions.composite import named
 from ..ops import lax
-from ..ops.registry import PRIMITIVES as P
+from ..graph.primitives import PRIMITIVES as P
+from ..functions import linalg, shape
+from ..functions.elementwise import promote
+from ..autograd import grad_mode
 
 __all__ = ["relu", "sigmoid", "tanh", "softplus", "softmax", "log_softmax", "linear",
            "binary_cross_entropy_with_logits", "binary_cross_entropy", "mse_loss", "l1_loss",
@@ -112,7 +115,6 @@ def linear(input, weight, bias=None):
     """input @ weightᵀ + bias, recorded as PyTorch records it: with a bias, the input is
     viewed as a matrix and ``AddmmBackward0(bias, x, weight.t())`` is viewed back
     (ViewBackward0 unless the input is a matrix); without one, ``input @ weight.t()``."""
-    from ..functions import linalg, shape
     x, w = to_tensor(input), to_tensor(weight)
     if bias is None:
         return linalg.matmul(x, shape.t(w))
@@ -211,7 +213,6 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
     x, t = to_tensor(input), to_tensor(target)
     _check_reduction(reduction)
     _broadcast_warning(x, t, "mse_loss")
-    from ..functions.elementwise import promote
     dt = promote([x, t])
     x, t = lax.cast(x, dt), lax.cast(t, dt)
 
@@ -233,7 +234,6 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
 
 def _no_grad_arg(fn_name: str, arg: str, t) -> None:
     """PyTorch's refusal to differentiate a loss with respect to its weights."""
-    from ..autograd import grad_mode
     if t is not None and grad_mode.is_grad_enabled() and to_tensor(t).requires_grad:
         raise RuntimeError(f"The function '{fn_name}' is not differentiable with respect to "
                            f"argument '{arg}'. This input cannot have requires_grad True.")

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .registry import elementwise
+from ..graph.primitives import elementwise
 from .vjp import masked_vjp, where_vjp
-from ..fpstate import quiet
+from ..graph.fpstate import quiet
 
 __all__ = ["BUILTIN_ELEMENTWISE"]
 

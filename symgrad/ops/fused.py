@@ -10,18 +10,15 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..dispatch import STRUCTURAL_SAVES
-from .registry import PRIMITIVES, _sympy, lambdify, register_structural
-from ..fpstate import quiet
+from ..graph.primitives import PRIMITIVES, _sympy, fused_symbols, lambdify, register_structural
+from ..graph.fpstate import quiet
+from ..dispatch import bind
+from . import lax
 
 if TYPE_CHECKING:
     import sympy
 
-__all__ = ["fused_symbols", "fused_kernel"]
-
-
-@functools.lru_cache(maxsize=None)
-def fused_symbols(n: int) -> "tuple[sympy.Symbol, ...]":
-    return tuple(_sympy().Symbol(f"a{i}", real=True) for i in range(n))
+__all__ = ["fused_kernel"]
 
 
 @functools.lru_cache(maxsize=4096)
@@ -44,8 +41,6 @@ def _numpy(*arrays, expr, dtype, shape):
 
 
 def _vjp(ctx, g):
-    from ..dispatch import bind
-    from . import lax
     expr = ctx.kwargs["expr"]
     syms = fused_symbols(len(ctx.in_avals))
     out = []

@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dispatch
-from .registry import NUMPY_RULES, PRIMITIVES as P
-from .shapes import numel
+from ..graph.primitives import NUMPY_RULES, PRIMITIVES as P
+from ..graph.shapes import numel
 
 __all__ = ["add", "sub", "mul", "div", "neg", "where", "eq", "cast", "reshape", "expand",
            "permute", "sum", "sum_to", "full", "zeros", "matmul", "transpose_last",

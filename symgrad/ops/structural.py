@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes
+from ..graph import dtypes
 from ..dispatch import STRUCTURAL_SAVES
-from .registry import register_structural
-from .shapes import broadcast_shapes, numel, reduce_shape
+from ..graph.primitives import register_structural
+from ..graph.shapes import broadcast_shapes, numel, reduce_shape
 
 __all__ = ["STRUCTURAL"]
 

@@ -13,13 +13,15 @@ of the backward is needed.
 from __future__ import annotations
 
 import weakref
+from typing import Callable
 
 import numpy as np
 
 from .. import dispatch
 from . import lax
-from .registry import NUMPY_RULES, VJP_RULES, derivative_primitive, out_symbol
-from .shapes import broadcast_shapes
+from ..graph.primitives import NUMPY_RULES, PRIMITIVES, VJP_RULES, derivative_primitive, out_symbol
+from ..graph.shapes import broadcast_shapes
+from ..graph import dtypes
 
 __all__ = ["elementwise_vjp", "where_vjp", "ARRAY_RULES"]
 
@@ -274,7 +276,6 @@ def _prod_others_dot_vjp(ctx, u):
 
 
 def _INT64():
-    from .. import dtypes
     return dtypes.int64
 
 
@@ -345,6 +346,21 @@ def _no_vjp(ctx, g):
 
 for _name in ("argmax", "argmin", "full", "iota", "stop_gradient"):
     VJP_RULES[_name] = _no_vjp
+
+def rule(name: str) -> Callable:
+    """The reverse-mode rule of primitive ``name``: its own (``VJP_RULES``), else for an
+    elementwise primitive the generic rule from its formula.
+
+    >>> rule("exp") is elementwise_vjp, rule("sum") is _sum_vjp
+    (True, True)
+    """
+    own = VJP_RULES.get(name)
+    if own is not None:
+        return own
+    if PRIMITIVES[name].kind == "elementwise":
+        return elementwise_vjp
+    raise KeyError(f"primitive {name!r} has no reverse-mode rule")
+
 
 # The rules above take a cotangent that is a Tensor or a bare numpy array: written with
 # lax calls only, on an array they compute with numpy directly (the backward engine's

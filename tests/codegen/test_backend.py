@@ -18,7 +18,7 @@ import torch
 
 import symgrad
 from symgrad.dispatch import bind
-from symgrad.ops.registry import PRIMITIVES
+from symgrad.graph.primitives import PRIMITIVES
 from codegen import target
 from machines import machine, foreign_machine  # noqa: E402,F401  (fixtures)
 

@@ -32,7 +32,7 @@ _CHILD = textwrap.dedent("""
     counting(jit, "compile_module")
     import symgrad, codegen.backend as B
     from symgrad.compiler import api, transforms
-    from symgrad.ops import registry
+    from symgrad.graph import primitives as registry
     counting(transforms, "grad_graph")              # symbolic differentiation
     counting(registry.Formula, "partial")           # sympy derivatives of formulas
     counting(api, "fuse")

@@ -20,7 +20,7 @@ import pytest
 
 import symgrad
 from codegen.lower import gemm_dot, gemm_kernel, gemm_packed
-from symgrad.dtypes import float32, float64
+from symgrad.graph.dtypes import float32, float64
 
 from machines import foreign_machine, machine, target_env  # noqa: E402,F401  (fixtures)
 

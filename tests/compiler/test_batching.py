@@ -90,7 +90,7 @@ def test_float32_jacobian():
 
 
 def test_outputs_independent_of_the_batched_inputs_are_broadcast():
-    from symgrad import dtypes
+    from symgrad.graph import dtypes
     from symgrad.graph.node import const
     from symgrad.compiler.rewrite import mk
     x = const(np.arange(3.0), dtypes.float64)
@@ -120,7 +120,7 @@ def _pad(x):
 
 @pytest.mark.parametrize("op, attrs, ref", PRIMITIVE_CASES, ids=[c[0] for c in PRIMITIVE_CASES])
 def test_rule_against_numpy_per_member(op, attrs, ref):
-    from symgrad import dtypes
+    from symgrad.graph import dtypes
     from symgrad.compiler.rewrite import mk
     from symgrad.graph.interpret import evaluate
     from symgrad.graph.node import const

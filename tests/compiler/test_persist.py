@@ -133,7 +133,7 @@ def test_every_variant_is_right_when_answered_from_disk(disk, stage_calls):
 
 
 def _leaves(tree):
-    return symgrad.compiler.pytree.flatten(tree)[0]
+    return symgrad.graph.pytree.flatten(tree)[0]
 
 
 def test_a_hit_runs_no_stage_and_inspection_still_works(disk, stage_calls):

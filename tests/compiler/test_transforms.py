@@ -13,7 +13,7 @@ def f_vec(lib, x):
 
 def _cumsum(v):
     from symgrad.dispatch import bind
-    from symgrad.ops.registry import PRIMITIVES
+    from symgrad.graph.primitives import PRIMITIVES
     return bind(PRIMITIVES["cumsum"], v, axis=0)
 
 

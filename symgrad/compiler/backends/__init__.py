@@ -9,11 +9,11 @@ BACKENDS = ("llvm", "numpy")
 
 def get_backend(name: str):
     if name == "numpy":
-        from . import numpy_backend
+        from . import numpy_backend        # late: a backend loads when first named
         return numpy_backend
     if name == "llvm":
         try:
-            import codegen.backend as llvm_backend
+            import codegen.backend as llvm_backend   # late: llvmlite loads on first compile
         except ImportError as e:
             raise RuntimeError(f"the LLVM backend is not available: {e}") from e
         return llvm_backend

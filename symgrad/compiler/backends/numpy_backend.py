@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...graph.interpret import run_node
-from ..program import Program
-from ...fpstate import quiet
+from ...graph.program import Program
+from ...graph.fpstate import quiet
 
 __all__ = ["compile_program", "NumpyExecutable"]
 

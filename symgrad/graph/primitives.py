@@ -1,11 +1,16 @@
-"""The primitive registry: what a primitive is, and one table per transformation.
+"""The primitive registry (IR layer): what a primitive is, and one table per
+transformation. Part of ``symgrad.graph``, so it imports nothing else of the project:
+the front end (``symgrad.ops``) fills the tables, the backend (``codegen``) reads them.
 
-Every primitive has an entry in each table:
+Every primitive has an entry in each of:
 
 * ``SHAPE_RULES[name](avals, **attrs) -> (shape, dtype)`` — abstract evaluation;
 * ``NUMPY_RULES[name](*arrays, **attrs) -> ndarray`` — the reference kernel;
-* ``VJP_RULES[name](ctx, g) -> tuple`` — reverse-mode rule written with primitive calls,
-  so it works on eager values and on traced nodes alike (see :mod:`symgrad.ops.vjp`).
+
+and a reverse-mode rule: its own in ``VJP_RULES[name](ctx, g) -> tuple`` (written with
+primitive calls, so it works on eager values and on traced nodes alike), or, for an
+elementwise primitive without one, the generic rule derived from its formula
+(:func:`symgrad.ops.vjp.rule` resolves both).
 
 Elementwise primitives are defined once by a sympy formula over real symbols
 (:func:`elementwise`); their shape, numpy and VJP entries — and their partial derivatives,
@@ -24,13 +29,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
 import numpy as np
-from ..fpstate import enter as fp_enter, leave as fp_leave
+from . import dtypes
+from .fpstate import enter as fp_enter, leave as fp_leave
+from .shapes import broadcast_shapes
 
 if TYPE_CHECKING:
     import sympy
 
 __all__ = ["Primitive", "Formula", "PRIMITIVES", "SHAPE_RULES", "NUMPY_RULES", "VJP_RULES",
-           "out_symbol", "elementwise", "register_structural", "get", "derivative_primitive", "fingerprint",
+           "out_symbol", "fused_symbols", "elementwise", "register_structural", "get", "derivative_primitive", "fingerprint",
            "definition"]
 
 PRIMITIVES: dict[str, "Primitive"] = {}
@@ -47,6 +54,13 @@ def _sympy():
     differentiating, lambdifying or compiling a formula needs it)."""
     import sympy
     return sympy
+
+
+@functools.lru_cache(maxsize=None)
+def fused_symbols(n: int) -> "tuple[sympy.Symbol, ...]":
+    """The symbols ``a0, a1, ...`` a ``fused`` node's formula (its ``expr`` attribute) is
+    written over, one per argument in order."""
+    return tuple(_sympy().Symbol(f"a{i}", real=True) for i in range(n))
 
 
 @functools.cache
@@ -260,9 +274,9 @@ def elementwise(name: str, formula: Callable, *, numpy: Callable | None = None,
         PRIMITIVES[name] = prim
         SHAPE_RULES[name] = _elementwise_shape(prim)
         NUMPY_RULES[name] = numpy or _lambdified(form)
-        if vjp is None:
-            from .vjp import elementwise_vjp as vjp   # the generic rule, from the formula
-        VJP_RULES[name] = vjp
+        VJP_RULES.pop(name, None)
+        if vjp is not None:         # else the front end's generic rule, from the formula
+            VJP_RULES[name] = vjp
     return prim
 
 
@@ -346,8 +360,6 @@ def _lambdified(formula: Formula) -> Callable:
 
 
 def _elementwise_shape(prim: Primitive) -> Callable:
-    from .shapes import broadcast_shapes
-    from .. import dtypes
 
     def rule(avals, **_):
         shape = broadcast_shapes(*(a[0] for a in avals))
@@ -386,8 +398,6 @@ def derivative_primitive(prim: Primitive, i: int):
         PRIMITIVES[name] = dprim
         SHAPE_RULES[name] = _elementwise_shape(dprim)
         NUMPY_RULES[name] = _lambdified(Formula(own, d_own))
-        from . import vjp
-        VJP_RULES[name] = vjp.elementwise_vjp
         _DERIVED[name] = (dprim, syms)
     return _DERIVED[name]
 

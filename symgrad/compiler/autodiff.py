@@ -7,14 +7,16 @@ from typing import Sequence
 
 from ..autograd import grad_mode
 from ..ops import lax
-from ..ops.registry import PRIMITIVES, VJP_RULES
-from .node import Node, toposort
+from ..graph.primitives import PRIMITIVES
+from ..ops.vjp import rule as vjp_rule
+from ..graph.node import Node, toposort
+from ..tensor import Tensor
+from ..graph.node import const
 
 __all__ = ["grad_graph", "NodeContext", "as_node"]
 
 
 def _tensor(node: Node):
-    from ..tensor import Tensor
     return Tensor._from_node(node)
 
 
@@ -84,7 +86,7 @@ def _grad_graph(outputs, wrt, seeds) -> list[Node]:
             if id(node) not in dep or not PRIMITIVES[node.op].differentiable:
                 continue
             needs = tuple(id(a) in dep for a in node.args)
-            grads = VJP_RULES[node.op](NodeContext(node, needs), g)
+            grads = vjp_rule(node.op)(NodeContext(node, needs), g)
             for a, ga, need in zip(node.args, grads, needs):
                 if need and ga is not None:
                     _add(cot, a, ga)
@@ -97,7 +99,6 @@ def _grad_graph(outputs, wrt, seeds) -> list[Node]:
 
 def as_node(t) -> Node:
     """The node of a traced tensor; a const node for an eager one."""
-    from .node import const
     return t._node if t._node is not None else const(t._data, t.dtype)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..graph.node import Constant, Node, toposort
+from .node import Constant, Node, toposort
 
 __all__ = ["Program", "node_label"]
 
