@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from symgrad.graph.node import Node
-from symgrad.graph.primitives import PRIMITIVES, fused_symbols
+from symgrad.graph.primitives import PRIMITIVES, family_ops, fused_symbols
 
 from . import types as T
 from .lower.sympy_ir import op_cost, unsupported
@@ -27,12 +27,13 @@ from .lower.sympy_ir import op_cost, unsupported
 __all__ = ["VIEW_OPS", "REDUCE_OPS", "WINDOW_OPS", "OPAQUE_OPS", "kind_of", "numpy_reason",
            "formula_of", "ew_cost", "is_uniform_const", "const_scalar"]
 
-VIEW_OPS = frozenset({"reshape", "expand", "permute", "slice", "select", "flip"})
-REDUCE_OPS = frozenset({"sum", "mean", "amax", "amin", "prod"})
-WINDOW_OPS = frozenset({"pad_slice", "cat"})
-OPAQUE_OPS = frozenset({"matmul", "take", "gather", "gather_scatter", "scatter_add",
-                        "index_put", "argmax", "argmin", "cumsum"})
-EW_STRUCTURAL = frozenset({"cast", "full", "iota"})
+# How each primitive family is lowered (the families are the registry's: importing this
+# package imports symgrad, which has registered every built-in primitive by then).
+VIEW_OPS = family_ops("view")                  # index arithmetic on the argument, no loop
+REDUCE_OPS = family_ops("reduction")           # reduction loops (codegen.lower.reduce)
+WINDOW_OPS = family_ops("window")              # piecewise reads (codegen.windows)
+OPAQUE_OPS = family_ops("linalg", "index", "arg-reduction", "scan")   # their own kernels
+EW_STRUCTURAL = family_ops("creation") | {"cast"}   # elementwise loops without a formula
 
 
 def formula_of(node: Node):

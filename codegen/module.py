@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
+from symgrad.graph.primitives import family_of
+
 from . import types as T
 from .lower import indexing, matmul, misc, parallel
 from .lower.context import ConstPool, StepContext
@@ -31,10 +33,10 @@ __all__ = ["build_module", "STACK_ARENA", "segment_name"]
 
 STACK_ARENA = 32 * 1024
 PART_STEPS = 64          # steps called from one function of a long segment
-_OPAQUE = {"matmul": matmul, "take": indexing, "gather": indexing, "gather_scatter": indexing,
-           "scatter_add": indexing, "index_put": indexing, "argmax": misc, "argmin": misc,
-           "cumsum": misc}
-_FALLIBLE = {"take", "gather", "gather_scatter", "scatter_add", "index_put"}
+# the lowering of each family of opaque primitives (codegen.classify.OPAQUE_OPS); an index
+# kernel can fail at run time (an index out of range)
+_OPAQUE = {"linalg": matmul, "index": indexing, "arg-reduction": misc, "scan": misc}
+_FALLIBLE = "index"
 
 
 def segment_name(name: str, k: int) -> str:
@@ -65,9 +67,10 @@ class _Builder:
             storages = list(lowering.storages.values())
             fallible = False
         else:
-            lowering = _OPAQUE[step.node.op]
+            family = family_of(step.node.op)
+            lowering = _OPAQUE[family]
             storages = lowering.storages(self.plan, step.node)
-            fallible = step.node.op in _FALLIBLE
+            fallible = family == _FALLIBLE
         unique: dict[int, Storage] = {}
         for st in storages:
             if st.kind != "const":

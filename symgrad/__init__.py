@@ -17,7 +17,8 @@ from .graph import dtypes as _dtypes
 from .graph.dtypes import (DType as dtype, bool_ as bool, float16, float32, float64, int8, int16,
                      int32, int64, uint8, get_default_dtype, set_default_dtype)
 from .tensor import Size, Tensor
-from .ops import formulas as _formulas, structural as _structural, vjp as _vjp  # registration
+from .ops import (conversion as _conversion, formulas as _formulas, indexing as _indexing,  # noqa: F401
+                  layout as _layout, linalg as _linalg, reductions as _reductions)  # registration
 from .graph.primitives import elementwise
 from .dispatch import bind as apply
 from .functions import methods as _methods

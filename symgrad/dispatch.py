@@ -194,13 +194,11 @@ def _saves(prim, needs):
         ins = tuple(i for i, s in enumerate(syms) if s in free)
         hit = (ins, registry.out_symbol() in free)
     else:
-        ins, out = STRUCTURAL_SAVES.get(prim.name, ((), False))
-        hit = (ins, out)
+        hit = (prim.saves, prim.saves_out)
     _SAVE_CACHE[key] = hit
     return hit
 
 
-STRUCTURAL_SAVES: dict[str, tuple[tuple[int, ...], bool]] = {}
 
 
 def _aval(o):

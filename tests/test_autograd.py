@@ -14,7 +14,7 @@ import torch
 import symgrad as sg
 from symgrad.graph import primitives as R
 from symgrad.ops.formulas import BUILTIN_ELEMENTWISE
-from symgrad.ops.structural import STRUCTURAL
+from symgrad.ops.define import BUILTIN_STRUCTURAL as STRUCTURAL
 
 from oracle import assert_close, check_vjp_fd, rng
 

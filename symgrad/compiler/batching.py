@@ -26,14 +26,11 @@ from __future__ import annotations
 from typing import Callable
 
 from ..graph.node import Node, toposort
-from ..graph.primitives import PRIMITIVES
+from ..graph.primitives import family_of
 from .rewrite import mk
 
 __all__ = ["batch_graph"]
 
-_EW_STRUCTURAL = {"fused", "cast", "stop_gradient", "copy"}
-_REDUCE = {"sum", "mean", "amax", "amin", "prod"}
-_AXIS = {"cumsum", "argmax", "argmin"}
 
 Rule = Callable[[Node, list, list, int], Node]
 
@@ -72,12 +69,12 @@ def _remake(node: Node, args: list[Node]) -> Node:
 
 
 def _rule(op: str) -> Rule | None:
-    prim = PRIMITIVES.get(op)
-    if op in _EW_STRUCTURAL or (prim is not None and prim.kind == "elementwise"):
+    family = family_of(op)
+    if family in ("elementwise", "conversion"):        # conversion: cast, stop_gradient
         return _elementwise
-    if op in _REDUCE:
+    if family == "reduction":
         return _reduce
-    if op in _AXIS:
+    if family in ("scan", "arg-reduction"):
         return _along_axis
     return _RULES.get(op)
 

@@ -37,8 +37,8 @@ if TYPE_CHECKING:
     import sympy
 
 __all__ = ["Primitive", "Formula", "PRIMITIVES", "SHAPE_RULES", "NUMPY_RULES", "VJP_RULES",
-           "out_symbol", "fused_symbols", "elementwise", "register_structural", "get", "derivative_primitive", "fingerprint",
-           "definition"]
+           "FAMILIES", "family_of", "family_ops", "out_symbol", "fused_symbols", "elementwise",
+           "register_structural", "get", "derivative_primitive", "fingerprint", "definition"]
 
 PRIMITIVES: dict[str, "Primitive"] = {}
 SHAPE_RULES: dict[str, Callable] = {}
@@ -132,9 +132,17 @@ def _sanitize(d: "sympy.Expr") -> "sympy.Expr":
     return d
 
 
+# A primitive's family: what kind of computation it is, for every pass that treats a kind
+# alike (the backend's lowering, batching, fusion). Elementwise primitives are "elementwise"
+# ("fused" too: one elementwise kernel); the others are declared with theirs.
+FAMILIES = ("elementwise", "view", "window", "index", "reduction", "reduction-gradient",
+            "arg-reduction", "scan", "linalg", "conversion", "creation", "other")
+
+
 @dataclass(eq=False)
 class Primitive:
-    """A primitive operation. `kind` is "elementwise" or "structural".
+    """A primitive operation. `kind` is "elementwise" (defined by a formula) or
+    "structural"; `family` is one of :data:`FAMILIES`.
 
     `out_dtype` (elementwise): "same" (the operands' common dtype), "float" (integer
     operands give the default float dtype) or "bool". `grad_name` is the PyTorch name of the
@@ -150,6 +158,9 @@ class Primitive:
     user: bool = False
     opaque: bool = False          # defined by Python callables from outside symgrad
     derived_from: "Primitive | None" = None     # d prim / d input: the primitive it is of
+    family: str = "elementwise"
+    saves: tuple[int, ...] = ()   # structural: the inputs the eager tape keeps for backward
+    saves_out: bool = False       # ... and whether it keeps the output
     _definition: str | None = field(default=None, repr=False)
 
     def __repr__(self) -> str:
@@ -198,18 +209,47 @@ def get(name: str) -> Primitive:
     return PRIMITIVES[name]
 
 
+def family_of(op: str) -> str | None:
+    """The family of primitive ``op`` (None: not a primitive, e.g. ``input``, ``const``).
+
+    >>> family_of("reshape"), family_of("exp"), family_of("input")
+    ('view', 'elementwise', None)
+    """
+    prim = PRIMITIVES.get(op)
+    return None if prim is None else prim.family
+
+
+def family_ops(*families: str) -> frozenset[str]:
+    """The names of the registered primitives in ``families`` (what a backend or a pass
+    treats alike), read from the registry when called.
+
+    >>> sorted(family_ops("window"))
+    ['cat', 'pad_slice']
+    """
+    for f in families:
+        if f not in FAMILIES:
+            raise ValueError(f"unknown primitive family {f!r}; choose one of {FAMILIES}")
+    return frozenset(n for n, p in PRIMITIVES.items() if p.family in families)
+
+
 def _pascal(name: str) -> str:
     return "".join(p.capitalize() for p in name.replace(".", "_").split("_"))
 
 
 def register_structural(name: str, nin: int, shape_rule: Callable, numpy_rule: Callable,
                         vjp_rule: Callable | None = None, *, differentiable: bool = True,
-                        grad_name: str | None = None) -> Primitive:
-    """Register a structural primitive with its shape, numpy and VJP rules."""
+                        grad_name: str | None = None, family: str = "other",
+                        saves: tuple[int, ...] = (), saves_out: bool = False) -> Primitive:
+    """Register a structural primitive with its shape, numpy and VJP rules, its family
+    and what the eager tape saves for the VJP rule (``saves``: input positions;
+    ``saves_out``: the output)."""
+    if family not in FAMILIES:
+        raise ValueError(f"unknown primitive family {family!r}; choose one of {FAMILIES}")
     own = all(getattr(rule, "__module__", "").startswith("symgrad.")
               for rule in (shape_rule, numpy_rule, vjp_rule) if rule is not None)
     prim = Primitive(name, "structural", nin, differentiable,
-                     grad_name or f"{_pascal(name)}Backward0", opaque=not own)
+                     grad_name or f"{_pascal(name)}Backward0", opaque=not own,
+                     family=family, saves=tuple(saves), saves_out=saves_out)
     PRIMITIVES[name] = prim
     SHAPE_RULES[name] = shape_rule
     NUMPY_RULES[name] = numpy_rule

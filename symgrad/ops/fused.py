@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..dispatch import STRUCTURAL_SAVES
 from ..graph.primitives import PRIMITIVES, _sympy, fused_symbols, lambdify, register_structural
 from ..graph.fpstate import quiet
 from ..dispatch import bind
@@ -62,5 +61,5 @@ def _vjp(ctx, g):
     return tuple(out)
 
 
-register_structural("fused", -1, _shape, _numpy, _vjp, grad_name="FusedBackward0")
-STRUCTURAL_SAVES["fused"] = (tuple(range(64)), False)
+register_structural("fused", -1, _shape, _numpy, _vjp, grad_name="FusedBackward0",
+                    family="elementwise", saves=tuple(range(64)))

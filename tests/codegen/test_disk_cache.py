@@ -31,11 +31,11 @@ _CHILD = textwrap.dedent("""
     counting(jit, "optimize")
     counting(jit, "compile_module")
     import symgrad, codegen.backend as B
-    from symgrad.compiler import api, transforms
+    from symgrad.compiler import stages, transforms
     from symgrad.graph import primitives as registry
     counting(transforms, "grad_graph")              # symbolic differentiation
     counting(registry.Formula, "partial")           # sympy derivatives of formulas
-    counting(api, "fuse")
+    counting(stages, "fuse")
     vg = symgrad.value_and_grad(lambda x, w: ((x @ w).tanh() ** 2).mean() + (x * 3).exp().sum(),
                                 argnums=(0, 1), backend="llvm")
     x, w = np.linspace(-1, 1, 12).reshape(3, 4), np.linspace(0, 1, 8).reshape(4, 2)

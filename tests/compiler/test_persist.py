@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import symgrad
-from symgrad.compiler import api, persist, transforms
+from symgrad.compiler import persist, stages, transforms
 from symgrad.compiler.api import Compiled
 from symgrad.config import settings
 from symgrad.graph.node import structural_key
@@ -44,7 +44,7 @@ def stage_calls(monkeypatch):
             return real(*a, **k)
         monkeypatch.setattr(module, name, wrapper)
     count(transforms, "grad_graph")
-    count(api, "fuse")
+    count(stages, "fuse")
     count(backend, "compile_program")
     return calls
 

@@ -1,0 +1,378 @@
+"""The dispatch cache behind every compiled function: :class:`Compiled` traces once per
+input signature, keeps an LRU of executables, installs a native fast path for repeat
+calls -- and explains every cache miss (logger ``symgrad.recompiles``).
+
+On a miss of the in-memory cache, the function is traced and, with the LLVM backend,
+the disk cache is asked first by a key known right after tracing
+(:mod:`symgrad.compiler.persist`): a hit runs none of the later stages (symbolic
+differentiation, rewrites, fusion, scheduling, LLVM) -- they run only if the program is
+inspected.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+from collections import OrderedDict, namedtuple
+
+import numpy as np
+
+from ..config import settings
+from ..graph import pytree
+from ..tensor import Tensor
+from . import persist
+from .backends import get_backend
+from .progress import StageClock
+from .stages import Lowered, make_target, resolve_backend, run_stages, schedule_of
+from .trace import arg_names, leaf_spec, trace
+from .transforms import Identity, Transform
+
+__all__ = ["Compiled", "CacheInfo", "explain_difference"]
+
+
+log = logging.getLogger("symgrad.recompiles")
+
+
+CacheInfo = namedtuple("CacheInfo", "hits misses entries maxsize")
+
+
+def _leaf_key(v):
+    t = type(v)
+    if t is np.ndarray:
+        return (t, v.shape, v.dtype)
+    if isinstance(v, Tensor):
+        return (Tensor, v._data.shape if v._data is not None else None, v._dtype,
+                v._requires_grad or v.grad_fn is not None)
+    return t
+
+
+class _Entry:
+    __slots__ = ("exe", "call", "closure", "guards", "aux", "numpy_out", "structure", "lowered",
+                 "key", "native_ok", "native_counted", "native_name", "specs")
+
+    def __init__(self, lowered: Lowered, exe, closure, numpy_out, aux):
+        self.lowered = lowered
+        self.exe = exe
+        # the native entry checks arguments in native code (else the checked Python path);
+        # the structured one returns the outputs nested as the function returns them
+        self.native_name = None if settings.sanitize else (
+            getattr(self.exe, "structured_entry_name", None) or getattr(self.exe, "entry_name", None))
+        # (sanitized kernels run through the checked Python path, which reads their fault word)
+        structured = self.native_name != getattr(self.exe, "entry_name", None)
+        self.call = self.exe.native_entry(structured=structured) if self.native_name else \
+            (lambda *a: self.exe(list(a)))
+        self.native_counted = int(self.native_name is not None)
+        self.native_ok = None
+        self.closure = [t for t, _ in closure]
+        self.guards = [(tuple(t.shape), t.dtype) for t, _ in closure]
+        self.aux = [np.zeros(shape, dtype.np) for shape, dtype in aux]
+        self.numpy_out = numpy_out
+        _, self.specs, self.structure = lowered.signature
+
+    def stale_closure(self):
+        for t, (shape, dt) in zip(self.closure, self.guards):
+            if tuple(t.shape) != shape or t.dtype is not dt:
+                return t, shape, dt
+        return None
+
+
+class Compiled:
+    """A compiled function: call it like the original (see :func:`compile`)."""
+
+    def __init__(self, fn, static_argnums=(), backend=None, transform: Transform | None = None,
+                 maxsize: int | None = None, target=None):
+        if not callable(fn):
+            raise TypeError(f"symgrad.compile expects a callable, got {type(fn).__name__}")
+        self.fn = fn
+        self._target_spec = target
+        self._target = None
+        self.static_argnums = tuple(sorted({static_argnums} if isinstance(static_argnums, int)
+                                           else set(static_argnums)))
+        self.backend = resolve_backend(backend)
+        if target is not None and self.backend == "llvm":
+            self._target = make_target(target)      # a bad target fails here, clearly
+        self.transform = transform or Identity()
+        self._cache: OrderedDict = OrderedDict()       # full signature -> entry (LRU)
+        self._fast: dict = {}                          # cheap per-call key -> entry
+        self._maxsize = maxsize or settings.cache_size
+        self.hits = self.misses = 0
+        self._py_native = 0            # native-entry calls made by the Python dispatcher
+        self._evicted_native = 0       # native-entry calls of entries evicted since
+        self.last_miss_reason: str | None = None
+        functools.update_wrapper(self, fn)
+
+    @property
+    def target(self):
+        """The machine the LLVM backend builds this function for (``codegen.target.Target``;
+        None with the numpy backend): the ``target=`` given, else the current target when
+        first needed."""
+        if self._target is None and self.backend == "llvm":
+            self._target = make_target(None)
+        return self._target
+
+    # ---- signature ---------------------------------------------------------------------
+    def _split(self, args):
+        n = len(args)
+        for a in self.static_argnums:
+            if a >= n:
+                raise TypeError(f"static_argnums {a} is out of range: called with {n} arguments")
+        static = tuple(args[i] for i in self.static_argnums)
+        try:
+            hash(static)
+        except TypeError:
+            raise TypeError("static arguments must be hashable: "
+                            f"{[type(s).__name__ for s in static]}") from None
+        dyn = tuple(a for i, a in enumerate(args) if i not in self.static_argnums)
+        return static, dyn
+
+    def _signature(self, args):
+        """(key, leaves, names): the full signature, computed on a cache miss."""
+        static, dyn = self._split(args)
+        leaves, structure = pytree.flatten(dyn)
+        names = self._leaf_names(args, structure)
+        specs = tuple(leaf_spec(v, nm) for v, nm in zip(leaves, names))
+        return (structure, specs, static), leaves, names
+
+    def _fast_key(self, args):
+        """A cheap per-call key: structure, and per leaf its kind, shape and dtype."""
+        static, dyn = self._split(args) if self.static_argnums else ((), args)
+        leaves, structure = pytree.flatten(dyn)
+        return (structure, tuple(map(_leaf_key, leaves)), static), leaves
+
+    def _leaf_names(self, args, structure):
+        params = arg_names(self.fn, len(args))
+        dyn_names = [p for i, p in enumerate(params) if i not in self.static_argnums]
+        names = []
+        for sub, pname in zip(structure[1], dyn_names):
+            names.extend(pytree.leaf_paths(sub, pname))
+        return names
+
+    # ---- calling -----------------------------------------------------------------------
+    def _call(self, *args, **kwargs):
+        """The Python dispatcher: signature → cache entry (compiling on a miss) → run."""
+        if kwargs:
+            raise TypeError(f"compiled function {self.__name__!r} takes positional arguments "
+                            f"only (got keyword arguments {sorted(kwargs)})")
+        fkey, leaves = self._fast_key(args)
+        entry = self._fast.get(fkey)
+        if entry is not None and entry.key in self._cache:
+            stale = entry.stale_closure()
+            if stale is None:
+                self.hits += 1
+                self._cache.move_to_end(entry.key)
+                out = self._run(entry, leaves)
+                self._install_fast_path(entry, leaves, args)
+                return out
+            self._miss(f"closed-over tensor of shape {list(stale[1])} {stale[2].name} changed "
+                       f"to {list(stale[0].shape)} {stale[0].dtype.name}")
+            del self._cache[entry.key]
+            self._evict(entry)
+        key, leaves, names = self._signature(args)
+        if self._cache:
+            self._miss(self._explain(key))
+        else:
+            self.misses += 1
+        entry = self._build(args, key, leaves, names)
+        self._fast[fkey] = entry
+        out = self._run(entry, leaves)
+        self._install_fast_path(entry, leaves, args)
+        return out
+
+    __call__ = _call
+
+    def _install_fast_path(self, entry: _Entry, leaves, args) -> None:
+        """Make calls with this signature go straight to native code.
+
+        When every argument is a plain numpy array and the outputs are an array or
+        (nested) tuples of arrays, the instance's ``__call__`` becomes the backend's native
+        METH_FASTCALL entry (a per-instance subclass): it checks the arguments in native
+        code and runs the kernel, or hands any other call back to :meth:`_call`. The entry
+        counts its own calls, which :meth:`cache_info` adds to the hits."""
+        if entry.native_ok is None:
+            entry.native_ok = bool(
+                entry.native_counted and entry.numpy_out and not entry.closure
+                and not entry.aux and not self.static_argnums
+                and entry.native_name == getattr(entry.exe, "structured_entry_name", None))
+        if (not entry.native_ok or getattr(type(self), "_native_for", None) is entry
+                or len(leaves) != len(args) or not all(type(v) is np.ndarray for v in leaves)):
+            return
+        fast = entry.exe.native_entry(self._call, structured=True)
+        self.__class__ = type(f"Compiled_{getattr(self.fn, '__name__', 'fn')}", (Compiled,),
+                              {"__call__": fast, "_native_for": entry})
+
+    def _miss(self, reason: str) -> None:
+        self.misses += 1
+        self.last_miss_reason = reason
+        if "recompiles" in settings.log:
+            log.warning("symgrad: recompiling %s: %s", getattr(self.fn, "__qualname__", self.fn),
+                        reason)
+
+    def _explain(self, key) -> str:
+        last = next(reversed(self._cache))
+        return explain_difference(last, key, self._last_names)
+
+    def _run(self, entry: _Entry, leaves):
+        arrays = []
+        for v, spec in zip(leaves, entry.specs):
+            if isinstance(v, Tensor):
+                arrays.append(v._data)
+            elif isinstance(v, np.ndarray):
+                arrays.append(v)
+            else:
+                arrays.append(np.asarray(v, dtype=spec.dtype.np))
+        arrays.extend(t._data for t in entry.closure)
+        arrays.extend(entry.aux)
+        outs = entry.call(*arrays)
+        self._py_native += entry.native_counted
+        if entry.native_counted:      # the native entry returns the outputs' own nesting
+            outs = pytree.flatten(outs)[0]
+        if entry.numpy_out:
+            res = list(outs)
+        else:
+            res = [Tensor._from_array(np.asarray(o)) for o in outs]
+        return pytree.unflatten(entry.structure, res)
+
+    def _build(self, args, key, leaves, names) -> _Entry:
+        with StageClock(getattr(self.fn, "__qualname__", "function")) as clock:
+            return self._build_timed(args, key, leaves, names, clock)
+
+    def _build_timed(self, args, key, leaves, names, clock: StageClock) -> _Entry:
+        with clock.stage("trace"):
+            tr = self._trace(args, key, names)
+        numpy_out = not any(isinstance(v, Tensor) for v in leaves)
+        disk_key = self._disk_key(tr, key)
+        entry = None
+        if disk_key:
+            with clock.stage("disk-cache"):
+                entry = self._from_disk(disk_key, tr, key, names, numpy_out)
+        if entry is None:
+            if self.target is not None:
+                self.target.check_runnable()     # before compiling what cannot run here
+            lowered = self._lowered(tr, key, names, clock)
+            exe = lowered.compile()
+            entry = _Entry(lowered, exe, tr.closure, numpy_out,
+                           [(n.shape, n.dtype) for n in lowered.aux])
+            if disk_key and getattr(exe, "cache_key", None):
+                persist.store(disk_key, exe, lowered.signature[2], lowered.aux)
+        entry.key = key
+        self._cache[key] = entry
+        self._last_names = names
+        while len(self._cache) > self._maxsize:
+            self._evict(self._cache.popitem(last=False)[1])
+        if len(self._fast) > 4 * self._maxsize:
+            self._fast = {k: e for k, e in self._fast.items() if e.key in self._cache}
+        return entry
+
+    def _evict(self, entry: _Entry) -> None:
+        """Forget an entry that left the cache so its machine code can be freed: its
+        calls stay counted, no fast key or native fast path refers to it any more."""
+        self._evicted_native += self._entry_native_calls(entry)
+        self._fast = {k: e for k, e in self._fast.items() if e is not entry}
+        if getattr(type(self), "_native_for", None) is entry:
+            self.__class__ = Compiled
+
+    def _from_disk(self, disk_key, tr, key, names, numpy_out) -> _Entry | None:
+        """The entry for a traced program whose native code the disk cache holds, with
+        no stage after tracing run (its Lowered runs them if inspected); else None."""
+        lowered = self._lowered(tr, key, names)
+        hit = persist.load(disk_key, lambda: schedule_of(lowered), self.target)
+        if hit is None or not _fits(hit, key[1], tr.closure):
+            return None
+        lowered._signature = (key[0], key[1], hit.out_structure)
+        lowered._exe = hit.exe
+        try:
+            return _Entry(lowered, hit.exe, tr.closure, numpy_out,
+                          [(shape, dt) for _, shape, dt in hit.aux])
+        except (ValueError, KeyError):       # an entry that does not match its code
+            return None
+
+    def _trace(self, args, key, names):
+        structure, specs, static = key
+        return trace(self.fn, args, self.static_argnums, list(specs), structure, names)
+
+    def _disk_key(self, tr, key) -> str | None:
+        """The disk cache key of the traced program, if the disk cache can answer it."""
+        if self.backend != "llvm" or not settings.disk_cache or not settings.cache_dir \
+                or not self.target.runnable:
+            return None
+        return persist.trace_key(tr, key, self.transform, self.target)
+
+    def _lowered(self, tr, key, names, clock: StageClock | None = None) -> Lowered:
+        clock = clock or StageClock(getattr(self.fn, "__qualname__", "function"))
+        return Lowered(functools.partial(run_stages, self.transform, tr, key, names, clock),
+                       self.backend, target=self.target, clock=clock)
+
+    # ---- stages & introspection ------------------------------------------------------------
+    def lower(self, *args) -> Lowered:
+        """Trace and optimise for these arguments without running (see :class:`Lowered`)."""
+        key, leaves, names = self._signature(args)
+        lowered = self._lowered(self._trace(args, key, names), key, names)
+        lowered._get()
+        return lowered
+
+    def cache_info(self) -> CacheInfo:
+        """Hits (Python dispatcher and native fast path), misses, entries, bound."""
+        fast_path_hits = self._native_hits() - self._py_native
+        return CacheInfo(self.hits + fast_path_hits, self.misses, len(self._cache),
+                         self._maxsize)
+
+    def _native_hits(self) -> int:
+        return self._evicted_native + sum(self._entry_native_calls(e)
+                                          for e in self._cache.values())
+
+    @staticmethod
+    def _entry_native_calls(entry: _Entry) -> int:
+        """Calls of the entry's native code (its own counter), 0 without one."""
+        if not entry.native_name:
+            return 0
+        try:
+            return get_backend("llvm").native_calls(entry.exe, entry.native_name)
+        except KeyError:
+            return 0
+
+    def cache_clear(self) -> None:
+        for entry in list(self._cache.values()):
+            self._evict(entry)
+        self._cache.clear()
+        self._fast.clear()
+        self.hits = self.misses = self._py_native = self._evicted_native = 0
+
+    def __repr__(self) -> str:
+        where = f", target={self._target.name!r}" if self._target_spec is not None else ""
+        return (f"<symgrad.compile({getattr(self.fn, '__qualname__', self.fn)}, "
+                f"backend={self.backend!r}{where})>")
+
+    def __get__(self, obj, objtype=None):
+        return self if obj is None else functools.partial(self, obj)
+
+
+def _fits(hit, specs, closure) -> bool:
+    """Whether a disk hit's native code takes the arguments this call passes (a check
+    against a corrupt entry; equal keys mean equal programs)."""
+    want = [(tuple(s.shape), s.dtype.name) for s in specs]
+    want += [(tuple(n.shape), n.dtype.name) for _, n in closure]
+    want += [(tuple(shape), dt.name) for _, shape, dt in hit.aux]
+    return want == [(b.shape, b.dtype) for b in hit.exe.interface.inputs]
+
+
+def explain_difference(old, new, names) -> str:
+    """Why `new` (structure, specs, static) is not `old`: the first differences, named."""
+    (s0, sp0, st0), (s1, sp1, st1) = old, new
+    if st0 != st1:
+        return f"static arguments changed: {st0!r} → {st1!r}"
+    if s0 != s1:
+        n0 = len(s0[1]) if s0[0] == "tuple" else "?"
+        n1 = len(s1[1]) if s1[0] == "tuple" else "?"
+        if n0 != n1:
+            return f"number of arguments {n0} → {n1}"
+        return "argument structure changed (nesting of tuples / lists / dicts)"
+    diffs = []
+    for a, b, name in zip(sp0, sp1, names):
+        if a.shape != b.shape:
+            diffs.append(f"{name}: shape {a.shape} → {b.shape}")
+        if a.dtype is not b.dtype:
+            diffs.append(f"{name}: dtype {a.dtype.name} → {b.dtype.name}")
+        if a.kind != b.kind:
+            diffs.append(f"{name}: {a.kind} → {b.kind}")
+        if a.requires_grad != b.requires_grad:
+            diffs.append(f"{name}: requires_grad {a.requires_grad} → {b.requires_grad}")
+    return "; ".join(diffs) or "signature changed"

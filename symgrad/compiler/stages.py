@@ -1,0 +1,205 @@
+"""The stages after tracing, as in JAX: ``f.lower(*args)`` gives a :class:`Lowered`
+(``as_text``, ``formulas``, ``symbolic``, ``dot``), ``.compile()`` the backend executable.
+:func:`run_stages` is the pipeline itself: stabilise, transform (symbolic
+differentiation), simplify, transposed products, fuse -- each timed by a
+:class:`~symgrad.compiler.progress.StageClock`."""
+from __future__ import annotations
+
+import warnings
+from collections import namedtuple
+
+import numpy as np
+
+from ..config import settings
+from ..graph import pytree
+from ..graph.node import toposort
+from ..graph.program import Program
+from .backends import get_backend
+from .fusion import fuse
+from .progress import StageClock
+from .rewrite import count_nodes, simplify, stabilize, transpose_products
+from .transforms import Transform
+
+__all__ = ["Lowered", "run_stages"]
+
+
+def resolve_backend(name: str | None) -> str:
+    name = name or settings.backend
+    if name == "llvm":
+        try:
+            get_backend("llvm")
+        except RuntimeError as e:
+            warnings.warn(f"{e}; using the numpy backend", RuntimeWarning, stacklevel=3)
+            return "numpy"
+    else:
+        get_backend(name)
+    return name
+
+
+class _Stages(namedtuple("_Stages", "raw stats optimized aux signature")):
+    """What the stages after tracing make of a traced program."""
+
+
+class Lowered:
+    """A traced, transformed and optimised program for one input signature. The stages
+    after tracing run when first needed (``stages`` is the function running them): a
+    call answered from the disk cache never runs them, inspecting its program does.
+    ``target``: the machine the LLVM backend builds for (a ``codegen.target.Target``)."""
+
+    def __init__(self, stages, backend: str, signature: tuple | None = None, target=None,
+                 clock: StageClock | None = None):
+        self._make = stages
+        self._clock = clock
+        self._stages: _Stages | None = None
+        self.backend = backend
+        self.target = target
+        self._signature = signature
+        self._exe = None
+
+    def _get(self) -> _Stages:
+        if self._stages is None:
+            self._stages = self._make()
+        return self._stages
+
+    raw = property(lambda self: self._get().raw, doc="The program as transformed.")
+    optimized = property(lambda self: self._get().optimized,
+                         doc="The program after the rewrites and fusion.")
+    stats = property(lambda self: self._get().stats,
+                     doc="Node counts per stage; ``times``: seconds per compile stage.")
+    aux = property(lambda self: self._get().aux, doc="Placeholder inputs fed zeros.")
+
+    @property
+    def signature(self) -> tuple:
+        """(argument structure, leaf specs, output structure)."""
+        return self._signature if self._signature is not None else self._get().signature
+
+    def as_text(self, stage: str | bool = "graph", *, optimized: bool = True) -> str:
+        """One stage as text: ``"graph"`` -- the program, one line per node, after the
+        rewrites (``"graph-raw"`` or ``optimized=False``: before them), with node counts
+        per stage; ``"llvm"`` / ``"llvm-opt"`` -- the LLVM IR as generated / optimised;
+        ``"asm"`` -- the target's assembly (any target LLVM supports, runnable or not)."""
+        if isinstance(stage, bool):           # as_text(False): the program before rewrites
+            stage, optimized = "graph", stage
+        if stage in ("llvm", "llvm-opt", "asm", "program"):
+            if self.backend != "llvm":
+                raise ValueError(f"stage {stage!r} needs the llvm backend (this is "
+                                 f"{self.backend!r})")
+            return self.compile().as_text(stage)
+        if stage not in ("graph", "graph-raw"):
+            raise ValueError(f"unknown stage {stage!r}; choose one of graph, graph-raw, "
+                             f"llvm, llvm-opt, asm, program")
+        optimized = optimized and stage == "graph"
+        s = self.stats
+        head = (f"# {s['traced']} nodes traced, {s['transformed']} after "
+                f"{s['transform']}, {s['optimized']} after rewrites and fusion "
+                f"({s['fused']} fused kernels)")
+        return head + "\n" + (self.optimized if optimized else self.raw).as_text()
+
+    def formulas(self, latex: bool = False) -> dict[str, object]:
+        """Each fused elementwise kernel as a sympy expression of its inputs (or LaTeX)."""
+        import sympy
+        out = {}
+        text = self.optimized.as_text().splitlines()
+        names = {}
+        for line in text:
+            line = line.strip()
+            if "= fused[" in line:
+                names[line.split(":")[0]] = line
+        k = 0
+        for n in self.optimized.nodes():
+            if n.op != "fused":
+                continue
+            expr = n.attr("expr")
+            out[f"kernel{k}"] = sympy.latex(expr) if latex else expr
+            k += 1
+        return out
+
+    def symbolic(self, simplify: bool = True):
+        """Every output element as a sympy expression of the input elements (for small
+        inputs), structured like the outputs."""
+        from .symbolic import MAX_ELEMENTS, input_symbols, symbolic_values  # late: sympy
+        env = {}
+        for node, name in zip(self.raw.inputs, self.raw.input_names):
+            if node.size > MAX_ELEMENTS:
+                raise ValueError(f"symbolic(): input {name} has {node.size} elements; "
+                                 f"symbolic evaluation is for inputs up to {MAX_ELEMENTS}")
+            env[id(node)] = input_symbols(ident(name), node.shape)
+        for node in self.aux:
+            env[id(node)] = np.zeros(node.shape, dtype=object)
+        vals = symbolic_values(self.raw.outputs, env, simplify=simplify)
+        return pytree.unflatten(self.signature[2], vals)
+
+    def dot(self, optimized: bool = True) -> str:
+        return (self.optimized if optimized else self.raw).dot()
+
+    def compile(self):
+        """The backend executable (cached on this Lowered)."""
+        if self._exe is None:
+            clock = self._clock
+            program = self.optimized
+            self._exe = get_backend(self.backend).compile_program(
+                program, target=self.target, on_stage=clock.enter if clock else None)
+            if clock is not None:
+                clock.enter(None)
+        return self._exe
+
+
+def run_stages(transform: Transform, tr, key, names, clock: StageClock) -> _Stages:
+    """Everything after tracing: stabilise, transform, simplify, transposed products,
+    simplify again (permutes of permutes), fuse."""
+    structure, specs, static = key
+    traced_count = count_nodes(tr.out_nodes)
+    with clock.stage("autodiff"):
+        outs = stabilize(tr.out_nodes)
+        groups = _arg_groups(tr.arg_nodes, names, structure)
+        built = transform.build(outs, tr.out_structure, groups, names)
+    aux = built.aux or []
+    inputs = tr.input_nodes + aux
+    in_names = names + [n.attr("name") for _, n in tr.closure] + [a.attr("name") for a in aux]
+    raw = Program(inputs, in_names, built.outputs, built.names)
+    transformed = count_nodes(built.outputs)
+    with clock.stage("rewrite"):
+        rewritten = simplify(transpose_products(simplify(simplify(built.outputs))))
+    with clock.stage("fuse"):
+        optimized_outs = fuse(rewritten)
+    optimized = Program(inputs, in_names, optimized_outs, built.names, built.structure)
+    stats = {"traced": traced_count, "transform": transform.name,
+             "transformed": transformed, "optimized": count_nodes(optimized_outs),
+             "fused": sum(1 for n in toposort(optimized_outs) if n.op == "fused"),
+             "times": clock.times}
+    return _Stages(raw, stats, optimized, aux, (structure, specs, built.structure))
+
+
+def schedule_of(lowered: Lowered):
+    """The LLVM schedule of a lowered program (for an executable reloaded without it)."""
+    return get_backend("llvm").schedule(lowered.optimized, lowered.target)
+
+
+def make_target(spec):
+    """A validated ``codegen.target.Target`` (None: the current one)."""
+    return get_backend("llvm").make_target(spec)
+
+
+def _arg_groups(arg_nodes, names, structure):
+    """Per positional (dynamic) argument: (its leaf nodes, their names, its structure)."""
+    groups, i = [], 0
+    for sub in structure[1]:
+        k = len(pytree.flatten(pytree.unflatten(sub, [0] * count_leaves(sub)))[0])
+        groups.append((arg_nodes[i:i + k], names[i:i + k], sub))
+        i += k
+    return groups
+
+
+def ident(name: str) -> str:
+    out = "".join(c if c.isalnum() else "_" for c in name).strip("_")
+    return out or "x"
+
+
+def count_leaves(s) -> int:
+    if s == "*":
+        return 1
+    if s[0] in ("tuple", "list"):
+        return sum(count_leaves(c) for c in s[1])
+    if s[0] == "dict":
+        return sum(count_leaves(c) for c in s[2])
+    return 0

@@ -1,0 +1,156 @@
+"""Layout primitives: views (reshape, expand, permute, slice, select, flip) and windows
+(pad_slice, cat) -- for each, its shape rule, numpy rule, what the eager tape saves and
+its VJP, declared once (:func:`symgrad.ops.define.primitive`)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..graph.shapes import broadcast_shapes
+from . import lax
+from .define import primitive
+
+
+# ---- reverse-mode rules ------------------------------------------------------------
+def _reshape_vjp(ctx, g):
+    return (lax.reshape(g, ctx.in_avals[0][0]),)
+
+
+def _expand_vjp(ctx, g):
+    return (lax.sum_to(g, ctx.in_avals[0][0]),)
+
+
+def _permute_vjp(ctx, g):
+    perm = ctx.kwargs["perm"]
+    return (lax.permute(g, tuple(np.argsort(perm).tolist())),)
+
+
+def _slice_vjp(ctx, g):
+    k = ctx.kwargs
+    return (lax.pad_slice(g, ctx.in_avals[0][0], k["starts"], k["stops"], k["steps"]),)
+
+
+def _pad_slice_vjp(ctx, g):
+    k = ctx.kwargs
+    return (lax.slice_(g, k["starts"], k["stops"], k["steps"]),)
+
+
+def _select_vjp(ctx, g):
+    k = ctx.kwargs
+    shape = ctx.in_avals[0][0]
+    axis, index = k["axis"], k["index"]
+    index = index % shape[axis]
+    g1 = lax.reshape(g, shape[:axis] + (1,) + shape[axis + 1:])
+    starts = tuple(index if i == axis else 0 for i in range(len(shape)))
+    stops = tuple(index + 1 if i == axis else s for i, s in enumerate(shape))
+    return (lax.pad_slice(g1, shape, starts, stops, (1,) * len(shape)),)
+
+
+def _flip_vjp(ctx, g):
+    return (lax.apply("flip", g, axes=ctx.kwargs["axes"]),)
+
+
+def _cat_vjp(ctx, g):
+    axis = ctx.kwargs["axis"]
+    out, start = [], 0
+    for (shape, _), need in zip(ctx.in_avals, ctx.needs_input_grad):
+        stop = start + shape[axis]
+        if need:
+            starts = tuple(start if i == axis else 0 for i in range(len(shape)))
+            stops = tuple(stop if i == axis else s for i, s in enumerate(g.shape))
+            out.append(lax.slice_(g, starts, stops, (1,) * len(shape)))
+        else:
+            out.append(None)
+        start = stop
+    return tuple(out)
+
+
+# ---- the primitives ----------------------------------------------------------------
+def _reshape_numpy(x, *, shape):
+    return x.reshape(shape) if type(x) is np.ndarray else np.reshape(x, shape)
+
+
+primitive("reshape", 1, lambda av, *, shape: (shape, av[0][1]), _reshape_numpy,
+          grad_name="ViewBackward0", family="view", vjp=_reshape_vjp)
+
+
+def _expand_numpy(x, *, shape):
+    """``np.broadcast_to(x, shape)``: a read-only view with stride 0 on broadcast dims,
+    built directly when x is C-contiguous (half the cost of np.broadcast_to's checks)."""
+    if type(x) is np.ndarray and x.flags.c_contiguous and len(shape) >= x.ndim:
+        lead = len(shape) - x.ndim
+        strides = [0] * lead
+        for n, stride, want in zip(x.shape, x.strides, shape[lead:]):
+            if n == want:
+                strides.append(stride)
+            elif n == 1:
+                strides.append(0)
+            else:
+                return np.broadcast_to(x, shape)        # raises numpy's error
+        view = np.ndarray(shape, x.dtype, x, 0, tuple(strides))
+        view.flags.writeable = False
+        return view
+    return np.broadcast_to(x, shape)
+
+
+primitive("expand", 1, lambda av, *, shape: (broadcast_shapes(av[0][0], shape), av[0][1]),
+          _expand_numpy, grad_name="ExpandBackward0", family="view", vjp=_expand_vjp)
+primitive("permute", 1, lambda av, *, perm: (tuple(av[0][0][p] for p in perm), av[0][1]),
+          lambda x, *, perm: np.transpose(x, perm), grad_name="PermuteBackward0",
+          family="view", vjp=_permute_vjp)
+
+
+def _slice_shape(av, *, starts, stops, steps):
+    return tuple(len(range(a, b, c)) for a, b, c in zip(starts, stops, steps)), av[0][1]
+
+
+def _slice_numpy(x, *, starts, stops, steps):
+    return x[tuple(slice(a, b, c) for a, b, c in zip(starts, stops, steps))]
+
+
+primitive("slice", 1, _slice_shape, _slice_numpy, grad_name="SliceBackward0",
+          family="view", vjp=_slice_vjp)
+
+
+def _pad_slice_numpy(g, *, shape, starts, stops, steps):
+    out = np.zeros(shape, dtype=g.dtype)
+    out[tuple(slice(a, b, c) for a, b, c in zip(starts, stops, steps))] = g
+    return out
+
+
+primitive("pad_slice", 1, lambda av, *, shape, starts, stops, steps: (shape, av[0][1]),
+          _pad_slice_numpy, family="window", vjp=_pad_slice_vjp)
+
+
+def _select_shape(av, *, axis, index):
+    s = av[0][0]
+    return s[:axis] + s[axis + 1:], av[0][1]
+
+
+def _select_numpy(x, *, axis, index):
+    # the Ellipsis keeps a 0-d result a view (x[0] of a vector), not a numpy scalar copy
+    return x[(slice(None),) * axis + (index, Ellipsis)]
+
+
+primitive("select", 1, _select_shape, _select_numpy, grad_name="SelectBackward0",
+          family="view", vjp=_select_vjp)
+
+
+def _flip_numpy(x, *, axes):
+    return np.flip(x, axes)
+
+
+primitive("flip", 1, lambda av, *, axes: (av[0][0], av[0][1]), _flip_numpy,
+          grad_name="FlipBackward0", family="view", vjp=_flip_vjp)
+
+
+def _cat_shape(av, *, axis):
+    base = list(av[0][0])
+    base[axis] = sum(s[axis] for s, _ in av)
+    return tuple(base), av[0][1]
+# detach() of a traced tensor (and any result computed under no_grad in a trace): the
+# value unchanged, no gradient through it -- JAX's stop_gradient.  simplify() removes it
+# once the gradient graph is built.
+
+
+primitive("cat", -1, _cat_shape, lambda *xs, axis: np.concatenate(xs, axis=axis),
+          grad_name="CatBackward0", family="window", vjp=_cat_vjp)

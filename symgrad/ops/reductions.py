@@ -1,0 +1,255 @@
+"""Reduction primitives: sum, mean, amax, amin, prod (and the two products prod's
+gradient is made of), argmax / argmin, the cumsum scan -- for each, its shape rule, numpy
+rule, what the eager tape saves and its VJP, declared once
+(:func:`symgrad.ops.define.primitive`)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..graph import dtypes
+from ..graph.shapes import reduce_shape
+from . import lax
+from .define import primitive
+
+
+# ---- reverse-mode rules ------------------------------------------------------------
+def _mean_vjp(ctx, g):
+    k = ctx.kwargs
+    shape = ctx.in_avals[0][0]
+    n = 1
+    for a in k["axes"]:
+        n *= shape[a]
+    # divide the reduced cotangent, then broadcast: the same value per element as
+    # expanding first, with the division done once per output element of the mean
+    return (lax.expand(_keep(lax.div(g, float(n)), shape, k["axes"], k["keepdim"]), shape),)
+
+
+def _keep(g, in_shape, axes, keepdim):
+    """g with the reduced axes restored as size 1 (a 0-d g broadcasts as it is)."""
+    if not keepdim and g.shape:
+        g = lax.reshape(g, tuple(1 if i in axes else s for i, s in enumerate(in_shape)))
+    return g
+
+
+def _sum_vjp(ctx, g):
+    k = ctx.kwargs
+    shape = ctx.in_avals[0][0]
+    return (lax.expand(_keep(g, shape, k["axes"], k["keepdim"]), shape),)
+
+
+def _extremum_vjp(ctx, g):
+    """Gradient split evenly among the elements equal to the extremum (as PyTorch's
+    amax / amin and full max / min)."""
+    k = ctx.kwargs
+    x = ctx.input(0)
+    shape, dtype = ctx.in_avals[0]
+    out = lax.expand(_keep(ctx.out, shape, k["axes"], k["keepdim"]), shape)
+    mask = lax.cast(lax.eq(x, out), dtype)
+    count = lax.sum(mask, k["axes"], keepdim=True)
+    gk = lax.expand(_keep(g, shape, k["axes"], k["keepdim"]), shape)
+    return (lax.div(lax.mul(gk, mask), count),)
+
+
+def _prod_vjp(ctx, g):
+    k = ctx.kwargs
+    shape = ctx.in_avals[0][0]
+    ctx.out      # unused, but saved as PyTorch saves it: its version is checked here too
+    others = lax.apply("prod_others", ctx.input(0), axes=k["axes"])
+    gk = lax.expand(_keep(g, shape, k["axes"], k["keepdim"]), shape)
+    return (lax.mul(gk, others),)
+
+
+def _prod_others_vjp(ctx, g):
+    """d/dx_j of sum_i g_i prod_{k != i} x_k = sum_{i != j} g_i prod_{k != i, j} x_k: the
+    prod_others_dot primitive (exact with zeros, O(n) per group)."""
+    return (lax.apply("prod_others_dot", ctx.input(0), g, axes=ctx.kwargs["axes"]),)
+
+
+def _group_last(x, axes):
+    """x with its reduction axes moved last and flattened into one: (y, undo)."""
+    keep = tuple(i for i in range(len(x.shape)) if i not in axes)
+    perm = keep + tuple(axes)
+    xp = lax.permute(x, perm)
+    lead = tuple(x.shape[i] for i in keep)
+    y = lax.reshape(xp, lead + (lax.size_of(tuple(x.shape[a] for a in axes)),))
+    inv = tuple(np.argsort(perm).tolist())
+    return y, lambda t: lax.permute(lax.reshape(t, xp.shape), inv)
+
+
+def _prod_others_dot_vjp(ctx, u):
+    """H(x, g)_j = sum_{i != j} g_i prod_{k != i, j} x_k is symmetric in (i, j), so its
+    VJP in g is H(x, u). In x: d/dx_l sum_j u_j H_j = sum_j u'_j H(x with x_l = 1, g')_j with
+    u', g' zero at l — batched over l as (.., n, n) rows, exact with zeros."""
+    axes = ctx.kwargs["axes"]
+    x, g = ctx.input(0), ctx.input(1)
+    gx = gg = None
+    if ctx.needs_input_grad[1]:
+        gg = lax.sum_to(lax.apply("prod_others_dot", x, u, axes=axes), ctx.in_avals[1][0])
+    if ctx.needs_input_grad[0]:
+        xs, undo = _group_last(x, axes)
+        gs, _ = _group_last(lax.expand(g, x.shape), axes)
+        us, _ = _group_last(u, axes)
+        n = xs.shape[-1]
+        rows = xs.shape[:-1] + (n, n)
+        eye = lax.eq(lax.apply("iota", shape=rows, axis=len(rows) - 2, dtype=_INT64()),
+                     lax.apply("iota", shape=rows, axis=len(rows) - 1, dtype=_INT64()))
+
+        def as_rows(t):
+            return lax.expand(lax.reshape(t, t.shape[:-1] + (1, n)), rows)
+        xr = lax.where(eye, lax.full((), 1, x.dtype), as_rows(xs))
+        gr = lax.where(eye, lax.full((), 0, x.dtype), as_rows(gs))
+        ur = lax.where(eye, lax.full((), 0, x.dtype), as_rows(us))
+        h = lax.apply("prod_others_dot", xr, gr, axes=(len(rows) - 1,))
+        gx = undo(lax.sum(lax.mul(ur, h), (len(rows) - 1,)))
+    return gx, gg
+
+
+def _INT64():
+    return dtypes.int64
+
+
+def _cumsum_vjp(ctx, g):
+    axis = ctx.kwargs["axis"]
+    f = lax.apply("flip", g, axes=(axis,))
+    return (lax.apply("flip", lax.apply("cumsum", f, axis=axis), axes=(axis,)),)
+
+
+# ---- the primitives ----------------------------------------------------------------
+def _reduce_shape(av, *, axes, keepdim):
+    return reduce_shape(av[0][0], axes, keepdim), av[0][1]
+
+
+# reductions call the ufunc reductions directly: np.sum / np.mean / np.amax add a few µs of
+# Python-level dispatch per call, which dominates small eager tensors
+def _sum_numpy(x, *, axes, keepdim):
+    return np.add.reduce(x, axis=axes, keepdims=keepdim)
+
+
+primitive("sum", 1, _reduce_shape, _sum_numpy, grad_name="SumBackward1",
+          family="reduction", vjp=_sum_vjp)
+
+
+def _extreme_value(dtype, lowest: bool):
+    if dtype.kind == "f":
+        return -np.inf if lowest else np.inf
+    if dtype.kind == "b":
+        return not lowest
+    info = np.iinfo(dtype)
+    return info.min if lowest else info.max
+
+
+# An empty reduction gives the identity (-inf for max) as logsumexp needs; the user-facing
+# functions raise PyTorch's errors for empty reductions before binding.
+def _amax_numpy(x, *, axes, keepdim):
+    if x.size == 0:
+        return np.amax(x, axis=axes, keepdims=keepdim, initial=_extreme_value(x.dtype, True))
+    return np.maximum.reduce(x, axis=axes, keepdims=keepdim)
+
+
+def _amin_numpy(x, *, axes, keepdim):
+    if x.size == 0:
+        return np.amin(x, axis=axes, keepdims=keepdim, initial=_extreme_value(x.dtype, False))
+    return np.minimum.reduce(x, axis=axes, keepdims=keepdim)
+
+
+primitive("amax", 1, _reduce_shape, _amax_numpy, saves=(0,), saves_out=True,
+          grad_name="AmaxBackward0", family="reduction", vjp=_extremum_vjp)
+primitive("amin", 1, _reduce_shape, _amin_numpy, saves=(0,), saves_out=True,
+          grad_name="AminBackward0", family="reduction", vjp=_extremum_vjp)
+
+
+def _mean_numpy(x, *, axes, keepdim):
+    n = 1
+    for a in axes:
+        n *= x.shape[a]
+    total = np.add.reduce(x, axis=axes, keepdims=keepdim, dtype=x.dtype)
+    # the operator, not np.true_divide: ~10x cheaper on the numpy scalar of a full
+    # reduction, and a Python int divisor keeps x's dtype
+    return total / n if n else np.full_like(total, np.nan)
+
+
+primitive("mean", 1, _reduce_shape, _mean_numpy, grad_name="MeanBackward1",
+          family="reduction", vjp=_mean_vjp)
+
+
+def _prod_numpy(x, *, axes, keepdim):
+    return np.multiply.reduce(x, axis=axes, keepdims=keepdim)
+
+
+primitive("prod", 1, _reduce_shape, _prod_numpy, saves=(0,), saves_out=True,
+          grad_name="ProdBackward1", family="reduction", vjp=_prod_vjp)
+
+
+def _prod_others_numpy(x, *, axes):
+    """For each element, the product of the other elements of its reduction group
+    (exact with zeros: exclusive products from both sides)."""
+    if x.size == 0:
+        return np.ones_like(x)
+    keep = [i for i in range(x.ndim) if i not in axes]
+    perm = keep + list(axes)
+    xt = np.transpose(x, perm)
+    lead = xt.shape[:len(keep)]
+    flat = xt.reshape(lead + (-1,))
+    ones = np.ones(lead + (1,), dtype=x.dtype)
+    left = np.cumprod(np.concatenate([ones, flat[..., :-1]], axis=-1), axis=-1)
+    right = np.flip(np.cumprod(np.concatenate([ones, np.flip(flat, -1)[..., :-1]], -1), -1), -1)
+    res = (left * right).reshape(xt.shape)
+    return np.transpose(res, np.argsort(perm))
+
+
+primitive("prod_others", 1, lambda av, *, axes: (av[0][0], av[0][1]), _prod_others_numpy,
+          saves=(0,), family="reduction-gradient", vjp=_prod_others_vjp)
+
+
+def _prod_others_dot_numpy(x, g, *, axes):
+    """H_j = sum_{i != j} g_i prod_{k != i, j} x_k over each reduction group: the VJP of
+    prod_others, exact with zeros (no division). Scans with exclusive products L, R:
+    H_j = R_j sum_{i<j} g_i L_i prod_{i<m<j} x_m + L_j sum_{i>j} g_i R_i prod_{j<m<i} x_m."""
+    if x.size == 0:
+        return np.zeros_like(x)
+    keep = [i for i in range(x.ndim) if i not in axes]
+    perm = keep + list(axes)
+    xt, gt = np.transpose(x, perm), np.transpose(np.broadcast_to(g, x.shape), perm)
+    lead = xt.shape[:len(keep)]
+    xf, gf = xt.reshape(lead + (-1,)), gt.reshape(lead + (-1,))
+    n = xf.shape[-1]
+    ones = np.ones(lead + (1,), dtype=x.dtype)
+    left = np.cumprod(np.concatenate([ones, xf[..., :-1]], axis=-1), axis=-1)
+    right = np.flip(np.cumprod(np.concatenate([ones, np.flip(xf, -1)[..., :-1]], -1), -1), -1)
+    a = np.zeros_like(xf)
+    b = np.zeros_like(xf)
+    for j in range(1, n):
+        a[..., j] = a[..., j - 1] * xf[..., j - 1] + gf[..., j - 1] * left[..., j - 1]
+    for j in range(n - 2, -1, -1):
+        b[..., j] = b[..., j + 1] * xf[..., j + 1] + gf[..., j + 1] * right[..., j + 1]
+    res = (a * right + left * b).reshape(xt.shape)
+    return np.transpose(res, np.argsort(perm))
+
+
+primitive("prod_others_dot", 2, lambda av, *, axes: (av[0][0], av[0][1]), _prod_others_dot_numpy,
+          saves=(0, 1), family="reduction-gradient", vjp=_prod_others_dot_vjp)
+
+
+def _arg_shape(av, *, axis, keepdim):
+    return reduce_shape(av[0][0], (axis,), keepdim), dtypes.int64
+
+
+def _argmax_numpy(x, *, axis, keepdim):
+    return np.argmax(x, axis=axis, keepdims=keepdim)
+
+
+def _argmin_numpy(x, *, axis, keepdim):
+    return np.argmin(x, axis=axis, keepdims=keepdim)
+
+
+primitive("argmax", 1, _arg_shape, _argmax_numpy, differentiable=False,
+          family="arg-reduction")
+primitive("argmin", 1, _arg_shape, _argmin_numpy, differentiable=False, family="arg-reduction")
+
+
+def _cumsum_numpy(x, *, axis):
+    return np.cumsum(x, axis=axis, dtype=x.dtype)
+
+
+primitive("cumsum", 1, lambda av, *, axis: (av[0][0], av[0][1]), _cumsum_numpy,
+          grad_name="CumsumBackward0", family="scan", vjp=_cumsum_vjp)
