@@ -4,17 +4,19 @@ Where: ``<settings.cache_dir>/llvm/<key[:2]>/<key>.obj`` (``SYMGRAD_CACHE_DIR``,
 ``symgrad.config.settings.cache_dir``); ``SYMGRAD_DISK_CACHE=0`` (or
 ``settings.disk_cache = False``) disables it.  Settings are read at each access.
 
-Key (:func:`cache_key`): the program's structural key (outputs and inputs, via
-``symgrad.graph.node.structural_key``), the formula of every elementwise primitive it
-applies (``symgrad.graph.primitives.definition``: nodes name primitives, and a user may
-register another formula under a name), input and output names/shapes/dtypes, the
-nesting of the native entry's result, and the :func:`environment`: the target's
-fingerprint (triple, CPU name, features, vector width, llvmlite and LLVM versions:
-code built for one CPU is never loaded for another), the loop thread count, the Python and numpy versions (C API layouts), the symgrad version and a
-digest of the code generator's own source files (names, sizes, mtimes) -- anything
-that changes the generated code changes the key.  Other layers key their own entries (e.g. the front end's traced-program entries,
-:mod:`symgrad.compiler.persist`) with :func:`derived_key`, which adds the same
-environment.
+Key (:func:`cache_key`, one of the keys :func:`derived_key` makes): the program's
+structural key (outputs and inputs, via ``symgrad.graph.node.structural_key``), the
+formula of every elementwise primitive it applies
+(``symgrad.graph.primitives.fingerprint(prim, formula=True)``: nodes name primitives,
+and a user may register another formula under a name), input and output
+names/shapes/dtypes, the nesting of the native entry's result, and the
+:func:`environment`: the target's fingerprint (triple, CPU name, features, vector width,
+llvmlite and LLVM versions: code built for one CPU is never loaded for another), the
+loop thread count, the Python and numpy versions (C API layouts), the symgrad version
+and a digest of the code generator's own source files (names, sizes, mtimes) -- anything
+that changes the generated code changes the key. Other layers key their own entries
+(e.g. the front end's traced-program entries, :mod:`symgrad.compiler.persist`) with
+:func:`derived_key` too, under their own ``kind``.
 
 File format: ``MAGIC``, a little-endian u32 header length, a JSON header (key, section
 names and lengths, SHA-256 of the sections), then the sections (object code and the
@@ -46,7 +48,7 @@ from pathlib import Path
 from symgrad.config import settings
 from symgrad.version import __version__
 from symgrad.graph.node import structural_key, toposort
-from symgrad.graph.primitives import PRIMITIVES, definition
+from symgrad.graph.primitives import PRIMITIVES, fingerprint
 
 from . import target
 
@@ -100,7 +102,8 @@ def _definitions(nodes) -> str:
     """The formulas of the elementwise primitives under ``nodes``: a node names its
     primitive, and another process may register another formula under that name."""
     prims = [PRIMITIVES.get(op) for op in sorted({n.op for n in toposort(nodes)})]
-    return repr([definition(p) for p in prims if p is not None and p.kind == "elementwise"])
+    return repr([fingerprint(p, formula=True) for p in prims
+                 if p is not None and p.kind == "elementwise"])
 
 
 def cache_key(program) -> str:
@@ -111,9 +114,8 @@ def cache_key(program) -> str:
         repr([(str(n), i.shape, i.dtype.name) for n, i in zip(program.input_names, program.inputs)]),
         repr([(str(n), o.shape, o.dtype.name) for n, o in zip(program.output_names, program.outputs)]),
         repr(getattr(program, "native_structure", lambda: None)()),   # shape of the entry's result
-        environment(),
     ]
-    return hashlib.blake2b("\n".join(parts).encode(), digest_size=24).hexdigest()
+    return derived_key("program", parts)
 
 
 def encode(key: str, sections: dict[str, bytes]) -> bytes:

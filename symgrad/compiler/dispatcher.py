@@ -360,8 +360,8 @@ def explain_difference(old, new, names) -> str:
     if st0 != st1:
         return f"static arguments changed: {st0!r} → {st1!r}"
     if s0 != s1:
-        n0 = len(s0[1]) if s0[0] == "tuple" else "?"
-        n1 = len(s1[1]) if s1[0] == "tuple" else "?"
+        n0 = len(pytree.children(s0)) if pytree.kind(s0) == "tuple" else "?"
+        n1 = len(pytree.children(s1)) if pytree.kind(s1) == "tuple" else "?"
         if n0 != n1:
             return f"number of arguments {n0} → {n1}"
         return "argument structure changed (nesting of tuples / lists / dicts)"

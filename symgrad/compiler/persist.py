@@ -43,7 +43,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from ..graph import dtypes
+from ..graph import dtypes, pytree
 from ..graph.node import toposort, structural_key
 from ..graph.primitives import PRIMITIVES, fingerprint
 from .backends import get_backend
@@ -56,24 +56,6 @@ _LEAF_OPS = ("input", "const")
 _SOURCE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))     # the package
 
 
-def _plain(structure) -> bool:
-    """True if the nesting prints as a Python literal that reads back equal."""
-    if structure == "*":
-        return True
-    kind = structure[0]
-    if kind in ("tuple", "list"):
-        return all(_plain(c) for c in structure[1])
-    if kind == "dict":
-        return all(_literal_key(k) for k in structure[1]) and all(_plain(c) for c in structure[2])
-    return structure == ("none",)
-
-
-def _literal_key(k) -> bool:
-    if type(k) in (str, int, bool, float) or k is None:
-        return True
-    return type(k) is tuple and all(_literal_key(x) for x in k)
-
-
 def trace_key(tr, signature, transform, target=None) -> str | None:
     """The disk key of a traced program under ``transform`` (see the module docstring),
     or None when it cannot be keyed soundly."""
@@ -82,7 +64,7 @@ def trace_key(tr, signature, transform, target=None) -> str | None:
         return None                     # a subclass may build differently under one spec
     spec = transform.spec()
     structure, specs, _static = signature
-    if spec is None or not _plain(structure) or not _plain(tr.out_structure):
+    if spec is None or not pytree.is_literal(structure) or not pytree.is_literal(tr.out_structure):
         return None
     graph = list(tr.out_nodes) + tr.input_nodes
     defs = []
@@ -155,7 +137,7 @@ def store(key: str, exe, out_structure, aux_nodes) -> bool:
     """Remember, under ``key``, how to reload ``exe`` (an LLVM executable)."""
     text = repr(out_structure)
     try:
-        if not _plain(out_structure) or ast.literal_eval(text) != out_structure:
+        if not pytree.is_literal(out_structure) or ast.literal_eval(text) != out_structure:
             return False
     except (ValueError, SyntaxError):
         return False

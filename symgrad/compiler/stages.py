@@ -184,7 +184,7 @@ def _arg_groups(arg_nodes, names, structure):
     """Per positional (dynamic) argument: (its leaf nodes, their names, its structure)."""
     groups, i = [], 0
     for sub in structure[1]:
-        k = len(pytree.flatten(pytree.unflatten(sub, [0] * count_leaves(sub)))[0])
+        k = len(pytree.flatten(pytree.unflatten(sub, [0] * pytree.num_leaves(sub)))[0])
         groups.append((arg_nodes[i:i + k], names[i:i + k], sub))
         i += k
     return groups
@@ -195,11 +195,3 @@ def ident(name: str) -> str:
     return out or "x"
 
 
-def count_leaves(s) -> int:
-    if s == "*":
-        return 1
-    if s[0] in ("tuple", "list"):
-        return sum(count_leaves(c) for c in s[1])
-    if s[0] == "dict":
-        return sum(count_leaves(c) for c in s[2])
-    return 0

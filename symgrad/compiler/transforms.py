@@ -73,7 +73,7 @@ def _wrt(arg_groups, arg_names, nums, what):
 
 def _grad_structure(arg_groups, nums, single):
     parts = [arg_groups[a][2] for a in nums]
-    return parts[0] if single else ("tuple", tuple(parts))
+    return parts[0] if single else pytree.tuple_of(parts)
 
 
 class Grad(Transform):
@@ -102,17 +102,17 @@ class Grad(Transform):
         outs, parts = list(grads), [gstruct]
         if self.value:
             outs = [value] + outs
-            parts = ["*", gstruct]
+            parts = [pytree.LEAF, gstruct]
         if self.has_aux:
             outs = outs + aux_nodes
             parts = parts + [aux_structure]
-        structure = ("tuple", tuple(parts)) if len(parts) > 1 else parts[0]
+        structure = pytree.tuple_of(parts) if len(parts) > 1 else parts[0]
         return Built(outs, structure, pytree.leaf_paths(structure, "out"))
 
 
 def _split_aux(out_nodes, out_structure, has_aux, name):
     if not has_aux:
-        if out_structure != "*":
+        if out_structure != pytree.LEAF:
             raise TypeError(f"{name} requires the function to return one scalar tensor "
                             "(use has_aux=True to return (value, aux))")
         return out_nodes[0], [], None
@@ -179,7 +179,7 @@ class Jacobian(Transform):
         wrt = _wrt(arg_groups, arg_names, nums, self.name)
         outs = out_nodes
         if self.hessian:
-            if out_structure != "*" or numel(out_nodes[0].shape) != 1:
+            if out_structure != pytree.LEAF or numel(out_nodes[0].shape) != 1:
                 raise ValueError("hessian requires a function returning one scalar tensor")
             outs = grad_graph([out_nodes[0]], wrt)
             out_structure = _grad_structure(arg_groups, nums, single)
@@ -189,22 +189,8 @@ class Jacobian(Transform):
         for row in table:
             flat.extend(row)
             per_out.append(gstruct)
-        structure = _replace_leaves(out_structure, per_out)
+        structure = pytree.replace_leaves(out_structure, per_out)
         return Built(flat, structure, pytree.leaf_paths(structure, "jac"))
-
-
-def _replace_leaves(structure, replacements):
-    it = iter(replacements)
-
-    def rec(s):
-        if s == "*":
-            return next(it)
-        if s[0] in ("tuple", "list"):
-            return (s[0], tuple(rec(c) for c in s[1]))
-        if s[0] == "dict":
-            return ("dict", s[1], tuple(rec(c) for c in s[2]))
-        return s
-    return rec(structure)
 
 
 class Jvp(Transform):
@@ -234,7 +220,7 @@ class Jvp(Transform):
         tangents = [t if t.dtype is w.dtype else mk("cast", t, dtype=w.dtype)
                     for w, t in zip(wrt, tangents)]
         jv = grad_graph(g, us, tangents)
-        structure = ("tuple", (out_structure, out_structure))
+        structure = pytree.tuple_of((out_structure, out_structure))
         built = Built(list(out_nodes) + jv, structure, pytree.leaf_paths(structure, "out"))
         built.aux = us
         return built

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Primitive", "Formula", "PRIMITIVES", "SHAPE_RULES", "NUMPY_RULES", "VJP_RULES",
            "FAMILIES", "family_of", "family_ops", "out_symbol", "fused_symbols", "elementwise",
-           "register_structural", "get", "derivative_primitive", "fingerprint", "definition"]
+           "register_structural", "get", "derivative", "derivative_primitive", "fingerprint"]
 
 PRIMITIVES: dict[str, "Primitive"] = {}
 SHAPE_RULES: dict[str, Callable] = {}
@@ -101,10 +101,7 @@ class Formula:
             if self.given_partials is not None:
                 d = sympy.sympify(self.given_partials[i])
             else:
-                # powsimp (also inside Piecewise branches): x**(y-1)*(y-1)/x ->
-                # (y-1)*x**(y-2), finite at x = 0
-                d = _sanitize(sympy.diff(self.expr, self.symbols[i])).replace(
-                    lambda e: isinstance(e, sympy.Mul), sympy.powsimp)
+                d = derivative(self.expr, self.symbols[i])
                 if not isinstance(self.expr, sympy.Symbol):
                     d = d.subs(self.expr, out_symbol())
             if d.has(sympy.Derivative, sympy.Subs):
@@ -120,6 +117,22 @@ def _is_step_derivative(e) -> bool:
     if isinstance(e, sympy.Subs):
         e = e.expr
     return isinstance(e, sympy.Derivative) and isinstance(e.expr, (sympy.floor, sympy.ceiling))
+
+
+def derivative(expr: "sympy.Expr", symbol: "sympy.Symbol") -> "sympy.Expr":
+    """d expr / d symbol as every formula's gradient uses it (the one derivative clean-up):
+    the derivatives of steps (DiracDelta, of floor / ceiling) are 0 where they exist,
+    Heaviside is the 0/1 Piecewise, and powers are combined (also inside Piecewise
+    branches: x**(y-1)*(y-1)/x -> (y-1)*x**(y-2), finite at x = 0).
+
+    >>> import sympy
+    >>> x = sympy.Symbol("x", real=True)
+    >>> derivative(sympy.floor(x) + sympy.Abs(x), x)
+    sign(x)
+    """
+    sympy = _sympy()
+    return _sanitize(sympy.diff(expr, symbol)).replace(
+        lambda e: isinstance(e, sympy.Mul), sympy.powsimp)
 
 
 def _sanitize(d: "sympy.Expr") -> "sympy.Expr":
@@ -167,34 +180,39 @@ class Primitive:
         return f"<primitive {self.name}>"
 
 
-def fingerprint(prim: Primitive) -> str | None:
-    """What defines ``prim`` beyond symgrad's own source, as a stable string for cache
-    keys: the name of a built-in; a user formula's symbols, expression (``srepr``), given
-    partials and dtype rule (another process may define another formula under the same
-    name); a derivative's primitive's fingerprint. None when Python callables define it
-    (``numpy=`` / ``vjp=`` rules, structural primitives registered from outside symgrad),
-    which no key can capture.
+def fingerprint(prim: Primitive, *, formula: bool = False) -> str | None:
+    """What defines ``prim`` beyond the code that runs it, as a stable string: the one
+    description of a primitive every cache key uses.
 
-    >>> fingerprint(get("exp"))
-    'exp'
+    * a built-in: its name -- or, with ``formula=True`` (a key that does not cover
+      symgrad's own source, such as the native code's), an elementwise one's formula;
+    * a user's elementwise primitive: its formula (symbols, expression as ``srepr``,
+      given partials, dtype rule), as another process may define another formula under
+      the same name;
+    * a derivative: its own name and its primitive's fingerprint;
+    * None when Python callables define it (``numpy=`` / ``vjp=`` rules, structural
+      primitives registered from outside symgrad), which no key can capture -- except
+      with ``formula=True``, where only an elementwise formula (what native code is
+      generated from) counts.
+
+    >>> fingerprint(get("exp")), fingerprint(get("reshape"), formula=True)
+    ('exp', 'reshape')
+    >>> print(fingerprint(get("neg"), formula=True))
+    ('neg', 1, 'same', True, "(Symbol('x', real=True),)", "Mul(Integer(-1), Symbol('x', real=True))", None)
     """
+    if formula:
+        return _formula_text(prim) if prim.kind == "elementwise" and prim.formula else prim.name
     if prim.derived_from is not None:
         base = fingerprint(prim.derived_from)
         return None if base is None else f"{prim.name}<-{base}"
     if prim.opaque:
         return None
-    return definition(prim) if prim.user else prim.name
+    return _formula_text(prim) if prim.user else prim.name
 
 
-def definition(prim: Primitive) -> str:
-    """An elementwise primitive's formula as stable text (made once): name, arity,
-    dtype rule, symbols and expression (``srepr``), given partials. What its native code
-    is generated from, so part of the code cache's key (the name alone is not: a user
-    may register another formula under it, in another process).
-
-    >>> print(definition(get("neg")))
-    ('neg', 1, 'same', True, "(Symbol('x', real=True),)", "Mul(Integer(-1), Symbol('x', real=True))", None)
-    """
+def _formula_text(prim: Primitive) -> str:
+    """An elementwise primitive's formula as stable text (made once): name, arity, dtype
+    rule, symbols and expression (``srepr``), given partials."""
     if prim._definition is None:
         sympy = _sympy()
         f = prim.formula

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import pytree
 from .node import Constant, Node, toposort
 
 __all__ = ["Program", "node_label"]
@@ -41,20 +42,9 @@ class Program:
     def native_structure(self):
         """The outputs' nesting as tuples of output indices (``0`` for one bare output),
         or None when it has lists or dicts (which native entries do not build)."""
-        if self.out_structure is None:
+        if self.out_structure is None or not pytree.kinds(self.out_structure) <= {"leaf", "tuple"}:
             return None
-        counter = iter(range(len(self.outputs)))
-
-        def walk(s):
-            if s == "*":
-                return next(counter)
-            if s[0] != "tuple":
-                raise ValueError
-            return tuple(walk(c) for c in s[1])
-        try:
-            return walk(self.out_structure)
-        except ValueError:
-            return None
+        return pytree.unflatten(self.out_structure, range(len(self.outputs)))
 
     def nodes(self) -> list[Node]:
         return toposort(self.outputs)

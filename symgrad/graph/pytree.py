@@ -1,12 +1,24 @@
-"""Flattening nested arguments and results (tuples, lists, dicts, None, leaves) into a
-list of leaves plus a hashable structure, and back."""
+"""The one pytree definition: nested arguments and results (tuples, lists, dicts, None,
+leaves) flattened into a list of leaves plus a hashable *structure*, and back; and the
+questions the rest of the project asks about a structure (how many leaves, its children,
+whether it prints as a literal). Nothing else takes a structure apart by hand.
+
+A structure is ``LEAF`` (``"*"``), ``("none",)``, ``("tuple", children)``,
+``("list", children)`` or ``("dict", keys, children)``.
+
+>>> leaves, s = flatten({"w": [1, 2], "b": (3, None)})
+>>> leaves, num_leaves(s), unflatten(s, [10, 20, 30])
+([3, 1, 2], 3, {'b': (10, None), 'w': [20, 30]})
+"""
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["flatten", "unflatten", "leaf_paths"]
+__all__ = ["LEAF", "flatten", "unflatten", "leaf_paths", "tuple_of", "kind", "children",
+           "kinds", "num_leaves", "is_literal", "replace_leaves"]
 
-_LEAF = "*"
+LEAF = "*"
+_LEAF = LEAF
 
 
 def flatten(tree) -> tuple[list, Any]:
@@ -64,3 +76,68 @@ def _paths(s, prefix, out):
     elif s[0] == "dict":
         for k, c in zip(s[1], s[2]):
             _paths(c, f"{prefix}[{k!r}]", out)
+
+
+def tuple_of(children) -> tuple:
+    """The structure of a tuple of the given child structures."""
+    return ("tuple", tuple(children))
+
+
+def kind(structure) -> str:
+    """"leaf", "none", "tuple", "list" or "dict"."""
+    return "leaf" if structure == LEAF else structure[0]
+
+
+def children(structure) -> tuple:
+    """The child structures of a tuple, list or dict (in order); () for a leaf or None."""
+    k = kind(structure)
+    if k in ("tuple", "list"):
+        return structure[1]
+    if k == "dict":
+        return structure[2]
+    return ()
+
+
+def kinds(structure) -> set[str]:
+    """Every :func:`kind` that occurs in ``structure``."""
+    out = {kind(structure)}
+    for c in children(structure):
+        out |= kinds(c)
+    return out
+
+
+def replace_leaves(structure, replacements):
+    """``structure`` with its leaves, in order, replaced by the given structures."""
+    it = iter(replacements)
+
+    def rec(s):
+        k = kind(s)
+        if k == "leaf":
+            return next(it)
+        if k in ("tuple", "list"):
+            return (k, tuple(rec(c) for c in s[1]))
+        if k == "dict":
+            return ("dict", s[1], tuple(rec(c) for c in s[2]))
+        return s
+    return rec(structure)
+
+
+def num_leaves(structure) -> int:
+    """How many leaves ``structure`` holds."""
+    if structure == LEAF:
+        return 1
+    return sum(num_leaves(c) for c in children(structure))
+
+
+def _literal_key(k) -> bool:
+    if type(k) in (str, int, bool, float) or k is None:
+        return True
+    return type(k) is tuple and all(_literal_key(x) for x in k)
+
+
+def is_literal(structure) -> bool:
+    """Whether ``structure`` prints (``repr``) as a Python literal that reads back equal:
+    every dict key is a literal (str, int, bool, float, None, tuples of them)."""
+    if kind(structure) == "dict" and not all(_literal_key(k) for k in structure[1]):
+        return False
+    return all(is_literal(c) for c in children(structure))
