@@ -6,7 +6,9 @@
   reloading cached object code.
 * :mod:`codegen.vecmath` -- branch-free, vectorisable exp/log/tanh/sin/pow/... emitted
   as IR functions that LLVM's loop vectoriser widens to the target's vectors.
-* :mod:`codegen.callconv` -- the CPython METH_FASTCALL entry generated in IR.
+* :mod:`codegen.callconv` -- the CPython METH_FASTCALL entry generated in IR;
+  :mod:`codegen.binding` binds it to a Python callable; :mod:`codegen.numpy_abi` is
+  numpy's and CPython's C side it relies on.
 * :mod:`codegen.backend` -- the LLVM backend of ``symgrad.compile``:
   ``compile_program(program) -> LLVMExecutable`` (:mod:`codegen.executable`), built from
   :mod:`codegen.plan` (the schedule; :mod:`codegen.classify`, :mod:`codegen.layout`,

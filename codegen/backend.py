@@ -30,7 +30,7 @@ from __future__ import annotations
 import zlib
 from typing import Callable
 
-from . import cache, callconv, jit, runtime, target as targets
+from . import binding, cache, callconv, jit, runtime, target as targets
 from .executable import ENTRY_SUFFIX, STRUCTURED_SUFFIX, Interface, LLVMExecutable
 from .target import Target
 
@@ -162,7 +162,7 @@ def schedule(program, target: Target | None = None):
 
 def native_calls(exe: LLVMExecutable, entry_name: str) -> int:
     """How many times ``exe``'s native entry ``entry_name`` has run (its own counter)."""
-    return callconv.native_calls(exe.handle, entry_name)
+    return binding.native_calls(exe.handle, entry_name)
 
 
 def reload(key: str, interface_json, plan, target: Target | None = None) -> LLVMExecutable | None:

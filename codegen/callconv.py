@@ -1,6 +1,8 @@
 """Calling compiled kernels from Python: a CPython ``METH_FASTCALL`` entry point in LLVM IR.
 
-This module owns the boundary between Python and native code:
+This module owns the boundary between Python and native code as IR: the kernel ABI and
+the entry that checks arguments and calls a kernel (binding an entry to a Python
+callable: :mod:`codegen.binding`; numpy's C side: :mod:`codegen.numpy_abi`).
 
 * the **kernel ABI** every compiled kernel implements::
 
@@ -28,73 +30,28 @@ This module owns the boundary between Python and native code:
   returns ``PyObject_Vectorcall(self, args, nargs, NULL)``, i.e. it calls the
   function's ``__self__`` (a :class:`CompiledEntry`), which calls the fallback.
 
-* :func:`make_callable` — wraps a compiled entry into a real builtin function
-  (``PyMethodDef`` + ``PyCFunction_NewEx``) whose ``__self__`` keeps the JIT handle,
-  the method definition and the fallback alive.
-
-* :class:`ConvertingFallback` — the default slow path: it names the bad argument in a
-  ``TypeError``/``ValueError``, or converts (copies, casts within a dtype kind, turns
-  lists/scalars into arrays) and calls the fast entry again.
-
-* :func:`register_runtime_symbols` — every address the IR needs (CPython API, the
-  ``numpy.ndarray`` type, numpy's builtin dtype objects, ``PyArray_NewFromDescr``) is
-  referenced by *name* and resolved with ``llvm.add_symbol``, so an object file emitted
-  once can be reloaded in another process after calling this function again.  The
-  code model must reach far data symbols (the JIT default, large on x86-64, does).
-
-Field offsets of ``PyArrayObject`` and ``PyArray_Descr`` are the ones in numpy's
-headers (unchanged from numpy 1.20 to 2.x for the fields read here) and are verified
-at runtime against live arrays by :func:`numpy_layout` before any IR is emitted.
-
-Measured on this machine (Zen 4, CPython 3.11, numpy 2.4, llvmlite 0.50 / LLVM 22),
-best of 5 x 1e5 ``timeit`` calls, loop included:
-
-* two 2x2 float64 inputs, two 2x2 float64 outputs returned as a tuple: **~0.15 µs**
-  (141-151 ns) per call;
-* one input, one output: ~70 ns (a bare builtin call such as ``len(())`` is ~14 ns);
-* each argument check costs ~1-2 ns; each output allocation (numpy's
-  ``PyArray_NewFromDescr``) ~55 ns and dominates; releasing the GIL adds ~30 ns;
-* a refused argument goes through the fallback: Python speed (µs).
+The cost of a call is measured in ``bench/README.md`` (Native call overhead).
 """
-
 from __future__ import annotations
 
-import ctypes
-import functools
 import math
-import sys
-import threading
-import weakref
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
-import llvmlite.binding as llvm
 from llvmlite import ir
 
-__all__ = [
-    "ArgSpec",
-    "native_calls",
-    "OutSpec",
-    "CompiledEntry",
-    "ConvertingFallback",
-    "NumpyLayout",
-    "DEFAULT_GIL_RELEASE_THRESHOLD",
-    "build_entry",
-    "make_callable",
-    "numpy_layout",
-    "register_runtime_symbols",
-    "runtime_symbols",
-    "signature_text",
-]
+from .numpy_abi import (
+    _DESCR_PREFIX, _NDARRAY_TYPE, _NEW_FROM_DESCR, _NEW_FROM_DESCR_TYPE, NPY_ARRAY_ALIGNED,
+    NPY_ARRAY_C_CONTIGUOUS, SUPPORTED_DTYPES, NumpyLayout, _constant_global,
+    _declare_function, _declare_python, _declare_symbol, _swapped_byteorder, numpy_layout,
+    register_runtime_symbols)
 
-SUPPORTED_DTYPES = ("float64", "float32", "int64", "int32", "bool")
+__all__ = ["ArgSpec", "OutSpec", "SUPPORTED_DTYPES", "DEFAULT_GIL_RELEASE_THRESHOLD",
+           "build_entry", "signature_text"]
+
 DEFAULT_GIL_RELEASE_THRESHOLD = 1 << 14  # elements (inputs + outputs) per call
 METH_FASTCALL = 0x0080
-NPY_ARRAY_C_CONTIGUOUS = 0x0001
-NPY_ARRAY_ALIGNED = 0x0100
-_API_ARRAY_TYPE = 2  # slots of numpy's PyArray_API table (ABI-stable)
-_API_NEW_FROM_DESCR = 94
 
 _PTR = ir.PointerType()
 _I8, _I32, _I64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
@@ -148,146 +105,6 @@ def _accepted_type_nums(dtype: str) -> tuple[int, ...]:
     same = {np.dtype(c).num for c in np.typecodes["All"]
             if np.dtype(c).kind == want.kind and np.dtype(c).itemsize == want.itemsize}
     return tuple(sorted(same))
-
-
-# ---------------------------------------------------------------- numpy's C layout
-
-
-@dataclass(frozen=True)
-class NumpyLayout:
-    """Byte offsets of the fields the entry reads (``PyArrayObject_fields``, ``PyArray_Descr``)."""
-
-    ob_type: int = 8
-    data: int = 16
-    nd: int = 24
-    dimensions: int = 32
-    descr: int = 56
-    flags: int = 64
-    descr_byteorder: int = 26
-    descr_type_num: int = 28
-
-
-def _read(kind: type, address: int) -> Any:
-    return kind.from_address(address).value
-
-
-def _verify_array(lay: NumpyLayout, arr: np.ndarray) -> None:
-    base = id(arr)
-    found = {
-        "ob_type": _read(ctypes.c_void_p, base + lay.ob_type) == id(type(arr)),
-        "data": _read(ctypes.c_void_p, base + lay.data) == arr.__array_interface__["data"][0],
-        "nd": _read(ctypes.c_int, base + lay.nd) == arr.ndim,
-        "descr": _read(ctypes.c_void_p, base + lay.descr) == id(arr.dtype),
-        "flags": _read(ctypes.c_int, base + lay.flags) == arr.flags.num,
-    }
-    dims = _read(ctypes.c_void_p, base + lay.dimensions)
-    found["dimensions"] = arr.ndim == 0 or tuple((ctypes.c_int64 * arr.ndim).from_address(dims)) == arr.shape
-    bad = [name for name, ok in found.items() if not ok]
-    if bad:
-        raise RuntimeError(f"numpy {np.__version__}: PyArrayObject fields {bad} are not where "
-                           f"codegen.callconv.NumpyLayout expects them")
-
-
-def _verify_descr(lay: NumpyLayout, dtype: np.dtype) -> None:
-    base = id(dtype)
-    type_num = _read(ctypes.c_int, base + lay.descr_type_num)
-    byteorder = ctypes.c_char.from_address(base + lay.descr_byteorder).value.decode()
-    if (type_num, byteorder) != (dtype.num, dtype.byteorder):
-        raise RuntimeError(f"numpy {np.__version__}: PyArray_Descr type_num/byteorder of {dtype!r} "
-                           f"read as {(type_num, byteorder)}, expected {(dtype.num, dtype.byteorder)}")
-
-
-@functools.cache
-def numpy_layout() -> NumpyLayout:
-    """Offsets of numpy's C structs, verified against live arrays (raises if numpy moved them)."""
-    lay = NumpyLayout()
-    cube = np.arange(60.0).reshape(3, 4, 5)
-    for arr in (cube, cube[:, ::2].T, np.zeros((), np.int32), cube.astype(">f4"), np.ones(7, bool)):
-        _verify_array(lay, arr)
-    for code in ("f8", ">f8", "f4", "i8", "i4", "?", ">i4"):
-        _verify_descr(lay, np.dtype(code))
-    return lay
-
-
-def _swapped_byteorder() -> bytes:
-    return b">" if sys.byteorder == "little" else b"<"
-
-
-# ------------------------------------------------------------------ runtime symbols
-
-_PYTHON_FUNCTIONS: dict[str, tuple[ir.Type, tuple[ir.Type, ...]]] = {
-    "PyObject_Vectorcall": (_PTR, (_PTR, _PTR, _I64, _PTR)),
-    "Py_IncRef": (_VOID, (_PTR,)),
-    "Py_DecRef": (_VOID, (_PTR,)),
-    "PyTuple_New": (_PTR, (_I64,)),
-    "PyTuple_SetItem": (_I32, (_PTR, _I64, _PTR)),
-    "PyEval_SaveThread": (_PTR, ()),
-    "PyEval_RestoreThread": (_VOID, (_PTR,)),
-}
-_NEW_FROM_DESCR = "symgrad_rt_PyArray_NewFromDescr"
-_NEW_FROM_DESCR_TYPE = ir.FunctionType(_PTR, (_PTR, _PTR, _I32, _PTR, _PTR, _PTR, _I32, _PTR))
-_NDARRAY_TYPE = "symgrad_rt_numpy_ndarray_type"
-_DESCR_PREFIX = "symgrad_rt_numpy_descr_"
-_PIN: list[Any] = []  # objects whose addresses were published as symbols
-
-
-def _array_api_table() -> int:
-    try:
-        from numpy._core import _multiarray_umath as umath
-    except ImportError:  # numpy 1.x
-        from numpy.core import _multiarray_umath as umath  # type: ignore[no-redef]
-    get_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
-        ("PyCapsule_GetPointer", ctypes.pythonapi))
-    table = get_pointer(umath._ARRAY_API, None)
-    if _read(ctypes.c_void_p, table + 8 * _API_ARRAY_TYPE) != id(np.ndarray):
-        raise RuntimeError("numpy's _ARRAY_API table does not hold PyArray_Type in slot 2")
-    return table
-
-
-def _pyapi_address(name: str) -> int:
-    return ctypes.cast(getattr(ctypes.pythonapi, name), ctypes.c_void_p).value
-
-
-@functools.cache
-def runtime_symbols() -> dict[str, int]:
-    """Name -> address of every external symbol an entry references (for ORC ``import_symbol``)."""
-    symbols = {name: _pyapi_address(name) for name in _PYTHON_FUNCTIONS}
-    table = _array_api_table()
-    symbols[_NEW_FROM_DESCR] = _read(ctypes.c_void_p, table + 8 * _API_NEW_FROM_DESCR)
-    symbols[_NDARRAY_TYPE] = id(np.ndarray)
-    for dtype in SUPPORTED_DTYPES:
-        descr = np.dtype(dtype)  # numpy's builtin, never freed; pinned anyway
-        _PIN.append(descr)
-        symbols[_DESCR_PREFIX + dtype] = id(descr)
-    return symbols
-
-
-@functools.cache
-def register_runtime_symbols() -> None:
-    """Publish :func:`runtime_symbols` with ``llvm.add_symbol`` (idempotent; before JIT linking)."""
-    for name, address in runtime_symbols().items():
-        llvm.add_symbol(name, address)
-
-
-def _declare_function(module: ir.Module, name: str, fnty: ir.FunctionType) -> ir.Function:
-    existing = module.globals.get(name)
-    return existing if existing is not None else ir.Function(module, fnty, name)
-
-
-def _declare_python(module: ir.Module, name: str) -> ir.Function:
-    ret, params = _PYTHON_FUNCTIONS[name]
-    return _declare_function(module, name, ir.FunctionType(ret, params))
-
-
-def _declare_symbol(module: ir.Module, name: str) -> ir.GlobalVariable:
-    existing = module.globals.get(name)
-    return existing if existing is not None else ir.GlobalVariable(module, _I8, name)
-
-
-def _constant_global(module: ir.Module, name: str, value: ir.Constant) -> ir.GlobalVariable:
-    var = ir.GlobalVariable(module, value.type, name)
-    var.initializer, var.global_constant = value, True
-    return var
 
 
 # ------------------------------------------------------------------ IR generation
@@ -532,192 +349,3 @@ class _EntryEmitter:
         self.builder.ret(result)
 
 
-# ------------------------------------------------------------------------ binding
-
-
-def native_calls(handle: Any, entry_name: str) -> int:
-    """Calls completed by the native path of ``entry_name`` (its atomic counter)."""
-    name = f"{entry_name}.calls"
-    engine = getattr(handle, "_engine", None)
-    address = engine.get_global_value_address(name) if engine is not None else 0
-    return ctypes.c_int64.from_address(address or _symbol_address(handle, name)).value
-
-
-class _PyMethodDef(ctypes.Structure):
-    _fields_ = [("ml_name", ctypes.c_char_p), ("ml_meth", ctypes.c_void_p),
-                ("ml_flags", ctypes.c_int), ("ml_doc", ctypes.c_char_p)]
-
-
-_PyCFunction_NewEx = ctypes.PYFUNCTYPE(
-    ctypes.py_object, ctypes.POINTER(_PyMethodDef), ctypes.py_object, ctypes.py_object,
-)(("PyCFunction_NewEx", ctypes.pythonapi))
-
-
-class CompiledEntry:
-    """``__self__`` of a compiled builtin: owns the JIT handle and method definition; is the slow path.
-
-    The native entry calls this object (``PyObject_Vectorcall(self, ...)``) whenever it
-    refuses its arguments; it forwards to ``fallback``.
-    """
-
-    __slots__ = ("handle", "entry_name", "args", "outs", "fallback", "_method_def", "_strings",
-                 "__weakref__")
-
-    def __init__(self, handle: Any, entry_name: str, args: tuple[ArgSpec, ...],
-                 outs: tuple[OutSpec, ...], fallback: Callable[..., Any]) -> None:
-        self.handle, self.entry_name = handle, entry_name
-        self.args, self.outs, self.fallback = args, outs, fallback
-
-    def __call__(self, *values: Any) -> Any:
-        return self.fallback(*values)
-
-    def __repr__(self) -> str:
-        return f"<CompiledEntry {self.entry_name} args={self.args} outs={self.outs}>"
-
-
-def _symbol_address(handle: Any, name: str) -> int:
-    """Address of ``name`` in a JIT handle.
-
-    Accepted handles: anything with ``address(name)`` (``codegen.jit.CompiledModule``
-    / ``LoadedObject``) or ``symbol_address(name)``, an ``llvm.ExecutionEngine``, or a
-    mapping name -> address (an ORC ``ResourceTracker``).
-    """
-    for method in ("address", "symbol_address", "get_global_value_address"):
-        if callable(getattr(handle, method, None)):
-            address = getattr(handle, method)(name)
-            break
-    else:
-        address = handle[name]
-    if not address:
-        raise KeyError(f"symbol {name!r} not found in {handle!r}")
-    return address
-
-
-def _check_signature(handle: Any, entry_name: str, args: tuple[ArgSpec, ...],
-                     outs: tuple[OutSpec, ...]) -> None:
-    stored = ctypes.string_at(_symbol_address(handle, f"{entry_name}.signature")).decode()
-    if stored != signature_text(args, outs):
-        raise ValueError(f"entry {entry_name!r} was built for {stored}, not {signature_text(args, outs)}")
-
-
-def _doc_with_signature(name: str, args: Sequence[ArgSpec], doc: str) -> str:
-    names = [spec.name for spec in args]
-    if name.isidentifier() and all(n.isidentifier() for n in names):
-        return f"{name}({', '.join(names)})\n--\n\n{doc}"  # gives inspect.signature()
-    return doc
-
-
-def make_callable(handle: Any, entry_name: str, args: Sequence[ArgSpec], outs: Sequence[OutSpec],
-                  fallback: Callable[..., Any] | None = None, *, name: str | None = None,
-                  doc: str = "", module_name: str = "symgrad.compiled") -> Callable[..., Any]:
-    """Wrap the compiled ``entry_name`` into a builtin function (METH_FASTCALL).
-
-    ``handle`` is the JIT that holds the code (an ``llvm.ExecutionEngine``, anything with
-    ``symbol_address(name)``, or a mapping name -> address); it stays alive as long as the
-    returned function.  ``fallback(*args)`` is called with the original arguments when
-    the fast checks fail; ``None`` means a :class:`ConvertingFallback`.
-
-    >>> from codegen import jit
-    >>> m = ir.Module()
-    >>> k = ir.Function(m, ir.FunctionType(ir.VoidType(), [ir.PointerType()]), "fill")
-    >>> b = ir.IRBuilder(k.append_basic_block())
-    >>> out = b.load(b.gep(k.args[0], [ir.IntType(64)(1)], source_etype=ir.PointerType()),
-    ...              typ=ir.PointerType())
-    >>> _ = b.store(ir.DoubleType()(7.0), out); _ = b.ret_void()
-    >>> args, outs = [ArgSpec("x", "float64", (3,))], [OutSpec("float64", ())]
-    >>> _ = build_entry(m, k, "seven", args, outs)
-    >>> seven = make_callable(jit.compile_module(m), "seven", args, outs)
-    >>> seven(np.zeros(3)), seven([1, 2, 3])          # fast path, then via the fallback
-    (array(7.), array(7.))
-    >>> seven(np.zeros(4))
-    Traceback (most recent call last):
-    ValueError: seven(): argument 'x' must have shape (3,), got ndarray of dtype <f8 (float64), shape (4,), C-contiguous
-    """
-    args, outs = tuple(args), tuple(outs)
-    name = name or entry_name
-    _check_signature(handle, entry_name, args, outs)
-    converting = ConvertingFallback(name, args) if fallback is None else None
-    owner = CompiledEntry(handle, entry_name, args, outs, fallback or converting)
-    owner._strings = (name.encode(), _doc_with_signature(name, args, doc).encode())
-    owner._method_def = _PyMethodDef(owner._strings[0], _symbol_address(handle, entry_name),
-                                     METH_FASTCALL, owner._strings[1])
-    function = _PyCFunction_NewEx(ctypes.byref(owner._method_def), owner, module_name)
-    if converting is not None:
-        converting.bind(function)
-    return function
-
-
-# ---------------------------------------------------------------------- fallback
-
-
-def _describe(value: Any) -> str:
-    if isinstance(value, np.ndarray):
-        layout = "C-contiguous" if value.flags.c_contiguous else "non-contiguous"
-        return (f"{type(value).__name__} of dtype {value.dtype.str} ({value.dtype}), "
-                f"shape {value.shape}, {layout}{'' if value.flags.aligned else ', misaligned'}")
-    return f"{type(value).__name__} {value!r:.60}"
-
-
-class ConvertingFallback:
-    """Default slow path: explain a bad argument, or convert it and call the fast entry again.
-
-    Accepted conversions: any array-like (list, scalar, numpy subclass other than a
-    masked array, non-contiguous, misaligned or byte-swapped array) whose dtype casts to
-    the expected one within its kind (``np.can_cast(..., "same_kind")``: int -> float, float64 -> float32, bool ->
-    anything) and whose shape matches exactly.  Otherwise ``TypeError`` (count, dtype) or
-    ``ValueError`` (shape) naming the argument, what was expected and what was given.
-    """
-
-    def __init__(self, name: str, args: Sequence[ArgSpec]) -> None:
-        self.name, self.args = name, tuple(args)
-        self._fast: Callable[[], Callable[..., Any] | None] = lambda: None
-        self._local = threading.local()
-
-    def bind(self, fast: Callable[..., Any]) -> None:
-        """Remember (weakly: no reference cycle) the fast function to retry."""
-        self._fast = weakref.ref(fast)
-
-    def __call__(self, *values: Any) -> Any:
-        if len(values) != len(self.args):
-            names = ", ".join(spec.name for spec in self.args)
-            raise TypeError(f"{self.name}() takes {len(self.args)} positional arguments "
-                            f"({names}) but {len(values)} were given")
-        converted = tuple(self.convert(spec, value) for spec, value in zip(self.args, values))
-        fast = self._fast()
-        if fast is None:
-            raise RuntimeError(f"{self.name}: the compiled function is gone")
-        if getattr(self._local, "retrying", False):
-            raise RuntimeError(f"{self.name}: compiled entry refused converted arguments "
-                               f"{[_describe(v) for v in converted]} (internal error)")
-        self._local.retrying = True
-        try:
-            return fast(*converted)
-        finally:
-            self._local.retrying = False
-
-    def convert(self, spec: ArgSpec, value: Any) -> np.ndarray:
-        """``value`` as an exact, C-contiguous, aligned, native ndarray matching ``spec``."""
-        want = np.dtype(spec.dtype)
-        if isinstance(value, np.ma.MaskedArray):  # converting would silently drop the mask
-            raise TypeError(f"{self.name}(): argument '{spec.name}' must be a plain array, got a "
-                            f"masked array; pass value.filled(fill) instead")
-        try:
-            array = np.asarray(value)
-        except Exception as error:  # e.g. ragged lists
-            raise TypeError(f"{self.name}(): argument '{spec.name}' must be a {spec.dtype} array of "
-                            f"shape {spec.shape}, got {_describe(value)}") from error
-        if array.dtype.kind not in "biuf" or not np.can_cast(array.dtype, want, "same_kind"):
-            raise TypeError(f"{self.name}(): argument '{spec.name}' must have dtype {spec.dtype} "
-                            f"(or one that casts to it within its kind), got {_describe(value)}")
-        if array.shape != spec.shape:
-            raise ValueError(f"{self.name}(): argument '{spec.name}' must have shape {spec.shape}, "
-                             f"got {_describe(value)}")
-        if _fits_fast_path(array, want):
-            return array
-        return np.array(array, dtype=want, order="C", copy=True)
-
-
-def _fits_fast_path(array: np.ndarray, want: np.dtype) -> bool:
-    flags = array.flags
-    return (type(array) is np.ndarray and array.dtype == want and array.dtype.isnative
-            and flags.c_contiguous and flags.aligned)

@@ -6,7 +6,7 @@
   between native segments here.  An out-of-range index raises ``IndexError`` with
   numpy's text.
 * ``exe.native_entry(fallback)`` -- a builtin (CPython METH_FASTCALL, generated in IR by
-  :mod:`codegen.callconv`): ``entry(*arrays) -> tuple of outputs`` in ~0.15 us.  Any
+  :mod:`codegen.callconv`): ``entry(*arrays) -> tuple of outputs`` in well under a microsecond.  Any
   argument it does not accept -- and any failure inside the kernel -- goes to
   ``fallback(*arrays)`` instead.  Hybrid executables return a Python function.
 * ``exe.as_text(kind)`` with kind ``"llvm"`` (as generated), ``"llvm-opt"``, ``"asm"``,
@@ -29,7 +29,7 @@ import numpy as np
 
 from symgrad.graph.interpret import run_node
 
-from . import callconv, jit
+from . import binding, callconv, jit
 
 __all__ = ["LLVMExecutable", "Interface", "Buffer", "check_arrays"]
 
@@ -244,7 +244,7 @@ class LLVMExecutable:
             return entry
         outs = [callconv.OutSpec(b.dtype, b.shape) for b in self.interface.outputs]
         name = self.structured_entry_name if structured else self.entry_name
-        return callconv.make_callable(self.handle, name, self.arg_specs, outs,
+        return binding.make_callable(self.handle, name, self.arg_specs, outs,
                                       fallback, name="compiled")
 
     @property

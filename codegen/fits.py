@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 import mpmath as mp
-from . import vecmath
+from .vecmath import core as vecmath_tables
 
 __all__ = ["remez", "stepwise", "max_error", "Table", "TABLES", "log1p_unit",
            "log1p_unit_error", "LOG1P_UNIT_DEGREE"]
@@ -239,7 +239,7 @@ def main() -> None:
 
     for t in TABLES:
         coeffs = t.fit()
-        used = eval(t.name, vars(vecmath))                   # noqa: S307 - our own names
+        used = eval(t.name, vars(vecmath_tables))            # noqa: S307 - our own names
         print(f"{t.name}: fit {log2(t.error(coeffs))}, vecmath's {log2(t.error(used))}")
         print("    fit:     ", ", ".join(f'"{c.hex()}"' for c in coeffs))
         print("    vecmath: ", ", ".join(f'"{c.hex()}"' for c in used))

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
-from . import callconv, jit
+from . import jit, numpy_abi
 
 __all__ = ["register", "register_blas", "register_for", "symbols", "blas_symbols", "BLAS_GEMM",
            "MALLOC", "ALIGNED_ALLOC", "FREE"]
@@ -131,7 +131,7 @@ def symbols() -> dict[str, int]:
 @functools.cache
 def register() -> None:
     """Publish :func:`symbols` to LLVM's symbol table (idempotent)."""
-    callconv.register_runtime_symbols()
+    numpy_abi.register_runtime_symbols()
     for name, address in symbols().items():
         jit.add_symbol(name, address)
 
@@ -152,8 +152,7 @@ def register_threads() -> None:
     the code generator's source digest) and publish the helper thread's module, once per
     process, kept loaded forever -- also through interpreter shutdown, the helper may
     still be spinning in it; see :mod:`codegen.worker`.  A new process running a
-    two-thread kernel from the disk cache then makes its first call in ~12-17 ms
-    instead of 40-60 ms (no LLVM at all)."""
+    two-thread kernel from the disk cache so needs no LLVM at all."""
     register()
     # late: worker and lower.parallel build on this module's symbol names, and only a
     # kernel that uses threads needs them

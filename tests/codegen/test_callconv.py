@@ -41,6 +41,8 @@ def _load_callconv() -> Any:
 
 
 cc = _load_callconv()
+bd = importlib.import_module("codegen.binding")
+abi = importlib.import_module("codegen.numpy_abi")
 ArgSpec, OutSpec = cc.ArgSpec, cc.OutSpec
 
 PTR = ir.PointerType()
@@ -228,11 +230,11 @@ class Library:
                         for name, (args, outs, options) in SIGNATURES.items()}
         self.kernel_names = {name: kernel.name for name, kernel in kernels.items()}
         self.handle = _compile(module)
-        self.fns = {name: cc.make_callable(self.handle, name, args, outs, fallback(name))
+        self.fns = {name: bd.make_callable(self.handle, name, args, outs, fallback(name))
                     for name, (args, outs, _) in SIGNATURES.items()}
 
     def global_int(self, symbol: str, ctype: Any = ctypes.c_int64) -> Any:
-        return ctype.from_address(cc._symbol_address(self.handle, symbol))
+        return ctype.from_address(bd._symbol_address(self.handle, symbol))
 
     def calls(self, entry: str) -> int:
         return self.global_int(f"{self.kernel_names[entry]}.calls").value
@@ -259,7 +261,7 @@ class Sub(np.ndarray):
 
 
 def test_numpy_layout_verified_against_live_arrays() -> None:
-    lay = cc.numpy_layout()
+    lay = abi.numpy_layout()
     x = np.arange(6.0).reshape(2, 3)
     assert ctypes.c_void_p.from_address(id(x) + lay.data).value == x.ctypes.data
     assert ctypes.c_int.from_address(id(x) + lay.flags).value == x.flags.num
@@ -270,7 +272,7 @@ def test_numpy_api_table_slot_matches_installed_header() -> None:
     assert header.exists(), "numpy wheels ship their C headers; this one is missing"
     text = header.read_text()
     slot = re.search(r"#define PyArray_NewFromDescr \\\n.*\\\n\s*PyArray_API\[(\d+)\]", text)
-    assert slot and int(slot.group(1)) == cc._API_NEW_FROM_DESCR
+    assert slot and int(slot.group(1)) == abi._API_NEW_FROM_DESCR
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32", "int64", "int32", "bool"])
@@ -321,7 +323,7 @@ def test_builtin_function_metadata(lib: Library) -> None:
     assert type(f).__name__ == "builtin_function_or_method"
     assert f.__name__ == "mul_add"
     assert list(inspect.signature(f).parameters) == ["x", "y"]
-    assert isinstance(f.__self__, cc.CompiledEntry) and f.__self__.args == tuple(M23)
+    assert isinstance(f.__self__, bd.CompiledEntry) and f.__self__.args == tuple(M23)
 
 
 def test_gil_released_only_above_threshold(lib: Library) -> None:
@@ -603,7 +605,7 @@ def _tiny_callable(fallback: Callable[..., Any] | None = None) -> tuple[Callable
     args, outs = [ArgSpec("a", "float64", (2,)), ArgSpec("b", "float64", (2,))], [OutSpec("float64", (2,))]
     cc.build_entry(module, kernel, "tiny", args, outs)
     handle = _compile(module)
-    return cc.make_callable(handle, "tiny", args, outs, fallback, doc="a*b+1"), handle
+    return bd.make_callable(handle, "tiny", args, outs, fallback, doc="a*b+1"), handle
 
 
 def test_callable_keeps_jit_alive_and_dies_cleanly() -> None:
@@ -626,8 +628,8 @@ def test_one_entry_many_callables_each_with_its_fallback() -> None:
     cc.build_entry(module, kernel, "shared", args, outs)
     handle = _compile(module)
     first, second = Recorder(), Recorder()
-    f1 = cc.make_callable(handle, "shared", args, outs, first)
-    f2 = cc.make_callable(handle, "shared", args, outs, second)
+    f1 = bd.make_callable(handle, "shared", args, outs, first)
+    f2 = bd.make_callable(handle, "shared", args, outs, second)
     assert f1(None, None) is first.sentinel and f2(None, None) is second.sentinel
 
 
@@ -635,9 +637,9 @@ def test_signature_mismatch_and_bad_kernels_are_refused() -> None:
     f, handle = _tiny_callable()
     wrong = [ArgSpec("a", "float32", (2,)), ArgSpec("b", "float64", (2,))]
     with pytest.raises(ValueError, match="was built for"):
-        cc.make_callable(handle, "tiny", wrong, [OutSpec("float64", (2,))])
+        bd.make_callable(handle, "tiny", wrong, [OutSpec("float64", (2,))])
     with pytest.raises(KeyError):
-        cc.make_callable(handle, "absent", wrong, [OutSpec("float64", (2,))])
+        bd.make_callable(handle, "absent", wrong, [OutSpec("float64", (2,))])
     module = ir.Module("bad")
     not_a_kernel = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, I64]), "k")
     with pytest.raises(TypeError, match="kernel must be"):
@@ -660,9 +662,9 @@ def test_cached_object_reloads_in_a_new_process(tmp_path: Path) -> None:
 
 def check_reload(path: str) -> None:
     jit = importlib.import_module("codegen.jit")
-    cc.register_runtime_symbols()
+    abi.register_runtime_symbols()
     args, outs = [ArgSpec("a", "float64", (2,)), ArgSpec("b", "float64", (2,))], [OutSpec("float64", (2,))]
-    f = cc.make_callable(jit.load_object(Path(path).read_bytes()), "tiny", args, outs)
+    f = bd.make_callable(jit.load_object(Path(path).read_bytes()), "tiny", args, outs)
     np.testing.assert_array_equal(f(np.array([1.0, 2.0]), np.array([3.0, 4.0])), [4.0, 9.0])
     np.testing.assert_array_equal(f([1, 2], np.array([3.0, 4.0], ">f8")), [4.0, 9.0])
 

@@ -1,4 +1,4 @@
-"""Tests of codegen/vecmath.py: accuracy, special values and vectorisation.
+"""Tests of codegen/vecmath/: accuracy, special values and vectorisation.
 
 Every function is compiled (once per target, in one module) into an elementwise kernel
 ``void k(T* x, [T* y,] T* out, i64 n)`` and swept over ~1e6 points per dtype, on every
@@ -440,17 +440,17 @@ def test_split_constants() -> None:
         def rel(total: object, exact: object) -> float:
             return float(abs(total - exact) / exact)
 
-        hi64, hi32 = vecmath.LN2_HI["f64"], vecmath.LN2_HI["f32"]
-        assert rel(mpmath.mpf(hi64) + vecmath.LN2_LO["f64"], ln2) < 2.0 ** -95
-        assert rel(mpmath.mpf(hi32) + vecmath.LN2_LO["f32"], ln2) < 2.0 ** -38
+        hi64, hi32 = vecmath.core.LN2_HI["f64"], vecmath.core.LN2_HI["f32"]
+        assert rel(mpmath.mpf(hi64) + vecmath.core.LN2_LO["f64"], ln2) < 2.0 ** -95
+        assert rel(mpmath.mpf(hi32) + vecmath.core.LN2_LO["f32"], ln2) < 2.0 ** -38
         # k * LN2_HI must be exact for |k| < 2^11 (f64) / 2^9 (f32)
         assert (hi64 * 2.0 ** 42).is_integer() and (hi32 * 2.0 ** 15).is_integer()
         for fmt, pio2_bits, tpi_bits in (("f64", 160, 106), ("f32", 100, 48)):
-            assert rel(sum(mpmath.mpf(c) for c in vecmath.PIO2[fmt]), pio2) < 2.0 ** -pio2_bits
-            assert rel(sum(mpmath.mpf(c) for c in vecmath.TWO_OVER_PI[fmt]), tpi) < 2.0 ** -tpi_bits
+            assert rel(sum(mpmath.mpf(c) for c in vecmath.core.PIO2[fmt]), pio2) < 2.0 ** -pio2_bits
+            assert rel(sum(mpmath.mpf(c) for c in vecmath.core.TWO_OVER_PI[fmt]), tpi) < 2.0 ** -tpi_bits
             # k * PIO2[0] must cancel exactly by FMA: PIO2[0] in [1, 2)
-            assert 1 <= vecmath.PIO2[fmt][0] < 2
-        rows = vecmath._two_over_pi_rows()
+            assert 1 <= vecmath.core.PIO2[fmt][0] < 2
+        rows = vecmath.trig._two_over_pi_rows()
         for exponent in (-1, 0, 1, 100, 500, 971):
             exact = mpmath.fmod(mpmath.ldexp(tpi, exponent), 4)
             total = sum(mpmath.mpf(g) for g in rows[4 * (exponent + 1):4 * (exponent + 2)])
