@@ -17,6 +17,7 @@ from .graph import dtypes as _dtypes
 from .graph.dtypes import (DType as dtype, bool_ as bool, float16, float32, float64, int8, int16,
                      int32, int64, uint8, get_default_dtype, set_default_dtype)
 from .tensor import Size, Tensor
+from .device import cuda, device
 from .ops import (conversion as _conversion, formulas as _formulas, indexing as _indexing,  # noqa: F401
                   layout as _layout, linalg as _linalg, reductions as _reductions)  # registration
 from .graph.primitives import elementwise
@@ -125,3 +126,13 @@ def equal(a, b) -> bool:
     import numpy as _np
     return tuple(a.shape) == tuple(b.shape) and bool(_np.array_equal(_np.asarray(a), _np.asarray(b)))
 
+
+def set_default_device(device) -> None:
+    """Only the CPU exists here: ``"cpu"`` (or None) is accepted, anything else raises
+    PyTorch's error."""
+    from .device import check_device     # (a leaf module; kept out of the namespace)
+    check_device(device)
+
+
+def get_default_device() -> device:
+    return device("cpu")

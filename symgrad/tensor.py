@@ -21,6 +21,7 @@ from .printing import tensor_repr
 from .graph.shapes import wrap_dim
 from .autograd import engine
 from .dispatch import stop_gradient_node
+from .device import CPU
 from .errors import traced_value_error
 
 __all__ = ["Tensor", "Size", "next_birth"]
@@ -136,7 +137,7 @@ class Tensor:
 
     @property
     def device(self):
-        return _CPU
+        return CPU
 
     @property
     def is_cuda(self) -> bool:
@@ -396,22 +397,4 @@ def _rebuild(data, requires_grad):
     return t
 
 
-class _Device:
-    type = "cpu"
-    index = None
-
-    def __repr__(self) -> str:
-        return "device(type='cpu')"
-
-    def __str__(self) -> str:
-        return "cpu"
-
-    def __eq__(self, other) -> bool:
-        return str(other) == "cpu" or isinstance(other, _Device)
-
-    def __hash__(self) -> int:
-        return hash("cpu")
-
-
-_CPU = _Device()
 dispatch.tensor_cls(Tensor)

@@ -7,6 +7,7 @@ import zlib
 
 import numpy as np
 import pytest
+import scipy.special
 import sympy
 import torch
 
@@ -142,7 +143,7 @@ def _points(name, n, seed):
     return [u(-3, 3) for _ in range(nin)]
 
 
-_LAMBDIFY_MODULES = [{"round": np.round}, "numpy"]
+_LAMBDIFY_MODULES = [{"round": np.round, "erf": scipy.special.erf}, "numpy"]
 
 
 def _eval(expr, syms, pts):

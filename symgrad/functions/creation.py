@@ -10,6 +10,7 @@ from ..graph import dtypes
 from ..tensor import Tensor
 from .common import shape_arg
 from ..ops import lax
+from ..device import check_device
 
 __all__ = ["tensor", "as_tensor", "from_numpy", "ones", "zeros", "full", "empty", "eye",
            "arange", "linspace", "ones_like", "zeros_like", "full_like", "empty_like",
@@ -64,6 +65,7 @@ def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False)
     >>> tensor([1.0, 2.0])
     tensor([1., 2.])
     """
+    check_device(device)
     if isinstance(data, Tensor):
         warnings.warn(_COPY_WARNING, UserWarning, stacklevel=2)
         arr = np.array(data._eager_data("torch.tensor()"), copy=True)
@@ -93,6 +95,7 @@ def _from_nested(data):
 
 def as_tensor(data, dtype=None, device=None) -> Tensor:
     """Like tensor(), but shares memory with a numpy array or tensor when it can."""
+    check_device(device)
     if isinstance(data, Tensor):
         if dtype is None or dtypes.as_dtype(dtype) is data.dtype:
             return data
@@ -121,6 +124,7 @@ def _dt(dtype, default=None):
 
 
 def full(size, fill_value, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    check_device(device)
     size = shape_arg((size,) if isinstance(size, int) else tuple(size))
     if dtype is None:
         dtype = dtypes.result_type([], [], [fill_value])
@@ -129,26 +133,31 @@ def full(size, fill_value, *, dtype=None, device=None, requires_grad=False) -> T
 
 
 def ones(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
+    check_device(device)
     dt = _dt(dtype)
     return _finish(np.ones(shape_arg(size), dtype=dt.np), dt, requires_grad)
 
 
 def zeros(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
+    check_device(device)
     dt = _dt(dtype)
     return _finish(np.zeros(shape_arg(size), dtype=dt.np), dt, requires_grad)
 
 
 def empty(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
+    check_device(device)
     dt = _dt(dtype)
     return _finish(np.empty(shape_arg(size), dtype=dt.np), dt, requires_grad)
 
 
 def eye(n, m=None, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    check_device(device)
     dt = _dt(dtype)
     return _finish(np.eye(n, m, dtype=dt.np), dt, requires_grad)
 
 
 def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    check_device(device)
     if end is None:
         start, end = 0, start
     vals = [start, end, step]
@@ -168,6 +177,7 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=Fa
 
 
 def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    check_device(device)
     dt = _dt(dtype)
     if steps < 0:
         raise RuntimeError("linspace(): number of steps must be non-negative")
@@ -180,18 +190,22 @@ def _like(x, dtype):
 
 
 def ones_like(x, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    check_device(device)
     return ones(tuple(x.shape), dtype=_like(x, dtype), requires_grad=requires_grad)
 
 
 def zeros_like(x, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    check_device(device)
     return zeros(tuple(x.shape), dtype=_like(x, dtype), requires_grad=requires_grad)
 
 
 def empty_like(x, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    check_device(device)
     return empty(tuple(x.shape), dtype=_like(x, dtype), requires_grad=requires_grad)
 
 
 def full_like(x, fill_value, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    check_device(device)
     return full(tuple(x.shape), fill_value, dtype=_like(x, dtype), requires_grad=requires_grad)
 
 

@@ -301,4 +301,4 @@ def _bounds(dt):
 
 UNARY_NAMES = ("exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh",
                "sigmoid", "relu", "abs", "sign", "floor", "ceil", "round", "reciprocal",
-               "softplus", "neg", "logical_not", "isnan")
+               "softplus", "neg", "logical_not", "isnan", "erf")

@@ -9,6 +9,7 @@ from . import elementwise as E
 from . import indexing, inplace, linalg, reduction, shape
 from .common import Tensor, is_scalar, to_tensor
 from ..autograd import grad_mode
+from ..device import check_device
 from .composite import named
 from ..graph.shapes import broadcast_shapes
 from .random import generator as gen
@@ -106,13 +107,19 @@ def _type_conv(dt):
 
 
 def _to(self, *args, **kwargs):
+    """``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other)``, keywords too."""
     dt = kwargs.get("dtype")
+    check_device(kwargs.get("device"))
     for a in args:
         if isinstance(a, dtypes.DType):
             dt = a
         elif isinstance(a, Tensor):
             dt = a.dtype
-    return self if dt is None else lax.cast(self, dtypes.as_dtype(dt))
+        elif a is not None:
+            check_device(a)
+    if dt is None or dtypes.as_dtype(dt) is self.dtype:
+        return self
+    return lax.cast(self, dtypes.as_dtype(dt))
 
 
 def _type(self, dtype=None):
@@ -184,6 +191,7 @@ _METHODS = {
     "half": _type_conv(dtypes.float16), "long": _type_conv(dtypes.int64),
     "int": _type_conv(dtypes.int32), "bool": _type_conv(dtypes.bool_),
     "to": _to, "type": _type, "cpu": lambda self: self,
+    "cuda": lambda self, device=None, non_blocking=False: check_device("cuda"),
 }
 
 _INPLACE = {

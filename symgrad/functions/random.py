@@ -7,6 +7,7 @@ import numpy as np
 from ..graph import dtypes
 from .common import shape_arg
 from .creation import _finish
+from ..device import check_device
 
 __all__ = ["manual_seed", "seed", "rand", "randn", "randint", "rand_like", "randn_like",
            "randperm", "generator"]
@@ -37,17 +38,33 @@ def _float_dt(dtype):
     return dt
 
 
-def rand(*size, dtype=None, device=None, requires_grad=False, generator=None):
+def _size_kw(size, kw, name):
+    """The size from ``f(2, 3)``, ``f((2, 3))`` or ``f(size=(2, 3))``."""
+    if kw:
+        extra = set(kw) - {"size"}
+        if extra or size:
+            bad = next(iter(extra or kw))
+            raise TypeError(f"{name}() got an unexpected keyword argument '{bad}'")
+        return (kw["size"],)
+    return size
+
+
+def rand(*size, dtype=None, device=None, requires_grad=False, generator=None, **kw):
+    size = _size_kw(size, kw, "rand")
+    check_device(device)
     dt = _float_dt(dtype)
     return _finish(_gen[0].random(shape_arg(size)).astype(dt.np), dt, requires_grad)
 
 
-def randn(*size, dtype=None, device=None, requires_grad=False, generator=None):
+def randn(*size, dtype=None, device=None, requires_grad=False, generator=None, **kw):
+    size = _size_kw(size, kw, "randn")
+    check_device(device)
     dt = _float_dt(dtype)
     return _finish(_gen[0].standard_normal(shape_arg(size)).astype(dt.np), dt, requires_grad)
 
 
 def randint(low, high=None, size=None, *, dtype=None, device=None, requires_grad=False):
+    check_device(device)
     if high is None:
         low, high = 0, low
     if size is None:
@@ -61,13 +78,16 @@ def randint(low, high=None, size=None, *, dtype=None, device=None, requires_grad
 
 
 def randperm(n, *, dtype=None, device=None, requires_grad=False):
+    check_device(device)
     dt = dtypes.as_dtype(dtype) if dtype is not None else dtypes.int64
     return _finish(_gen[0].permutation(int(n)).astype(dt.np), dt, requires_grad)
 
 
 def rand_like(x, *, dtype=None, device=None, requires_grad=False):
+    check_device(device)
     return rand(tuple(x.shape), dtype=dtype or x.dtype, requires_grad=requires_grad)
 
 
 def randn_like(x, *, dtype=None, device=None, requires_grad=False):
+    check_device(device)
     return randn(tuple(x.shape), dtype=dtype or x.dtype, requires_grad=requires_grad)

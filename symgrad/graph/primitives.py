@@ -370,8 +370,13 @@ class _Fold:
 # numpy as the module object, not the name "numpy": lambdify then takes numpy's loaded
 # namespace as it is, where "numpy" makes it star-import numpy (which loads f2py, testing,
 # ... : ~0.14 s on the first compile of a process)
+def _erf(x):
+    from scipy.special import erf      # late: scipy loads only when erf is evaluated
+    return erf(x)
+
+
 LAMBDIFY_MODULES = [{"select": _select, "logical_and": _Fold(np.logical_and),
-                     "logical_or": _Fold(np.logical_or)}, np]
+                     "logical_or": _Fold(np.logical_or), "erf": _erf}, np]
 
 
 def lambdify(syms, expr, cse: bool = False) -> Callable:

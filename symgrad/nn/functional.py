@@ -18,6 +18,7 @@ from ..graph.primitives import PRIMITIVES as P
 from ..functions import linalg, shape
 from ..functions.elementwise import promote
 from ..autograd import grad_mode
+from ..functions.random import generator
 
 __all__ = ["relu", "sigmoid", "tanh", "softplus", "softmax", "log_softmax", "linear",
            "binary_cross_entropy_with_logits", "binary_cross_entropy", "mse_loss", "l1_loss",
@@ -380,3 +381,178 @@ def _cross_entropy_probs(x, t, weight, reduction, label_smoothing, cdim, n):
     if x.numel() == 0:                         # PyTorch: -(...).sum().fill_(nan)
         return E.unary("neg", E.binary("mul", R.sum(prod), float("nan")))
     return E.binary("div", total, x.numel() // n, grad_name="DivBackward1")
+
+
+# ---- more activations -------------------------------------------------------------------
+def elu(input, alpha=1.0, inplace=False):
+    """x where x > 0, else alpha (exp(x) - 1)."""
+    x = to_tensor(input)
+    return named("EluBackward0", lambda v: lax.where(
+        bind(P["gt"], v, 0.0), v, lax.mul(lax.unary("expm1", v), float(alpha))), x)
+
+
+def gelu(input, approximate="none"):
+    """x Phi(x) (``approximate="none"``, with erf) or PyTorch's tanh approximation."""
+    x = to_tensor(input)
+    if approximate not in ("none", "tanh"):
+        raise RuntimeError("approximate argument must be either none or tanh.")
+    if approximate == "tanh":
+        k = float(np.sqrt(2.0 / np.pi))
+
+        def f(v):
+            inner = lax.mul(lax.add(v, lax.mul(lax.mul(lax.mul(v, v), v), 0.044715)), k)
+            return lax.mul(lax.mul(v, 0.5), lax.add(lax.unary("tanh", inner), 1.0))
+    else:
+        def f(v):
+            return lax.mul(lax.mul(v, 0.5),
+                           lax.add(lax.unary("erf", lax.mul(v, float(1 / np.sqrt(2.0)))), 1.0))
+    return named("GeluBackward0", f, x)
+
+
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+    return named("HardtanhBackward0", lambda v: bind(P["clamp"], v, float(min_val),
+                                                      float(max_val)), to_tensor(input))
+
+
+def relu6(input, inplace=False):
+    return hardtanh(input, 0.0, 6.0)
+
+
+# ---- regression losses ------------------------------------------------------------------
+def _pair(input, target, name):
+    x, t = to_tensor(input), to_tensor(target)
+    _broadcast_warning(x, t, name)
+    dt = promote([x, t])
+    return lax.cast(x, dt), lax.cast(t, dt)
+
+
+def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean",
+                   beta=1.0):
+    """0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (beta = 0: the L1 loss)."""
+    _check_reduction(reduction)
+    if beta < 0:
+        raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
+    if beta == 0:
+        return l1_loss(input, target, reduction=reduction)
+    x, t = _pair(input, target, "smooth_l1_loss")
+
+    def f(v, tt):
+        d = lax.unary("abs", lax.sub(v, tt))
+        quad = lax.div(lax.mul(lax.mul(d, d), 0.5), float(beta))
+        return _reduce(lax.where(bind(P["lt"], d, float(beta)), quad,
+                                 lax.sub(d, 0.5 * float(beta))), reduction)
+    return named("SmoothL1LossBackward0", f, x, t)
+
+
+def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
+    """0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta)."""
+    _check_reduction(reduction)
+    if delta <= 0:
+        raise RuntimeError("huber_loss does not support non-positive values for delta.")
+    x, t = _pair(input, target, "huber_loss")
+
+    def f(v, tt):
+        d = lax.unary("abs", lax.sub(v, tt))
+        return _reduce(lax.where(bind(P["lt"], d, float(delta)), lax.mul(lax.mul(d, d), 0.5),
+                                 lax.mul(lax.sub(d, 0.5 * float(delta)), float(delta))),
+                       reduction)
+    return named("HuberLossBackward0", f, x, t)
+
+
+# ---- dropout, embedding, normalisation ----------------------------------------------------
+def dropout(input, p=0.5, training=True, inplace=False):
+    """Zero each element with probability ``p`` and scale the rest by 1 / (1 - p) (the
+    identity when not training)."""
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    x = to_tensor(input)
+    if not training or p == 0.0:
+        return x
+    if p == 1.0:
+        keep = np.zeros(tuple(x.shape), x.dtype.np)
+    else:
+        keep = (generator().random(tuple(x.shape)) >= p).astype(x.dtype.np) / (1.0 - p)
+    mask = lax.cast(to_tensor(keep), x.dtype)
+    out = named("NativeDropoutBackward0", lambda v: lax.mul(v, mask), x)
+    if inplace:
+        return x.copy_(out)
+    return out
+
+
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
+              scale_grad_by_freq=False, sparse=False):
+    """Rows of ``weight`` picked by the integer tensor ``input``; the row ``padding_idx``
+    gets no gradient."""
+    idx, w = to_tensor(input), to_tensor(weight)
+    if idx.dtype.category not in ("int",):
+        raise RuntimeError("Expected tensor for argument #1 'indices' to have one of the "
+                           "following scalar types: Long, Int; but got "
+                           f"{idx.dtype.tensor_type.split('.')[-1]} instead (while checking "
+                           "arguments for embedding)")
+    if max_norm is not None or scale_grad_by_freq or sparse:
+        raise NotImplementedError("embedding: max_norm, scale_grad_by_freq and sparse are not "
+                                  "supported")
+    n = w.shape[0]
+    if padding_idx is not None:
+        if not -n <= padding_idx < n:
+            raise AssertionError("Padding_idx must be within num_embeddings")
+        padding_idx %= n
+    flat = shape.reshape(idx, (-1,))
+    out_shape = tuple(idx.shape) + tuple(w.shape[1:])
+
+    def f(wv):
+        rows = lax.take(wv, lax.cast(flat, dtypes.int64), 0)
+        if padding_idx is not None:
+            pad = bind(P["eq"], flat, padding_idx)
+            pad = lax.reshape(pad, (pad.shape[0],) + (1,) * (len(w.shape) - 1))
+            rows = lax.where(pad, lax.take(wv.detach(), lax.cast(flat, dtypes.int64), 0), rows)
+        return lax.reshape(rows, out_shape)
+    return named("EmbeddingBackward0", f, w)
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """(x - mean) / sqrt(var + eps) over the last ``len(normalized_shape)`` dims (biased
+    variance), then ``* weight + bias``."""
+    x = to_tensor(input)
+    shp = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    k = len(shp)
+    if tuple(x.shape[x.dim() - k:]) != shp or k > x.dim():
+        raise RuntimeError(f"Given normalized_shape={list(shp)}, expected input with shape "
+                           f"[*, {', '.join(str(s) for s in shp)}], but got input of size"
+                           f"{x.shape}")
+    axes = tuple(range(x.dim() - k, x.dim()))
+    args = [x] + [to_tensor(a) for a in (weight, bias) if a is not None]
+
+    def f(v, *wb):
+        mean = bind(P["mean"], v, axes=axes, keepdim=True)
+        c = lax.sub(v, mean)
+        var = bind(P["mean"], lax.mul(c, c), axes=axes, keepdim=True)
+        y = lax.mul(c, lax.unary("rsqrt", lax.add(var, float(eps))))
+        it = iter(wb)
+        if weight is not None:
+            y = lax.mul(y, next(it))
+        if bias is not None:
+            y = lax.add(y, next(it))
+        return y
+    return named("NativeLayerNormBackward0", f, *args)
+
+
+def bilinear(input1, input2, weight, bias=None):
+    """``y[..., k] = sum_ij input1[..., i] weight[k, i, j] input2[..., j] + bias[k]``."""
+    x1, x2, w = to_tensor(input1), to_tensor(input2), to_tensor(weight)
+    if x1.shape[:-1] != x2.shape[:-1]:
+        raise RuntimeError("bilinear(): input batch dimensions do not match: got "
+                           f"{list(x1.shape[:-1])} and {list(x2.shape[:-1])}")
+    if w.dim() != 3 or w.shape[1] != x1.shape[-1] or w.shape[2] != x2.shape[-1]:
+        raise RuntimeError(f"bilinear(): weight of shape {list(w.shape)} does not fit inputs "
+                           f"with {x1.shape[-1]} and {x2.shape[-1]} features")
+    lead = tuple(x1.shape[:-1])
+    a = x1.reshape(1, -1, x1.shape[-1])                 # (1, N, i)
+    t = linalg.matmul(a, w)                             # (k, N, j)
+    y = (t * x2.reshape(1, -1, x2.shape[-1])).sum(-1)   # (k, N)
+    y = y.t().reshape(lead + (w.shape[0],))
+    return y if bias is None else y + to_tensor(bias)
+
+
+__all__ += ["bilinear", "elu", "gelu", "hardtanh", "relu6", "smooth_l1_loss", "huber_loss", "dropout",
+            "embedding", "layer_norm"]

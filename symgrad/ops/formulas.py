@@ -202,6 +202,10 @@ _ew("logical_and", lambda x, y: _pw((1, S.Ne(x, 0) & S.Ne(y, 0)), (0, True)),
     numpy=np.logical_and, out_dtype="bool", differentiable=False)
 _ew("logical_or", lambda x, y: _pw((1, S.Ne(x, 0) | S.Ne(y, 0)), (0, True)),
     numpy=np.logical_or, out_dtype="bool", differentiable=False)
+
+
+_ew("erf", lambda x: S.erf(x), out_dtype="float",
+    grads=lambda x, out: (2 / S.sqrt(S.pi) * S.exp(-x ** 2),))
 # (sympy folds Ne(x, x) to False for real x, so isnan is an opaque function here)
 _ew("isnan", lambda x: S.Function("isnan")(x), numpy=np.isnan, out_dtype="bool",
     differentiable=False)
@@ -211,5 +215,5 @@ BUILTIN_ELEMENTWISE = ("add", "sub", "mul", "div", "neg", "copy", "pow", "remain
                        "sqrt", "rsqrt", "sin", "cos", "tan", "tanh", "sigmoid", "softplus",
                        "log1pexp", "reciprocal", "relu", "abs", "sign", "floor", "ceil", "round", "lt",
                        "le", "gt", "ge", "eq", "ne", "logical_not", "logical_and",
-                       "logical_or", "isnan", "binary_cross_entropy",
+                       "logical_or", "isnan", "erf", "binary_cross_entropy",
                        "binary_cross_entropy_with_logits")
