@@ -26,8 +26,8 @@ from .functions import methods as _methods
 from .functions.creation import (arange, as_tensor, empty, empty_like, eye, from_numpy, full,
                                  full_like, linspace, ones, ones_like, scalar_tensor, tensor,
                                  zeros, zeros_like)
-from .functions.random import (manual_seed, rand, rand_like, randint, randn, randn_like,
-                               randperm, seed)
+from .functions.random import (Generator, manual_seed, rand, rand_like, randint, randn,
+                               randn_like, randperm, seed)
 from .functions.elementwise import clamp, where
 from .functions.reduction import (amax, amin, argmax, argmin, logsumexp, max, mean, min, norm,
                                   prod, return_types, sum)
@@ -39,7 +39,7 @@ from .autograd import (enable_grad, inference_mode, is_grad_enabled, no_grad,
                        set_grad_enabled)
 from .autograd.anomaly_mode import is_anomaly_check_nan_enabled, is_anomaly_enabled
 from .printing import set_printoptions, get_printoptions
-from . import autograd, nn
+from . import autograd, nn, optim, utils
 from .ops import fused as _fused  # registers the `fused` primitive
 from .compiler import (compile, grad, value_and_grad, jacobian, hessian, jvp, vjp)
 

@@ -91,7 +91,7 @@ def _copy_(self, src, non_blocking=False):
 def _random_fill(kind):
     def method(self, a=0.0, b=1.0, *, generator=None):
         inplace.check_inplace(self)
-        g = gen()
+        g = gen(generator)
         vals = g.normal(a, b, tuple(self.shape)) if kind == "normal" else g.uniform(a, b, tuple(self.shape))
         return inplace.update(self, as_tensor(vals.astype(self.dtype.np)))
     return method

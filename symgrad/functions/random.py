@@ -10,13 +10,49 @@ from .creation import _finish
 from ..device import check_device
 
 __all__ = ["manual_seed", "seed", "rand", "randn", "randint", "rand_like", "randn_like",
-           "randperm", "generator"]
+           "randperm", "generator", "Generator"]
 
 _gen = [np.random.default_rng()]
 
 
-def generator() -> np.random.Generator:
-    return _gen[0]
+class Generator:
+    """A random-number generator object, as ``torch.Generator`` (numpy's PCG64 inside:
+    its draws differ from PyTorch's for one seed).
+
+    >>> g = Generator().manual_seed(0)
+    >>> bool((rand(3, generator=g) == rand(3, generator=Generator().manual_seed(0))).all())
+    True
+    """
+
+    def __init__(self, device="cpu"):
+        check_device(device)
+        self._seed = int(np.random.SeedSequence().entropy % (2 ** 63))
+        self._rng = np.random.default_rng(self._seed)
+        self.device = device
+
+    def manual_seed(self, seed: int) -> "Generator":
+        self._seed = int(seed)
+        self._rng = np.random.default_rng(self._seed)
+        return self
+
+    def seed(self) -> int:
+        self.manual_seed(int(np.random.SeedSequence().entropy % (2 ** 63)))
+        return self._seed
+
+    def initial_seed(self) -> int:
+        return self._seed
+
+    def get_state(self):
+        return self._rng.bit_generator.state
+
+    def set_state(self, state) -> "Generator":
+        self._rng.bit_generator.state = state
+        return self
+
+
+def generator(g: Generator | None = None) -> np.random.Generator:
+    """numpy's generator behind ``g`` (None: the global one ``manual_seed`` seeds)."""
+    return g._rng if g is not None else _gen[0]
 
 
 def manual_seed(s: int):
@@ -53,17 +89,20 @@ def rand(*size, dtype=None, device=None, requires_grad=False, generator=None, **
     size = _size_kw(size, kw, "rand")
     check_device(device)
     dt = _float_dt(dtype)
-    return _finish(_gen[0].random(shape_arg(size)).astype(dt.np), dt, requires_grad)
+    return _finish(_generator_fn(generator).random(shape_arg(size)).astype(dt.np), dt,
+                   requires_grad)
 
 
 def randn(*size, dtype=None, device=None, requires_grad=False, generator=None, **kw):
     size = _size_kw(size, kw, "randn")
     check_device(device)
     dt = _float_dt(dtype)
-    return _finish(_gen[0].standard_normal(shape_arg(size)).astype(dt.np), dt, requires_grad)
+    return _finish(_generator_fn(generator).standard_normal(shape_arg(size)).astype(dt.np), dt,
+                   requires_grad)
 
 
-def randint(low, high=None, size=None, *, dtype=None, device=None, requires_grad=False):
+def randint(low, high=None, size=None, *, generator=None, dtype=None, device=None,
+            requires_grad=False):
     check_device(device)
     if high is None:
         low, high = 0, low
@@ -73,14 +112,15 @@ def randint(low, high=None, size=None, *, dtype=None, device=None, requires_grad
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} "
                            f">= to={high}")
     dt = dtypes.as_dtype(dtype) if dtype is not None else dtypes.int64
-    arr = _gen[0].integers(low, high, size=shape_arg((size,) if isinstance(size, int) else size))
+    arr = _generator_fn(generator).integers(low, high, size=shape_arg((size,) if isinstance(size, int) else size))
     return _finish(arr.astype(dt.np), dt, requires_grad)
 
 
-def randperm(n, *, dtype=None, device=None, requires_grad=False):
+def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False):
     check_device(device)
     dt = dtypes.as_dtype(dtype) if dtype is not None else dtypes.int64
-    return _finish(_gen[0].permutation(int(n)).astype(dt.np), dt, requires_grad)
+    return _finish(_generator_fn(generator).permutation(int(n)).astype(dt.np), dt,
+                   requires_grad)
 
 
 def rand_like(x, *, dtype=None, device=None, requires_grad=False):
@@ -91,3 +131,6 @@ def rand_like(x, *, dtype=None, device=None, requires_grad=False):
 def randn_like(x, *, dtype=None, device=None, requires_grad=False):
     check_device(device)
     return randn(tuple(x.shape), dtype=dtype or x.dtype, requires_grad=requires_grad)
+
+
+_generator_fn = generator   # (the functions above take a `generator` argument)

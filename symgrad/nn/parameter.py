@@ -40,6 +40,8 @@ class Parameter(Tensor):
     def __repr__(self) -> str:
         return "Parameter containing:\n" + super().__repr__()
 
+    __str__ = __repr__
+
     def __reduce_ex__(self, protocol):
         return (_rebuild_parameter, (self._data.copy(), self._requires_grad))
 

@@ -1,0 +1,96 @@
+"""``Adam`` and ``AdamW`` (amsgrad, maximize; weight decay added to the gradient or
+decoupled), step by step PyTorch's update."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .optimizer import Optimizer, _array, _bump, _new, _step_tensor
+
+__all__ = ["Adam", "AdamW"]
+
+
+def _check(lr, eps, betas, weight_decay):
+    if lr < 0.0:
+        raise ValueError(f"Invalid learning rate: {lr}")
+    if eps < 0.0:
+        raise ValueError(f"Invalid epsilon value: {eps}")
+    if not 0.0 <= betas[0] < 1.0:
+        raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
+    if not 0.0 <= betas[1] < 1.0:
+        raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
+    if weight_decay < 0.0:
+        raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+
+
+class Adam(Optimizer):
+    """Adam: bias-corrected first and second moment estimates of the gradient."""
+
+    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 0, amsgrad: bool = False, *, foreach=None,
+                 maximize: bool = False, capturable: bool = False, differentiable: bool = False,
+                 fused=None, decoupled_weight_decay: bool = False):
+        _check(lr, eps, betas, weight_decay)
+        defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
+                        amsgrad=amsgrad, maximize=maximize, foreach=foreach,
+                        capturable=capturable, differentiable=differentiable, fused=fused,
+                        decoupled_weight_decay=decoupled_weight_decay)
+        super().__init__(params, defaults)
+
+    def step(self, closure=None):
+        loss = self._closure_loss(closure)
+        for group in self.param_groups:
+            lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
+            wd, amsgrad, maximize = group["weight_decay"], group["amsgrad"], group["maximize"]
+            decoupled = group.get("decoupled_weight_decay", False)
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                x = _array(p)
+                g = _array(p.grad)
+                if maximize:
+                    g = -g
+                state = self._state(p)
+                if not state:
+                    state["step"] = _step_tensor(0.0)
+                    state["exp_avg"] = _new(x)
+                    state["exp_avg_sq"] = _new(x)
+                    if amsgrad:
+                        state["max_exp_avg_sq"] = _new(x)
+                step_t = _array(state["step"])
+                step_t += 1
+                step = float(step_t)
+                if wd != 0:
+                    if decoupled:
+                        x *= 1 - lr * wd
+                    else:
+                        g = g + wd * x
+                m, v = _array(state["exp_avg"]), _array(state["exp_avg_sq"])
+                m += (1 - beta1) * (g - m)                 # lerp, as PyTorch's weight < 0.5
+                v *= beta2
+                v += (1 - beta2) * (g * g)
+                bc1 = 1 - beta1 ** step
+                bc2_sqrt = math.sqrt(1 - beta2 ** step)
+                if amsgrad:
+                    vmax = _array(state["max_exp_avg_sq"])
+                    np.maximum(vmax, v, out=vmax)
+                    denom = np.sqrt(vmax) / bc2_sqrt + eps
+                else:
+                    denom = np.sqrt(v) / bc2_sqrt + eps
+                x += (-(lr / bc1)) * m / denom
+                _bump(p)
+        return loss
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay (``p *= 1 - lr * weight_decay`` before the
+    update)."""
+
+    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 1e-2, amsgrad: bool = False, *, maximize: bool = False,
+                 foreach=None, capturable: bool = False, differentiable: bool = False,
+                 fused=None):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, foreach=foreach,
+                         maximize=maximize, capturable=capturable,
+                         differentiable=differentiable, fused=fused, decoupled_weight_decay=True)

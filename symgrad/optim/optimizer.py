@@ -1,0 +1,210 @@
+"""``Optimizer``: parameter groups with per-group options, per-parameter state, state
+dicts, ``zero_grad`` -- and the checks and error texts of ``torch.optim.Optimizer``.
+
+Updates run on the parameters' numpy storage in place (as PyTorch's run under
+``no_grad`` on the tensors' storage), bumping each parameter's version counter like any
+in-place operation, so a graph that saved a parameter before the step notices."""
+from __future__ import annotations
+
+import warnings
+from collections import defaultdict
+from copy import deepcopy
+from typing import Any, Callable, Iterable
+
+import numpy as np
+
+from ..tensor import Tensor
+
+__all__ = ["Optimizer", "required"]
+
+
+class _Required:
+    def __repr__(self) -> str:
+        return "<required parameter>"
+
+
+required = _Required()
+
+_UNSUPPORTED = {"differentiable": "differentiable=True (autograd through the update)",
+                "capturable": "capturable=True (CUDA graphs)"}
+
+
+def _typename(x) -> str:
+    return x.type() if isinstance(x, Tensor) else type(x).__name__
+
+
+class Optimizer:
+    """Base class: subclasses define ``step`` with the update of each group."""
+
+    def __init__(self, params: Iterable, defaults: dict[str, Any]):
+        self.defaults = defaults
+        if isinstance(params, Tensor):
+            raise TypeError("params argument given to the optimizer should be an iterable of "
+                            f"Tensors or dicts, but got {_typename(params)}")
+        self.state: defaultdict = defaultdict(dict)
+        self.param_groups: list[dict] = []
+        groups = list(params)
+        if len(groups) == 0:
+            raise ValueError("optimizer got an empty parameter list")
+        if not isinstance(groups[0], dict):
+            groups = [{"params": groups}]
+        for g in groups:
+            self.add_param_group(g)
+
+    def add_param_group(self, param_group: dict) -> None:
+        if not isinstance(param_group, dict):
+            raise TypeError(f"param_group must be a dict, but got {type(param_group).__name__}")
+        params = param_group["params"]
+        if isinstance(params, Tensor):
+            params = [params]
+        elif isinstance(params, set):
+            raise TypeError("optimizer parameters need to be organized in ordered collections, "
+                            "but the ordering of tensors in sets will change between runs. "
+                            "Please use a list instead.")
+        else:
+            params = list(params)
+        names = None
+        if params and isinstance(params[0], tuple):
+            names = [n for n, _ in params]
+            params = [p for _, p in params]
+        for p in params:
+            if not isinstance(p, Tensor):
+                raise TypeError("optimizer can only optimize Tensors, but one of the params is "
+                                + _typename(p))
+            if not p.is_leaf:
+                raise ValueError("can't optimize a non-leaf Tensor")
+        group = dict(param_group)
+        group["params"] = params
+        if names is not None:
+            group["param_names"] = names
+        for name, default in self.defaults.items():
+            if default is required and name not in group:
+                raise ValueError("parameter group didn't specify a value of required "
+                                 f"optimization parameter {name}")
+            group.setdefault(name, default)
+        for key, what in _UNSUPPORTED.items():
+            if group.get(key):
+                raise ValueError(f"symgrad optimizers do not support {what}")
+        if len({id(p) for p in params}) != len(params):
+            warnings.warn("optimizer contains a parameter group with duplicate parameters; in "
+                          "future, this will cause an error; see github.com/pytorch/pytorch/"
+                          "issues/40967 for more information", stacklevel=3)
+        seen = {id(p) for g in self.param_groups for p in g["params"]}
+        if seen & {id(p) for p in params}:
+            raise ValueError("some parameters appear in more than one parameter group")
+        self.param_groups.append(group)
+
+    # ---- the update ----------------------------------------------------------------------
+    def step(self, closure: Callable | None = None):
+        raise NotImplementedError
+
+    def _closure_loss(self, closure):
+        if closure is None:
+            return None
+        from ..autograd import grad_mode      # (a leaf module; kept lazy for the import order)
+        with grad_mode.enable_grad():
+            return closure()
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                if set_to_none:
+                    p.grad = None
+                else:
+                    g = p.grad
+                    if g.grad_fn is not None:
+                        g = g.detach()
+                        p.grad = g
+                    g.requires_grad_(False)
+                    g._data[...] = 0
+                    g._vc[0] += 1
+
+    # ---- state dicts ---------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        """``{"state": {index: state}, "param_groups": [options + parameter indices]}``."""
+        index: dict[int, int] = {}
+        groups = []
+        for g in self.param_groups:
+            packed = {k: v for k, v in g.items() if k != "params"}
+            ids = []
+            for p in g["params"]:
+                index.setdefault(id(p), len(index))
+                ids.append(index[id(p)])
+            packed["params"] = ids
+            groups.append(packed)
+        state = {index[id(p)]: v for p, v in self.state.items() if id(p) in index}
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        state_dict = deepcopy(state_dict)
+        groups, saved = self.param_groups, state_dict["param_groups"]
+        if len(groups) != len(saved):
+            raise ValueError("loaded state dict has a different number of parameter groups")
+        if any(len(g["params"]) != len(s["params"]) for g, s in zip(groups, saved)):
+            raise ValueError("loaded state dict contains a parameter group that doesn't match "
+                             "the size of optimizer's group")
+        id_map = {old: p for g, s in zip(groups, saved) for old, p in zip(s["params"], g["params"])}
+        self.state = defaultdict(dict)
+        for k, v in state_dict["state"].items():
+            if k in id_map:
+                p = id_map[k]
+                self.state[p] = {name: (_cast_like(val, p) if name != "step" else val)
+                                     for name, val in v.items()}
+        new_groups = []
+        for g, s in zip(groups, saved):
+            s = dict(s)
+            s["params"] = g["params"]
+            if "param_names" in g and "param_names" not in s:
+                s["param_names"] = g["param_names"]
+            new_groups.append(s)
+        self.param_groups = new_groups
+
+    def __getstate__(self):
+        return {"defaults": self.defaults, "state": self.state, "param_groups": self.param_groups}
+
+    def __setstate__(self, state) -> None:
+        self.__dict__.update(state)
+
+    def __repr__(self) -> str:
+        out = type(self).__name__ + " ("
+        for i, group in enumerate(self.param_groups):
+            out += "\n" + f"Parameter Group {i}\n"
+            for key in sorted(group):
+                if key != "params":
+                    out += f"    {key}: {group[key]}\n"
+        return out + ")"
+
+    # ---- helpers for subclasses ----------------------------------------------------------
+    def _state(self, p: Tensor) -> dict:
+        return self.state[p]
+
+
+def _cast_like(value, p: Tensor):
+    """A loaded state tensor in the parameter's dtype (as PyTorch casts floating state)."""
+    if isinstance(value, Tensor) and value.is_floating_point() and value.dtype != p.dtype:
+        return value.to(p.dtype)
+    return value
+
+
+def _array(t: Tensor) -> np.ndarray:
+    """The writable numpy storage of an eager tensor."""
+    if t._node is not None:
+        raise RuntimeError("an optimizer step needs eager tensors (it cannot run inside "
+                           "symgrad.compile)")
+    return t._data
+
+
+def _bump(t: Tensor) -> None:
+    t._vc[0] += 1
+
+
+def _new(like: np.ndarray, value=None) -> Tensor:
+    arr = np.zeros_like(like) if value is None else np.full_like(like, value)
+    return Tensor._from_array(arr)
+
+
+def _step_tensor(value: float) -> Tensor:
+    """The ``step`` entry of a state, a 0-d float32 tensor as PyTorch keeps it."""
+    return Tensor._from_array(np.array(value, dtype=np.float32))

@@ -1,0 +1,9 @@
+"""``symgrad.utils.data``: ``Dataset``, ``TensorDataset``, ``Subset``, ``random_split``,
+``DataLoader`` with PyTorch's batching, shuffling and default collation."""
+from .dataloader import DataLoader, default_collate
+from .dataset import ConcatDataset, Dataset, IterableDataset, Subset, TensorDataset, random_split
+from .sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
+
+__all__ = ["Dataset", "IterableDataset", "TensorDataset", "ConcatDataset", "Subset",
+           "random_split", "DataLoader", "default_collate", "Sampler", "SequentialSampler",
+           "RandomSampler", "BatchSampler"]

@@ -1,0 +1,86 @@
+"""Samplers: the order of indices a loader visits, and their grouping into batches."""
+from __future__ import annotations
+
+from typing import Iterator, Sized
+
+from ...functions.random import randint, randperm
+
+__all__ = ["Sampler", "SequentialSampler", "RandomSampler", "BatchSampler"]
+
+
+class Sampler:
+    def __init__(self, data_source: Sized | None = None):
+        pass
+
+    def __iter__(self) -> Iterator[int]:
+        raise NotImplementedError
+
+
+class SequentialSampler(Sampler):
+    def __init__(self, data_source: Sized):
+        self.data_source = data_source
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(range(len(self.data_source)))
+
+    def __len__(self) -> int:
+        return len(self.data_source)
+
+
+class RandomSampler(Sampler):
+    """A random permutation each epoch (or ``num_samples`` draws with replacement)."""
+
+    def __init__(self, data_source: Sized, replacement: bool = False,
+                 num_samples: int | None = None, generator=None):
+        self.data_source, self.replacement = data_source, replacement
+        self._num_samples, self.generator = num_samples, generator
+        if not isinstance(replacement, bool):
+            raise TypeError("replacement should be a boolean value, but got replacement="
+                            f"{replacement}")
+        if not isinstance(self.num_samples, int) or self.num_samples <= 0:
+            raise ValueError("num_samples should be a positive integer value, but got "
+                             f"num_samples={self.num_samples}")
+
+    @property
+    def num_samples(self) -> int:
+        return len(self.data_source) if self._num_samples is None else self._num_samples
+
+    def __iter__(self) -> Iterator[int]:
+        n = len(self.data_source)
+        if self.replacement:
+            return iter(randint(0, n, (self.num_samples,), generator=self.generator).tolist())
+        out: list[int] = []
+        for _ in range(self.num_samples // n):
+            out += randperm(n, generator=self.generator).tolist()
+        out += randperm(n, generator=self.generator).tolist()[:self.num_samples % n]
+        return iter(out)
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+
+class BatchSampler(Sampler):
+    """Groups of ``batch_size`` indices from ``sampler`` (the last one shorter unless
+    ``drop_last``)."""
+
+    def __init__(self, sampler, batch_size: int, drop_last: bool):
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
+            raise ValueError("batch_size should be a positive integer value, but got "
+                             f"batch_size={batch_size}")
+        if not isinstance(drop_last, bool):
+            raise ValueError(f"drop_last should be a boolean value, but got drop_last={drop_last}")
+        self.sampler, self.batch_size, self.drop_last = sampler, batch_size, drop_last
+
+    def __iter__(self):
+        batch: list[int] = []
+        for idx in self.sampler:
+            batch.append(idx)
+            if len(batch) == self.batch_size:
+                yield batch
+                batch = []
+        if batch and not self.drop_last:
+            yield batch
+
+    def __len__(self) -> int:
+        n = len(self.sampler)
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)

@@ -1,0 +1,209 @@
+"""symgrad.optim against torch.optim: the same parameters and the same gradient sequence
+through many steps of every optimizer and option, both dtypes; reprs, state dicts,
+parameter groups, errors; learning-rate schedules step by step."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import symgrad as sg
+
+DTYPES = (np.float32, np.float64)
+TOL = {np.float32: dict(rtol=2e-5, atol=2e-6), np.float64: dict(rtol=1e-12, atol=1e-14)}
+
+CASES = [
+    ("SGD", dict(lr=0.1)),
+    ("SGD", dict(lr=0.1, momentum=0.9)),
+    ("SGD", dict(lr=0.05, momentum=0.9, dampening=0.3, weight_decay=0.01)),
+    ("SGD", dict(lr=0.05, momentum=0.8, nesterov=True, maximize=True)),
+    ("Adam", dict(lr=0.01)),
+    ("Adam", dict(lr=0.01, weight_decay=0.1, amsgrad=True)),
+    ("Adam", dict(lr=0.02, betas=(0.8, 0.9), eps=1e-6, maximize=True)),
+    ("AdamW", dict(lr=0.01)),
+    ("AdamW", dict(lr=0.01, weight_decay=0.3, amsgrad=True)),
+    ("RMSprop", dict(lr=0.01)),
+    ("RMSprop", dict(lr=0.01, momentum=0.9, centered=True, weight_decay=0.05)),
+    ("RMSprop", dict(lr=0.003, alpha=0.9, maximize=True)),
+    ("Adagrad", dict(lr=0.1)),
+    ("Adagrad", dict(lr=0.1, lr_decay=0.01, weight_decay=0.1, initial_accumulator_value=0.5)),
+]
+
+
+def _run(lib, name, kw, dtype, steps=25):
+    rng = np.random.default_rng(0)
+    shapes = [(3, 4), (4,), ()]
+    params = [lib.nn.Parameter(lib.tensor(rng.normal(size=s).astype(dtype))) for s in shapes]
+    opt = getattr(lib.optim, name)(params, **kw)
+    grads = np.random.default_rng(1)
+    for k in range(steps):
+        opt.zero_grad()
+        for p in params:
+            if k % 7 == 3 and p.dim() == 0:
+                continue                               # a parameter without a gradient
+            p.grad = lib.tensor(grads.normal(size=tuple(p.shape)).astype(dtype))
+        opt.step()
+    return [p.detach().numpy().copy() for p in params], opt
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name,kw", CASES)
+def test_updates_equal_torch(name, kw, dtype):
+    ours, sopt = _run(sg, name, kw, dtype)
+    theirs, topt = _run(torch, name, kw, dtype)
+    for a, b in zip(ours, theirs):
+        assert a.dtype == b.dtype
+        np.testing.assert_allclose(a, b, **TOL[dtype])
+    assert repr(sopt) == repr(topt)
+    ss, ts = sopt.state_dict(), topt.state_dict()
+    assert ss["param_groups"] == ts["param_groups"]
+    assert set(ss["state"]) == set(ts["state"])
+    for k in ts["state"]:
+        assert list(ss["state"][k]) == list(ts["state"][k])
+        for field, tv in ts["state"][k].items():
+            np.testing.assert_allclose(ss["state"][k][field].numpy(), tv.numpy(), **TOL[dtype])
+
+
+def test_state_dict_round_trip_resumes_identically():
+    a, opt_a = _run(sg, "Adam", dict(lr=0.01, amsgrad=True), np.float64, steps=10)
+    params = [sg.nn.Parameter(sg.tensor(x)) for x in a]
+    opt_b = sg.optim.Adam(params, lr=0.5)
+    opt_b.load_state_dict(opt_a.state_dict())
+    assert opt_b.param_groups[0]["lr"] == 0.01
+    for p_a, p_b in zip(opt_a.param_groups[0]["params"], params):
+        g = np.full(tuple(p_a.shape), 0.3)
+        p_a.grad, p_b.grad = sg.tensor(g), sg.tensor(g)
+    opt_a.step()
+    opt_b.step()
+    for p_a, p_b in zip(opt_a.param_groups[0]["params"], params):
+        np.testing.assert_array_equal(p_a.detach().numpy(), p_b.detach().numpy())
+
+
+def test_param_groups_with_their_own_options():
+    def run(lib):
+        w = lib.nn.Parameter(lib.ones(3))
+        b = lib.nn.Parameter(lib.zeros(2))
+        opt = lib.optim.SGD([{"params": [w]}, {"params": [b], "lr": 0.5}], lr=0.1, momentum=0.9)
+        extra = lib.nn.Parameter(lib.ones(1))
+        opt.add_param_group({"params": extra, "momentum": 0.0})
+        for _ in range(3):
+            for p in (w, b, extra):
+                p.grad = lib.ones(p.shape)
+            opt.step()
+        return [p.detach().numpy() for p in (w, b, extra)], repr(opt)
+    (ours, r1), (theirs, r2) = run(sg), run(torch)
+    for a, b in zip(ours, theirs):
+        np.testing.assert_allclose(a, b, rtol=1e-6)
+    assert r1 == r2
+
+
+def _same_error(fn):
+    with pytest.raises(Exception) as t:
+        fn(torch)
+    with pytest.raises(Exception) as s:
+        fn(sg)
+    assert type(s.value) is type(t.value)
+    assert str(s.value) == str(t.value)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda m: m.optim.SGD([], lr=0.1),
+    lambda m: m.optim.SGD(m.nn.Parameter(m.ones(1)), lr=0.1),
+    lambda m: m.optim.SGD([m.ones(1, requires_grad=True) * 2], lr=0.1),
+    lambda m: m.optim.SGD([1.0], lr=0.1),
+    lambda m: m.optim.SGD([m.nn.Parameter(m.ones(1))], lr=-1),
+    lambda m: m.optim.SGD([m.nn.Parameter(m.ones(1))], lr=0.1, nesterov=True),
+    lambda m: m.optim.Adam([m.nn.Parameter(m.ones(1))], betas=(1.0, 0.9)),
+    lambda m: m.optim.Adam([m.nn.Parameter(m.ones(1))], eps=-1),
+    lambda m: m.optim.RMSprop([m.nn.Parameter(m.ones(1))], alpha=-1),
+    lambda m: m.optim.Adagrad([m.nn.Parameter(m.ones(1))], lr_decay=-1),
+    lambda m: (lambda p: m.optim.SGD([{"params": [p]}, {"params": [p]}], lr=0.1))(
+        m.nn.Parameter(m.ones(1))),
+    lambda m: m.optim.SGD([{"params": {m.nn.Parameter(m.ones(1))}}], lr=0.1),
+])
+def test_bad_arguments_raise_pytorchs_errors(fn):
+    _same_error(fn)
+
+
+def test_duplicate_parameters_warn_as_pytorch():
+    p = sg.nn.Parameter(sg.ones(1))
+    with pytest.warns(UserWarning, match="duplicate parameters"):
+        sg.optim.SGD([p, p], lr=0.1)
+
+
+def test_zero_grad_and_closure():
+    p = sg.nn.Parameter(sg.tensor([2.0]))
+    opt = sg.optim.SGD([p], lr=0.25)
+
+    def closure():
+        opt.zero_grad()
+        loss = (p * p).sum()
+        loss.backward()
+        return loss
+    loss = opt.step(closure)
+    assert float(loss) == 4.0 and p.tolist() == [1.0]
+    opt.zero_grad(set_to_none=False)
+    assert p.grad.tolist() == [0.0]
+    opt.zero_grad()
+    assert p.grad is None
+
+
+def test_step_bumps_the_version_as_an_inplace_update():
+    p = sg.nn.Parameter(sg.tensor([2.0]))
+    y = p * p                       # saves p for its backward
+    y.sum().backward(retain_graph=True)
+    sg.optim.SGD([p], lr=0.1).step()
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()
+
+
+# ---- schedules -----------------------------------------------------------------------------
+SCHEDULES = [
+    ("StepLR", dict(step_size=3, gamma=0.5)),
+    ("MultiStepLR", dict(milestones=[2, 5, 5, 9], gamma=0.3)),
+    ("ExponentialLR", dict(gamma=0.9)),
+    ("CosineAnnealingLR", dict(T_max=7, eta_min=0.001)),
+    ("LambdaLR", dict(lr_lambda=lambda e: 1 / (1 + e))),
+    ("OneCycleLR", dict(max_lr=0.5, total_steps=20)),
+    ("OneCycleLR", dict(max_lr=[0.5], epochs=4, steps_per_epoch=5, anneal_strategy="linear",
+                        three_phase=True)),
+]
+
+
+@pytest.mark.parametrize("opt_name", ["SGD", "Adam"])
+@pytest.mark.parametrize("name,kw", SCHEDULES)
+def test_schedules_equal_torch(name, kw, opt_name):
+    def run(lib):
+        p = lib.nn.Parameter(lib.ones(2))
+        opt = getattr(lib.optim, opt_name)([p], lr=0.1, **({"momentum": 0.9}
+                                                          if opt_name == "SGD" else {}))
+        sched = getattr(lib.optim.lr_scheduler, name)(opt, **kw)
+        lrs, moms = [], []
+        for _ in range(19):
+            p.grad = lib.ones(2)
+            opt.step()
+            sched.step()
+            lrs.append(sched.get_last_lr()[0])
+            g = opt.param_groups[0]
+            moms.append(g.get("momentum", g.get("betas", (None,))[0]))
+        return lrs, moms, p.detach().numpy()
+    (l1, m1, p1), (l2, m2, p2) = run(sg), run(torch)
+    assert l1 == l2
+    assert m1 == m2
+    np.testing.assert_allclose(p1, p2, rtol=2e-6)
+
+
+def test_reduce_lr_on_plateau_equals_torch():
+    metrics = [1.0, 0.9, 0.95, 0.95, 0.95, 0.94, 0.96, 0.5, 0.6, 0.6, 0.6, 0.6, 0.6, 0.6]
+
+    def run(lib):
+        p = lib.nn.Parameter(lib.ones(1))
+        opt = lib.optim.SGD([p], lr=1.0)
+        sched = lib.optim.lr_scheduler.ReduceLROnPlateau(opt, patience=2, factor=0.5,
+                                                         cooldown=1, min_lr=0.1)
+        out = []
+        for m in metrics:
+            sched.step(m)
+            out.append(opt.param_groups[0]["lr"])
+        return out
+    assert run(sg) == run(torch)
