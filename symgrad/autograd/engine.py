@@ -230,8 +230,8 @@ def _fresh(g):
     """A new, detached gradient tensor of g's value that nothing else can alias."""
     t = g.detach()
     if t._data is not None:
-        t._data = np.array(t._data, copy=True)
-        t._vc = [0]
+        t._data = np.array(t._data, copy=True, order="C")   # a C-ordered .grad, as the
+        t._vc = [0]                                          # parameter's (PyTorch's layout)
     return t
 
 
@@ -241,7 +241,8 @@ def _take(g):
     _run's) and its array only by g, owns its memory and is writeable."""
     data = g._data
     if (data is not None and g.grad_fn is None and sys.getrefcount(g) <= 4
-            and sys.getrefcount(data) == 2 and data.base is None and data.flags.writeable):
+            and sys.getrefcount(data) == 2 and data.base is None and data.flags.writeable
+            and data.flags.c_contiguous):
         t = g.detach()
         t._vc = [0]
         return t
@@ -282,10 +283,11 @@ def _accumulate_leaf_array(leaf, g, create_graph=False):
         # steal g's buffer when nothing else can reach it (referenced only by _run's
         # local, this frame's argument and getrefcount's), as PyTorch steals it
         if (sys.getrefcount(g) <= 3 and g.base is None and g.flags.writeable
-                and g.flags.owndata):
+                and g.flags.owndata and g.flags.c_contiguous):
             leaf._grad = dispatch.Tensor._from_array(g, leaf._dtype)
-        else:
-            leaf._grad = dispatch.Tensor._from_array(np.array(g, copy=True), leaf._dtype)
+        else:          # a C-ordered copy: .grad has the parameter's layout, as in PyTorch
+            leaf._grad = dispatch.Tensor._from_array(np.array(g, copy=True, order="C"),
+                                                     leaf._dtype)
     elif old.requires_grad or old._data is None:
         leaf._grad = lax.add(old, _as_tensor(g))
     else:

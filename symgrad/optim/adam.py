@@ -67,18 +67,27 @@ class Adam(Optimizer):
                     else:
                         g = g + wd * x
                 m, v = _array(state["exp_avg"]), _array(state["exp_avg_sq"])
-                m += (1 - beta1) * (g - m)                 # lerp, as PyTorch's weight < 0.5
+                t, d = self._scratch(p, x)
+                np.subtract(g, m, out=t)                   # lerp, as PyTorch's weight < 0.5
+                t *= 1 - beta1
+                m += t
+                np.multiply(g, g, out=t)
+                t *= 1 - beta2
                 v *= beta2
-                v += (1 - beta2) * (g * g)
+                v += t
                 bc1 = 1 - beta1 ** step
                 bc2_sqrt = math.sqrt(1 - beta2 ** step)
                 if amsgrad:
                     vmax = _array(state["max_exp_avg_sq"])
                     np.maximum(vmax, v, out=vmax)
-                    denom = np.sqrt(vmax) / bc2_sqrt + eps
+                    np.sqrt(vmax, out=d)
                 else:
-                    denom = np.sqrt(v) / bc2_sqrt + eps
-                x += (-(lr / bc1)) * m / denom
+                    np.sqrt(v, out=d)
+                d /= bc2_sqrt
+                d += eps
+                np.multiply(m, -(lr / bc1), out=t)         # addcdiv: (value * m) / denom
+                t /= d
+                x += t
                 _bump(p)
         return loss
 

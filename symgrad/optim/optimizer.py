@@ -180,6 +180,15 @@ class Optimizer:
     def _state(self, p: Tensor) -> dict:
         return self.state[p]
 
+    def _scratch(self, p: Tensor, like: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Two work arrays shaped like ``p``, kept between steps (not state: a state dict
+        holds what PyTorch's holds), so an update allocates nothing."""
+        bufs = self.__dict__.setdefault("_work", {})
+        pair = bufs.get(id(p))
+        if pair is None or pair[0].shape != like.shape or pair[0].dtype != like.dtype:
+            pair = bufs[id(p)] = (np.empty_like(like), np.empty_like(like))
+        return pair
+
 
 def _cast_like(value, p: Tensor):
     """A loaded state tensor in the parameter's dtype (as PyTorch casts floating state)."""
