@@ -114,3 +114,14 @@ def test_compile_bench_slope() -> None:
     from bench.compile import slope
     assert abs(slope([(10, 2.0), (100, 200.0)]) - 2.0) < 1e-12
     assert slope([(10, 1.0)]) is None
+
+
+def test_train_bench_runs_and_losses_agree() -> None:
+    r = _run(["train", "--steps", "3", "--repeats", "1", "--systems",
+              "symgrad-eager,torch-eager-1t"])
+    assert r.returncode == 0, r.stderr
+    rows = [line.split() for line in r.stdout.splitlines()
+            if line.startswith(("symgrad-eager", "torch-eager-1t"))]
+    assert len(rows) == 2
+    losses = [float(row[-1]) for row in rows]
+    assert abs(losses[0] - losses[1]) < 1e-4 * abs(losses[1])   # same data, same updates
