@@ -24,8 +24,21 @@ def _matmul_vjp(ctx, g):
         ga = lax.reshape(lax.sum_to(lax.matmul(g2, lax.transpose_last(b)), a2), a_shape)
     if ctx.needs_input_grad[1]:
         a = lax.reshape(ctx.input(0), a2)
-        gb = lax.reshape(lax.sum_to(lax.matmul(lax.transpose_last(a), g2), b2), b_shape)
+        if len(a2) == 2 and len(b2) == 2 and _column_major(ctx.input(1)):
+            # b is a transposed matrix (linear's weight.t()): its cotangent in b's layout,
+            # (gᵀ a)ᵀ, so the transpose back to the weight gives a C-ordered gradient
+            gb = lax.transpose_last(lax.matmul(lax.transpose_last(g2), a))
+        else:
+            gb = lax.reshape(lax.sum_to(lax.matmul(lax.transpose_last(a), g2), b2), b_shape)
     return ga, gb
+
+
+def _column_major(x) -> bool:
+    """An eager 2-D value (array, or a Tensor's array) stored column-major: a transposed
+    C-ordered matrix."""
+    x = getattr(x, "_data", x)
+    return (type(x) is np.ndarray and x.ndim == 2 and x.flags.f_contiguous
+            and not x.flags.c_contiguous)
 
 
 # ---- the primitives ----------------------------------------------------------------
