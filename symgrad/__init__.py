@@ -29,8 +29,8 @@ from .functions.creation import (arange, as_tensor, empty, empty_like, eye, from
 from .functions.random import (Generator, manual_seed, rand, rand_like, randint, randn,
                                randn_like, randperm, seed)
 from .functions.elementwise import clamp, where
-from .functions.reduction import (amax, amin, argmax, argmin, logsumexp, max, mean, min, norm,
-                                  prod, return_types, sum)
+from .functions.reduction import (all, amax, amin, any, argmax, argmin, logsumexp, max,
+                                  mean, min, norm, prod, return_types, sum)
 from .functions.linalg import bmm, dot, matmul, mm, mv, outer
 from .functions.shape import (cat, clone, flatten, movedim, permute, reshape, squeeze, stack,
                               t, transpose, unsqueeze)

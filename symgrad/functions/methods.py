@@ -167,7 +167,8 @@ _METHODS = {
     # reductions
     "sum": reduction.sum, "mean": reduction.mean, "prod": reduction.prod,
     "max": reduction.max, "min": reduction.min, "amax": reduction.amax,
-    "amin": reduction.amin, "argmax": reduction.argmax, "argmin": reduction.argmin,
+    "amin": reduction.amin, "argmax": reduction.argmax, "all": reduction.all,
+    "any": reduction.any, "argmin": reduction.argmin,
     "logsumexp": reduction.logsumexp, "norm": reduction.norm,
     "softmax": lambda self, dim, dtype=None: _nnf().softmax(self, dim, dtype=dtype),
     "log_softmax": lambda self, dim, dtype=None: _nnf().log_softmax(self, dim, dtype=dtype),

@@ -134,6 +134,29 @@ def amax(x, dim=(), keepdim=False):
     return bind(P["amax"], x, axes=axes, keepdim=bool(keepdim))
 
 
+def _truth(kind: str, x, dim, keepdim):
+    x = to_tensor(x)
+    b = x if x.dtype is dtypes.bool_ else bind(P["ne"], x, 0)
+    out = bind(P["amin" if kind == "all" else "amax"], b, axes=dims_arg(dim, x.dim()),
+               keepdim=bool(keepdim))
+    return out if x.dtype is not dtypes.uint8 else bind(P["cast"], out, dtype=dtypes.uint8)
+
+
+def all(x, dim=None, keepdim=False):   # noqa: A001  (torch.all)
+    """Whether every element (along ``dim``) is nonzero, as a bool tensor.
+
+    >>> import symgrad as torch
+    >>> torch.tensor([[1.0, 0.0], [2.0, 3.0]]).all(dim=1)
+    tensor([False,  True])
+    """
+    return _truth("all", x, dim, keepdim)
+
+
+def any(x, dim=None, keepdim=False):   # noqa: A001  (torch.any)
+    """Whether some element (along ``dim``) is nonzero, as a bool tensor."""
+    return _truth("any", x, dim, keepdim)
+
+
 def amin(x, dim=(), keepdim=False):
     x = to_tensor(x)
     axes = dims_arg(None if dim == () else dim, x.dim())
