@@ -40,7 +40,7 @@ from .autograd import (enable_grad, inference_mode, is_grad_enabled, no_grad,
 from .autograd.anomaly_mode import is_anomaly_check_nan_enabled, is_anomaly_enabled
 from .printing import set_printoptions, get_printoptions
 from . import autograd, nn, optim, utils
-from . import serialization
+from . import func, serialization
 from .serialization import load, save
 from .ops import fused as _fused  # registers the `fused` primitive
 from .compiler import (compile, grad, value_and_grad, jacobian, hessian, jvp, vjp)
