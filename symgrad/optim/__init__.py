@@ -2,8 +2,9 @@
 from . import lr_scheduler
 from .adagrad import Adagrad
 from .adam import Adam, AdamW
+from .lbfgs import LBFGS
 from .optimizer import Optimizer
 from .rmsprop import RMSprop
 from .sgd import SGD
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "lr_scheduler"]
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "LBFGS", "lr_scheduler"]
