@@ -43,7 +43,7 @@ from . import autograd, nn, optim, utils
 from . import func, serialization
 from .serialization import load, save
 from .ops import fused as _fused  # registers the `fused` primitive
-from .compiler import (compile, grad, value_and_grad, jacobian, hessian, jvp, vjp)
+from .compiler import (compile, grad, value_and_grad, jacobian, hessian, jit, jvp, vjp)
 
 float = float32
 double = float64

@@ -1,7 +1,7 @@
 """The compiler: tracing, symbolic transforms, rewrites, fusion, backends and the
 compile-and-cache API (``symgrad.compile``, ``symgrad.grad``, ...)."""
-from .api import (CacheInfo, Compiled, Lowered, compile, grad, hessian, jacobian, jvp, vjp,
+from .api import (CacheInfo, Compiled, Lowered, compile, grad, hessian, jacobian, jit, jvp, vjp,
                   value_and_grad)
 
-__all__ = ["compile", "grad", "value_and_grad", "jacobian", "hessian", "jvp", "vjp",
+__all__ = ["compile", "jit", "grad", "value_and_grad", "jacobian", "hessian", "jvp", "vjp",
            "Compiled", "Lowered", "CacheInfo"]

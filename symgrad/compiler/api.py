@@ -12,7 +12,7 @@ from .dispatcher import CacheInfo, Compiled
 from .stages import Lowered
 from .transforms import Grad, Jacobian, Jvp, Vjp
 
-__all__ = ["compile", "grad", "value_and_grad", "jacobian", "hessian", "jvp", "vjp",
+__all__ = ["compile", "jit", "grad", "value_and_grad", "jacobian", "hessian", "jvp", "vjp",
            "Compiled", "Lowered", "CacheInfo"]
 
 
@@ -36,15 +36,28 @@ def compile(fn=None, static_argnums=(), backend: str | None = None, *, target=No
     return Compiled(fn, static_argnums, backend, target=target)
 
 
-def grad(fn, argnums=0, *, static_argnums=(), backend=None, target=None):
-    """The gradient of a scalar function, compiled."""
-    return Compiled(fn, static_argnums, backend, Grad(argnums, name="grad"), target=target)
+jit = compile      # JAX's name for it
+
+
+def grad(fn, argnums=0, has_aux=False, *, static_argnums=(), backend=None, target=None):
+    """The gradient of a scalar function, compiled (JAX's ``grad``): shaped like the
+    argument(s) ``argnums`` names; with ``has_aux``, ``fn`` returns ``(value, aux)`` and the
+    result is ``(gradient, aux)``.
+
+    >>> import numpy as np, symgrad
+    >>> g, aux = symgrad.grad(lambda x: ((x ** 2).sum(), x.mean()), has_aux=True)(np.ones(2))
+    >>> g.tolist(), float(aux)
+    ([2.0, 2.0], 1.0)
+    """
+    return Compiled(fn, static_argnums, backend, Grad(argnums, has_aux=has_aux, name="grad"),
+                    target=target)
 
 
 def value_and_grad(fn, argnums=0, has_aux=False, *, static_argnums=(), backend=None,
                    target=None):
-    """(value, gradient) of a scalar function, compiled; with has_aux, fn returns
-    (value, aux) and the result is (value, gradient, aux)."""
+    """(value, gradient) of a scalar function, compiled (JAX's ``value_and_grad``); with
+    ``has_aux``, ``fn`` returns ``(value, aux)`` and the result is ``((value, aux),
+    gradient)``."""
     return Compiled(fn, static_argnums, backend,
                     Grad(argnums, value=True, has_aux=has_aux, name="value_and_grad"),
                     target=target)
@@ -83,8 +96,8 @@ def jvp(fn, primals, tangents, *, backend=None):
 
 
 def vjp(fn, *primals, backend=None):
-    """(fn(*primals), vjp_fn) where vjp_fn(cotangent) returns the cotangents of the
-    primals; both compiled."""
+    """(fn(*primals), vjp_fn) where vjp_fn(cotangent) returns the tuple of the primals'
+    cotangents (one per primal, as JAX's); both compiled."""
     n = len(primals)
     fwd = _cached_wrapper(fn, ("fwd", backend), lambda: Compiled(fn, (), backend))
     back = _cached_wrapper(fn, ("vjp", n, backend),

@@ -99,14 +99,16 @@ class Grad(Transform):
                             f"{value.dtype.name}")
         grads = grad_graph([value], wrt)
         gstruct = _grad_structure(arg_groups, nums, single)
-        outs, parts = list(grads), [gstruct]
+        # JAX's layouts: grad -> g, (g, aux); value_and_grad -> (v, g), ((v, aux), g)
         if self.value:
-            outs = [value] + outs
-            parts = [pytree.LEAF, gstruct]
-        if self.has_aux:
-            outs = outs + aux_nodes
-            parts = parts + [aux_structure]
-        structure = pytree.tuple_of(parts) if len(parts) > 1 else parts[0]
+            head = pytree.tuple_of([pytree.LEAF, aux_structure]) if self.has_aux else pytree.LEAF
+            outs = [value] + list(aux_nodes) + list(grads)
+            structure = pytree.tuple_of([head, gstruct])
+        elif self.has_aux:
+            outs = list(grads) + list(aux_nodes)
+            structure = pytree.tuple_of([gstruct, aux_structure])
+        else:
+            outs, structure = list(grads), gstruct
         return Built(outs, structure, pytree.leaf_paths(structure, "out"))
 
 
@@ -251,7 +253,7 @@ class Vjp(Transform):
                                  f"shape {list(o.shape)}")
             seeds.append(c if c.dtype is o.dtype else mk("cast", c, dtype=o.dtype))
         grads = grad_graph(out_nodes, wrt, seeds)
-        structure = _grad_structure(arg_groups, range(n), n == 1)
+        structure = _grad_structure(arg_groups, range(n), False)   # a tuple, as JAX's
         return Built(grads, structure, pytree.leaf_paths(structure, "ct"))
 
 

@@ -65,7 +65,8 @@ def test_vjp(backend):
     out, fn = symgrad.vjp(lambda v: vec(symgrad, v), x, backend=backend)
     w_out, w_fn = torch.func.vjp(lambda v: vec(torch, v), torch.tensor(x))
     np.testing.assert_allclose(out, w_out.numpy(), rtol=1e-12)
-    np.testing.assert_allclose(fn(u), w_fn(torch.tensor(u))[0].numpy(), rtol=1e-11, atol=1e-12)
+    (ct,) = fn(u)                       # a tuple, one cotangent per primal (as JAX, torch)
+    np.testing.assert_allclose(ct, w_fn(torch.tensor(u))[0].numpy(), rtol=1e-11, atol=1e-12)
 
 
 def test_grad_of_several_arguments_keeps_structure(backend):
