@@ -150,8 +150,7 @@ class Compiled:
     def _call(self, *args, **kwargs):
         """The Python dispatcher: signature → cache entry (compiling on a miss) → run."""
         if kwargs:
-            raise TypeError(f"compiled function {self.__name__!r} takes positional arguments "
-                            f"only (got keyword arguments {sorted(kwargs)})")
+            return self._with_keywords(args, kwargs)
         fkey, leaves = self._fast_key(args)
         entry = self._fast.get(fkey)
         if entry is not None and entry.key in self._cache:
@@ -178,6 +177,24 @@ class Compiled:
         return out
 
     __call__ = _call
+
+    def _with_keywords(self, args, kwargs):
+        """Keyword arguments, as JAX passes them: never differentiated (``argnums``
+        counts positions), traced like the positional ones. One compiled variant per set
+        of keyword names, taking them as a trailing dict argument."""
+        names = tuple(sorted(kwargs))
+        variants = self.__dict__.setdefault("_keyword_variants", {})
+        variant = variants.get(names)
+        if variant is None:
+            fn = self.fn
+
+            def with_keywords(*a):
+                return fn(*a[:-1], **a[-1])
+            with_keywords.__name__ = getattr(fn, "__name__", "fn")
+            variant = variants[names] = Compiled(
+                with_keywords, self.static_argnums, self.backend, self.transform,
+                self._maxsize, self._target_spec)
+        return variant(*args, {k: kwargs[k] for k in names})
 
     def _install_fast_path(self, entry: _Entry, leaves, args) -> None:
         """Make calls with this signature go straight to native code.
@@ -330,6 +347,8 @@ class Compiled:
             return 0
 
     def cache_clear(self) -> None:
+        for variant in self.__dict__.get("_keyword_variants", {}).values():
+            variant.cache_clear()
         for entry in list(self._cache.values()):
             self._evict(entry)
         self._cache.clear()

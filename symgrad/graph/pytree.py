@@ -4,7 +4,8 @@ questions the rest of the project asks about a structure (how many leaves, its c
 whether it prints as a literal). Nothing else takes a structure apart by hand.
 
 A structure is ``LEAF`` (``"*"``), ``("none",)``, ``("tuple", children)``,
-``("list", children)`` or ``("dict", keys, children)``.
+``("list", children)``, ``("dict", keys, children)`` or ``("namedtuple", cls,
+children)``.
 
 >>> leaves, s = flatten({"w": [1, 2], "b": (3, None)})
 >>> leaves, num_leaves(s), unflatten(s, [10, 20, 30])
@@ -28,7 +29,9 @@ def flatten(tree) -> tuple[list, Any]:
 
 
 def _flatten(tree, leaves):
-    if isinstance(tree, tuple) and not hasattr(tree, "_fields"):
+    if isinstance(tree, tuple):
+        if hasattr(tree, "_fields"):              # a namedtuple: its class is part of it
+            return ("namedtuple", type(tree), tuple(_flatten(t, leaves) for t in tree))
         return ("tuple", tuple(_flatten(t, leaves) for t in tree))
     if isinstance(tree, list):
         return ("list", tuple(_flatten(t, leaves) for t in tree))
@@ -57,6 +60,8 @@ def _unflatten(s, it):
         return [_unflatten(c, it) for c in s[1]]
     if kind == "dict":
         return {k: _unflatten(c, it) for k, c in zip(s[1], s[2])}
+    if kind == "namedtuple":
+        return s[1](*(_unflatten(c, it) for c in s[2]))
     return None
 
 
@@ -76,6 +81,9 @@ def _paths(s, prefix, out):
     elif s[0] == "dict":
         for k, c in zip(s[1], s[2]):
             _paths(c, f"{prefix}[{k!r}]", out)
+    elif s[0] == "namedtuple":
+        for field, c in zip(s[1]._fields, s[2]):
+            _paths(c, f"{prefix}.{field}", out)
 
 
 def tuple_of(children) -> tuple:
@@ -84,16 +92,17 @@ def tuple_of(children) -> tuple:
 
 
 def kind(structure) -> str:
-    """"leaf", "none", "tuple", "list" or "dict"."""
+    """One of "leaf", "none", "tuple", "list", "dict", "namedtuple"."""
     return "leaf" if structure == LEAF else structure[0]
 
 
 def children(structure) -> tuple:
-    """The child structures of a tuple, list or dict (in order); () for a leaf or None."""
+    """The child structures of a tuple, list, dict or namedtuple (in order); () for a leaf
+    or None."""
     k = kind(structure)
     if k in ("tuple", "list"):
         return structure[1]
-    if k == "dict":
+    if k in ("dict", "namedtuple"):
         return structure[2]
     return ()
 
@@ -116,8 +125,8 @@ def replace_leaves(structure, replacements):
             return next(it)
         if k in ("tuple", "list"):
             return (k, tuple(rec(c) for c in s[1]))
-        if k == "dict":
-            return ("dict", s[1], tuple(rec(c) for c in s[2]))
+        if k in ("dict", "namedtuple"):
+            return (k, s[1], tuple(rec(c) for c in s[2]))
         return s
     return rec(structure)
 
@@ -138,6 +147,8 @@ def _literal_key(k) -> bool:
 def is_literal(structure) -> bool:
     """Whether ``structure`` prints (``repr``) as a Python literal that reads back equal:
     every dict key is a literal (str, int, bool, float, None, tuples of them)."""
+    if kind(structure) == "namedtuple":
+        return False                          # a class: not a literal
     if kind(structure) == "dict" and not all(_literal_key(k) for k in structure[1]):
         return False
     return all(is_literal(c) for c in children(structure))

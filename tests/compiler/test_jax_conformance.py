@@ -79,3 +79,32 @@ def test_jit_is_compile():
     assert sg.jit is sg.compile
     f = sg.jit(lambda x: (x * 2).sum())
     assert float(f(np.ones(3))) == 6.0
+
+
+Params = __import__("collections").namedtuple("Params", "w b")
+
+
+def test_namedtuple_arguments_and_results_match_jax():
+    p = Params(np.linspace(-1, 1, 3), np.array(0.5))
+    x = np.linspace(0, 2, 3)
+
+    def loss(m):
+        return lambda q, xx: ((q.w * xx + q.b) ** 2).sum()
+    ours = sg.grad(loss(sg))(p, x)
+    theirs = jax.grad(loss(jnp))(p, x)
+    assert type(ours) is Params
+    _same_layout(tuple(ours), tuple(theirs))
+    out = sg.compile(lambda q: Params(q.w * 2, q.b + 1))(p)
+    assert type(out) is Params and out.w.tolist() == (p.w * 2).tolist()
+
+
+def test_keyword_arguments_pass_through_undifferentiated_as_in_jax():
+    def f(m):
+        return lambda x, *, scale, shift=0.0: ((x * scale + shift) ** 2).sum()
+    x = np.linspace(-1, 1, 4)
+    ours = sg.value_and_grad(f(sg))(x, scale=np.float64(3.0), shift=np.float64(0.5))
+    theirs = jax.value_and_grad(f(jnp))(x, scale=3.0, shift=0.5)
+    _same_layout(ours, theirs)
+    ours = sg.grad(f(sg))(x, scale=np.float64(2.0))
+    theirs = jax.grad(f(jnp))(x, scale=2.0)
+    _same_layout(ours, theirs)
