@@ -62,3 +62,14 @@ def test_examples_run(example):
     r = _run(os.path.join("examples", example))
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip()
+
+
+def test_train_classifier_example_learns_the_digits(tmp_path):
+    pytest.importorskip("sklearn")
+    plot = tmp_path / "loss.png"
+    r = _run(os.path.join("examples", "train_classifier.py"), "--epochs", "8", "--plot",
+             str(plot))
+    assert r.returncode == 0, r.stderr
+    accuracy = float(r.stdout.split("test accuracy")[1].split()[0])
+    assert accuracy > 0.9                           # (8 epochs; 30 reach ~0.98)
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
