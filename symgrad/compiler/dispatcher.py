@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import pickle
 from collections import OrderedDict, namedtuple
 
 import numpy as np
@@ -360,6 +361,15 @@ class Compiled:
         return (f"<symgrad.compile({getattr(self.fn, '__qualname__', self.fn)}, "
                 f"backend={self.backend!r}{where})>")
 
+    def __reduce__(self):
+        """Pickle the function (by cloudpickle, so lambdas and closures travel too) and the
+        options; the executables stay behind -- the copy traces again on its first call and
+        takes the native code from the disk cache when its machine has it."""
+        import cloudpickle          # late: only pickling needs it
+        return (_unpickle_compiled, (cloudpickle.dumps(self.fn), self.static_argnums,
+                                     self.backend, self.transform, self._maxsize,
+                                     self._target_spec))
+
     def __get__(self, obj, objtype=None):
         return self if obj is None else functools.partial(self, obj)
 
@@ -395,3 +405,7 @@ def explain_difference(old, new, names) -> str:
         if a.requires_grad != b.requires_grad:
             diffs.append(f"{name}: requires_grad {a.requires_grad} → {b.requires_grad}")
     return "; ".join(diffs) or "signature changed"
+
+
+def _unpickle_compiled(fn_bytes: bytes, static_argnums, backend, transform, maxsize, target):
+    return Compiled(pickle.loads(fn_bytes), static_argnums, backend, transform, maxsize, target)
