@@ -364,3 +364,24 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
             g = g.detach()
         result.append(g)
     return tuple(result)
+
+
+def zero_grads(params, set_to_none: bool = True) -> None:
+    """``zero_grad`` of modules and optimizers: each ``.grad`` set to None, or (with
+    ``set_to_none=False``) detached and zeroed in place, as PyTorch does."""
+    for p in params:
+        g = p._grad
+        if g is None:
+            continue
+        if set_to_none:
+            p._grad = None
+            continue
+        if g.grad_fn is not None:
+            g = g.detach()
+            p._grad = g
+        g.requires_grad_(False)
+        if g._data is not None:
+            g._data[...] = 0
+            g._vc[0] += 1
+        else:
+            p._grad = lax.zeros(g.shape, g.dtype)

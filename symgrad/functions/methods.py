@@ -106,8 +106,10 @@ def _type_conv(dt):
     return lambda self: lax.cast(self, dt)
 
 
-def _to(self, *args, **kwargs):
-    """``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other)``, keywords too."""
+def to_target(args, kwargs) -> "dtypes.DType | None":
+    """The dtype ``to(...)`` asks for (None: unchanged) from its forms -- ``to(dtype)``,
+    ``to(device)``, ``to(device, dtype)``, ``to(other)``, keywords -- after checking the
+    device (PyTorch's error for one this build lacks)."""
     dt = kwargs.get("dtype")
     check_device(kwargs.get("device"))
     for a in args:
@@ -117,7 +119,13 @@ def _to(self, *args, **kwargs):
             dt = a.dtype
         elif a is not None:
             check_device(a)
-    if dt is None or dtypes.as_dtype(dt) is self.dtype:
+    return None if dt is None else dtypes.as_dtype(dt)
+
+
+def _to(self, *args, **kwargs):
+    """``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other)``, keywords too."""
+    dt = to_target(args, kwargs)
+    if dt is None or dt is self.dtype:
         return self
     return lax.cast(self, dtypes.as_dtype(dt))
 

@@ -41,13 +41,7 @@ class Adagrad(Optimizer):
         for group in self.param_groups:
             lr, lr_decay, eps, wd = group["lr"], group["lr_decay"], group["eps"], \
                 group["weight_decay"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                x = _array(p)
-                g = _array(p.grad)
-                if group["maximize"]:
-                    g = -g
+            for p, x, g in self._updates(group):
                 state = self._state(p)
                 step_t = _array(state["step"])
                 step_t += 1

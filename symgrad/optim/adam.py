@@ -42,15 +42,9 @@ class Adam(Optimizer):
         loss = self._closure_loss(closure)
         for group in self.param_groups:
             lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
-            wd, amsgrad, maximize = group["weight_decay"], group["amsgrad"], group["maximize"]
+            wd, amsgrad = group["weight_decay"], group["amsgrad"]
             decoupled = group.get("decoupled_weight_decay", False)
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                x = _array(p)
-                g = _array(p.grad)
-                if maximize:
-                    g = -g
+            for p, x, g in self._updates(group):
                 state = self._state(p)
                 if not state:
                     state["step"] = _step_tensor(0.0)

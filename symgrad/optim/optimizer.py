@@ -13,6 +13,7 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
+from ..autograd.engine import zero_grads
 from ..tensor import Tensor
 
 __all__ = ["Optimizer", "required"]
@@ -106,20 +107,7 @@ class Optimizer:
             return closure()
 
     def zero_grad(self, set_to_none: bool = True) -> None:
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                if set_to_none:
-                    p.grad = None
-                else:
-                    g = p.grad
-                    if g.grad_fn is not None:
-                        g = g.detach()
-                        p.grad = g
-                    g.requires_grad_(False)
-                    g._data[...] = 0
-                    g._vc[0] += 1
+        zero_grads((p for g in self.param_groups for p in g["params"]), set_to_none)
 
     # ---- state dicts ---------------------------------------------------------------------
     def state_dict(self) -> dict:
@@ -177,6 +165,15 @@ class Optimizer:
         return out + ")"
 
     # ---- helpers for subclasses ----------------------------------------------------------
+    def _updates(self, group: dict):
+        """(parameter, its storage, its gradient -- negated when the group maximizes) for
+        each parameter of ``group`` that has a gradient: what every update reads."""
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            g = _array(p.grad)
+            yield p, _array(p), (-g if group.get("maximize") else g)
+
     def _state(self, p: Tensor) -> dict:
         return self.state[p]
 

@@ -36,13 +36,7 @@ class RMSprop(Optimizer):
         for group in self.param_groups:
             lr, alpha, eps = group["lr"], group["alpha"], group["eps"]
             wd, momentum, centered = group["weight_decay"], group["momentum"], group["centered"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                x = _array(p)
-                g = _array(p.grad)
-                if group["maximize"]:
-                    g = -g
+            for p, x, g in self._updates(group):
                 state = self._state(p)
                 if not state:
                     state["step"] = _step_tensor(0.0)

@@ -42,14 +42,8 @@ class SGD(Optimizer):
         loss = self._closure_loss(closure)
         for group in self.param_groups:
             lr, momentum, dampening = group["lr"], group["momentum"], group["dampening"]
-            wd, nesterov, maximize = group["weight_decay"], group["nesterov"], group["maximize"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                x = _array(p)
-                g = _array(p.grad)
-                if maximize:
-                    g = -g
+            wd, nesterov = group["weight_decay"], group["nesterov"]
+            for p, x, g in self._updates(group):
                 if wd != 0:
                     g = g + wd * x
                 if momentum != 0:

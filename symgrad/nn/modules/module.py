@@ -8,9 +8,10 @@ from typing import Any, Callable, Iterator
 
 from ...autograd import grad_mode
 from ...device import check_device
-from ...graph import dtypes
+from ...functions.methods import to_target
 from ...tensor import Tensor
 from ..parameter import Buffer, Parameter
+from ...autograd.engine import zero_grads
 
 __all__ = ["Module"]
 
@@ -48,25 +49,6 @@ def _addindent(s: str, n: int) -> str:
     if len(lines) == 1:
         return s
     return lines[0] + "\n" + "\n".join(" " * n + line for line in lines[1:])
-
-
-def _device_or_dtype(args, kwargs):
-    """(dtype or None) from ``to(...)``'s forms: ``to(dtype)``, ``to(device)``,
-    ``to(device, dtype)``, ``to(tensor)``, ``to(dtype=..., device=...)``."""
-    dt = kwargs.get("dtype")
-    if "device" in kwargs and kwargs["device"] is not None:
-        check_device(kwargs["device"])
-    for a in args:
-        if isinstance(a, dtypes.DType):
-            dt = a
-        elif isinstance(a, Tensor):
-            dt = a.dtype
-        elif a is not None:
-            check_device(a)
-    if dt is not None and not dt.is_floating_point:
-        raise TypeError(f"nn.Module.to only accepts floating point or complex dtypes, but got "
-                        f"desired dtype={dt}")
-    return dt
 
 
 class Module:
@@ -367,17 +349,7 @@ class Module:
         return self
 
     def zero_grad(self, set_to_none: bool = True) -> None:
-        for p in self.parameters():
-            if p.grad is None:
-                continue
-            if set_to_none:
-                p.grad = None
-            else:
-                g = p.grad
-                if g.grad_fn is not None:
-                    g = g.detach()
-                g.requires_grad_(False)
-                g.zero_()
+        zero_grads(self.parameters(), set_to_none)
 
     def apply(self, fn: Callable[["Module"], None]) -> "Module":
         for m in self.children():
@@ -406,9 +378,12 @@ class Module:
         return self
 
     def to(self, *args, **kwargs) -> "Module":
-        dt = _device_or_dtype(args, kwargs)
+        dt = to_target(args, kwargs)
         if dt is None:
             return self
+        if not dt.is_floating_point:
+            raise TypeError("nn.Module.to only accepts floating point or complex dtypes, but "
+                            f"got desired dtype={dt}")
         return self._apply(lambda t: t.to(dt) if t.is_floating_point() else t)
 
     def cpu(self) -> "Module":
