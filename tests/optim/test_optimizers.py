@@ -207,31 +207,3 @@ def test_reduce_lr_on_plateau_equals_torch():
             out.append(opt.param_groups[0]["lr"])
         return out
     assert run(sg) == run(torch)
-
-
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("kw", [dict(), dict(lr=0.5, history_size=3, max_iter=7)])
-def test_lbfgs_equals_torch(kw, dtype):
-    """A convex problem (a quadratic plus a quartic: well conditioned, so rounding does not
-    amplify), several outer steps of LBFGS with a closure."""
-    rng = np.random.default_rng(0)
-    m = rng.normal(size=(5, 5))
-    a_np = (m @ m.T / 5 + np.eye(5)).astype(dtype)
-    b_np = rng.normal(size=5).astype(dtype)
-
-    def run(lib):
-        x = lib.nn.Parameter(lib.tensor(np.zeros(5, dtype)))
-        a, b = lib.tensor(a_np), lib.tensor(b_np)
-        opt = lib.optim.LBFGS([x], **kw)
-
-        def closure():
-            opt.zero_grad()
-            loss = 0.5 * (x @ (a @ x)) - (b * x).sum() + 0.1 * (x ** 4).sum()
-            loss.backward()
-            return loss
-        losses = [float(opt.step(closure).detach()) for _ in range(4)]
-        return losses, x.detach().numpy()
-    (l1, x1), (l2, x2) = run(sg), run(torch)
-    tol_ = dict(rtol=1e-3, atol=1e-5) if dtype == np.float32 else dict(rtol=1e-9, atol=1e-12)
-    np.testing.assert_allclose(l1, l2, **tol_)
-    np.testing.assert_allclose(x1, x2, **tol_)
