@@ -39,9 +39,7 @@ from .autograd import (enable_grad, inference_mode, is_grad_enabled, no_grad,
                        set_grad_enabled)
 from .autograd.anomaly_mode import is_anomaly_check_nan_enabled, is_anomaly_enabled
 from .printing import set_printoptions, get_printoptions
-from . import autograd, nn, optim, utils
-from . import func, serialization
-from .serialization import load, save
+from . import autograd
 from .ops import fused as _fused  # registers the `fused` primitive
 from .compiler import (compile, grad, value_and_grad, jacobian, hessian, jit, jvp, vjp)
 
@@ -138,3 +136,34 @@ def set_default_device(device) -> None:
 
 def get_default_device() -> device:
     return device("cpu")
+
+
+# ``nn``, ``optim``, ``utils``, ``func`` and ``serialization`` load on first use (PEP 562):
+# ``import symgrad`` stays cheap for compile-only users.
+_LAZY_SUBMODULES = ("nn", "optim", "utils", "func", "serialization")
+
+
+def __getattr__(name: str):
+    if name in _LAZY_SUBMODULES:
+        import importlib
+        module = importlib.import_module(f"{__name__}.{name}")
+        globals()[name] = module
+        return module
+    raise AttributeError(f"module 'symgrad' has no attribute '{name}'")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY_SUBMODULES))
+
+
+def save(obj, f, pickle_module=None, pickle_protocol: int = 2, **kw) -> None:
+    """Write ``obj`` to ``f`` (see :func:`symgrad.serialization.save`)."""
+    from .serialization import save as _save      # late: loads on first use
+    return _save(obj, f, pickle_module, pickle_protocol, **kw)
+
+
+def load(f, map_location=None, pickle_module=None, **kw):
+    """Read what :func:`save` wrote, weights-only by default (see
+    :func:`symgrad.serialization.load`)."""
+    from .serialization import load as _load      # late: loads on first use
+    return _load(f, map_location, pickle_module, **kw)
