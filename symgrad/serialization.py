@@ -86,6 +86,7 @@ def save(obj: Any, f, pickle_module=None, pickle_protocol: int = 2,
 _DEFAULT_SAFE = {
     ("collections", "OrderedDict"): collections.OrderedDict,
     ("collections", "defaultdict"): collections.defaultdict,
+    ("collections", "Counter"): collections.Counter,      # MultiStepLR's milestones
     ("builtins", "set"): set, ("builtins", "frozenset"): frozenset,
     ("builtins", "complex"): complex, ("builtins", "slice"): slice,
     ("builtins", "range"): range, ("builtins", "bytearray"): bytearray,

@@ -6,6 +6,7 @@ Updates run on the parameters' numpy storage in place (as PyTorch's run under
 in-place operation, so a graph that saved a parameter before the step notices."""
 from __future__ import annotations
 
+import functools
 import warnings
 from collections import defaultdict
 from copy import deepcopy
@@ -36,6 +37,19 @@ def _typename(x) -> str:
 
 class Optimizer:
     """Base class: subclasses define ``step`` with the update of each group."""
+
+    def __init_subclass__(cls, **kwargs):
+        """Every subclass's ``step`` notes that it ran (``_opt_called``): a learning-rate
+        schedule stepped first warns, as PyTorch's."""
+        super().__init_subclass__(**kwargs)
+        step = cls.__dict__.get("step")
+        if step is not None and not getattr(step, "_notes_call", False):
+            @functools.wraps(step)
+            def noted(self, *args, **kw):
+                self._opt_called = True
+                return step(self, *args, **kw)
+            noted._notes_call = True
+            cls.step = noted
 
     def __init__(self, params: Iterable, defaults: dict[str, Any]):
         self.defaults = defaults

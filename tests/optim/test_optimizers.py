@@ -1,6 +1,6 @@
 """symgrad.optim against torch.optim: the same parameters and the same gradient sequence
 through many steps of every optimizer and option, both dtypes; reprs, state dicts,
-parameter groups, errors; learning-rate schedules step by step."""
+parameter groups, errors (schedules: test_lr_scheduler.py)."""
 from __future__ import annotations
 
 import numpy as np
@@ -155,55 +155,3 @@ def test_step_bumps_the_version_as_an_inplace_update():
     sg.optim.SGD([p], lr=0.1).step()
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         y.sum().backward()
-
-
-# ---- schedules -----------------------------------------------------------------------------
-SCHEDULES = [
-    ("StepLR", dict(step_size=3, gamma=0.5)),
-    ("MultiStepLR", dict(milestones=[2, 5, 5, 9], gamma=0.3)),
-    ("ExponentialLR", dict(gamma=0.9)),
-    ("CosineAnnealingLR", dict(T_max=7, eta_min=0.001)),
-    ("LambdaLR", dict(lr_lambda=lambda e: 1 / (1 + e))),
-    ("OneCycleLR", dict(max_lr=0.5, total_steps=20)),
-    ("OneCycleLR", dict(max_lr=[0.5], epochs=4, steps_per_epoch=5, anneal_strategy="linear",
-                        three_phase=True)),
-]
-
-
-@pytest.mark.parametrize("opt_name", ["SGD", "Adam"])
-@pytest.mark.parametrize("name,kw", SCHEDULES)
-def test_schedules_equal_torch(name, kw, opt_name):
-    def run(lib):
-        p = lib.nn.Parameter(lib.ones(2))
-        opt = getattr(lib.optim, opt_name)([p], lr=0.1, **({"momentum": 0.9}
-                                                          if opt_name == "SGD" else {}))
-        sched = getattr(lib.optim.lr_scheduler, name)(opt, **kw)
-        lrs, moms = [], []
-        for _ in range(19):
-            p.grad = lib.ones(2)
-            opt.step()
-            sched.step()
-            lrs.append(sched.get_last_lr()[0])
-            g = opt.param_groups[0]
-            moms.append(g.get("momentum", g.get("betas", (None,))[0]))
-        return lrs, moms, p.detach().numpy()
-    (l1, m1, p1), (l2, m2, p2) = run(sg), run(torch)
-    assert l1 == l2
-    assert m1 == m2
-    np.testing.assert_allclose(p1, p2, rtol=2e-6)
-
-
-def test_reduce_lr_on_plateau_equals_torch():
-    metrics = [1.0, 0.9, 0.95, 0.95, 0.95, 0.94, 0.96, 0.5, 0.6, 0.6, 0.6, 0.6, 0.6, 0.6]
-
-    def run(lib):
-        p = lib.nn.Parameter(lib.ones(1))
-        opt = lib.optim.SGD([p], lr=1.0)
-        sched = lib.optim.lr_scheduler.ReduceLROnPlateau(opt, patience=2, factor=0.5,
-                                                         cooldown=1, min_lr=0.1)
-        out = []
-        for m in metrics:
-            sched.step(m)
-            out.append(opt.param_groups[0]["lr"])
-        return out
-    assert run(sg) == run(torch)
