@@ -19,7 +19,8 @@ from .graph.dtypes import (DType as dtype, bool_ as bool, float16, float32, floa
 from .tensor import Size, Tensor
 from .device import cuda, device
 from .ops import (conversion as _conversion, formulas as _formulas, indexing as _indexing,  # noqa: F401
-                  layout as _layout, linalg as _linalg, reductions as _reductions)  # registration
+                  layout as _layout, linalg as _linalg, loops as _loops,
+                  reductions as _reductions)  # registration
 from .graph.primitives import elementwise
 from .dispatch import bind as apply
 from .functions import methods as _methods
@@ -31,6 +32,7 @@ from .functions.random import (Generator, manual_seed, rand, rand_like, randint,
 from .functions.elementwise import clamp, where
 from .functions.reduction import (all, amax, amin, any, argmax, argmin, logsumexp, max,
                                   mean, min, norm, prod, return_types, sum)
+from .functions.control_flow import fori_loop, scan, while_loop
 from .functions.linalg import bmm, dot, matmul, mm, mv, outer
 from .functions.shape import (cat, clone, flatten, movedim, permute, reshape, squeeze, stack,
                               t, transpose, unsqueeze)

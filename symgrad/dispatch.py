@@ -153,6 +153,9 @@ def _eager(prim, operands, attrs):
 def _as_node(o, dtype):
     if isinstance(o, Tensor):
         if o._node is not None:
+            lift = _lifter[0]
+            if lift is not None and lift.captures_traced and lift.is_outer(o):
+                return lift(o)        # a loop body's use of an outer traced value
             return o._node
         lift = _lifter[0]
         return lift(o) if lift is not None else gnode.const(o._data, o.dtype)
@@ -194,7 +197,8 @@ def _saves(prim, needs):
         ins = tuple(i for i, s in enumerate(syms) if s in free)
         hit = (ins, registry.out_symbol() in free)
     else:
-        hit = (prim.saves, prim.saves_out)
+        ins = tuple(range(len(needs))) if prim.saves == "all" else prim.saves
+        hit = (ins, prim.saves_out)
     _SAVE_CACHE[key] = hit
     return hit
 

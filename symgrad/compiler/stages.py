@@ -16,6 +16,7 @@ from ..graph.node import toposort
 from ..graph.program import Program
 from .backends import get_backend
 from .fusion import fuse
+from .loops import in_bodies, share_loops
 from .progress import StageClock
 from .rewrite import count_nodes, simplify, stabilize, transpose_products
 from .transforms import Transform
@@ -150,7 +151,7 @@ def run_stages(transform: Transform, tr, key, names, clock: StageClock) -> _Stag
     structure, specs, static = key
     traced_count = count_nodes(tr.out_nodes)
     with clock.stage("autodiff"):
-        outs = stabilize(tr.out_nodes)
+        outs = in_bodies(stabilize)(tr.out_nodes)
         groups = _arg_groups(tr.arg_nodes, names, structure)
         built = transform.build(outs, tr.out_structure, groups, names)
     aux = built.aux or []
@@ -159,15 +160,20 @@ def run_stages(transform: Transform, tr, key, names, clock: StageClock) -> _Stag
     raw = Program(inputs, in_names, built.outputs, built.names)
     transformed = count_nodes(built.outputs)
     with clock.stage("rewrite"):
-        rewritten = simplify(transpose_products(simplify(simplify(built.outputs))))
+        rewritten = in_bodies(_rewrite)(built.outputs)
+        rewritten = simplify(share_loops(rewritten))
     with clock.stage("fuse"):
-        optimized_outs = fuse(rewritten)
+        optimized_outs = in_bodies(fuse)(rewritten)
     optimized = Program(inputs, in_names, optimized_outs, built.names, built.structure)
     stats = {"traced": traced_count, "transform": transform.name,
              "transformed": transformed, "optimized": count_nodes(optimized_outs),
              "fused": sum(1 for n in toposort(optimized_outs) if n.op == "fused"),
              "times": clock.times}
     return _Stages(raw, stats, optimized, aux, (structure, specs, built.structure))
+
+
+def _rewrite(outputs):
+    return simplify(transpose_products(simplify(simplify(outputs))))
 
 
 def schedule_of(lowered: Lowered):

@@ -58,6 +58,8 @@ def leaf_spec(value, name: str) -> Leaf:
 class Tracer:
     """The active trace: lifts outer eager tensors to input nodes (see dispatch.bind)."""
 
+    captures_traced = False      # outer traced values keep their nodes (a loop body's do not)
+
     def __init__(self, fn):
         self.start = next_birth()       # tensors born before this are "outer"
         self.lifted: dict[int, tuple[Tensor, Node]] = {}

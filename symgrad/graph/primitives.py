@@ -149,7 +149,7 @@ def _sanitize(d: "sympy.Expr") -> "sympy.Expr":
 # alike (the backend's lowering, batching, fusion). Elementwise primitives are "elementwise"
 # ("fused" too: one elementwise kernel); the others are declared with theirs.
 FAMILIES = ("elementwise", "view", "window", "index", "reduction", "reduction-gradient",
-            "arg-reduction", "scan", "linalg", "conversion", "creation", "other")
+            "arg-reduction", "scan", "linalg", "conversion", "creation", "control", "other")
 
 
 @dataclass(eq=False)
@@ -259,15 +259,16 @@ def register_structural(name: str, nin: int, shape_rule: Callable, numpy_rule: C
                         grad_name: str | None = None, family: str = "other",
                         saves: tuple[int, ...] = (), saves_out: bool = False) -> Primitive:
     """Register a structural primitive with its shape, numpy and VJP rules, its family
-    and what the eager tape saves for the VJP rule (``saves``: input positions;
-    ``saves_out``: the output)."""
+    and what the eager tape saves for the VJP rule (``saves``: input positions, or
+    ``"all"``; ``saves_out``: the output)."""
     if family not in FAMILIES:
         raise ValueError(f"unknown primitive family {family!r}; choose one of {FAMILIES}")
     own = all(getattr(rule, "__module__", "").startswith("symgrad.")
               for rule in (shape_rule, numpy_rule, vjp_rule) if rule is not None)
     prim = Primitive(name, "structural", nin, differentiable,
                      grad_name or f"{_pascal(name)}Backward0", opaque=not own,
-                     family=family, saves=tuple(saves), saves_out=saves_out)
+                     family=family, saves=saves if saves == "all" else tuple(saves),
+                     saves_out=saves_out)
     PRIMITIVES[name] = prim
     SHAPE_RULES[name] = shape_rule
     NUMPY_RULES[name] = numpy_rule

@@ -87,6 +87,10 @@ class Program:
                 rhs = f"fused[{n.attr('expr')}]"
             args = " ".join(ref(a) for a in n.args)
             lines.append(f"    {names[id(n)]}:{_type(n)} = {rhs} {args}".rstrip())
+            for k, v in n.attrs:           # a loop: its body (and condition), indented
+                if hasattr(v, "inputs") and hasattr(v, "as_text"):
+                    lines.append(f"      {k}:")
+                    lines.extend(v.as_text(indent="        ").splitlines())
         ins = " ".join(f"{nm}:{_type(nd)}" for nd, nm in zip(self.inputs, self.input_names))
         outs = ", ".join(ref(o) for o in self.outputs)
         return "{ lambda " + ins + " .\n  let\n" + "\n".join(lines) + f"\n  in ({outs}) }}"

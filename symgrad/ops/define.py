@@ -27,4 +27,4 @@ def primitive(name: str, nin: int, shape_rule: Callable, numpy_rule: Callable, *
     ARRAY_RULES.add(rule)                  # built-in rules are written with lax calls
     BUILTIN_STRUCTURAL.append(name)
     return register_structural(name, nin, shape_rule, numpy_rule, rule, family=family,
-                               saves=tuple(saves), saves_out=saves_out, **kw)
+                               saves=saves if saves == "all" else tuple(saves), saves_out=saves_out, **kw)
