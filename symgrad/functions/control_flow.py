@@ -57,10 +57,11 @@ def _check_carry(fname: str, in_struct, in_avals, out_struct, out_leaves) -> lis
         if tuple(a[0]) != tuple(b[0]) or a[1] is not b[1]:
             what = "shapes" if tuple(a[0]) != tuple(b[0]) else "dtypes"
             raise TypeError(
-                f"{fname} carry input and carry output must have equal types (e.g. shapes "
-                f"and dtypes of arrays), but they differ: the input carry component {path} "
-                f"has type {_type(a)} but the corresponding output carry component has type "
-                f"{_type(b)}, so the {what} do not match")
+                f"{fname} carry input and carry output must have equal types, but they "
+                f"differ:\n\nThe input carry {path} has type {_type(a)} but the "
+                f"corresponding output carry component has type {_type(b)}, so the {what} "
+                "do not match.\n\nRevise the function so that all output types match the "
+                "corresponding input types.")
     return out
 
 
