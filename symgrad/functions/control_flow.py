@@ -15,10 +15,11 @@ import numpy as np
 from .. import dispatch
 from ..graph import pytree
 from ..graph.body import Body
-from ..graph.node import const
+from ..graph.node import const, make_node, toposort
 from ..ops import loops as L
 from ..tensor import Tensor, next_birth
 from .creation import arange, as_tensor
+from .shape import stack
 
 __all__ = ["scan", "fori_loop", "while_loop"]
 
@@ -160,7 +161,6 @@ def _finish(inputs, out_nodes, cap: _Capture):
 def _cut_leaks(inputs, outputs, cap):
     """Nodes of the body that do not depend on its inputs but on an input of some other
     program become inputs (the loop passes them in): a body reads only its own inputs."""
-    from ..graph.node import make_node, toposort
     own = {id(n) for n in inputs}
     order = toposort(outputs)
     foreign: set[int] = set()      # depends on an input that is not the body's
@@ -235,7 +235,6 @@ def scan(f, init, xs=None, length: int | None = None, reverse: bool = False, unr
             raise TypeError("scan body function must return ys of the same structure at "
                             "every step")
         ys_steps[t] = [_leaf_tensor(v, "scan y") for v in y_leaves]
-    from .shape import stack
     ys = [stack([step[j] for step in ys_steps]) for j in range(len(ys_steps[0]))]
     return pytree.unflatten(init_struct, carry), pytree.unflatten(y_struct, ys)
 

@@ -15,6 +15,7 @@ import numpy as np
 
 from .node import Node, structural_key, toposort
 from .primitives import NUMPY_RULES
+from .program import Program
 
 __all__ = ["Body"]
 
@@ -78,7 +79,6 @@ class Body:
 
     def as_text(self, indent: str = "    ") -> str:
         """The body as a program listing (inputs ``c0``, ``x0``, ``k0`` ... as named)."""
-        from .program import Program
         prog = Program(list(self.inputs), [n.attr("name") for n in self.inputs],
                        list(self.outputs), [f"out{i}" for i in range(len(self.outputs))])
         return "\n".join(indent + line for line in prog.as_text().splitlines())
