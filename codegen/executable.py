@@ -29,7 +29,7 @@ import numpy as np
 
 from symgrad.graph.interpret import run_node
 
-from . import binding, callconv, jit
+from . import binding, callconv, jit, loops
 
 __all__ = ["LLVMExecutable", "Interface", "Buffer", "check_arrays"]
 
@@ -219,7 +219,11 @@ class LLVMExecutable:
 
     def _run_numpy(self, node, buffers: list[np.ndarray]) -> None:
         with np.errstate(all="ignore"):
-            result = run_node(node, [self._value(a, buffers) for a in node.args])
+            args = [self._value(a, buffers) for a in node.args]
+            if node.op in loops.RUNNERS:           # a structured loop: its body natively
+                result = loops.RUNNERS[node.op](node, args, self.target)
+            else:
+                result = run_node(node, args)
         st = self.plan.storage[id(node)]
         np.copyto(buffers[st.slot].reshape(node.shape), result, casting="unsafe")
 

@@ -117,7 +117,7 @@ def _loop_numpy(*arrays, body, length, reverse, n_carry, n_xs, select):
     avals = output_avals(body, length, m)
     ys = [np.empty(s, d.np) for s, d in avals[m:]]
     for t in (range(length - 1, -1, -1) if reverse else range(length)):
-        outs = body.run(carry + [x[t] for x in xs] + ks)
+        outs = body.run(carry + [x[t, ...] for x in xs] + ks)
         carry = outs[:m]
         for y, v in zip(ys, outs[m:]):
             y[t] = v
