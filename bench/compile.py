@@ -13,6 +13,8 @@ Programs (all float64; Python loops are unrolled by tracing):
 * ``chain``: ``x = sin(x) * 0.9 + 0.1`` n times on a vector of 100, gradient of the sum;
 * ``mlp``: n dense tanh layers of width 64, batch 16, gradient wrt the input;
 * ``rnn``: n steps of ``h = tanh(h W + x_t U)``, width 32, batch 4, gradient wrt W;
+* ``scan``: the same RNN written with ``scan`` (``symgrad.scan``, ``jax.lax.scan``; torch
+  has no scan: its cell is the unrolled loop, as ``rnn``);
 * ``hessian``: the n x n hessian of ``sum(sin(x) x^2) + (sum x)^2``;
 * ``jacobian``: the n x n jacobian of ``tanh(A x)``.
 
@@ -34,10 +36,12 @@ from pathlib import Path
 
 __all__ = ["PROGRAMS", "SIZES", "QUICK_SIZES", "SYSTEMS", "main", "slope"]
 
-PROGRAMS = ("chain", "mlp", "rnn", "hessian", "jacobian")
+PROGRAMS = ("chain", "mlp", "rnn", "scan", "hessian", "jacobian")
 SIZES = {"chain": (100, 300, 1000, 3000), "mlp": (8, 16, 32, 64), "rnn": (25, 50, 100, 200),
+         "scan": (25, 200, 1600, 12800),
          "hessian": (30, 100, 300), "jacobian": (100, 200, 400)}
-QUICK_SIZES = {"chain": (30, 100), "mlp": (4, 8), "rnn": (10, 20), "hessian": (10, 30),
+QUICK_SIZES = {"chain": (30, 100), "mlp": (4, 8), "rnn": (10, 20), "scan": (10, 200),
+               "hessian": (10, 30),
                "jacobian": (20, 40)}
 SYSTEMS = ("symgrad", "jax", "torch")
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -51,7 +55,7 @@ def _inputs(program: str, n: int):
         return (np.linspace(-1.0, 1.0, 100),)
     if program == "mlp":
         return (rng.normal(size=(16, 64)), rng.normal(size=(n, 64, 64)) / 8)
-    if program == "rnn":
+    if program in ("rnn", "scan"):
         return (rng.normal(size=(32, 32)) / 6, rng.normal(size=(32, 32)) / 6,
                 rng.normal(size=(n, 4, 32)))
     if program == "hessian":
@@ -62,7 +66,8 @@ def _inputs(program: str, n: int):
 
 
 def _loss(program: str, ops, n: int):
-    """The program's function at size ``n``; ``ops`` has sin, tanh, zeros."""
+    """The program's function at size ``n``; ``ops`` has sin, tanh, zeros (and scan, or
+    None where the system has none)."""
     if program == "chain":
         def f(x):
             for _ in range(n):
@@ -79,6 +84,12 @@ def _loss(program: str, ops, n: int):
             for t in range(xs.shape[0]):
                 h = ops.tanh(h @ W + xs[t] @ U)
             return h.sum()
+    elif program == "scan" and ops.scan is not None:
+        def f(W, U, xs):
+            h, _ = ops.scan(lambda h, x: (ops.tanh(h @ W + x @ U), None), ops.zeros((4, 32)), xs)
+            return h.sum()
+    elif program == "scan":
+        return _loss("rnn", ops, n)
     elif program == "hessian":
         def f(x):
             return (ops.sin(x) * x * x).sum() + x.sum() ** 2
@@ -104,7 +115,7 @@ def _first_call(system: str, program: str, n: int) -> tuple[float, list[float]]:
         import symgrad as sg
 
         class ops:
-            sin, tanh = staticmethod(sg.sin), staticmethod(sg.tanh)
+            sin, tanh, scan = staticmethod(sg.sin), staticmethod(sg.tanh), staticmethod(sg.scan)
             zeros = staticmethod(lambda shape: sg.zeros(shape, dtype=sg.float64))
         f = _loss(program, ops, n)
         if program == "hessian":
@@ -124,6 +135,7 @@ def _first_call(system: str, program: str, n: int) -> tuple[float, list[float]]:
 
         class ops:
             sin, tanh = staticmethod(jnp.sin), staticmethod(jnp.tanh)
+            scan = staticmethod(jax.lax.scan)
             zeros = staticmethod(lambda shape: jnp.zeros(shape))
         f = _loss(program, ops, n)
         if program == "hessian":
@@ -142,6 +154,7 @@ def _first_call(system: str, program: str, n: int) -> tuple[float, list[float]]:
 
         class ops:
             sin, tanh = staticmethod(torch.sin), staticmethod(torch.tanh)
+            scan = None
             zeros = staticmethod(lambda shape: torch.zeros(shape, dtype=torch.float64))
         f = _loss(program, ops, n)
         targs = [torch.tensor(a) for a in args]

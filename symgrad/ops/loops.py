@@ -26,7 +26,8 @@ from .. import dispatch
 from ..graph import dtypes
 from ..graph.body import Body
 from ..graph.node import const, make_node
-from ..graph.primitives import PRIMITIVES as P
+from ..graph.fpstate import enter as fp_enter, leave as fp_leave
+from ..graph.primitives import NUMPY_RULES, PRIMITIVES as P
 from ..graph.shapes import numel
 from . import lax
 from .define import primitive
@@ -146,6 +147,19 @@ def _unpack(packed, avals, select) -> dict[int, object]:
     return out
 
 
+def _apply(name: str, operands: list, attrs: dict):
+    """Bind the loop primitive; on bare arrays (the eager engine's cotangents when no
+    graph of the backward is built) run its numpy rule, in the dtype it computes."""
+    if any(type(o) is np.ndarray for o in operands):
+        values = [o._data if isinstance(o, dispatch.Tensor) else o for o in operands]
+        token = fp_enter()
+        try:
+            return NUMPY_RULES[name](*values, **attrs)
+        finally:
+            fp_leave(token)
+    return dispatch.bind(P[name], *operands, **attrs)
+
+
 def loop_outputs(operands: list, *, body: Body, length: int, reverse: bool, n_carry: int,
                  n_xs: int) -> list:
     """Apply a scan loop to operand tensors (carries, scanned arrays, closed-over values):
@@ -153,9 +167,9 @@ def loop_outputs(operands: list, *, body: Body, length: int, reverse: bool, n_ca
     avals = output_avals(body, length, n_carry)
     result: dict[int, object] = {}
     for select in _groups(avals):
-        packed = dispatch.bind(P["loop"], *operands, body=body, length=length,
-                               reverse=reverse, n_carry=n_carry, n_xs=n_xs, select=select)
-        result.update(_unpack(packed, avals, select))
+        attrs = dict(body=body, length=length, reverse=reverse, n_carry=n_carry, n_xs=n_xs,
+                     select=select)
+        result.update(_unpack(_apply("loop", operands, attrs), avals, select))
     return [result[i] for i in range(len(avals))]
 
 
@@ -278,9 +292,8 @@ def while_outputs(operands: list, *, cond: Body, body: Body, n_carry: int, n_con
     avals = body.out_avals[:n_carry]
     result: dict[int, object] = {}
     for select in _groups(avals):
-        packed = dispatch.bind(P["while"], *operands, cond=cond, body=body, n_carry=n_carry,
-                               n_cond=n_cond, select=select)
-        result.update(_unpack(packed, avals, select))
+        attrs = dict(cond=cond, body=body, n_carry=n_carry, n_cond=n_cond, select=select)
+        result.update(_unpack(_apply("while", operands, attrs), avals, select))
     return [result[i] for i in range(len(avals))]
 
 
