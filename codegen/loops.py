@@ -21,6 +21,8 @@ import numpy as np
 from symgrad.graph.body import Body
 from symgrad.graph.program import Program
 
+from . import jit
+
 
 __all__ = ["run_loop", "run_while", "RUNNERS", "DRIVER_NAME"]
 
@@ -38,7 +40,7 @@ def _build_driver() -> str:
     """The driver's IR (see the module docstring):
     ``i32 driver(body, slots, bases, strides, nslots, trips, reverse, dst, src, nbytes,
     ncopy, cond, cond_slots, pred, err)``; ``trips < 0``: until ``cond`` says stop."""
-    from llvmlite import ir
+    from llvmlite import ir     # late: the IR builder loads only when a driver is built
     i8, i32, i64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
     p8 = i8.as_pointer()
     pp8 = p8.as_pointer()
@@ -129,7 +131,6 @@ def _driver(t):
     with _LOCK:
         hit = _DRIVERS.get(t.name)
         if hit is None:
-            from . import jit
             compiled = jit.compile_module(_build_driver(), level=2, target=t)
             hit = _DRIVERS[t.name] = (compiled, _DRIVER(compiled.address(DRIVER_NAME)))
         return hit[1]
