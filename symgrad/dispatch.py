@@ -1,7 +1,7 @@
 """Applying a primitive: the single path every tensor operation takes.
 
 :func:`bind` runs a primitive on eager values (numpy) or on traced values (building
-hash-consed nodes), and records a backward :class:`~symgrad.autograd.function.Function`
+hash-consed nodes), and records a backward :class:`~symgrad.autograd.nodes.BackwardFunction`
 when grad mode is on and an input requires grad. Eager and traced mode share it, and so
 share the VJP rules the recorded Functions run.
 """
@@ -11,7 +11,7 @@ import numpy as np
 
 from .graph import dtypes
 from .autograd import grad_mode
-from .autograd.function import SavedTensor, accumulator, new_function
+from .autograd.nodes import SavedTensor, accumulator, new_function
 from .graph.fpstate import enter as fp_enter, leave as fp_leave
 from .graph import node as gnode
 from .graph import primitives as registry
@@ -222,7 +222,7 @@ def _record(prim, operands, attrs, out, grad_name):
             fn = o.grad_fn
             if fn is not None:
                 needs.append(True)
-                nexts.append((fn, 0))
+                nexts.append((fn, o._output_nr))
             elif o._requires_grad:
                 needs.append(True)
                 nexts.append((accumulator(o), 0))

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import itertools
 import warnings
-import weakref
 
 import numpy as np
 
@@ -19,7 +18,7 @@ from .graph import dtypes
 from .autograd.grad_mode import _state as _grad_state
 from .printing import tensor_repr
 from .graph.shapes import wrap_dim
-from .autograd import engine
+from .autograd import engine, hooks
 from .dispatch import stop_gradient_node
 from .device import CPU
 from .errors import traced_value_error
@@ -77,6 +76,9 @@ class Tensor:
                  "__dict__")
     __array_priority__ = 1000
     _inference = False          # set on tensors made in inference_mode()
+    _output_nr = 0              # which output of grad_fn (a custom Function's can have several)
+    _backward_hooks = None      # register_hook's hooks, by handle id (PyTorch's attribute)
+    _post_accumulate_grad_hooks = None
 
     # ---- construction (internal) ------------------------------------------------------
     @classmethod
@@ -244,12 +246,17 @@ class Tensor:
         return self._retains_grad
 
     def retain_grad(self) -> None:
-        if self.grad_fn is None:
-            if not self._requires_grad:
-                raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
-            return
-        self._retains_grad = True
-        self.grad_fn._retained = weakref.ref(self)
+        """Populate ``.grad`` of this non-leaf tensor during backward (after its hooks)."""
+        hooks.retain_grad(self)
+
+    def register_hook(self, hook):
+        """``hook(grad)`` runs when this tensor's gradient is computed; a non-None result
+        replaces the gradient. Returns a handle whose ``remove()`` unregisters it."""
+        return hooks.register_tensor_hook(self, hook)
+
+    def register_post_accumulate_grad_hook(self, hook):
+        """``hook(tensor)`` runs after a leaf's ``.grad`` has been accumulated."""
+        return hooks.register_post_accumulate_hook(self, hook)
 
     @property
     def _version(self) -> int:

@@ -80,6 +80,17 @@ def _loop_attrs():
 
 _LOOP = _loop_attrs()
 
+
+class _TwiceRule:
+    """A custom_vjp rule (the VJP of x -> x * x, written by hand) for its FD sample."""
+
+    def __init__(self, x):
+        self.x = x
+
+    def __call__(self, needs, g):
+        return (g * (2 * self.x),)
+
+
 STRUCTURAL_SAMPLES = {
     "reshape": ([(2, 3, 4)], lambda x: sg.apply(P["reshape"], x, shape=(6, 4))),
     "expand": ([(3, 1)], lambda x: sg.apply(P["expand"], x, shape=(2, 3, 4))),
@@ -112,6 +123,7 @@ STRUCTURAL_SAMPLES = {
     "cat": ([(2, 3), (2, 1), (2, 2)], lambda a, b, c: sg.apply(P["cat"], a, b, c, axis=1)),
     "cast": ([(3, 2)], lambda x: sg.apply(P["cast"], x, dtype=sg.float64)),
     "loop": ([(3,), (4, 3), (3,)], lambda c, xs, k: sg.apply(P["loop"], c, xs, k, **_LOOP)),
+    "custom_vjp": ([(3, 2)], lambda x: sg.apply(P["custom_vjp"], x * x, x, rule=_TwiceRule(x))),
 }
 
 # while: forward only (its reverse rule raises JAX's error: tests/compiler/test_loops.py)

@@ -1,7 +1,13 @@
-"""The backward engine: walks recorded Functions from the outputs in dependency order,
-runs each primitive's VJP rule, accumulates into leaves' ``.grad`` (backward) or returns
-gradients for chosen inputs (autograd.grad). PyTorch's errors and semantics:
-retain_graph, create_graph, retain_grad, accumulation, unused inputs.
+"""The backward engine: walks recorded nodes from the outputs in dependency order,
+runs each primitive's VJP rule (or a custom Function's backward), accumulates into
+leaves' ``.grad`` (backward) or returns gradients for chosen inputs (autograd.grad).
+PyTorch's errors and semantics: retain_graph, create_graph, retain_grad, hooks (run by
+:mod:`symgrad.autograd.hooks` for nodes that have them), accumulation, unused inputs.
+
+A node has one output, except a custom Function's (one per output it returned): the
+gradient of output 0 of a node waits in ``buffers`` under the node's id, that of output
+k > 0 in ``extra`` (``{id: {k: gradient}}``), and a captured output k > 0 is keyed
+``(id, k)``.
 """
 from __future__ import annotations
 
@@ -18,9 +24,9 @@ from ..graph.fpstate import enter as fp_enter, leave as fp_leave
 from ..ops import lax
 from ..graph.primitives import PRIMITIVES
 from ..ops.vjp import ARRAY_RULES, rule as vjp_rule
-from . import anomaly_mode, grad_mode
+from . import anomaly_mode, grad_mode, hooks
 from .anomaly_mode import _state as _anomaly
-from .function import AccumulateGrad, accumulator
+from .nodes import AccumulateGrad, accumulator
 
 __all__ = ["backward", "grad"]
 
@@ -82,8 +88,15 @@ def _array_mode(outputs, grad_outputs, create_graph) -> bool:
                                        for g in grad_outputs)
 
 
-def _root_fn(t):
-    return t.grad_fn if t.grad_fn is not None else accumulator(t)
+def _root_edge(t):
+    """(node, output number) where t's gradient enters the graph."""
+    fn = t.grad_fn
+    return (fn, t._output_nr) if fn is not None else (accumulator(t), 0)
+
+
+def _edge_key(edge):
+    fn, nr = edge
+    return id(fn) if not nr else (id(fn), nr)
 
 
 def _order(roots):
@@ -104,13 +117,16 @@ def _order(roots):
 _SEQ = operator.attrgetter("_seq")
 
 
-def _needed(order, targets):
-    """Ids of functions from which some target function is reachable."""
-    need = set(targets)
+def _needed(order, capture):
+    """Ids of the nodes to execute: those from which some captured node is reachable
+    through at least one edge (a captured node itself is only read, as PyTorch does)."""
+    need = {k if type(k) is int else k[0] for k in capture}
+    run = set()
     for f in reversed(order):   # inputs first
         if any(n is not None and id(n) in need for n, _ in f.next_functions):
             need.add(id(f))
-    return need
+            run.add(id(f))
+    return run
 
 
 def _accumulate(buffers, fn, g):
@@ -122,17 +138,28 @@ def _accumulate(buffers, fn, g):
         buffers[key] = lax.add(prev, g)
 
 
-def _run(roots_fns, seeds, *, retain_graph, create_graph, capture=None, accumulate=True,
+def _accumulate_extra(extra, fn, nr, g):
+    per = extra.setdefault(id(fn), {})
+    prev = per.get(nr)
+    per[nr] = g if prev is None else lax.add(prev, g)
+
+
+def _run(roots, seeds, *, retain_graph, create_graph, capture=None, accumulate=True,
          arrays=False):
-    """Core loop. `capture`: {id(fn): slot} — gradients flowing into these nodes are
-    returned instead of (AccumulateGrad) or as well as (Functions) being propagated.
-    With `arrays`, cotangents (captured ones included) are numpy arrays (see
-    _array_mode)."""
-    order = _order(roots_fns)
-    need = _needed(order, capture.keys()) if capture is not None else None
+    """Core loop from `roots` ((node, output number) pairs). `capture`: {edge key: slot}
+    (see _edge_key) -- the gradients flowing into these edges are returned; the nodes
+    are executed only if another captured node lies beyond them, and AccumulateGrads
+    only when `accumulate` (then into captured leaves only). With `arrays`, cotangents
+    (captured ones included) are numpy arrays (see _array_mode)."""
+    order = _order([fn for fn, _ in roots])
+    run = _needed(order, capture) if capture is not None else None
     buffers: dict[int, object] = {}
-    for fn, g in zip(roots_fns, seeds):
-        _accumulate(buffers, fn, g)
+    extra: dict[int, dict] = {}
+    for (fn, nr), g in zip(roots, seeds):
+        if nr:
+            _accumulate_extra(extra, fn, nr, g)
+        else:
+            _accumulate(buffers, fn, g)
     captured = {}
     call = _call_rule_arrays if arrays else _call_rule
     leaf = _accumulate_leaf_array if arrays else _accumulate_leaf
@@ -143,19 +170,28 @@ def _run(roots_fns, seeds, *, retain_graph, create_graph, capture=None, accumula
         for fn in order:
             key = id(fn)
             g = buffers.pop(key, None)
-            if g is None:
+            if g is None and (not extra or key not in extra):
                 continue
-            if capture is not None and key in capture:
-                captured[key] = g
             if type(fn) is AccumulateGrad:
-                if accumulate:
+                if fn._hooks is not None:
+                    _leaf_hooked(fn, g, arrays, create_graph, capture, captured, accumulate)
+                    continue
+                if capture is not None and key in capture:
+                    captured[key] = g
+                if accumulate and (capture is None or key in capture):
                     leaf(fn.variable, g, create_graph)
-            elif need is None or key in need:
-                if fn._retained is not None:
-                    _retain(fn, _as_tensor(g) if arrays else g)
-                _push(buffers, fn, call(fn, g))
+            elif run is None or key in run:
+                if capture is not None and key in capture and g is not None:
+                    captured[key] = g
+                if fn._hooks is None:
+                    grads = call(fn, g)
+                else:
+                    grads = _call_hooked(fn, g, extra.pop(key, None), arrays, capture, captured)
+                _push(buffers, extra, fn, grads)
                 if not retain_graph:
                     fn.release()
+            elif capture is not None:
+                _capture_unexecuted(fn, g, extra.pop(key, None), arrays, capture, captured)
             del g
     finally:
         grad_mode._state.enabled = grad_was
@@ -163,11 +199,85 @@ def _run(roots_fns, seeds, *, retain_graph, create_graph, capture=None, accumula
     return captured
 
 
-def _push(buffers, fn, grads):
-    """Add a Function's input cotangents to the buffers of the functions they flow to."""
-    for (nxt, _), gi in zip(fn.next_functions, grads):
+def _push(buffers, extra, fn, grads):
+    """Add a node's input cotangents to the buffers of the nodes they flow to."""
+    for (nxt, nr), gi in zip(fn.next_functions, grads):
         if nxt is not None and gi is not None:
-            _accumulate(buffers, nxt, gi)
+            if nr:
+                _accumulate_extra(extra, nxt, nr, gi)
+            else:
+                _accumulate(buffers, nxt, gi)
+
+
+def _output_grads(fn, g, more, arrays) -> list:
+    """The gradient of each output of fn, as Tensors (None where none arrived)."""
+    gs = [g] + [None] * (fn._nout - 1)
+    if more:
+        for nr, gk in more.items():
+            gs[nr] = gk
+    if arrays:
+        gs = [None if x is None else _as_tensor(x) for x in gs]
+    return gs
+
+
+def _capture_outputs(fn, gs, arrays, capture, captured, first=0):
+    key = id(fn)
+    for nr in range(first, len(gs)):
+        k = key if not nr else (key, nr)
+        if k in capture and gs[nr] is not None:
+            captured[k] = gs[nr]._data if arrays else gs[nr]
+
+
+def _call_hooked(fn, g, more, arrays, capture, captured):
+    """A node with hooks (and every custom Function's node): its outputs' gradients
+    gathered, the hooks run around its backward (see symgrad.autograd.hooks)."""
+    gs = _output_grads(fn, g, more, arrays)
+    if capture is not None and len(gs) > 1:
+        _capture_outputs(fn, gs, arrays, capture, captured, first=1)
+    gs = hooks.run_tensor_pre_hooks(fn, gs, retain)
+    h = fn._hooks
+    if h.pre:
+        gs = hooks.run_pre_hooks(fn, gs)
+    grads = _call_rule(fn, gs[0] if fn._nout == 1 else gs)
+    if h.post:
+        grads = hooks.run_post_hooks(fn, grads, gs)
+    if arrays:
+        grads = [gi if gi is None or type(gi) is np.ndarray else gi._data for gi in grads]
+    return grads
+
+
+def _capture_unexecuted(fn, g, more, arrays, capture, captured):
+    """A captured node nothing beyond needs: its gradient is read after the tensor
+    hooks (and retain_grad) ran on it, and it is not executed."""
+    if fn._hooks is None:
+        if id(fn) in capture and g is not None:
+            captured[id(fn)] = g
+        if not more:
+            return
+    gs = _output_grads(fn, g, more, arrays)
+    if fn._hooks is not None:
+        gs = hooks.run_tensor_pre_hooks(fn, gs, retain)
+    _capture_outputs(fn, gs, arrays, capture, captured)
+
+
+def _leaf_hooked(fn, g, arrays, create_graph, capture, captured, accumulate):
+    """AccumulateGrad with hooks: the leaf's tensor hooks, the node's pre-hooks, the
+    accumulation, post-accumulate-grad hooks, the node's post-hooks."""
+    leaf_t = fn.variable
+    gs = hooks.run_tensor_pre_hooks(fn, [_as_tensor(g) if arrays else g], retain, leaf=leaf_t)
+    key = id(fn)
+    if capture is not None and key in capture:
+        captured[key] = gs[0]._data if arrays else gs[0]
+    if not accumulate or (capture is not None and key not in capture):
+        return
+    h = fn._hooks
+    if h.pre:
+        gs = hooks.run_pre_hooks(fn, gs)
+    if gs[0] is not None:
+        _accumulate_leaf(leaf_t, gs[0], create_graph)
+    hooks.run_post_accumulate_hooks(leaf_t)
+    if h.post:
+        hooks.run_post_hooks(fn, (), gs)
 
 
 def _call_rule(fn, g):
@@ -201,13 +311,13 @@ def vjp_arrays(out, wrt, g):
     """The cotangents (arrays, or None where unused) of tensors `wrt` given the array
     cotangent `g` of `out`, through the recorded graph between them, which is kept
     (retain_graph): the backward of a named composite when no backward graph is built."""
-    targets = [_root_fn(t) for t in wrt]
-    capture = {id(f): None for f in targets}
-    got = _run([_root_fn(out)], [g], retain_graph=True, create_graph=False, capture=capture,
+    keys = [_edge_key(_root_edge(t)) for t in wrt]
+    capture = {k: None for k in keys}
+    got = _run([_root_edge(out)], [g], retain_graph=True, create_graph=False, capture=capture,
                accumulate=False, arrays=True)
     grads = []
-    for t, f in zip(wrt, targets):
-        gi = got.get(id(f))
+    for t, k in zip(wrt, keys):
+        gi = got.get(k)
         if gi is not None and gi.dtype != t._dtype.np:
             gi = gi.astype(t._dtype.np)
         grads.append(gi)
@@ -219,11 +329,9 @@ def _as_tensor(g):
     return dispatch.Tensor._from_array(g, dtypes.from_numpy_dtype(g.dtype))
 
 
-def _retain(fn, g):
-    ref = fn._retained
-    t = ref() if ref is not None else None
-    if t is not None and t.grad_fn is fn:
-        t._grad = _fresh(g) if t._grad is None else _add_grads(t._grad, g, False)
+def retain(t, g):
+    """retain_grad's accumulation of gradient g into non-leaf t's ``.grad``."""
+    t._grad = _fresh(g) if t._grad is None else _add_grads(t._grad, g, False)
 
 
 def _fresh(g):
@@ -306,23 +414,17 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         warnings.warn(_CREATE_GRAPH_WARNING, UserWarning, stacklevel=3)
     arrays = _array_mode(tensors, grad_tensors, create_graph)
     seeds = _seeds(tensors, grad_tensors, arrays)
-    roots = [_root_fn(t) for t in tensors]
+    roots = [_root_edge(t) for t in tensors]
     if inputs is not None:
         inputs = _as_tuple(inputs)
-        capture = {id(_root_fn(t)): t for t in inputs}
-        got = _run(roots, seeds, retain_graph=retain_graph, create_graph=create_graph,
-                   capture=capture, accumulate=False, arrays=arrays)
-        if arrays:
-            got = {k: _as_tensor(g) for k, g in got.items()}
-        for key, t in capture.items():
-            if got.get(key) is not None:
-                _accumulate_leaf(t, got[key], create_graph) if t.is_leaf else _set_nonleaf(t, got[key])
+        for t in inputs:            # a non-leaf input gets .grad as PyTorch gives it one
+            if t.grad_fn is not None:
+                hooks.retain_grad(t)
+        capture = {_edge_key(_root_edge(t)): t for t in inputs}
+        _run(roots, seeds, retain_graph=retain_graph, create_graph=create_graph,
+             capture=capture, accumulate=True, arrays=arrays)
         return
     _run(roots, seeds, retain_graph=retain_graph, create_graph=create_graph, arrays=arrays)
-
-
-def _set_nonleaf(t, g):
-    t._grad = _fresh(g) if t._grad is None else _add_grads(t._grad, g, False)
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
@@ -341,16 +443,16 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
             raise RuntimeError("One of the differentiated Tensors does not require grad")
     arrays = _array_mode(outputs, grad_outputs, create_graph)
     seeds = _seeds(outputs, grad_outputs, arrays)
-    roots = [_root_fn(t) for t in outputs]
-    targets = [_root_fn(t) for t in inputs_t]
-    capture = {id(f): None for f in targets}
+    roots = [_root_edge(t) for t in outputs]
+    keys = [_edge_key(_root_edge(t)) for t in inputs_t]
+    capture = {k: None for k in keys}
     got = _run(roots, seeds, retain_graph=retain_graph, create_graph=create_graph,
                capture=capture, accumulate=False, arrays=arrays)
     if arrays:
         got = {k: _as_tensor(g) for k, g in got.items()}
     result = []
-    for i, (t, f) in enumerate(zip(inputs_t, targets)):
-        g = got.get(id(f))
+    for i, (t, k) in enumerate(zip(inputs_t, keys)):
+        g = got.get(k)
         if g is None:
             if not allow_unused:
                 raise RuntimeError(f"The differentiated Tensor at index {i} appears to not have "

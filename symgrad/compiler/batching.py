@@ -180,7 +180,13 @@ def _matmul(node, args, flags, size):
     return mk("reshape", product, shape=(size,) + node.shape)
 
 
+def _custom_vjp(node, args, flags, size):
+    """Gradients are built before batching: a custom_vjp node is its forward value."""
+    return _stacked(args[0], flags[0], size)
+
+
 _RULES: dict[str, Rule] = {
     "reshape": _reshape, "expand": _expand, "permute": _permute, "slice": _slice,
     "pad_slice": _pad_slice, "select": _select, "flip": _flip, "cat": _cat, "matmul": _matmul,
+    "custom_vjp": _custom_vjp,
 }

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..autograd import engine, grad_mode
-from ..autograd.function import FREED_MESSAGE, SavedTensor, accumulator, new_function
+from ..autograd.nodes import FREED_MESSAGE, SavedTensor, accumulator, new_function
 from ..tensor import Tensor
 
 __all__ = ["named"]
@@ -30,8 +30,8 @@ def named(name: str, fn, *inputs, saves: tuple = (), saves_output: bool = False)
     stand_ins = tuple(x.detach().requires_grad_() if n else x for x, n in zip(inputs, needs))
     inner_out = fn(*stand_ins)
     out = inner_out.detach()
-    nexts = tuple(((x.grad_fn or accumulator(x)) if n else None, 0)
-                  for x, n in zip(inputs, needs))
+    nexts = tuple(((x.grad_fn, x._output_nr) if x.grad_fn is not None else (accumulator(x), 0))
+                  if n else (None, 0) for x, n in zip(inputs, needs))
     in_avals = tuple((x.shape, x.dtype) if isinstance(x, Tensor) else ((), None) for x in inputs)
     saved = tuple(SavedTensor(x) if i in saves and isinstance(x, Tensor) else None
                   for i, x in enumerate(inputs)) if saves else ()

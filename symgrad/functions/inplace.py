@@ -13,9 +13,10 @@ from ..graph.primitives import NUMPY_RULES, PRIMITIVES as P
 from ..graph.shapes import broadcast_shapes
 from .common import Tensor, is_scalar, to_tensor
 from .composite import named
-from ..autograd.function import SavedTensor
+from ..autograd.nodes import SavedTensor
 
-__all__ = ["check_inplace", "update", "assign_positions", "view_positions", "original"]
+__all__ = ["check_inplace", "update", "assign_positions", "view_positions", "original",
+           "set_history", "rewrite_base"]
 
 _LEAF = "a leaf Variable that requires grad is being used in an in-place operation."
 _VIEW_OF_LEAF = "a view of a leaf Variable that requires grad is being used in an in-place operation."
@@ -87,7 +88,8 @@ def original(x: Tensor) -> Tensor:
     if x._data is None or not x.requires_grad or not grad_mode.is_grad_enabled():
         return x
     snap = Tensor._from_array(np.array(x._data, copy=True), x.dtype)
-    snap.grad_fn, snap._requires_grad = x.grad_fn, x._requires_grad
+    set_history(snap, x.grad_fn, x._output_nr)
+    snap._requires_grad = x._requires_grad
     if x.grad_fn is None:
         return x
     return snap
@@ -120,16 +122,23 @@ def update(x: Tensor, new: Tensor) -> Tensor:
     x._vc[0] += 1
     base = x._base
     if base is not None and (recorded or base.requires_grad) and grad_mode.is_grad_enabled():
-        _rewrite_base(x, base, new)
+        rewrite_base(x, base, new)
     else:
         if x._data is None:
             x._node = new._node
         if recorded:
-            x.grad_fn = new.grad_fn
+            set_history(x, new.grad_fn, new._output_nr)
     if recorded:
         _resave_output(producer, x)
     _refresh_other_views(x)
     return x
+
+
+def set_history(t: Tensor, fn, output_nr: int = 0) -> None:
+    """t's gradient now flows into output `output_nr` of `fn`."""
+    t.grad_fn = fn
+    if output_nr or t._output_nr:
+        t._output_nr = output_nr
 
 
 def _resave_output(fn, x: Tensor) -> None:
@@ -166,15 +175,17 @@ def view_positions(view: Tensor) -> np.ndarray:
     return np.ascontiguousarray(grid)
 
 
-def _rewrite_base(x: Tensor, base: Tensor, new: Tensor) -> None:
+def rewrite_base(x: Tensor, base: Tensor, new: Tensor) -> None:
+    """View x of `base` now holds `new` (value and history): base's history becomes
+    CopySlices of it, x's is regenerated from base (AsStridedBackward0)."""
     pos = Tensor._from_array(view_positions(x).reshape(-1), dtypes.int64)
     old_base = base._shallow()
-    old_base.grad_fn = base.grad_fn
+    set_history(old_base, base.grad_fn, base._output_nr)
     old_base._requires_grad = base._requires_grad
     b_new = named("torch::autograd::CopySlices", lambda b, v: _put_into(b, pos, v), old_base, new)
     if base._data is None:
         base._node = b_new._node
-    base.grad_fn = b_new.grad_fn
+    set_history(base, b_new.grad_fn)
     _regenerate_view(x, b_new)
 
 
@@ -190,7 +201,7 @@ def _regenerate_view(x: Tensor, base: Tensor) -> None:
     x_new = named("AsStridedBackward0", replay, base)
     if x._data is None:
         x._node = x_new._node
-    x.grad_fn = x_new.grad_fn
+    set_history(x, x_new.grad_fn)
 
 
 def assign_positions(x: Tensor, pos: np.ndarray, value,

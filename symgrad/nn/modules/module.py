@@ -2,7 +2,6 @@
 their traversal, state dicts, train / eval, hooks and PyTorch's repr."""
 from __future__ import annotations
 
-import itertools
 from collections import OrderedDict, namedtuple
 from typing import Any, Callable, Iterator
 
@@ -12,6 +11,7 @@ from ...functions.methods import to_target
 from ...tensor import Tensor
 from ..parameter import Buffer, Parameter
 from ...autograd.engine import zero_grads
+from ...utils.hooks import RemovableHandle
 
 __all__ = ["Module"]
 
@@ -23,25 +23,6 @@ class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpec
         return super().__repr__()
 
     __str__ = __repr__
-
-
-class RemovableHandle:
-    """What ``register_*_hook`` returns: ``.remove()`` unregisters the hook."""
-
-    _ids = itertools.count()
-
-    def __init__(self, hooks: dict):
-        self.hooks_dict = hooks
-        self.id = next(RemovableHandle._ids)
-
-    def remove(self) -> None:
-        self.hooks_dict.pop(self.id, None)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.remove()
 
 
 def _addindent(s: str, n: int) -> str:

@@ -1,0 +1,243 @@
+"""The recorded backward graph: BackwardFunction objects (``grad_fn``), saved tensors with
+their version check, and AccumulateGrad for leaves. Every class here is a
+``symgrad.autograd.graph.Node`` (as in PyTorch); user-defined ``autograd.Function``
+backward nodes are in :mod:`symgrad.autograd.custom_function`.
+
+A BackwardFunction records one primitive application: the primitive, its attributes, the avals
+(shape, dtype) of its inputs, the inputs it saved for backward and the functions its
+gradient flows to (``next_functions``). Its backward is the primitive's VJP rule —
+never a closure — so the same record serves eager values and traced nodes. Each PyTorch
+name (``MulBackward0``) is its own class, so ``type(fn).__name__`` reads as in PyTorch.
+"""
+from __future__ import annotations
+
+import itertools
+import re
+import weakref
+
+from . import anomaly_mode
+from .anomaly_mode import _state as _anomaly
+from .graph import Node
+from .hooks import HookMixin, NodeHooks
+from ..graph import dtypes
+
+__all__ = ["BackwardFunction", "AccumulateGrad", "function_class", "SavedTensor",
+           "FREED_MESSAGE", "short_name", "next_seq"]
+
+_CLASSES: dict[str, type] = {}
+FREED_MESSAGE = _FREED = ("Trying to backward through the graph a second time (or directly access saved "
+          "tensors after they have already been freed). Saved intermediate values of the "
+          "graph are freed when you call .backward() or autograd.grad(). Specify "
+          "retain_graph=True if you need to backward through the graph a second time or if "
+          "you need to access saved tensors after calling backward.")
+_next_seq = itertools.count(1).__next__    # creation order of backward nodes (atomic)
+next_seq = _next_seq
+
+
+def short_name(fn) -> str:
+    """The node name PyTorch's saved-tensor error shows: ClampBackward0 -> Clamp,
+    ClampBackward1 -> Clamp1, a custom Function's ExpBackward -> Exp, other names
+    (torch::autograd::CopySlices) as they are."""
+    m = re.fullmatch(r"(.*)Backward(\d*)", fn.name())
+    if m is None:
+        return fn.name()
+    return m.group(1) + ("" if m.group(2) in ("0", "") else m.group(2))
+
+
+class SavedTensor:
+    """A tensor saved for backward with the version it had when saved."""
+
+    __slots__ = ("tensor", "version", "is_output", "output_nr")
+
+    def __init__(self, tensor, is_output: bool = False, output_nr: int = 0):
+        if tensor._inference:
+            raise RuntimeError(
+                "Inference tensors cannot be saved for backward. Please do not use Tensors "
+                "created in inference mode in computation tracked by autograd. To work around "
+                "this, you can make a clone to get a normal tensor and use it in autograd, or "
+                "use `torch.no_grad()` instead of `torch.inference_mode()`.")
+        self.tensor = tensor
+        self.version = tensor._vc[0]
+        self.is_output = is_output
+        self.output_nr = output_nr
+
+    def unpack(self, owner):
+        t = self.tensor
+        if t._vc[0] != self.version:
+            fn = owner if self.is_output else t.grad_fn
+            nr = self.output_nr if self.is_output else t._output_nr
+            which = f", which is output {nr} of {short_name(fn)}," if fn is not None else ""
+            shape = list(t.shape)
+            raise RuntimeError(
+                "one of the variables needed for gradient computation has been modified by an "
+                f"inplace operation: [{t.dtype.tensor_type} {shape}]{which} is at version "
+                f"{t._vc[0]}; expected version {self.version} instead. Hint: enable anomaly "
+                "detection to find the operation that failed to compute its gradient, with "
+                "torch.autograd.set_detect_anomaly(True, check_nan=False).")
+        if self.is_output:
+            out = t._with_grad_fn(owner)
+            if self.output_nr:
+                out._output_nr = self.output_nr
+            return out
+        return t
+
+
+class BackwardFunction(HookMixin):
+    """A node of the backward graph (what ``tensor.grad_fn`` returns)."""
+
+    __slots__ = ("prim", "attrs", "in_avals", "out_aval", "next_functions", "needs_input_grad",
+                 "_saved", "_saved_out", "_freed", "_hooks", "_seq", "__weakref__",
+                 "_inner", "_stack")
+
+    _name = "BackwardFunction"    # name(): "MulBackward0", "torch::autograd::CopySlices"
+    _nout = 1                     # outputs of the forward operation
+
+    def name(self) -> str:
+        return type(self)._name
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} object at {hex(id(self))}>"
+
+    # --- the interface VJP rules see (shared with graph.grad_graph's NodeContext) ---
+    def input(self, i: int):
+        """Saved input i (a Tensor, or the Python scalar it was)."""
+        s = self._saved[i]
+        if s is None:
+            if self._freed:
+                raise RuntimeError(_FREED)
+            raise RuntimeError(f"internal error: input {i} of {self.name()} was not saved")
+        return s.unpack(self) if isinstance(s, SavedTensor) else s
+
+    @property
+    def out(self):
+        if self._saved_out is None:
+            if self._freed:
+                raise RuntimeError(_FREED)
+            raise RuntimeError(f"internal error: output of {self.name()} was not saved")
+        return self._saved_out.unpack(self)
+
+    @property
+    def kwargs(self) -> dict:
+        return dict(self.attrs)
+
+    def release(self) -> None:
+        """Free saved tensors (after a backward without retain_graph)."""
+        if self._inner is not None:
+            self._inner.release()
+            self._freed = True
+            return
+        # a saved Python scalar (x * 2) is a saved wrapped-number tensor in PyTorch: freed too
+        saved = self._saved
+        if self._saved_out is not None or saved.count(None) != len(saved):
+            self._saved = (None,) * len(self._saved)
+            self._saved_out = None
+            self._freed = True
+
+    # PyTorch-style introspection of saved values: _saved_self, _saved_other,
+    # _saved_exponent, _saved_result, ...
+    def __getattr__(self, item):
+        names = _SAVED_NAMES.get(self._name, ("self", "other"))
+        key = item[len("_saved_"):] if item.startswith("_saved_") else None
+        if key in names and names.index(key) < len(self._saved):
+            i = names.index(key)
+            if self._saved[i] is None and not self._freed:
+                return None                  # not needed by this backward: undefined
+            v = self.input(i)
+            if hasattr(v, "grad_fn") or self._name in _SCALAR_OVERLOADS:
+                return v
+            return _wrapped_number(v)
+        if key == "result" and (self._saved_out is not None or self._freed):
+            return self.out
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{item}'")
+
+    def __dir__(self):
+        names = ["name", "next_functions", "metadata"]
+        saved = _SAVED_NAMES.get(self._name, ("self", "other"))
+        names += [f"_saved_{n}" for n, s in zip(saved, self._saved) if s is not None]
+        if self._saved_out is not None:
+            names.append("_saved_result")
+        return sorted(names)
+
+    @property
+    def metadata(self) -> dict:
+        return {}
+
+
+# PyTorch's names of saved inputs where they are not (self, other); in the Scalar
+# overloads a saved Python number reads back as itself, not as a wrapped-number tensor
+_SAVED_NAMES = {"PowBackward0": ("self", "exponent"), "PowBackward1": ("self", "exponent"),
+                "PowBackward2": ("self", "exponent"), "ClampBackward1": ("self", "min", "max"),
+                "WhereBackward0": ("condition", "self", "other")}
+_SCALAR_OVERLOADS = {"PowBackward0", "PowBackward2", "ClampBackward1"}
+
+
+def _wrapped_number(v):
+    """A saved Python scalar as PyTorch shows it: a 0-d int64 / float64 / bool tensor."""
+    from ..functions.creation import tensor  # late: eager-core cycle (see docs/architecture.md)
+    dt = (dtypes.bool_ if isinstance(v, bool) else dtypes.int64 if isinstance(v, int)
+          else dtypes.float64)
+    return tensor(v, dtype=dt)
+
+
+def function_class(name: str) -> type:
+    """The BackwardFunction subclass for `name` (created once). Like PyTorch's, a C++-qualified
+    name keeps only its last part as the class name: ``torch::autograd::CopySlices``
+    prints as ``<CopySlices object at ...>`` and ``grad_fn=<CopySlices>``."""
+    cls = _CLASSES.get(name)
+    if cls is None:
+        cls = type(name.rsplit("::", 1)[-1], (BackwardFunction,),
+                   {"__slots__": (), "__module__": "builtins", "_name": name})
+        _CLASSES[name] = cls
+    return cls
+
+
+def new_function(name: str, prim, attrs, in_avals, out_aval, next_functions,
+                 needs_input_grad, saved, saved_out) -> BackwardFunction:
+    fn = object.__new__(_CLASSES.get(name) or function_class(name))
+    fn.prim, fn.attrs, fn.in_avals, fn.out_aval = prim, attrs, in_avals, out_aval
+    fn.next_functions, fn.needs_input_grad = next_functions, needs_input_grad
+    fn._saved, fn._saved_out, fn._freed, fn._hooks, fn._inner = saved, saved_out, False, None, None
+    fn._stack = _anomaly["enabled"] and anomaly_mode.forward_stack() or None
+    fn._seq = _next_seq()
+    return fn
+
+
+class AccumulateGrad(HookMixin):
+    """The backward node of a leaf tensor: adds the incoming gradient to ``.grad``. Its
+    ``_hooks`` is set when the leaf or the node has hooks (the engine then runs them)."""
+
+    __slots__ = ("variable", "next_functions", "_seq", "_hooks", "__weakref__")
+
+    def __init__(self, variable):
+        self.variable = variable
+        self.next_functions = ()
+        self._seq = _next_seq()
+        self._hooks = None
+        if variable._backward_hooks is not None or \
+                variable._post_accumulate_grad_hooks is not None:
+            self._hooks = NodeHooks()
+
+    def name(self) -> str:
+        return "torch::autograd::AccumulateGrad"
+
+    @property
+    def metadata(self) -> dict:
+        return {}
+
+    def __repr__(self) -> str:
+        return f"<AccumulateGrad object at {hex(id(self))}>"
+
+
+AccumulateGrad.__module__ = "builtins"
+Node.register(BackwardFunction)
+Node.register(AccumulateGrad)
+
+
+def accumulator(leaf) -> AccumulateGrad:
+    """The (cached, weakly held) AccumulateGrad of a leaf that requires grad."""
+    ref = leaf._acc
+    acc = ref() if ref is not None else None
+    if acc is None:
+        acc = AccumulateGrad(leaf)
+        leaf._acc = weakref.ref(acc)
+    return acc
