@@ -308,7 +308,7 @@ class Tensor:
         return self._data
 
     def numpy(self, *, force: bool = False) -> np.ndarray:
-        if self.requires_grad and not force:
+        if self.requires_grad and not force and _grad_state.enabled:   # (no_grad allows it)
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use "
                                "tensor.detach().numpy() instead.")
         return self._eager_data("numpy()")

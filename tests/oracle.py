@@ -7,6 +7,7 @@ gradient of every float input. References are always torch or finite differences
 """
 from __future__ import annotations
 
+import re
 import warnings
 
 import numpy as np
@@ -15,7 +16,8 @@ import torch
 import symgrad as sg
 
 __all__ = ["TOL", "tol", "to_np", "assert_close", "check", "make_inputs", "rng",
-           "sg_dtype", "th_dtype", "grad_fn_name", "check_vjp_fd", "DTYPES"]
+           "sg_dtype", "th_dtype", "grad_fn_name", "check_vjp_fd", "DTYPES", "run_snippet",
+           "same_as_torch"]
 
 DTYPES = (np.float32, np.float64)
 
@@ -184,3 +186,75 @@ def check_vjp_fd(f, xs, *, eps=1e-6, seed=0, rtol=1e-6, atol=1e-8):
     rhs = float(np.sum(u * jv))
     scale = max(1.0, abs(lhs), abs(rhs))
     assert abs(lhs - rhs) <= atol + rtol * scale, f"<Jᵀu, v> = {lhs} but <u, Jv> = {rhs}"
+
+
+# ---- snippets run with both libraries -----------------------------------------------------
+_ADDR = re.compile(r"0x[0-9a-fA-F]+")
+
+
+def _masked(text: str) -> str:
+    return _ADDR.sub("0xADDR", text)
+
+
+def _normal(v):
+    """A snippet's result in comparable form: a tensor as (masked repr, values, dtype,
+    requires_grad, grad_fn class name), strings with addresses masked, containers
+    element by element."""
+    if isinstance(v, (torch.Tensor, sg.Tensor)):
+        return ("tensor", _masked(repr(v)), to_np(v), _dtype_name(v), v.requires_grad,
+                grad_fn_name(v))
+    if isinstance(v, str):
+        return _masked(v)
+    if isinstance(v, (tuple, list)):
+        return type(v)(_normal(x) for x in v)
+    if isinstance(v, dict):
+        return {k: _normal(x) for k, x in v.items()}
+    if v is None or isinstance(v, (bool, int, float)):
+        return v
+    return _masked(repr(v))          # graph nodes, handles, classes: by their repr
+
+
+def run_snippet(snippet, m):
+    """(value, (error type, masked message) or None, [(warning category, masked message)])
+    of ``snippet(m)``."""
+    value, error = None, None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            value = _normal(snippet(m))
+        except Exception as e:  # noqa: BLE001 -- compared with torch's
+            error = (type(e).__name__, _masked(str(e)))
+    return value, error, [(w.category.__name__, _masked(str(w.message))) for w in caught]
+
+
+def _same(a, b, rtol, atol, what):
+    if isinstance(b, tuple) and b and b[0] == "tensor":
+        assert isinstance(a, tuple) and a and a[0] == "tensor", f"{what}: {a!r} is no tensor"
+        assert a[1] == b[1], f"{what}: repr\n  symgrad: {a[1]}\n  torch:   {b[1]}"
+        assert a[3:] == b[3:], f"{what}: (dtype, requires_grad, grad_fn) {a[3:]} != {b[3:]}"
+        np.testing.assert_allclose(a[2], b[2], rtol=rtol, atol=atol, err_msg=what)
+    elif isinstance(b, (tuple, list)):
+        assert type(a) is type(b) and len(a) == len(b), f"{what}: {a!r} != {b!r}"
+        for i, (x, y) in enumerate(zip(a, b)):
+            _same(x, y, rtol, atol, f"{what}[{i}]")
+    elif isinstance(b, dict):
+        assert isinstance(a, dict) and a.keys() == b.keys(), f"{what}: {a!r} != {b!r}"
+        for k in b:
+            _same(a[k], b[k], rtol, atol, f"{what}[{k!r}]")
+    elif isinstance(b, float) and isinstance(a, float):
+        assert abs(a - b) <= atol + rtol * abs(b), f"{what}: {a} != {b}"
+    else:
+        assert a == b, f"{what}:\n  symgrad: {a!r}\n  torch:   {b!r}"
+
+
+def same_as_torch(snippet, *, rtol=1e-6, atol=1e-7, warnings_too=True):
+    """Run ``snippet(m)`` with m = torch and m = symgrad: the same values (tensors: same
+    repr, dtype, requires_grad, grad_fn class and values within rtol / atol), the same
+    error (type and text) and the same warnings. Returns torch's value."""
+    want = run_snippet(snippet, torch)
+    got = run_snippet(snippet, sg)
+    assert got[1] == want[1], f"error\n  symgrad: {got[1]}\n  torch:   {want[1]}"
+    _same(got[0], want[0], rtol, atol, "value")
+    if warnings_too:
+        assert got[2] == want[2], f"warnings\n  symgrad: {got[2]}\n  torch:   {want[2]}"
+    return want[0]

@@ -444,13 +444,24 @@ def _untraceable(cls, what: str, e: Exception) -> TracerBoolError:
 
 
 # ---- backward --------------------------------------------------------------------------
+def _zeros(shape, dtype, traced: bool):
+    """Zeros for an output that got no gradient: in a trace, a ``full`` node (which the
+    simplifier folds away), not a constant array."""
+    if not traced:
+        return lax.zeros(shape, dtype)
+    node = gnode.make_node("full", (), (("dtype", dtype), ("shape", shape), ("value", 0)),
+                           shape, dtype)
+    return dispatch.Tensor._from_node(node)
+
+
 def _materialized(ctx, grads: list) -> list:
     if not ctx.materialize_grads:
         return grads
+    traced = any(g is not None and g._node is not None for g in grads)
     out = []
     for g, m in zip(grads, ctx._out_meta):
         if g is None and m is not None and (m[2] or ctx._materialize_non_diff_grads):
-            g = lax.zeros(m[0], m[1])
+            g = _zeros(m[0], m[1], traced)
         out.append(g)
     return out
 
