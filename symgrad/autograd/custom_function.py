@@ -390,7 +390,7 @@ class _TracedBackward:
             ctx.needs_input_grad = before
 
     def __repr__(self) -> str:
-        return f"{type(self.ctx)._forward_cls.__qualname__}.backward[{self.k}]"
+        return f"{type(self.ctx)._forward_cls.__name__}.backward[{self.k}]"
 
 
 class _TracedError:
@@ -435,7 +435,7 @@ def _wrap_traced(ctx, outs, inputs, tensor_pos, dirty, non_diff) -> None:
 
 def _untraceable(cls, what: str, e: Exception) -> TracerBoolError:
     return TracerBoolError(
-        f"the custom autograd.Function {cls.__qualname__} cannot be traced by symgrad.compile: "
+        f"the custom autograd.Function {cls.__name__} cannot be traced by symgrad.compile: "
         f"its {what} needs concrete values. A custom Function is compiled by running its "
         f"forward (and, for gradients, its backward) on symbolic tensors, so both must be "
         f"written with symgrad operations -- numpy calls, .item(), .tolist() and Python "
