@@ -218,9 +218,9 @@ def _new_ctx(cls, inputs):
              _freed=False, _hooks=NodeHooks(), _nout=1, _stack=None, _seq=0,
              next_functions=())
     tracing = dispatch._lifter[0] is not None
-    ctx.needs_input_grad = tuple(
-        isinstance(x, dispatch.Tensor) and (x.requires_grad or (tracing and x._dtype.is_floating_point))
-        for x in inputs)
+    ctx.needs_input_grad = tuple(      # in a trace, any float input may be differentiated
+        isinstance(x, dispatch.Tensor)
+        and (x.requires_grad or (tracing and x._dtype.is_floating_point)) for x in inputs)
     return ctx
 
 
@@ -293,12 +293,12 @@ def _take_tensors(ctx, attr, message) -> tuple:
     return tuple(got)
 
 
-def _alias(x, requires_grad_ok: bool):
+def _alias(x):
     """x.view_as(x): a new tensor object on x's storage (what PyTorch returns for an
     input a Function returned unchanged)."""
     from ..functions.shape import view     # late: eager-core cycle (see docs/architecture.md)
     with grad_mode.no_grad():
-        return view(x.detach() if not requires_grad_ok else x, tuple(x.shape))
+        return view(x, tuple(x.shape))
 
 
 def _set_history(ctx, o, k, is_input, is_dirty, diff, nout):
@@ -307,7 +307,7 @@ def _set_history(ctx, o, k, is_input, is_dirty, diff, nout):
     from ..functions.inplace import set_history, rewrite_base   # late: eager-core cycle
     if not diff:
         if not o.requires_grad:
-            return _alias(o, True) if is_input and not is_dirty else o
+            return _alias(o) if is_input and not is_dirty else o
         if is_input:
             return o.detach()
         if o._base is None:
@@ -331,7 +331,7 @@ def _set_history(ctx, o, k, is_input, is_dirty, diff, nout):
             set_history(o, ctx, k)
         return o
     if is_input:
-        o = _alias(o, True)
+        o = _alias(o)
     set_history(o, ctx, k)
     return o
 

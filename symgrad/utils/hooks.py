@@ -10,12 +10,14 @@ __all__ = ["RemovableHandle"]
 
 class RemovableHandle:
     """A handle whose ``remove()`` unregisters one hook: it deletes its id from the hook
-    dictionary (held weakly, as PyTorch holds it) and from any ``extra_dict``.
+    dictionary (an OrderedDict, held weakly as PyTorch holds it) and from any
+    ``extra_dict``.
 
-    >>> hooks = {}
+    >>> from collections import OrderedDict
+    >>> hooks = OrderedDict()
     >>> h = RemovableHandle(hooks); hooks[h.id] = print
-    >>> h.remove(); hooks
-    {}
+    >>> h.remove(); len(hooks)
+    0
     """
 
     _ids = itertools.count()

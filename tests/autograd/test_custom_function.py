@@ -372,7 +372,8 @@ def test_double_backward_through_a_custom_backward_function(dt):
         checks = ()
         if dt == "float64":
             xs = T.tensor(2., requires_grad=True, dtype=T.double)
-            checks = (T.autograd.gradcheck(Cube.apply, xs), T.autograd.gradgradcheck(Cube.apply, xs))
+            checks = (T.autograd.gradcheck(Cube.apply, xs),
+                      T.autograd.gradgradcheck(Cube.apply, xs))
         return g, repr(g.grad_fn), g.grad_fn.next_functions, gg, checks
     _same(snippet, dt)
 

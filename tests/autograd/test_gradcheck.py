@@ -232,7 +232,8 @@ def test_gradgradcheck_with_grad_outputs_not_requiring_grad():
                 return g * 3 * x ** 2
         go = T.tensor([1.0, 2.0], dtype=T.float64)
         return (T.autograd.gradgradcheck(Cube.apply, _pair(T)[0], go),
-                T.autograd.gradgradcheck(Cube.apply, _pair(T)[0], gen_non_contig_grad_outputs=True))
+                T.autograd.gradgradcheck(Cube.apply, _pair(T)[0],
+                                         gen_non_contig_grad_outputs=True))
     assert same_as_torch(snippet) == (True, True)
 
 
