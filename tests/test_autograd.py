@@ -87,7 +87,7 @@ class _TwiceRule:
     def __init__(self, x):
         self.x = x
 
-    def __call__(self, needs, g):
+    def __call__(self, needs, g, node):
         return (g * (2 * self.x),)
 
 

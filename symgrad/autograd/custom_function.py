@@ -366,31 +366,60 @@ def _save(ctx, raw, outs) -> None:
 # ---- tracing ---------------------------------------------------------------------------
 class _TracedBackward:
     """The rule of the custom_vjp node of output `k`: the user's backward on symbolic
-    tensors, the other outputs' gradients zero (or None without materialize_grads)."""
+    tensors, the other outputs' gradients zero (or None without materialize_grads). When
+    the node was rebuilt on other inputs (a loop body inlined), the saved tensors are
+    rebuilt on them too."""
 
-    __slots__ = ("ctx", "k")
+    __slots__ = ("ctx", "k", "inputs")
 
-    def __init__(self, ctx, k):
-        self.ctx, self.k = ctx, k
+    def __init__(self, ctx, k, inputs):
+        self.ctx, self.k, self.inputs = ctx, k, inputs
 
-    def __call__(self, needs, g):
+    def __call__(self, needs, g, node=None):
         ctx = self.ctx
         grads = [None] * ctx._nout
         grads[self.k] = g
-        before = ctx.needs_input_grad
+        before, saved = ctx.needs_input_grad, ctx._saved
         wanted = list(before)
         for i, n in zip(ctx._tensor_pos, needs):
             wanted[i] = bool(n)
         ctx.needs_input_grad = tuple(wanted)
+        if node is not None and saved and any(a is not b for a, b in zip(node.args[1:],
+                                                                          self.inputs)):
+            ctx._saved = _rebased(saved, dict(zip(map(id, self.inputs), node.args[1:])))
         try:
             return _backward(ctx, grads, list(needs))
         except TracerBoolError as e:
             raise _untraceable(type(ctx)._forward_cls, "backward", e) from e
         finally:
-            ctx.needs_input_grad = before
+            ctx.needs_input_grad, ctx._saved = before, saved
 
     def __repr__(self) -> str:
         return f"{type(self.ctx)._forward_cls.__name__}.backward[{self.k}]"
+
+
+def _rebased(saved, replace: dict) -> tuple:
+    """The saved tensors with the graph under each rebuilt on the replacement nodes
+    (hash-consing makes these the nodes the pass that replaced the inputs built)."""
+    memo = dict(replace)
+
+    def rebuild(node):
+        for n in gnode.toposort([node]):
+            if id(n) in memo:
+                continue
+            new = tuple(memo.get(id(a), a) for a in n.args)
+            memo[id(n)] = n if all(a is b for a, b in zip(new, n.args)) else \
+                gnode.make_node(n.op, new, n.attrs, n.shape, n.dtype)
+        return memo[id(node)]
+    out = []
+    for s in saved:
+        if s is None or s.tensor._node is None:
+            out.append(s)
+            continue
+        t = dispatch.Tensor._from_node(rebuild(s.tensor._node))
+        t._vc = s.tensor._vc
+        out.append(SavedTensor(t, s.is_output, s.output_nr))
+    return tuple(out)
 
 
 class _TracedError:
@@ -399,17 +428,21 @@ class _TracedError:
 
     __slots__ = ()
 
-    def __call__(self, needs, g):
+    def __call__(self, needs, g, node=None):
         raise RuntimeError(_TWICE)
 
     def __repr__(self) -> str:
         return "once_differentiable"
 
 
-def _custom_node(value_node, inputs, rule):
-    args = (value_node,) + tuple(dispatch._as_node(x, x._dtype) for x in inputs)
-    return gnode.make_node(CUSTOM_VJP.name, args, (("rule", rule),), value_node.shape,
-                           value_node.dtype)
+def _custom_node(value_node, inputs, rule, ctx=None, k=0):
+    """custom_vjp(value, inputs) with `rule` (or, given `ctx`, the user's backward for
+    output k)."""
+    nodes = tuple(dispatch._as_node(x, x._dtype) for x in inputs)
+    if ctx is not None:
+        rule = _TracedBackward(ctx, k, nodes)
+    return gnode.make_node(CUSTOM_VJP.name, (value_node,) + nodes, (("rule", rule),),
+                           value_node.shape, value_node.dtype)
 
 
 def _wrap_traced(ctx, outs, inputs, tensor_pos, dirty, non_diff) -> None:
@@ -424,7 +457,7 @@ def _wrap_traced(ctx, outs, inputs, tensor_pos, dirty, non_diff) -> None:
         if any(o is t for t in non_diff):
             node = dispatch.stop_gradient_node(o._node)
         else:
-            node = _custom_node(o._node, tensors, _TracedBackward(ctx, k))
+            node = _custom_node(o._node, tensors, None, ctx, k)
         if any(o is x for x in tensors) and not any(o is t for t in dirty):
             new = Tensor._from_node(node)
             new._requires_grad = o.requires_grad and o.grad_fn is None

@@ -9,7 +9,10 @@ like any others. No cotangent flows into ``y``: the rule replaces the derivative
 forward's own operations. Once gradients are built it has done its job: simplify()
 replaces it by ``y`` and batching treats it as ``y``, so it never reaches a backend.
 
-A rule is an object with ``__call__(needs, g)`` and a ``__repr__`` (programs print it);
+A rule is an object with ``__call__(needs, g, node)`` -- ``node`` is the custom_vjp node
+being differentiated (None on the eager tape): a pass that rebuilt the graph (a loop
+body inlined with new inputs) hands the rule a node whose arguments are not the ones it
+was made with -- and a ``__repr__`` (programs print it);
 it is compared by identity, so each application is its own node, and it is Python code,
 so programs holding it are not stored in the disk cache (the primitive is opaque).
 """
@@ -21,7 +24,8 @@ __all__ = ["CUSTOM_VJP"]
 
 
 def _vjp(ctx, g):
-    return (None,) + tuple(ctx.kwargs["rule"](ctx.needs_input_grad[1:], g))
+    return (None,) + tuple(ctx.kwargs["rule"](ctx.needs_input_grad[1:], g,
+                                              getattr(ctx, "node", None)))
 
 
 CUSTOM_VJP = primitive("custom_vjp", -1, lambda av, *, rule: (av[0][0], av[0][1]),
