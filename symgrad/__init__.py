@@ -43,7 +43,7 @@ from .autograd.anomaly_mode import is_anomaly_check_nan_enabled, is_anomaly_enab
 from .printing import set_printoptions, get_printoptions
 from . import autograd
 from .ops import fused as _fused  # registers the `fused` primitive
-from .compiler import (compile, grad, value_and_grad, jacobian, hessian, jit, jvp, vjp)
+from .compiler import (compile, grad, value_and_grad, jacobian, hessian, jit, jvp, vjp, vmap)
 
 float = float32
 double = float64

@@ -21,7 +21,19 @@ from typing import Any, Mapping, Sequence
 from .functions.common import to_tensor
 from .tensor import Tensor
 
-__all__ = ["functional_call"]
+from .compiler import vmap as _vmap
+
+__all__ = ["functional_call", "vmap"]
+
+
+def vmap(func, in_dims=0, out_dims=0, randomness: str = "error", *, chunk_size=None):
+    """``torch.func.vmap``: :func:`symgrad.vmap` under PyTorch's argument names
+    (``in_dims`` / ``out_dims``; ``chunk_size`` is accepted and has no effect: the
+    batched graph runs as one)."""
+    if randomness not in ("error", "different", "same"):
+        raise RuntimeError(f"Only allowed values for randomness are 'error', 'different', or "
+                           f"'same'. Got {randomness}")
+    return _vmap.vmap(func, in_axes=in_dims, out_axes=out_dims)
 
 
 def _owner(module, name: str):

@@ -2,6 +2,7 @@
 compile-and-cache API (``symgrad.compile``, ``symgrad.grad``, ...)."""
 from .api import (CacheInfo, Compiled, Lowered, compile, grad, hessian, jacobian, jit, jvp, vjp,
                   value_and_grad)
+from .vmap import vmap
 
 __all__ = ["compile", "jit", "grad", "value_and_grad", "jacobian", "hessian", "jvp", "vjp",
-           "Compiled", "Lowered", "CacheInfo"]
+           "vmap", "Compiled", "Lowered", "CacheInfo"]

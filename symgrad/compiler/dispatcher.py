@@ -19,12 +19,15 @@ import numpy as np
 
 from ..config import settings
 from ..graph import pytree
+from ..functions.creation import as_tensor
 from ..tensor import Tensor
 from . import persist
 from .backends import get_backend
 from .progress import StageClock
-from .stages import Lowered, make_target, resolve_backend, run_stages, schedule_of
-from .trace import arg_names, leaf_spec, trace
+from .replay import replay
+from .stages import (Lowered, make_target, resolve_backend, run_stages, schedule_of,
+                     apply_transform)
+from .trace import Leaf, arg_names, leaf_spec, trace
 from .transforms import Identity, Transform
 
 __all__ = ["Compiled", "CacheInfo", "explain_difference"]
@@ -99,7 +102,9 @@ class Compiled:
         self._py_native = 0            # native-entry calls made by the Python dispatcher
         self._evicted_native = 0       # native-entry calls of entries evicted since
         self.last_miss_reason: str | None = None
-        functools.update_wrapper(self, fn)
+        # name and doc only: copying a compiled fn's __dict__ would make this object that
+        # one (its transform, cache, function): jacobian(grad(f)) returned grad(f)'s value
+        functools.update_wrapper(self, fn, updated=())
 
     @property
     def target(self):
@@ -166,6 +171,8 @@ class Compiled:
                        f"to {list(stale[0].shape)} {stale[0].dtype.name}")
             del self._cache[entry.key]
             self._evict(entry)
+        if any(isinstance(v, Tensor) and v._data is None for v in leaves):
+            return self._inline(args)
         key, leaves, names = self._signature(args)
         if self._cache:
             self._miss(self._explain(key))
@@ -178,6 +185,26 @@ class Compiled:
         return out
 
     __call__ = _call
+
+    def _inline(self, args):
+        """Called inside another trace (``vmap(grad(f))``, ``grad(grad(f))`` as a Python
+        function, a compiled function called from a compiled one): the transformed graph
+        is built for these traced arguments and inlined into the enclosing trace, so
+        transforms compose as in JAX.  Nothing is compiled here."""
+        static, dyn = self._split(args)
+        leaves, structure = pytree.flatten(dyn)
+        names = self._leaf_names(args, structure)
+        leaves = [v if isinstance(v, Tensor) else as_tensor(v) for v in leaves]
+        specs = tuple(Leaf("tensor", tuple(v.shape), v.dtype, v.requires_grad)
+                      for v in leaves)
+        key = (structure, specs, static)
+        tr = self._trace(args, key, names)
+        built = apply_transform(self.transform, tr, structure, names)
+        env = {id(n): v for n, v in zip(tr.arg_nodes, leaves)}
+        env.update((id(n), t) for t, n in tr.closure)
+        for n in built.aux or []:
+            env[id(n)] = Tensor._from_array(np.zeros(n.shape, n.dtype.np), n.dtype)
+        return pytree.unflatten(built.structure, replay(built.outputs, env))
 
     def _with_keywords(self, args, kwargs):
         """Keyword arguments, as JAX passes them: never differentiated (``argnums``

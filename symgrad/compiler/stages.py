@@ -151,9 +151,7 @@ def run_stages(transform: Transform, tr, key, names, clock: StageClock) -> _Stag
     structure, specs, static = key
     traced_count = count_nodes(tr.out_nodes)
     with clock.stage("autodiff"):
-        outs = in_bodies(stabilize)(tr.out_nodes)
-        groups = _arg_groups(tr.arg_nodes, names, structure)
-        built = transform.build(outs, tr.out_structure, groups, names)
+        built = apply_transform(transform, tr, structure, names)
     aux = built.aux or []
     inputs = tr.input_nodes + aux
     in_names = names + [n.attr("name") for _, n in tr.closure] + [a.attr("name") for a in aux]
@@ -170,6 +168,14 @@ def run_stages(transform: Transform, tr, key, names, clock: StageClock) -> _Stag
              "fused": sum(1 for n in toposort(optimized_outs) if n.op == "fused"),
              "times": clock.times}
     return _Stages(raw, stats, optimized, aux, (structure, specs, built.structure))
+
+
+def apply_transform(transform: Transform, tr, structure, names):
+    """The traced program's outputs after ``transform`` (stabilised first, so gradients
+    are stable too): what ``transform.build`` returns (outputs, names, structure, aux)."""
+    outs = in_bodies(stabilize)(tr.out_nodes)
+    groups = _arg_groups(tr.arg_nodes, names, structure)
+    return transform.build(outs, tr.out_structure, groups, names)
 
 
 def _rewrite(outputs):

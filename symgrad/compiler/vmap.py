@@ -1,0 +1,193 @@
+"""``symgrad.vmap``: a function mapped over an axis of its arguments, as JAX's ``vmap``
+(and ``torch.func.vmap``), as a transform of the symbolic graph.
+
+The function is traced once on one example (the mapped axes removed), the graph is
+batched (:func:`symgrad.compiler.batching.batch_graph`: one more leading axis on every
+value that depends on a mapped argument), and the batched graph is applied to the
+arguments with the ordinary primitives -- so the result is recorded by the autograd tape
+eagerly, traced inside ``compile`` / ``grad``, and vmap nests.  A primitive without a
+batching rule makes the call fall back to calling the function once per example and
+stacking the results (the same answer, more operations).
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable
+
+import numpy as np
+
+from ..functions.control_flow import _finish, _node_of, _trace_body
+from ..functions.creation import as_tensor
+from ..functions.shape import movedim, stack
+from ..graph import pytree
+from ..graph.node import toposort
+from ..ops import loops as L
+from ..tensor import Tensor
+from .batching import batch_graph
+from .replay import replay
+
+__all__ = ["vmap"]
+
+
+def vmap(func: Callable, in_axes: Any = 0, out_axes: Any = 0) -> Callable:
+    """``func`` mapped over axis ``in_axes`` of its arguments; results stacked along
+    ``out_axes``.  ``in_axes``: an int, None (not mapped), or a tuple with one entry per
+    positional argument, each an int / None or a pytree of them matching that argument.
+    ``out_axes``: likewise for the results (None: the result does not depend on the
+    mapped arguments).
+
+    >>> import symgrad
+    >>> symgrad.vmap(lambda x, y: x @ y, in_axes=(0, None))(symgrad.ones(5, 3),
+    ...                                                      symgrad.ones(3)).shape
+    torch.Size([5])
+    """
+    if not callable(func):
+        raise TypeError(f"vmap expects a callable, got {type(func).__name__}")
+    _check_axes_spec(in_axes, "in_axes")
+    _check_axes_spec(out_axes, "out_axes")
+
+    def mapped(*args, **kwargs):
+        return _call(func, in_axes, out_axes, args, kwargs)
+    # name and doc only: a compiled func's attributes must not make this look compiled
+    functools.update_wrapper(mapped, func, assigned=("__module__", "__name__", "__qualname__",
+                                                     "__doc__"), updated=())
+    del mapped.__wrapped__
+    return mapped
+
+
+def _check_axes_spec(spec, name: str) -> None:
+    leaves, _ = pytree.flatten(spec)
+    for a in leaves:
+        if not (a is None or (isinstance(a, int) and not isinstance(a, bool))):
+            raise TypeError(f"vmap {name} must be an int, None, or (nested) container with "
+                            f"those types as leaves, but got {a!r}")
+
+
+def _axes_per_leaf(spec, tree, what: str) -> list:
+    """One axis (int or None) per leaf of ``tree``, from ``spec``, a prefix of it."""
+    if spec is None or isinstance(spec, int):
+        return [spec] * len(pytree.flatten(tree)[0])
+    if isinstance(spec, (tuple, list)) and isinstance(tree, (tuple, list)) \
+            and len(spec) == len(tree):
+        return [a for s, t in zip(spec, tree) for a in _axes_per_leaf(s, t, what)]
+    if isinstance(spec, dict) and isinstance(tree, dict) and set(spec) == set(tree):
+        keys = sorted(tree, key=repr)
+        return [a for k in keys for a in _axes_per_leaf(spec[k], tree[k], what)]
+    raise ValueError(f"vmap {what} specification must be a tree prefix of the corresponding "
+                     f"value, got specification {spec!r} for value tree "
+                     f"{pytree.flatten(tree)[1]!r}.")
+
+
+def _type(t: Tensor) -> str:
+    return f"{t.dtype.name}[{','.join(map(str, t.shape))}]"
+
+
+def _call(func, in_axes, out_axes, args, kwargs):
+    if isinstance(in_axes, list):
+        in_axes = tuple(in_axes)
+    if isinstance(in_axes, tuple) and len(in_axes) != len(args):
+        raise ValueError("vmap in_axes must be an int, None, or a tuple of entries "
+                         "corresponding to the positional arguments passed to the function, "
+                         f"but got len(in_axes)={len(in_axes)}, len(args)={len(args)}")
+    spec = in_axes if isinstance(in_axes, tuple) else (in_axes,) * len(args)
+    leaves, struct = pytree.flatten(tuple(args))
+    axes = _axes_per_leaf(spec, tuple(args), "in_axes")
+    paths = pytree.leaf_paths(struct, "args")
+    tensors, sized = [], []
+    for leaf, ax, path in zip(leaves, axes, paths):
+        t = leaf if isinstance(leaf, Tensor) else as_tensor(leaf)
+        if ax is not None:
+            nd = t.dim()
+            if not -nd <= ax < nd:
+                raise ValueError(f"vmap was requested to map its argument {path} along axis "
+                                 f"{ax}, which implies that its rank should be at least "
+                                 f"{(ax if ax >= 0 else -ax - 1) + 1}, but is only {nd} (its "
+                                 f"shape is {tuple(t.shape)})")
+            ax = ax % nd
+            sized.append((t.shape[ax], ax, path, t))
+            t = movedim(t, ax, 0) if ax != 0 else t
+        tensors.append(t)
+    if not sized:
+        raise ValueError("vmap must have at least one non-None value in in_axes")
+    if len({s for s, *_ in sized}) > 1:
+        lines = [f"  * one axis had size {s}: axis {ax} of {path} of type {_type(t)}"
+                 for s, ax, path, t in sized]
+        raise ValueError("vmap got inconsistent sizes for array axes to be mapped:\n"
+                         + ";\n".join(lines))
+    size = sized[0][0]
+    mapped = [ax is not None for ax in axes]
+    out = _batched(func, struct, tensors, mapped, size, kwargs)
+    if out is None:
+        out = _per_example(func, struct, tensors, mapped, size, kwargs)
+    out_leaves, out_struct, batched = out
+    oaxes = _axes_per_leaf(out_axes, pytree.unflatten(out_struct, out_leaves), "out_axes")
+    result = []
+    for t, ax, b in zip(out_leaves, oaxes, batched):
+        if ax is None:
+            if b:
+                raise ValueError("vmap has mapped output but out_axes is None")
+            result.append(t[0])
+            continue
+        nd = t.dim()
+        if not -nd <= ax < nd:
+            raise ValueError(f"vmap out_axes {ax} is out of range for an output of rank "
+                             f"{nd - 1}")
+        result.append(movedim(t, 0, ax % nd) if ax % nd != 0 else t)
+    return pytree.unflatten(out_struct, result)
+
+
+def _batched(func, struct, tensors, mapped, size, kwargs):
+    """Trace one example, batch its graph, apply it: (outputs, their structure, which
+    depend on the mapped arguments); None if a primitive on the way has no batching rule."""
+    avals = [((tuple(t.shape[1:]) if m else tuple(t.shape)), t.dtype)
+             for t, m in zip(tensors, mapped)]
+
+    def one(*example):
+        return func(*pytree.unflatten(struct, example), **kwargs)
+    inputs, result, cap = _trace_body(one, [pytree.LEAF] * len(tensors), [[av] for av in avals],
+                                      [f"a{i}_" for i in range(len(avals))])
+    out_leaves, out_struct = pytree.flatten(result)
+    body, closures = _finish(inputs, [_node_of(v, cap) for v in out_leaves], cap)
+    level = L.next_level(body)
+    n = len(tensors)
+    stacked = {id(node): L.body_input(level, k, f"b{k}", (size,) + node.shape, node.dtype)
+               for k, (node, m) in enumerate(zip(body.inputs[:n], mapped)) if m}
+    batched_outs = batch_graph(list(body.outputs), stacked, size)
+    if batched_outs is None:
+        return None
+    env = {}
+    for node, t in zip(body.inputs[:n], tensors):
+        env[id(stacked.get(id(node), node))] = t
+    for node, t in zip(body.inputs[n:], closures):
+        env[id(node)] = t
+    dep = _depends(body, mapped)
+    return replay(batched_outs, env), out_struct, [dep[id(o)] for o in body.outputs]
+
+
+def _depends(body, mapped) -> dict[int, bool]:
+    """Which nodes of the body depend on a mapped argument."""
+    dep = {id(node): m for node, m in zip(body.inputs, mapped)}
+    for node in toposort(list(body.outputs)):
+        if id(node) not in dep:
+            dep[id(node)] = any(dep.get(id(a), False) for a in node.args)
+    return dep
+
+
+def _per_example(func, struct, tensors, mapped, size, kwargs):
+    """Call ``func`` on each example and stack (for graphs without a batching rule)."""
+    results = []
+    for b in range(size):
+        example = [t[b] if m else t for t, m in zip(tensors, mapped)]
+        leaves, out_struct = pytree.flatten(func(*pytree.unflatten(struct, example), **kwargs))
+        results.append([v if isinstance(v, Tensor) else as_tensor(v) for v in leaves])
+    n = len(results[0])
+    outs = [stack([r[j] for r in results]) for j in range(n)]
+    same = [all(_equal(results[0][j], r[j]) for r in results[1:]) for j in range(n)]
+    return outs, out_struct, [not s for s in same]
+
+
+def _equal(a: Tensor, b: Tensor) -> bool:
+    if a._data is None or b._data is None:       # traced: cannot tell; treat as mapped
+        return a is b
+    return a._data.shape == b._data.shape and bool(np.array_equal(a._data, b._data,
+                                                                    equal_nan=True))
