@@ -21,7 +21,7 @@ from typing import Any, Mapping, Sequence
 from .functions.common import to_tensor
 from .tensor import Tensor
 
-from .compiler import vmap as _vmap
+from .compiler.vmap import vmap as _jax_vmap
 
 __all__ = ["functional_call", "vmap"]
 
@@ -33,7 +33,7 @@ def vmap(func, in_dims=0, out_dims=0, randomness: str = "error", *, chunk_size=N
     if randomness not in ("error", "different", "same"):
         raise RuntimeError(f"Only allowed values for randomness are 'error', 'different', or "
                            f"'same'. Got {randomness}")
-    return _vmap.vmap(func, in_axes=in_dims, out_axes=out_dims)
+    return _jax_vmap(func, in_axes=in_dims, out_axes=out_dims)
 
 
 def _owner(module, name: str):

@@ -137,3 +137,12 @@ def test_bad_in_axes():
         sg.vmap(lambda a: a, in_axes="0")
     with pytest.raises(ValueError, match="vmap has mapped output but out_axes is None"):
         sg.vmap(lambda a: a * 2, out_axes=None)(sg.tensor(X))
+
+
+def test_torch_func_vmap_takes_in_dims_and_out_dims():
+    import torch
+    x = RNG.normal(size=(3, 4))
+    want = torch.func.vmap(lambda t: t.sin().sum(), in_dims=1)(torch.tensor(x))
+    _close(sg.func.vmap(lambda t: t.sin().sum(), in_dims=1)(sg.tensor(x)), want.numpy())
+    with pytest.raises(RuntimeError, match="Only allowed values for randomness"):
+        sg.func.vmap(lambda t: t, randomness="bad")
