@@ -169,3 +169,17 @@ def load(f, map_location=None, pickle_module=None, **kw):
     :func:`symgrad.serialization.load`)."""
     from .serialization import load as _load      # late: loads on first use
     return _load(f, map_location, pickle_module, **kw)
+
+
+def export(f, *example_args):
+    """``f``'s program for arguments like ``example_args``, to serialize (see
+    :func:`symgrad.exporting.export`)."""
+    from .exporting import export as _export      # late: loads on first use
+    return _export(f, *example_args)
+
+
+def deserialize(blob: bytes):
+    """A callable from ``export(...).serialize()``'s bytes (see
+    :func:`symgrad.exporting.deserialize`)."""
+    from .exporting import deserialize as _deserialize      # late: loads on first use
+    return _deserialize(blob)

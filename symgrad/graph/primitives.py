@@ -38,7 +38,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Primitive", "Formula", "PRIMITIVES", "SHAPE_RULES", "NUMPY_RULES", "VJP_RULES",
            "FAMILIES", "family_of", "family_ops", "out_symbol", "fused_symbols", "elementwise",
-           "register_structural", "get", "derivative", "derivative_primitive", "fingerprint"]
+           "register_structural", "get", "derivative", "derivative_primitive", "fingerprint",
+           "resolve"]
 
 PRIMITIVES: dict[str, "Primitive"] = {}
 SHAPE_RULES: dict[str, Callable] = {}
@@ -467,6 +468,22 @@ def derivative_primitive(prim: Primitive, i: int):
 
 
 _DERIVED: dict[str, tuple] = {}
+
+
+def resolve(name: str) -> "Primitive | None":
+    """The primitive called ``name``, deriving it if it is a partial derivative not
+    derived in this process yet (``pow.d0``, ``tanh.d0.d0``); None if there is none."""
+    prim = PRIMITIVES.get(name)
+    if prim is not None:
+        return prim
+    base, sep, last = name.rpartition(".d")
+    if not sep or not last.isdigit():
+        return None
+    parent = resolve(base)
+    if parent is None or parent.kind != "elementwise" or int(last) >= parent.nin:
+        return None
+    d = derivative_primitive(parent, int(last))
+    return d[0] if isinstance(d, tuple) else None
 
 
 def _forget_derivatives(name: str) -> None:
