@@ -27,7 +27,7 @@ from .progress import StageClock
 from .replay import replay
 from .stages import (Lowered, make_target, resolve_backend, run_stages, schedule_of,
                      apply_transform)
-from .trace import Leaf, arg_names, leaf_spec, trace
+from .trace import Leaf, arg_names, foreign_array, leaf_spec, trace
 from .transforms import Identity, Transform
 
 __all__ = ["Compiled", "CacheInfo", "explain_difference"]
@@ -46,6 +46,8 @@ def _leaf_key(v):
     if isinstance(v, Tensor):
         return (Tensor, v._data.shape if v._data is not None else None, v._dtype,
                 v._requires_grad or v.grad_fn is not None)
+    if hasattr(v, "__dlpack__"):
+        return (t, tuple(v.shape), str(v.dtype))
     return t
 
 
@@ -262,6 +264,8 @@ class Compiled:
                 arrays.append(v._data)
             elif isinstance(v, np.ndarray):
                 arrays.append(v)
+            elif hasattr(v, "__dlpack__"):
+                arrays.append(foreign_array(v))
             else:
                 arrays.append(np.asarray(v, dtype=spec.dtype.np))
         arrays.extend(t._data for t in entry.closure)

@@ -18,7 +18,7 @@ from ..graph.node import Node, const, make_node
 from ..tensor import Tensor, next_birth
 from ..graph import pytree
 
-__all__ = ["Tracer", "TraceResult", "trace", "Leaf", "leaf_spec"]
+__all__ = ["Tracer", "TraceResult", "trace", "Leaf", "leaf_spec", "foreign_array"]
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,9 @@ def leaf_spec(value, name: str) -> Leaf:
         return Leaf("tensor", tuple(value.shape), value.dtype, value.requires_grad)
     if isinstance(value, np.ndarray):
         return Leaf("ndarray", value.shape, dtypes.from_numpy_dtype(value.dtype), False)
+    if hasattr(value, "__dlpack__"):             # a torch tensor, a jax array, ...
+        arr = foreign_array(value)
+        return Leaf("ndarray", arr.shape, dtypes.from_numpy_dtype(arr.dtype), False)
     if isinstance(value, (bool, np.bool_)):
         return Leaf("scalar", (), dtypes.bool_, False)
     if isinstance(value, (int, np.integer)):
@@ -53,6 +56,18 @@ def leaf_spec(value, name: str) -> Leaf:
     raise TypeError(f"argument {name}: expected a Tensor, numpy array or Python number, got "
                     f"{type(value).__name__} (pass non-numeric arguments through "
                     "static_argnums)")
+
+
+def foreign_array(value) -> np.ndarray:
+    """Another library's CPU array as a numpy array sharing its memory (DLPack): a torch
+    tensor (detached: arguments are data), a jax array, a cupy array on the host..."""
+    if hasattr(value, "detach"):
+        value = value.detach()
+    try:
+        return np.from_dlpack(value)
+    except (TypeError, RuntimeError, BufferError, ValueError) as exc:
+        raise TypeError(f"cannot read a {type(value).__module__}.{type(value).__name__} as "
+                        f"a CPU array: {exc}") from None
 
 
 class Tracer:

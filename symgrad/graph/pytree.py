@@ -4,8 +4,9 @@ questions the rest of the project asks about a structure (how many leaves, its c
 whether it prints as a literal). Nothing else takes a structure apart by hand.
 
 A structure is ``LEAF`` (``"*"``), ``("none",)``, ``("tuple", children)``,
-``("list", children)``, ``("dict", keys, children)`` or ``("namedtuple", cls,
-children)``.
+``("list", children)``, ``("dict", keys, children)``, ``("namedtuple", cls,
+children)`` or ``("custom", (cls, aux), children)`` for a class registered with
+:func:`register` (``symgrad.tree_util.register_pytree_node`` / ``register_dataclass``).
 
 >>> leaves, s = flatten({"w": [1, 2], "b": (3, None)})
 >>> leaves, num_leaves(s), unflatten(s, [10, 20, 30])
@@ -16,10 +17,22 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = ["LEAF", "flatten", "unflatten", "leaf_paths", "tuple_of", "kind", "children",
-           "kinds", "num_leaves", "is_literal", "replace_leaves"]
+           "kinds", "num_leaves", "is_literal", "replace_leaves", "register"]
 
 LEAF = "*"
 _LEAF = LEAF
+
+# registered classes: cls -> (flatten(obj) -> (children, aux), unflatten(aux, children),
+# names of the children for readable leaf paths, or None)
+_REGISTRY: dict[type, tuple] = {}
+
+
+def register(cls: type, flatten_fn, unflatten_fn, names=None) -> None:
+    """Make instances of ``cls`` pytree nodes: ``flatten_fn(obj) -> (children, aux)``
+    (``aux`` hashable, static), ``unflatten_fn(aux, children) -> obj``."""
+    if cls in _REGISTRY:
+        raise ValueError(f"Duplicate custom PyTreeDef type registration for {cls}.")
+    _REGISTRY[cls] = (flatten_fn, unflatten_fn, tuple(names) if names is not None else None)
 
 
 def flatten(tree) -> tuple[list, Any]:
@@ -29,6 +42,15 @@ def flatten(tree) -> tuple[list, Any]:
 
 
 def _flatten(tree, leaves):
+    reg = _REGISTRY.get(type(tree))
+    if reg is not None:
+        kids, aux = reg[0](tree)
+        try:
+            hash(aux)
+        except TypeError:
+            raise TypeError(f"the auxiliary data of a {type(tree).__name__} pytree node must "
+                            f"be hashable, got {type(aux).__name__}") from None
+        return ("custom", (type(tree), aux), tuple(_flatten(t, leaves) for t in kids))
     if isinstance(tree, tuple):
         if hasattr(tree, "_fields"):              # a namedtuple: its class is part of it
             return ("namedtuple", type(tree), tuple(_flatten(t, leaves) for t in tree))
@@ -62,6 +84,9 @@ def _unflatten(s, it):
         return {k: _unflatten(c, it) for k, c in zip(s[1], s[2])}
     if kind == "namedtuple":
         return s[1](*(_unflatten(c, it) for c in s[2]))
+    if kind == "custom":
+        cls, aux = s[1]
+        return _REGISTRY[cls][1](aux, [_unflatten(c, it) for c in s[2]])
     return None
 
 
@@ -84,6 +109,10 @@ def _paths(s, prefix, out):
     elif s[0] == "namedtuple":
         for field, c in zip(s[1]._fields, s[2]):
             _paths(c, f"{prefix}.{field}", out)
+    elif s[0] == "custom":
+        names = _REGISTRY[s[1][0]][2]
+        for i, c in enumerate(s[2]):
+            _paths(c, f"{prefix}.{names[i]}" if names else f"{prefix}[{i}]", out)
 
 
 def tuple_of(children) -> tuple:
@@ -92,17 +121,17 @@ def tuple_of(children) -> tuple:
 
 
 def kind(structure) -> str:
-    """One of "leaf", "none", "tuple", "list", "dict", "namedtuple"."""
+    """One of "leaf", "none", "tuple", "list", "dict", "namedtuple", "custom"."""
     return "leaf" if structure == LEAF else structure[0]
 
 
 def children(structure) -> tuple:
-    """The child structures of a tuple, list, dict or namedtuple (in order); () for a leaf
-    or None."""
+    """The child structures of a tuple, list, dict, namedtuple or registered node (in
+    order); () for a leaf or None."""
     k = kind(structure)
     if k in ("tuple", "list"):
         return structure[1]
-    if k in ("dict", "namedtuple"):
+    if k in ("dict", "namedtuple", "custom"):
         return structure[2]
     return ()
 
@@ -125,7 +154,7 @@ def replace_leaves(structure, replacements):
             return next(it)
         if k in ("tuple", "list"):
             return (k, tuple(rec(c) for c in s[1]))
-        if k in ("dict", "namedtuple"):
+        if k in ("dict", "namedtuple", "custom"):
             return (k, s[1], tuple(rec(c) for c in s[2]))
         return s
     return rec(structure)
@@ -147,7 +176,7 @@ def _literal_key(k) -> bool:
 def is_literal(structure) -> bool:
     """Whether ``structure`` prints (``repr``) as a Python literal that reads back equal:
     every dict key is a literal (str, int, bool, float, None, tuples of them)."""
-    if kind(structure) == "namedtuple":
+    if kind(structure) in ("namedtuple", "custom"):
         return False                          # a class: not a literal
     if kind(structure) == "dict" and not all(_literal_key(k) for k in structure[1]):
         return False
