@@ -142,7 +142,7 @@ def get_default_device() -> device:
 
 # ``nn``, ``optim``, ``utils``, ``func`` and ``serialization`` load on first use (PEP 562):
 # ``import symgrad`` stays cheap for compile-only users.
-_LAZY_SUBMODULES = ("tree_util", "nn", "optim", "utils", "func", "serialization")
+_LAZY_SUBMODULES = ("tree_util", "dask", "nn", "optim", "utils", "func", "serialization")
 
 
 def __getattr__(name: str):

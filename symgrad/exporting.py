@@ -116,7 +116,8 @@ def export(f, *example_args) -> Exported:
     >>> symgrad.deserialize(e.serialize())(np.array([1.0, 2.0])).tolist()
     [3.0, 12.0]
     """
-    from .compiler.dispatcher import Compiled     # late: the compiler imports this package
+    # late: the compiler imports the whole package (this module loads on first use)
+    from .compiler.dispatcher import Compiled
     from .compiler.stages import apply_transform
     c = f if isinstance(f, Compiled) else Compiled(f)
     key, leaves, names = c._signature(example_args)

@@ -73,3 +73,11 @@ def test_train_classifier_example_learns_the_digits(tmp_path):
     accuracy = float(r.stdout.split("test accuracy")[1].split()[0])
     assert accuracy > 0.9                           # (8 epochs; 30 reach ~0.98)
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_dask_example_recovers_the_weights():
+    pytest.importorskip("distributed")
+    r = _run(os.path.join("examples", "dask_fit.py"), "--rows", "200000", "--chunk", "20000")
+    assert r.returncode == 0, r.stderr
+    assert "converged: True" in r.stdout
+    assert float(r.stdout.split("max |w - true w| =")[1]) < 0.15
