@@ -9,8 +9,9 @@ row.
 
 Each primitive family has one rule: elementwise (any arity, broadcasting), reductions
 and scans along axes, layout (reshape, expand, permute, slice, select, flip, pad_slice,
-cat) and matmul.  A primitive without a rule (indexing, ...) makes :func:`batch_graph`
-return None and the caller falls back to unbatched graphs.
+cat), matmul and structured loops (their bodies batched).  A primitive without a rule
+(indexing, ...) makes :func:`batch_graph` return None and the caller falls back to
+unbatched graphs.
 
 >>> import numpy as np
 >>> from symgrad.graph.node import const
@@ -25,7 +26,10 @@ from __future__ import annotations
 
 from typing import Callable
 
+from ..graph.body import Body
 from ..graph.node import Node, toposort
+from ..graph.shapes import numel
+from ..ops import loops
 from ..graph.primitives import family_of
 from .rewrite import mk
 
@@ -185,8 +189,50 @@ def _custom_vjp(node, args, flags, size):
     return _stacked(args[0], flags[0], size)
 
 
+def _loop(node, args, flags, size):
+    """A scan over a batch: one loop whose body is the body batched (carries always
+    batched, scanned arrays and closed-over values where they are), its packed result
+    laid out again as one row per example."""
+    kw = node.kwargs
+    body, T, m, p = kw["body"], kw["length"], kw["n_carry"], kw["n_xs"]
+    operands, batched = [], []
+    for i, (a, f) in enumerate(zip(args, flags)):
+        if i < m:
+            operands.append(_stacked(a, f, size))
+            f = True
+        elif i < m + p and f:                      # (B, T, ...) -> (T, B, ...)
+            operands.append(mk("permute", a, perm=(1, 0) + tuple(range(2, len(a.shape)))))
+        else:
+            operands.append(a)
+        batched.append(f)
+    level = loops.next_level(body)
+    inputs, mapping = [], {}
+    for k, (n, f) in enumerate(zip(body.inputs, batched)):
+        if f:
+            mapping[id(n)] = loops.body_input(level, k, n.attr("name"), (size,) + n.shape,
+                                              n.dtype)
+        inputs.append(mapping.get(id(n), n))
+    outs = batch_graph(list(body.outputs), mapping, size)
+    if outs is None:
+        return None
+    new_body = Body(inputs, outs)
+    packed = mk("loop", *operands, **_attrs(node, body=new_body))
+    avals = loops.output_avals(new_body, T, m)
+    rows, offset = [], 0
+    for i in kw["select"]:
+        shape = tuple(avals[i][0])
+        count = numel(shape)
+        piece = mk("reshape", mk("slice", packed, starts=(offset,), stops=(offset + count,),
+                                 steps=(1,)), shape=shape)
+        if i >= m:                                 # stacked results: (T, B, ...) -> (B, T, ...)
+            piece = mk("permute", piece, perm=(1, 0) + tuple(range(2, len(shape))))
+        rows.append(mk("reshape", piece, shape=(size, count // size)))
+        offset += count
+    return rows[0] if len(rows) == 1 else mk("cat", *rows, axis=1)
+
+
 _RULES: dict[str, Rule] = {
     "reshape": _reshape, "expand": _expand, "permute": _permute, "slice": _slice,
     "pad_slice": _pad_slice, "select": _select, "flip": _flip, "cat": _cat, "matmul": _matmul,
-    "custom_vjp": _custom_vjp,
+    "custom_vjp": _custom_vjp, "loop": _loop,
 }

@@ -146,3 +146,38 @@ def test_torch_func_vmap_takes_in_dims_and_out_dims():
     _close(sg.func.vmap(lambda t: t.sin().sum(), in_dims=1)(sg.tensor(x)), want.numpy())
     with pytest.raises(RuntimeError, match="Only allowed values for randomness"):
         sg.func.vmap(lambda t: t, randomness="bad")
+
+
+@pytest.mark.parametrize("in_axes", [(None, 0), (0, None), (0, 0)])
+def test_vmap_of_scan_is_one_batched_loop(in_axes):
+    xs = RNG.normal(size=(6, 3))
+    w = np.array([0.3, -0.2, 0.5])
+    args = [np.stack([w, w * 2]) if in_axes[0] == 0 else w,
+            np.stack([xs, xs * 2]) if in_axes[1] == 0 else xs]
+
+    def f(m, scan, w, xs):
+        return scan(lambda c, x: (m.tanh(c * w + x), (c * x).sum()), xs[0] * 0, xs)
+    want = jax.vmap(lambda w, xs: f(jnp, jax.lax.scan, w, xs), in_axes=in_axes)(*args)
+    mapped = sg.vmap(lambda w, xs: f(sg, sg.scan, w, xs), in_axes=in_axes)
+    _leaves_close(mapped(*[sg.tensor(a) for a in args]), want)
+    compiled = sg.compile(mapped)
+    _leaves_close(compiled(*args), want)
+    assert compiled.lower(*args).as_text().count(" = loop ") == 1
+
+
+def test_hessian_of_a_scan_does_not_grow_with_n():
+    def loss(w):
+        c, ys = sg.scan(lambda c, x: (sg.tanh(c * w + x), (c * x).sum()), w * 0,
+                        sg.ones(5, w.shape[0], dtype=sg.float64))
+        return c.sum() + ys.sum()
+
+    def loss_j(w):
+        c, ys = jax.lax.scan(lambda c, x: (jnp.tanh(c * w + x), (c * x).sum()), w * 0,
+                             jnp.ones((5, w.shape[0])))
+        return c.sum() + ys.sum()
+    counts = []
+    for n in (3, 12):
+        w = np.linspace(-0.5, 0.5, n)
+        _close(sg.hessian(loss)(w), jax.hessian(loss_j)(w))
+        counts.append(sg.hessian(loss).lower(w).as_text().count(" = loop "))
+    assert counts[0] == counts[1]
