@@ -148,6 +148,8 @@ def _batched(func, struct, tensors, mapped, size, kwargs):
                                       [f"a{i}_" for i in range(len(avals))])
     out_leaves, out_struct = pytree.flatten(result)
     body, closures = _finish(inputs, [_node_of(v, cap) for v in out_leaves], cap)
+    if any(n.op == "custom_vjp" for n in body.nodes()):
+        return None      # batching keeps a custom Function's value, not its backward
     level = L.next_level(body)
     n = len(tensors)
     stacked = {id(node): L.body_input(level, k, f"b{k}", (size,) + node.shape, node.dtype)

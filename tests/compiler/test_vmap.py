@@ -181,3 +181,21 @@ def test_hessian_of_a_scan_does_not_grow_with_n():
         _close(sg.hessian(loss)(w), jax.hessian(loss_j)(w))
         counts.append(sg.hessian(loss).lower(w).as_text().count(" = loop "))
     assert counts[0] == counts[1]
+
+
+def test_vmap_keeps_a_custom_backward():
+    class StraightThrough(sg.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return sg.round(x)
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 3
+
+    x = RNG.normal(size=(4, 2))
+    g = sg.grad(lambda x: sg.vmap(lambda r: StraightThrough.apply(r).sum())(x).sum())(x)
+    np.testing.assert_array_equal(g, np.full((4, 2), 3.0))
+    xt = sg.tensor(x, requires_grad=True)
+    sg.vmap(lambda r: StraightThrough.apply(r).sum())(xt).sum().backward()
+    np.testing.assert_array_equal(xt.grad.numpy(), np.full((4, 2), 3.0))
