@@ -88,6 +88,10 @@ def register_tensor_hook(t, hook) -> RemovableHandle:
     result replaces it."""
     if not t.requires_grad:
         raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+    if t._data is None:        # traced: symbolic gradients (symgrad.grad) cannot run it
+        tracer = dispatch._lifter[0]
+        if tracer is not None:
+            tracer.hooked = True
     hooks = t._backward_hooks
     if hooks is None:
         hooks = t._backward_hooks = OrderedDict()

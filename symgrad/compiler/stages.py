@@ -173,6 +173,12 @@ def run_stages(transform: Transform, tr, key, names, clock: StageClock) -> _Stag
 def apply_transform(transform: Transform, tr, structure, names):
     """The traced program's outputs after ``transform`` (stabilised first, so gradients
     are stable too): what ``transform.build`` returns (outputs, names, structure, aux)."""
+    if tr.hooked and transform.name != "compile":
+        raise RuntimeError(
+            f"symgrad.{transform.name} builds gradients symbolically and cannot run tensor "
+            "hooks registered on traced tensors (register_hook); call loss.backward() inside "
+            "symgrad.compile (the recorded graph runs them), or apply the hook's change in "
+            "the function itself")
     outs = in_bodies(stabilize)(tr.out_nodes)
     groups = _arg_groups(tr.arg_nodes, names, structure)
     return transform.build(outs, tr.out_structure, groups, names)

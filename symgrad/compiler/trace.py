@@ -74,6 +74,7 @@ class Tracer:
     """The active trace: lifts outer eager tensors to input nodes (see dispatch.bind)."""
 
     captures_traced = False      # outer traced values keep their nodes (a loop body's do not)
+    hooked = False               # a tensor hook was registered on a traced tensor
 
     def __init__(self, fn):
         self.start = next_birth()       # tensors born before this are "outer"
@@ -149,6 +150,7 @@ class TraceResult:
     out_nodes: list[Node]
     out_structure: object
     out_names: list[str] = field(default_factory=list)
+    hooked: bool = False         # tensor hooks were registered on traced tensors
 
     @property
     def input_nodes(self) -> list[Node]:
@@ -195,7 +197,7 @@ def trace(fn, args: tuple, static_argnums: tuple[int, ...], leaves_specs: list[L
         dispatch.set_lifter(prev)
         tracer.restore_grads()
     return TraceResult(nodes, names, list(tracer.lifted.values()), out_nodes, out_structure,
-                       pytree.leaf_paths(out_structure, "out"))
+                       pytree.leaf_paths(out_structure, "out"), tracer.hooked)
 
 
 def _output_node(o, tracer: Tracer, k: int) -> Node:

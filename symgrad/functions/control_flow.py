@@ -113,6 +113,15 @@ class _Capture:
 
     parent = None
 
+    @property
+    def hooked(self) -> bool:
+        return self.parent is not None and self.parent.hooked
+
+    @hooked.setter
+    def hooked(self, value: bool) -> None:
+        if self.parent is not None:
+            self.parent.hooked = value
+
 
 def _trace_body(fn, args_structs, args_avals, names):
     """Trace ``fn`` once on stand-ins: returns (input nodes, the result, capture).
