@@ -12,6 +12,8 @@ operations are primitives whose gradients are symbolic (see ``symgrad.graph``) a
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from .version import __version__
 from .graph import dtypes as _dtypes
 from .graph.dtypes import (DType as dtype, bool_ as bool, float16, float32, float64, int8, int16,
@@ -45,6 +47,12 @@ from . import autograd
 from .ops import fused as _fused  # registers the `fused` primitive
 from .compiler import (compile, grad, value_and_grad, jacobian, hessian, jit, jvp, vjp, vmap)
 
+if TYPE_CHECKING:       # annotations only (``bool``, ``int``, ``float`` are dtypes here)
+    from collections.abc import Callable
+    import os
+    from typing import IO
+    from .types import DeviceLike, DTypeLike, TensorOrScalar, _bool, _float, _int
+
 float = float32
 double = float64
 half = float16
@@ -56,8 +64,8 @@ _methods.install()
 
 
 
-def _unary_fn(name):
-    def fn(input):
+def _unary_fn(name: str) -> Callable[[Tensor], Tensor]:
+    def fn(input: Tensor) -> Tensor:
         return _E.unary(name, input)
     fn.__name__ = name
     fn.__doc__ = f"Elementwise {name} (see ``symgrad.ops.formulas`` for its formula)."
@@ -68,16 +76,16 @@ for _n in _E.UNARY_NAMES:
     globals()[_n] = _unary_fn(_n)
 
 
-def add(input, other, *, alpha=1):
+def add(input: TensorOrScalar, other: TensorOrScalar, *, alpha: TensorOrScalar = 1) -> Tensor:
     return _E.binary("add", input, other if alpha == 1 else other * alpha)
 
 
-def sub(input, other, *, alpha=1):
+def sub(input: TensorOrScalar, other: TensorOrScalar, *, alpha: TensorOrScalar = 1) -> Tensor:
     return _E.binary("sub", input, other if alpha == 1 else other * alpha)
 
 
-def _binary_fn(name, prim):
-    def fn(input, other):
+def _binary_fn(name: str, prim: str) -> Callable[[TensorOrScalar, TensorOrScalar], Tensor]:
+    def fn(input: TensorOrScalar, other: TensorOrScalar) -> Tensor:
         return _E.binary(prim, input, other)
     fn.__name__ = name
     fn.__doc__ = f"Elementwise {name} with broadcasting and PyTorch's type promotion."
@@ -91,45 +99,47 @@ for _n, _p in (("mul", "mul"), ("div", "div"), ("true_divide", "div"),
     globals()[_n] = _binary_fn(_n, _p)
 
 
-def pow(input, exponent):
+def pow(input: TensorOrScalar, exponent: TensorOrScalar) -> Tensor:
     return _E.pow(input, exponent)
 
 
-def softmax(input, dim=None, dtype=None):
+def softmax(input: Tensor, dim: _int | None = None, dtype: DTypeLike | None = None) -> Tensor:
     return nn.functional.softmax(input, dim, dtype=dtype)
 
 
-def log_softmax(input, dim=None, dtype=None):
+def log_softmax(input: Tensor, dim: _int | None = None,
+                dtype: DTypeLike | None = None) -> Tensor:
     return nn.functional.log_softmax(input, dim, dtype=dtype)
 
 
-def softplus(input, beta=1.0, threshold=20.0):
+def softplus(input: Tensor, beta: _float = 1.0, threshold: _float = 20.0) -> Tensor:
     return nn.functional.softplus(input, beta, threshold)
 
 
-def is_tensor(obj) -> bool:
+def is_tensor(obj: Any) -> _bool:
     return isinstance(obj, Tensor)
 
 
-def numel(input) -> int:
+def numel(input: Tensor) -> _int:
     return input.numel()
 
 
-def is_floating_point(input) -> bool:
+def is_floating_point(input: Tensor) -> _bool:
     return input.is_floating_point()
 
 
-def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False) -> bool:
+def allclose(a: Tensor, b: Tensor, rtol: _float = 1e-05, atol: _float = 1e-08,
+             equal_nan: _bool = False) -> _bool:
     import numpy as _np
     return _np.allclose(_np.asarray(a), _np.asarray(b), rtol=rtol, atol=atol, equal_nan=equal_nan)
 
 
-def equal(a, b) -> bool:
+def equal(a: Tensor, b: Tensor) -> _bool:
     import numpy as _np
     return tuple(a.shape) == tuple(b.shape) and bool(_np.array_equal(_np.asarray(a), _np.asarray(b)))
 
 
-def set_default_device(device) -> None:
+def set_default_device(device: DeviceLike | None) -> None:
     """Only the CPU exists here: ``"cpu"`` (or None) is accepted, anything else raises
     PyTorch's error."""
     from .device import check_device     # (a leaf module; kept out of the namespace)
@@ -145,7 +155,7 @@ def get_default_device() -> device:
 _LAZY_SUBMODULES = ("tree_util", "dask", "nn", "optim", "utils", "func", "serialization")
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     if name in _LAZY_SUBMODULES:
         import importlib
         module = importlib.import_module(f"{__name__}.{name}")
@@ -154,17 +164,19 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'symgrad' has no attribute '{name}'")
 
 
-def __dir__():
+def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY_SUBMODULES))
 
 
-def save(obj, f, pickle_module=None, pickle_protocol: int = 2, **kw) -> None:
+def save(obj: Any, f: str | os.PathLike[str] | IO[bytes], pickle_module: Any = None,
+         pickle_protocol: _int = 2, **kw: Any) -> None:
     """Write ``obj`` to ``f`` (see :func:`symgrad.serialization.save`)."""
     from .serialization import save as _save      # late: loads on first use
     return _save(obj, f, pickle_module, pickle_protocol, **kw)
 
 
-def load(f, map_location=None, pickle_module=None, **kw):
+def load(f: str | os.PathLike[str] | IO[bytes], map_location: Any = None,
+         pickle_module: Any = None, **kw: Any) -> Any:
     """Read what :func:`save` wrote, weights-only by default (see
     :func:`symgrad.serialization.load`)."""
     from .serialization import load as _load      # late: loads on first use

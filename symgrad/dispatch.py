@@ -7,6 +7,8 @@ share the VJP rules the recorded Functions run.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
 from .graph import dtypes
@@ -16,6 +18,9 @@ from .graph.fpstate import enter as fp_enter, leave as fp_leave
 from .graph import node as gnode
 from .graph import primitives as registry
 from .graph.primitives import NUMPY_RULES, SHAPE_RULES
+
+if TYPE_CHECKING:
+    from .tensor import Tensor as TensorT     # (``Tensor`` below is injected at run time)
 
 __all__ = ["bind", "bind_binary", "tensor_cls", "set_lifter"]
 
@@ -39,7 +44,8 @@ def set_lifter(fn):
     return prev
 
 
-def bind(prim: registry.Primitive, *operands, grad_name: str | None = None, **attrs):
+def bind(prim: registry.Primitive, *operands: TensorT | int | float | bool,
+         grad_name: str | None = None, **attrs: Any) -> TensorT:
     """Apply `prim` to `operands` (Tensors; Python scalars for elementwise primitives,
     which take the dtype of the tensor operands)."""
     traced = False

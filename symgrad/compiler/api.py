@@ -6,18 +6,34 @@
 from __future__ import annotations
 
 import weakref
+from typing import TYPE_CHECKING, Any, overload
 
 from ..graph import pytree
 from .dispatcher import CacheInfo, Compiled
 from .stages import Lowered
 from .transforms import Grad, Jacobian, Jvp, Vjp
 
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from ..types import PyTree, TargetSpec
+
 __all__ = ["compile", "jit", "grad", "value_and_grad", "jacobian", "hessian", "jvp", "vjp",
            "Compiled", "Lowered", "CacheInfo"]
 
 
 # ---- public API ----------------------------------------------------------------------------
-def compile(fn=None, static_argnums=(), backend: str | None = None, *, target=None):
+@overload
+def compile(fn: Callable[..., Any], static_argnums: int | Sequence[int] = (),
+            backend: str | None = None, *, target: TargetSpec | None = None) -> Compiled: ...
+@overload
+def compile(fn: None = None, static_argnums: int | Sequence[int] = (),
+            backend: str | None = None, *,
+            target: TargetSpec | None = None) -> Callable[[Callable[..., Any]], Compiled]: ...
+
+
+def compile(fn: Callable[..., Any] | None = None, static_argnums: int | Sequence[int] = (),
+            backend: str | None = None, *, target: TargetSpec | None = None
+            ) -> Compiled | Callable[[Callable[..., Any]], Compiled]:
     """Compile `fn`: trace once per input signature, optimise, run natively, cache.
 
     Usable as a decorator (``@symgrad.compile`` or ``@symgrad.compile(backend="numpy")``).
@@ -39,7 +55,9 @@ def compile(fn=None, static_argnums=(), backend: str | None = None, *, target=No
 jit = compile      # JAX's name for it
 
 
-def grad(fn, argnums=0, has_aux=False, *, static_argnums=(), backend=None, target=None):
+def grad(fn: Callable[..., Any], argnums: int | tuple[int, ...] = 0, has_aux: bool = False, *,
+         static_argnums: int | Sequence[int] = (), backend: str | None = None,
+         target: TargetSpec | None = None) -> Compiled:
     """The gradient of a scalar function, compiled (JAX's ``grad``): shaped like the
     argument(s) ``argnums`` names; with ``has_aux``, ``fn`` returns ``(value, aux)`` and the
     result is ``(gradient, aux)``.
@@ -53,8 +71,9 @@ def grad(fn, argnums=0, has_aux=False, *, static_argnums=(), backend=None, targe
                     target=target)
 
 
-def value_and_grad(fn, argnums=0, has_aux=False, *, static_argnums=(), backend=None,
-                   target=None):
+def value_and_grad(fn: Callable[..., Any], argnums: int | tuple[int, ...] = 0,
+                   has_aux: bool = False, *, static_argnums: int | Sequence[int] = (),
+                   backend: str | None = None, target: TargetSpec | None = None) -> Compiled:
     """(value, gradient) of a scalar function, compiled (JAX's ``value_and_grad``); with
     ``has_aux``, ``fn`` returns ``(value, aux)`` and the result is ``((value, aux),
     gradient)``."""
@@ -63,12 +82,16 @@ def value_and_grad(fn, argnums=0, has_aux=False, *, static_argnums=(), backend=N
                     target=target)
 
 
-def jacobian(fn, argnums=0, *, static_argnums=(), backend=None, target=None):
+def jacobian(fn: Callable[..., Any], argnums: int | tuple[int, ...] = 0, *,
+             static_argnums: int | Sequence[int] = (), backend: str | None = None,
+             target: TargetSpec | None = None) -> Compiled:
     """d fn / d argument, shaped output.shape + input.shape, compiled."""
     return Compiled(fn, static_argnums, backend, Jacobian(argnums), target=target)
 
 
-def hessian(fn, argnums=0, *, static_argnums=(), backend=None, target=None):
+def hessian(fn: Callable[..., Any], argnums: int | tuple[int, ...] = 0, *,
+            static_argnums: int | Sequence[int] = (), backend: str | None = None,
+            target: TargetSpec | None = None) -> Compiled:
     """Second derivatives of a scalar function, shaped input.shape + input.shape."""
     return Compiled(fn, static_argnums, backend, Jacobian(argnums, hessian=True), target=target)
 
@@ -84,7 +107,8 @@ def _wrapper(fn, n):
 _WRAPPERS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
-def jvp(fn, primals, tangents, *, backend=None):
+def jvp(fn: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any], *,
+        backend: str | None = None) -> tuple[PyTree, PyTree]:
     """(fn(*primals), J · tangents), compiled (cached per fn and signature)."""
     primals, tangents = tuple(primals), tuple(tangents)
     if len(primals) != len(tangents):
@@ -95,7 +119,8 @@ def jvp(fn, primals, tangents, *, backend=None):
     return c(*primals, *tangents)
 
 
-def vjp(fn, *primals, backend=None):
+def vjp(fn: Callable[..., Any], *primals: Any, backend: str | None = None
+        ) -> tuple[PyTree, Callable[..., tuple[Any, ...]]]:
     """(fn(*primals), vjp_fn) where vjp_fn(cotangent) returns the tuple of the primals'
     cotangents (one per primal, as JAX's); both compiled."""
     n = len(primals)
@@ -104,7 +129,7 @@ def vjp(fn, *primals, backend=None):
                            lambda: Compiled(_wrapper(fn, n), (), backend, Vjp(n)))
     out = fwd(*primals)
 
-    def vjp_fn(*cotangents):
+    def vjp_fn(*cotangents: Any) -> tuple[Any, ...]:
         leaves, _ = pytree.flatten(cotangents if len(cotangents) != 1 else cotangents[0])
         return back(*primals, *leaves)
     return out, vjp_fn

@@ -10,6 +10,8 @@ steps or 10,000, and reverse mode is a reverse loop.  Values the body uses from 
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from .. import dispatch
@@ -20,6 +22,10 @@ from ..ops import loops as L
 from ..tensor import Tensor, next_birth
 from .creation import arange, as_tensor
 from .shape import stack
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from ..types import PyTree
 
 __all__ = ["scan", "fori_loop", "while_loop"]
 
@@ -203,7 +209,9 @@ def _cut_leaks(inputs, outputs, cap):
 
 
 # ---- scan -------------------------------------------------------------------------------------
-def scan(f, init, xs=None, length: int | None = None, reverse: bool = False, unroll: int = 1):
+def scan(f: Callable[[PyTree, PyTree], tuple[PyTree, PyTree]], init: PyTree, xs: PyTree = None,
+         length: int | None = None, reverse: bool = False,
+         unroll: int = 1) -> tuple[PyTree, PyTree]:
     """Scan ``f`` over the leading axis of ``xs`` while carrying state (``jax.lax.scan``):
 
     ``f(carry, x) -> (carry, y)``; returns ``(final carry, ys)`` with the ``y`` of every
@@ -310,7 +318,9 @@ def _static_int(v):
     return None
 
 
-def fori_loop(lower, upper, body_fun, init_val, *, unroll: int | None = None):
+def fori_loop(lower: int | Tensor, upper: int | Tensor,
+              body_fun: Callable[[Tensor, PyTree], PyTree], init_val: PyTree, *,
+              unroll: int | None = None) -> PyTree:
     """``for i in range(lower, upper): val = body_fun(i, val)`` (``jax.lax.fori_loop``);
     ``i`` is a 0-d int64 tensor.  With Python-int bounds it is a :func:`scan` (reverse
     mode works); with traced bounds a :func:`while_loop` (forward only, as in JAX).
@@ -349,7 +359,8 @@ def fori_loop(lower, upper, body_fun, init_val, *, unroll: int | None = None):
 
 
 # ---- while_loop ----------------------------------------------------------------------------
-def while_loop(cond_fun, body_fun, init_val):
+def while_loop(cond_fun: Callable[[PyTree], Tensor | bool],
+               body_fun: Callable[[PyTree], PyTree], init_val: PyTree) -> PyTree:
     """``while cond_fun(val): val = body_fun(val)`` (``jax.lax.while_loop``).  Compiled, it
     is one node evaluated in a native-code call; reverse-mode differentiation through it
     raises JAX's error (use :func:`scan` or a static-bound :func:`fori_loop`).

@@ -3,6 +3,7 @@ arange, linspace, the *_like variants, with PyTorch's dtype inference."""
 from __future__ import annotations
 
 import warnings
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -11,6 +12,10 @@ from ..tensor import Tensor
 from .common import shape_arg
 from ..ops import lax
 from ..device import check_device
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from ..types import DeviceLike, DTypeLike, TensorLike
 
 __all__ = ["tensor", "as_tensor", "from_numpy", "ones", "zeros", "full", "empty", "eye",
            "arange", "linspace", "ones_like", "zeros_like", "full_like", "empty_like",
@@ -59,7 +64,8 @@ def _finish(arr: np.ndarray, dtype: dtypes.DType, requires_grad: bool) -> Tensor
     return t
 
 
-def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False) -> Tensor:
+def tensor(data: TensorLike, dtype: DTypeLike | None = None, device: DeviceLike | None = None,
+           requires_grad: bool = False, pin_memory: bool = False) -> Tensor:
     """A new tensor holding a copy of `data` (nested lists, scalars, arrays, tensors).
 
     >>> tensor([1.0, 2.0])
@@ -93,7 +99,8 @@ def _from_nested(data):
     return np.array(data)
 
 
-def as_tensor(data, dtype=None, device=None) -> Tensor:
+def as_tensor(data: TensorLike, dtype: DTypeLike | None = None,
+              device: DeviceLike | None = None) -> Tensor:
     """Like tensor(), but shares memory with a numpy array or tensor when it can."""
     check_device(device)
     if isinstance(data, Tensor):
@@ -114,7 +121,7 @@ def from_numpy(arr: np.ndarray) -> Tensor:
     return Tensor._from_array(arr, dtypes.from_numpy_dtype(arr.dtype))
 
 
-def scalar_tensor(value, dtype=None) -> Tensor:
+def scalar_tensor(value: int | float | bool, dtype: DTypeLike | None = None) -> Tensor:
     dt = dtypes.as_dtype(dtype) if dtype is not None else dtypes.get_default_dtype()
     return Tensor._from_array(np.array(value, dtype=dt.np), dt)
 
@@ -123,7 +130,9 @@ def _dt(dtype, default=None):
     return dtypes.as_dtype(dtype) if dtype is not None else (default or dtypes.get_default_dtype())
 
 
-def full(size, fill_value, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+def full(size: int | Sequence[int], fill_value: int | float | bool, *,
+         dtype: DTypeLike | None = None, device: DeviceLike | None = None,
+         requires_grad: bool = False) -> Tensor:
     check_device(device)
     size = shape_arg((size,) if isinstance(size, int) else tuple(size))
     if dtype is None:
@@ -132,31 +141,37 @@ def full(size, fill_value, *, dtype=None, device=None, requires_grad=False) -> T
     return _finish(np.full(size, fill_value, dtype=dt.np), dt, requires_grad)
 
 
-def ones(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
+def ones(*size: int | Sequence[int], dtype: DTypeLike | None = None,
+         device: DeviceLike | None = None, requires_grad: bool = False) -> Tensor:
     check_device(device)
     dt = _dt(dtype)
     return _finish(np.ones(shape_arg(size), dtype=dt.np), dt, requires_grad)
 
 
-def zeros(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
+def zeros(*size: int | Sequence[int], dtype: DTypeLike | None = None,
+          device: DeviceLike | None = None, requires_grad: bool = False) -> Tensor:
     check_device(device)
     dt = _dt(dtype)
     return _finish(np.zeros(shape_arg(size), dtype=dt.np), dt, requires_grad)
 
 
-def empty(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
+def empty(*size: int | Sequence[int], dtype: DTypeLike | None = None,
+          device: DeviceLike | None = None, requires_grad: bool = False) -> Tensor:
     check_device(device)
     dt = _dt(dtype)
     return _finish(np.empty(shape_arg(size), dtype=dt.np), dt, requires_grad)
 
 
-def eye(n, m=None, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+def eye(n: int, m: int | None = None, *, dtype: DTypeLike | None = None,
+        device: DeviceLike | None = None, requires_grad: bool = False) -> Tensor:
     check_device(device)
     dt = _dt(dtype)
     return _finish(np.eye(n, m, dtype=dt.np), dt, requires_grad)
 
 
-def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+def arange(start: int | float, end: int | float | None = None, step: int | float = 1, *,
+           dtype: DTypeLike | None = None, device: DeviceLike | None = None,
+           requires_grad: bool = False) -> Tensor:
     check_device(device)
     if end is None:
         start, end = 0, start
@@ -176,7 +191,9 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=Fa
     return _finish(arr.astype(dt.np), dt, requires_grad)
 
 
-def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+def linspace(start: int | float, end: int | float, steps: int, *,
+             dtype: DTypeLike | None = None, device: DeviceLike | None = None,
+             requires_grad: bool = False) -> Tensor:
     check_device(device)
     dt = _dt(dtype)
     if steps < 0:
@@ -189,22 +206,26 @@ def _like(x, dtype):
     return dtypes.as_dtype(dtype) if dtype is not None else x.dtype
 
 
-def ones_like(x, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+def ones_like(x: Tensor, *, dtype: DTypeLike | None = None, device: DeviceLike | None = None,
+              requires_grad: bool = False) -> Tensor:
     check_device(device)
     return ones(tuple(x.shape), dtype=_like(x, dtype), requires_grad=requires_grad)
 
 
-def zeros_like(x, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+def zeros_like(x: Tensor, *, dtype: DTypeLike | None = None, device: DeviceLike | None = None,
+               requires_grad: bool = False) -> Tensor:
     check_device(device)
     return zeros(tuple(x.shape), dtype=_like(x, dtype), requires_grad=requires_grad)
 
 
-def empty_like(x, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+def empty_like(x: Tensor, *, dtype: DTypeLike | None = None, device: DeviceLike | None = None,
+               requires_grad: bool = False) -> Tensor:
     check_device(device)
     return empty(tuple(x.shape), dtype=_like(x, dtype), requires_grad=requires_grad)
 
 
-def full_like(x, fill_value, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+def full_like(x: Tensor, fill_value: int | float | bool, *, dtype: DTypeLike | None = None,
+              device: DeviceLike | None = None, requires_grad: bool = False) -> Tensor:
     check_device(device)
     return full(tuple(x.shape), fill_value, dtype=_like(x, dtype), requires_grad=requires_grad)
 

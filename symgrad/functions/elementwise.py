@@ -2,6 +2,8 @@
 arithmetic, comparisons, transcendental functions, clamp, where."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ..graph import dtypes
@@ -11,6 +13,9 @@ from ..graph.primitives import PRIMITIVES as P
 from .common import Tensor, is_scalar, to_tensor
 from .composite import named
 from ..autograd.grad_mode import no_grad
+
+if TYPE_CHECKING:
+    from ..types import TensorOrScalar
 
 __all__ = ["binary", "unary", "where", "clamp", "pow", "UNARY_NAMES"]
 
@@ -60,7 +65,8 @@ _FAST_BINARY = frozenset({"add", "sub", "mul", "div", "pow", "maximum", "minimum
                           "gt", "ge", "eq", "ne"})
 
 
-def binary(name: str, a, b, grad_name: str | None = None):
+def binary(name: str, a: TensorOrScalar | np.ndarray, b: TensorOrScalar | np.ndarray,
+           grad_name: str | None = None) -> Tensor:
     """Apply the binary primitive `name` with promotion; scalars stay scalars."""
     if name in _FAST_BINARY:             # the common float cases: no promotion to do
         ta, tb = type(a) is Tensor, type(b) is Tensor
@@ -167,7 +173,7 @@ def _scalar_as(value, dt):
     return bool(value)
 
 
-def unary(name: str, x, grad_name: str | None = None):
+def unary(name: str, x: TensorOrScalar | np.ndarray, grad_name: str | None = None) -> Tensor:
     x = to_tensor(_operand(x))
     prim = P[name]
     if x.dtype is dtypes.bool_ and name in _BOOL_REFUSED:
@@ -190,7 +196,7 @@ _BOOL_REFUSED = {
 }
 
 
-def pow(a, b):
+def pow(a: TensorOrScalar, b: TensorOrScalar) -> Tensor:
     """``a ** b`` with PyTorch's names: PowBackward0 (tensor ** scalar), PowBackward1
     (tensor ** tensor), PowBackward2 (scalar ** tensor)."""
     if isinstance(a, Tensor) and isinstance(b, Tensor):
@@ -203,7 +209,7 @@ def pow(a, b):
     return binary("pow", a, b, "PowBackward2")
 
 
-def where(condition, input, other):
+def where(condition: Tensor, input: TensorOrScalar, other: TensorOrScalar) -> Tensor:
     """Elementwise select (``torch.where``); condition must be bool."""
     c = to_tensor(condition)
     if c.dtype is not dtypes.bool_:
@@ -222,7 +228,8 @@ def where(condition, input, other):
     return bind(P["where"], c, x, y)
 
 
-def clamp(x, min=None, max=None, *, grad_name=None):
+def clamp(x: Tensor, min: TensorOrScalar | None = None, max: TensorOrScalar | None = None, *,
+          grad_name: str | None = None) -> Tensor:
     """Clamp into [min, max] (``ClampBackward1``); min/max may be scalars or tensors
     (``ClampBackward0``). The gradient reaches x where min <= x <= max (bounds included),
     as in PyTorch."""

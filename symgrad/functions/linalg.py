@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..dispatch import bind
 from ..graph.primitives import PRIMITIVES as P
-from .common import to_tensor
+from .common import Tensor, to_tensor
 from .shape import unsqueeze
 from .shape import reshape
 from .elementwise import binary
@@ -31,7 +31,7 @@ def _check_dtypes(a, b):
                            f"{a.dtype.cpp_name} != {b.dtype.cpp_name}")
 
 
-def matmul(a, b):
+def matmul(a: Tensor, b: Tensor) -> Tensor:
     """``a @ b`` recorded as PyTorch records it, so ``grad_fn.next_functions`` match:
     vector @ matrix is unsqueeze(0) -> mm -> squeeze (SqueezeBackward4); a batch @ a
     matrix or vector is folded: view(-1, n) -> mm / mv -> UnsafeViewBackward0."""
@@ -53,7 +53,7 @@ def matmul(a, b):
     return bind(P["matmul"], a, b, grad_name=_name(a, b))
 
 
-def mm(a, b):
+def mm(a: Tensor, b: Tensor) -> Tensor:
     a, b = to_tensor(a), to_tensor(b)
     if a.dim() != 2:
         raise RuntimeError("self must be a matrix")
@@ -62,14 +62,14 @@ def mm(a, b):
     return matmul(a, b)
 
 
-def mv(a, v):
+def mv(a: Tensor, v: Tensor) -> Tensor:
     a, v = to_tensor(a), to_tensor(v)
     if a.dim() != 2 or v.dim() != 1:
         raise RuntimeError(f"vector + matrix @ vector expected, got 1, {a.dim()}, {v.dim()}")
     return matmul(a, v)
 
 
-def dot(a, b):
+def dot(a: Tensor, b: Tensor) -> Tensor:
     a, b = to_tensor(a), to_tensor(b)
     if a.dim() != 1 or b.dim() != 1:
         raise RuntimeError(f"1D tensors expected, but got {a.dim()}D and {b.dim()}D tensors")
@@ -79,7 +79,7 @@ def dot(a, b):
     return matmul(a, b)
 
 
-def bmm(a, b):
+def bmm(a: Tensor, b: Tensor) -> Tensor:
     a, b = to_tensor(a), to_tensor(b)
     if a.dim() != 3:
         raise RuntimeError("batch1 must be a 3D tensor")
@@ -92,7 +92,7 @@ def bmm(a, b):
     return bind(P["matmul"], a, b, grad_name="BmmBackward0")
 
 
-def outer(a, b):
+def outer(a: Tensor, b: Tensor) -> Tensor:
     """a[:, None] * b[None, :] (``MulBackward0``, as PyTorch computes it)."""
     a, b = to_tensor(a), to_tensor(b)
     return binary("mul", reshape(a, (a.numel(), 1)), b)

@@ -2,12 +2,19 @@
 rand_like, randn_like, and the in-place fills normal_ / uniform_."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ..graph import dtypes
 from .common import shape_arg
 from .creation import _finish
 from ..device import check_device
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from ..tensor import Tensor
+    from ..types import DeviceLike, DTypeLike
 
 __all__ = ["manual_seed", "seed", "rand", "randn", "randint", "rand_like", "randn_like",
            "randperm", "generator", "Generator"]
@@ -56,7 +63,7 @@ def generator(g: Generator | None = None) -> np.random.Generator:
     return g._rng if g is not None else _gen[0]
 
 
-def manual_seed(s: int):
+def manual_seed(s: int) -> np.random.Generator:
     """Seed symgrad's generator (numpy PCG64: its draws differ from PyTorch's)."""
     _gen[0] = np.random.default_rng(int(s))
     return _gen[0]
@@ -86,7 +93,9 @@ def _size_kw(size, kw, name):
     return size
 
 
-def rand(*size, dtype=None, device=None, requires_grad=False, generator=None, **kw):
+def rand(*size: int | Sequence[int], dtype: DTypeLike | None = None,
+         device: DeviceLike | None = None, requires_grad: bool = False,
+         generator: Generator | None = None, **kw: Sequence[int]) -> Tensor:
     size = _size_kw(size, kw, "rand")
     check_device(device)
     dt = _float_dt(dtype)
@@ -94,7 +103,9 @@ def rand(*size, dtype=None, device=None, requires_grad=False, generator=None, **
                    requires_grad)
 
 
-def randn(*size, dtype=None, device=None, requires_grad=False, generator=None, **kw):
+def randn(*size: int | Sequence[int], dtype: DTypeLike | None = None,
+          device: DeviceLike | None = None, requires_grad: bool = False,
+          generator: Generator | None = None, **kw: Sequence[int]) -> Tensor:
     size = _size_kw(size, kw, "randn")
     check_device(device)
     dt = _float_dt(dtype)
@@ -102,8 +113,9 @@ def randn(*size, dtype=None, device=None, requires_grad=False, generator=None, *
                    requires_grad)
 
 
-def randint(low, high=None, size=None, *, generator=None, dtype=None, device=None,
-            requires_grad=False):
+def randint(low: int, high: int | None = None, size: int | Sequence[int] | None = None, *,
+            generator: Generator | None = None, dtype: DTypeLike | None = None,
+            device: DeviceLike | None = None, requires_grad: bool = False) -> Tensor:
     check_device(device)
     if high is None:
         low, high = 0, low
@@ -117,19 +129,22 @@ def randint(low, high=None, size=None, *, generator=None, dtype=None, device=Non
     return _finish(arr.astype(dt.np), dt, requires_grad)
 
 
-def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False):
+def randperm(n: int, *, generator: Generator | None = None, dtype: DTypeLike | None = None,
+             device: DeviceLike | None = None, requires_grad: bool = False) -> Tensor:
     check_device(device)
     dt = dtypes.as_dtype(dtype) if dtype is not None else dtypes.int64
     return _finish(_generator_fn(generator).permutation(int(n)).astype(dt.np), dt,
                    requires_grad)
 
 
-def rand_like(x, *, dtype=None, device=None, requires_grad=False):
+def rand_like(x: Tensor, *, dtype: DTypeLike | None = None, device: DeviceLike | None = None,
+              requires_grad: bool = False) -> Tensor:
     check_device(device)
     return rand(tuple(x.shape), dtype=dtype or x.dtype, requires_grad=requires_grad)
 
 
-def randn_like(x, *, dtype=None, device=None, requires_grad=False):
+def randn_like(x: Tensor, *, dtype: DTypeLike | None = None, device: DeviceLike | None = None,
+               requires_grad: bool = False) -> Tensor:
     check_device(device)
     return randn(tuple(x.shape), dtype=dtype or x.dtype, requires_grad=requires_grad)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import namedtuple
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -13,6 +14,9 @@ from ..graph.primitives import PRIMITIVES as P
 from .common import Tensor, dims_arg, to_tensor, wrap_dim
 from .composite import named
 from .elementwise import binary
+
+if TYPE_CHECKING:
+    from ..types import DTypeLike, Dims
 
 __all__ = ["sum", "mean", "prod", "max", "min", "amax", "amin", "argmax", "argmin",
            "logsumexp", "norm", "return_types"]
@@ -52,11 +56,13 @@ _ACC_NAMES = {(p, full): f"{p.capitalize()}Backward{0 if full else 1}"
               for p in ("sum", "prod") for full in (True, False)}
 
 
-def sum(x, dim=None, keepdim=False, *, dtype=None):
+def sum(x: Tensor, dim: Dims | None = None, keepdim: bool = False, *,
+        dtype: DTypeLike | None = None) -> Tensor:
     return _accumulating("sum", x, dim, keepdim, dtype)
 
 
-def mean(x, dim=None, keepdim=False, *, dtype=None):
+def mean(x: Tensor, dim: Dims | None = None, keepdim: bool = False, *,
+         dtype: DTypeLike | None = None) -> Tensor:
     x = to_tensor(x)
     if dtype is not None:
         x = lax.cast(x, dtypes.as_dtype(dtype))
@@ -68,7 +74,8 @@ def mean(x, dim=None, keepdim=False, *, dtype=None):
     return bind(P["mean"], x, axes=axes, keepdim=bool(keepdim), grad_name=name)
 
 
-def prod(x, dim=None, keepdim=False, *, dtype=None):
+def prod(x: Tensor, dim: Dims | None = None, keepdim: bool = False, *,
+         dtype: DTypeLike | None = None) -> Tensor:
     return _accumulating("prod", x, dim, keepdim, dtype)
 
 
@@ -105,11 +112,13 @@ def _extremum(kind, x, dim, keepdim, other):
     return getattr(return_types, kind)(values, idx)
 
 
-def max(x, dim=None, keepdim=False, *, out=None, other=None):
+def max(x: Tensor, dim: int | Tensor | None = None, keepdim: bool = False, *, out: None = None,
+        other: Tensor | None = None) -> Tensor | tuple[Tensor, Tensor]:
     return _extremum("max", x, dim, keepdim, other)
 
 
-def min(x, dim=None, keepdim=False, *, out=None, other=None):
+def min(x: Tensor, dim: int | Tensor | None = None, keepdim: bool = False, *, out: None = None,
+        other: Tensor | None = None) -> Tensor | tuple[Tensor, Tensor]:
     return _extremum("min", x, dim, keepdim, other)
 
 
@@ -126,7 +135,7 @@ def _check_nonempty(name, x, dims, axes):
             raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
 
 
-def amax(x, dim=(), keepdim=False):
+def amax(x: Tensor, dim: Dims = (), keepdim: bool = False) -> Tensor:
     x = to_tensor(x)
     axes = dims_arg(None if dim == () else dim, x.dim())
     dims = () if dim == () else tuple(dim) if isinstance(dim, (tuple, list)) else (dim,)
@@ -142,7 +151,7 @@ def _truth(kind: str, x, dim, keepdim):
     return out if x.dtype is not dtypes.uint8 else bind(P["cast"], out, dtype=dtypes.uint8)
 
 
-def all(x, dim=None, keepdim=False):   # noqa: A001  (torch.all)
+def all(x: Tensor, dim: Dims | None = None, keepdim: bool = False) -> Tensor:   # noqa: A001  (torch.all)
     """Whether every element (along ``dim``) is nonzero, as a bool tensor.
 
     >>> import symgrad as torch
@@ -152,12 +161,12 @@ def all(x, dim=None, keepdim=False):   # noqa: A001  (torch.all)
     return _truth("all", x, dim, keepdim)
 
 
-def any(x, dim=None, keepdim=False):   # noqa: A001  (torch.any)
+def any(x: Tensor, dim: Dims | None = None, keepdim: bool = False) -> Tensor:   # noqa: A001  (torch.any)
     """Whether some element (along ``dim``) is nonzero, as a bool tensor."""
     return _truth("any", x, dim, keepdim)
 
 
-def amin(x, dim=(), keepdim=False):
+def amin(x: Tensor, dim: Dims = (), keepdim: bool = False) -> Tensor:
     x = to_tensor(x)
     axes = dims_arg(None if dim == () else dim, x.dim())
     dims = () if dim == () else tuple(dim) if isinstance(dim, (tuple, list)) else (dim,)
@@ -185,11 +194,11 @@ def _arg(kind, x, dim, keepdim):
     return bind(prim, x, axis=axis, keepdim=bool(keepdim))
 
 
-def argmax(x, dim=None, keepdim=False):
+def argmax(x: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
     return _arg("max", x, dim, keepdim)
 
 
-def argmin(x, dim=None, keepdim=False):
+def argmin(x: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
     return _arg("min", x, dim, keepdim)
 
 
@@ -204,7 +213,7 @@ def _logsumexp_prims(x, axes, keepdim):
         d for i, d in enumerate(x.shape) if i not in axes))
 
 
-def logsumexp(x, dim, keepdim=False):
+def logsumexp(x: Tensor, dim: Dims, keepdim: bool = False) -> Tensor:
     """log(sum(exp(x))) along `dim`, shifted by the max so it cannot overflow."""
     x = to_tensor(x)
     if not x.dtype.is_floating_point:
@@ -214,7 +223,8 @@ def logsumexp(x, dim, keepdim=False):
                  saves=(0,), saves_output=True)
 
 
-def norm(x, p="fro", dim=None, keepdim=False, dtype=None):
+def norm(x: Tensor, p: float | str | None = "fro", dim: Dims | None = None, keepdim: bool = False,
+         dtype: DTypeLike | None = None) -> Tensor:
     """Vector p-norm (p = 2 / 'fro' by default, 1, inf, -inf, or any p > 0)."""
     x = to_tensor(x)
     if dtype is not None:

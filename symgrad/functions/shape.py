@@ -5,6 +5,7 @@ their input are views: they share its version counter and remember how they were
 from __future__ import annotations
 
 import weakref
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -15,6 +16,10 @@ from ..graph.shapes import infer_reshape, wrap_dim
 from .common import Tensor, shape_arg, to_tensor
 from .creation import _dtype_view
 from .elementwise import promote
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from ..types import DTypeLike
 
 __all__ = ["view", "reshape", "flatten", "squeeze", "unsqueeze", "transpose", "t", "permute",
            "expand", "expand_as", "contiguous", "clone", "cat", "stack", "make_view",
@@ -46,7 +51,7 @@ def _is_viewable(x: Tensor) -> bool:
     return x._data is None or x._data.flags.c_contiguous
 
 
-def view(x, *shape):
+def view(x: Tensor, *shape: int | Sequence[int] | DTypeLike) -> Tensor:
     if len(shape) == 1 and not isinstance(shape[0], (tuple, list, int)) and shape[0] is not None \
             and not hasattr(shape[0], "__index__"):
         return _dtype_view(x, shape[0])
@@ -74,7 +79,7 @@ def _shape_ints(shape):
     return tuple(int(s) for s in shape)
 
 
-def reshape(x, *shape):
+def reshape(x: Tensor, *shape: int | Sequence[int]) -> Tensor:
     x = to_tensor(x)
     shape = infer_reshape(_shape_ints(shape), x.numel())
     if shape == tuple(x.shape):
@@ -85,7 +90,7 @@ def reshape(x, *shape):
                 grad_name="UnsafeViewBackward0")
 
 
-def flatten(x, start_dim=0, end_dim=-1):
+def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     x = to_tensor(x)
     if x.dim() == 0:
         return reshape(x, 1)
@@ -100,13 +105,13 @@ def flatten(x, start_dim=0, end_dim=-1):
     return reshape(x, tuple(x.shape[:s]) + (mid,) + tuple(x.shape[e + 1:]))
 
 
-def unflatten(x, dim, sizes):
+def unflatten(x: Tensor, dim: int, sizes: Sequence[int]) -> Tensor:
     d = wrap_dim(dim, x.dim())
     sizes = infer_reshape(tuple(sizes), x.shape[d])
     return view(x, tuple(x.shape[:d]) + sizes + tuple(x.shape[d + 1:]))
 
 
-def squeeze(x, dim=None):
+def squeeze(x: Tensor, dim: int | Sequence[int] | None = None) -> Tensor:
     x = to_tensor(x)
     if dim is None:
         shape = tuple(s for s in x.shape if s != 1)
@@ -118,14 +123,14 @@ def squeeze(x, dim=None):
     return _layout("reshape", x, name, shape=shape)
 
 
-def unsqueeze(x, dim):
+def unsqueeze(x: Tensor, dim: int) -> Tensor:
     x = to_tensor(x)
     d = wrap_dim(dim, x.dim() + 1)
     shape = tuple(x.shape[:d]) + (1,) + tuple(x.shape[d:])
     return _layout("reshape", x, "UnsqueezeBackward0", shape=shape)
 
 
-def permute(x, *dims):
+def permute(x: Tensor, *dims: int | Sequence[int]) -> Tensor:
     x = to_tensor(x)
     dims = _shape_ints(dims) if dims else ()
     if len(dims) != x.dim():
@@ -138,7 +143,7 @@ def permute(x, *dims):
     return _layout("permute", x, "PermuteBackward0", perm=perm)
 
 
-def transpose(x, dim0, dim1):
+def transpose(x: Tensor, dim0: int, dim1: int) -> Tensor:
     x = to_tensor(x)
     n = x.dim()
     a, b = wrap_dim(dim0, n), wrap_dim(dim1, n)
@@ -147,7 +152,7 @@ def transpose(x, dim0, dim1):
     return _layout("permute", x, "TransposeBackward0", perm=tuple(perm))
 
 
-def t(x):
+def t(x: Tensor) -> Tensor:
     x = to_tensor(x)
     if x.dim() > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {x.dim()}D")
@@ -168,7 +173,7 @@ _T_WARNINGS = {
 _T_WARNED: set = set()
 
 
-def T(x):
+def T(x: Tensor) -> Tensor:
     n = x.dim()
     if n != 2:                  # PyTorch warns once per process (TORCH_WARN_ONCE)
         kind = 0 if n == 0 else 1
@@ -179,7 +184,7 @@ def T(x):
     return _layout("permute", x, "PermuteBackward0", perm=tuple(range(n - 1, -1, -1)))
 
 
-def movedim(x, source, destination):
+def movedim(x: Tensor, source: int, destination: int) -> Tensor:
     n = x.dim()
     s, d = wrap_dim(source, n), wrap_dim(destination, n)
     order = [i for i in range(n) if i != s]
@@ -187,7 +192,7 @@ def movedim(x, source, destination):
     return permute(x, *order)
 
 
-def expand(x, *sizes):
+def expand(x: Tensor, *sizes: int | Sequence[int]) -> Tensor:
     x = to_tensor(x)
     sizes = _shape_ints(sizes)
     if len(sizes) < x.dim():
@@ -212,11 +217,11 @@ def expand(x, *sizes):
     return _layout("expand", x, "ExpandBackward0", shape=tuple(reversed(shape)))
 
 
-def expand_as(x, other):
+def expand_as(x: Tensor, other: Tensor) -> Tensor:
     return expand(x, *other.shape)
 
 
-def contiguous(x):
+def contiguous(x: Tensor) -> Tensor:
     if x.is_contiguous():
         return x
     out = bind(P["copy"], x, grad_name="CloneBackward0")
@@ -225,11 +230,11 @@ def contiguous(x):
     return out
 
 
-def clone(x, *, memory_format=None):
+def clone(x: Tensor, *, memory_format: object = None) -> Tensor:
     return bind(P["copy"], to_tensor(x), grad_name="CloneBackward0")
 
 
-def cat(tensors, dim=0):
+def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     tensors = [to_tensor(t) for t in tensors]
     if not tensors:
         raise RuntimeError("torch.cat(): expected a non-empty list of Tensors")
@@ -260,7 +265,7 @@ def cat(tensors, dim=0):
     return bind(P["cat"], *(lax.cast(t, dt) for t in parts), axis=axis)
 
 
-def stack(tensors, dim=0):
+def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     tensors = [to_tensor(t) for t in tensors]
     if not tensors:
         raise RuntimeError("stack expects a non-empty TensorList")
