@@ -9,6 +9,7 @@ so this module holds only what a tensor *is*.
 from __future__ import annotations
 
 import itertools
+from typing import TYPE_CHECKING, Any
 import warnings
 
 import numpy as np
@@ -22,6 +23,15 @@ from .autograd import engine, hooks
 from .dispatch import stop_gradient_node
 from .device import CPU
 from .errors import traced_value_error
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from .device import device as Device
+    from .graph.node import Node
+    # the operations functions/methods.py attaches as methods, declared for type checkers
+    from .functions.method_types import TensorMethods as _Methods
+else:
+    _Methods = object
 
 __all__ = ["Tensor", "Size", "next_birth"]
 
@@ -61,7 +71,7 @@ class Size(tuple):
         return n
 
 
-class Tensor:
+class Tensor(_Methods):
     """An n-dimensional array with PyTorch's autograd semantics.
 
     >>> import symgrad as torch
@@ -128,7 +138,7 @@ class Tensor:
     def shape(self) -> Size:
         return Size(self._data.shape if self._node is None else self._node.shape)
 
-    def size(self, dim: int | None = None):
+    def size(self, dim: int | None = None) -> Size | int:
         if dim is None:
             return self.shape
         return self.shape[wrap_dim(dim, self.dim())]
@@ -138,7 +148,7 @@ class Tensor:
         return self._dtype
 
     @property
-    def device(self):
+    def device(self) -> Device:
         return CPU
 
     @property
@@ -174,7 +184,7 @@ class Tensor:
         return self._node is not None
 
     @property
-    def node(self):
+    def node(self) -> Node | None:
         """The graph node of a traced tensor (None for eager tensors)."""
         return self._node
 
@@ -214,13 +224,13 @@ class Tensor:
         return self.grad_fn is None
 
     @property
-    def grad(self):
+    def grad(self) -> Tensor | None:
         if self.grad_fn is not None and not self._retains_grad:
             warnings.warn(_NON_LEAF_GRAD, UserWarning, stacklevel=2)
         return self._grad
 
     @grad.setter
-    def grad(self, value) -> None:
+    def grad(self, value: Tensor | None) -> None:
         if value is not None:
             if not isinstance(value, Tensor):
                 raise TypeError(f"assigned grad expected to be a Tensor or None but got grad "
@@ -262,7 +272,9 @@ class Tensor:
     def _version(self) -> int:
         return self._vc[0]
 
-    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+    def backward(self, gradient: Tensor | None = None, retain_graph: bool | None = None,
+                 create_graph: bool = False,
+                 inputs: Tensor | Sequence[Tensor] | None = None) -> None:
         """Accumulate d(self)/d(leaf) into each leaf's ``.grad`` (see PyTorch)."""
         engine.backward([self], None if gradient is None else [gradient],
                         retain_graph=retain_graph, create_graph=create_graph, inputs=inputs)
@@ -317,13 +329,13 @@ class Tensor:
         a = self._eager_data("conversion to a numpy array")
         return a.astype(dtype) if dtype is not None else a
 
-    def item(self):
+    def item(self) -> int | float | bool:
         a = self._eager_data("item()")
         if a.size != 1:
             raise RuntimeError(f"a Tensor with {a.size} elements cannot be converted to Scalar")
         return a.reshape(()).item()
 
-    def tolist(self):
+    def tolist(self) -> Any:
         return self._eager_data("tolist()").tolist()
 
     def __float__(self) -> float:

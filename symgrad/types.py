@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Sequence
+from types import EllipsisType
 from typing import Any, Union
 
 import numpy as np
@@ -21,7 +22,7 @@ from .graph.dtypes import DType
 from .tensor import Tensor
 
 __all__ = ["Number", "Scalar", "TensorOrScalar", "TensorLike", "DTypeLike", "DeviceLike",
-           "Dims", "SizeLike", "PyTree", "TargetSpec", "Tensor", "DType", "device"]
+           "Dims", "SizeLike", "Index", "PyTree", "TargetSpec", "Tensor", "DType", "device"]
 
 _bool = builtins.bool
 _int = builtins.int
@@ -45,6 +46,9 @@ DeviceLike = Union[device, str, int]
 Dims = Union[int, Sequence[int]]
 #: a size argument: ``(2, 3)``, ``[2, 3]`` or a :class:`symgrad.Size`
 SizeLike = Sequence[int]
+#: an index of ``x[key]``: ints, slices, None, ``...``, index or mask tensors and arrays,
+#: lists of ints, and tuples of these
+Index = Union[int, slice, None, EllipsisType, Tensor, np.ndarray, Sequence[Any]]
 #: a pytree: tensors (or numbers, arrays) nested in tuples, lists and dicts
 PyTree = Any
 #: a compile target: a ``codegen.target.Target`` or a string such as ``"x86-64-v3"``

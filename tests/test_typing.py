@@ -7,6 +7,7 @@ fails here. ``symgrad.types`` (the aliases) is never loaded by ``import symgrad`
 from __future__ import annotations
 
 import ast
+import re
 import inspect
 import subprocess
 import sys
@@ -27,7 +28,10 @@ def _public_functions() -> list[tuple[str, object]]:
 
 
 def _missing(fn) -> list[str]:
-    sig = inspect.signature(fn)
+    return _missing_sig(inspect.signature(fn))
+
+
+def _missing_sig(sig: inspect.Signature) -> list[str]:
     out = [p.name for p in sig.parameters.values()
            if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and p.annotation is p.empty]
     if sig.return_annotation is sig.empty:
@@ -88,3 +92,87 @@ def test_type_aliases_are_not_loaded_by_import():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=ROOT, check=True)
     assert out.stdout.strip() == "False"
+
+
+def _tensor_class_methods() -> list[tuple[str, object]]:
+    """Public methods written in ``Tensor``'s class body (``functions/methods.py`` attaches
+    the operations as methods at import time; those are not covered here)."""
+    out = []
+    for n in dir(symgrad.Tensor):
+        f = inspect.getattr_static(symgrad.Tensor, n)
+        f = f.fget if isinstance(f, property) else f
+        if not n.startswith("_") and inspect.isfunction(f) and f.__module__ == "symgrad.tensor":
+            out.append((n, f))
+    return out
+
+
+def test_tensor_class_methods_are_annotated():
+    methods = _tensor_class_methods()
+    assert len(methods) > 20
+    bad = {}
+    for n, f in methods:
+        params = list(inspect.signature(f).parameters.values())[1:]      # (not self)
+        sig = inspect.signature(f).replace(parameters=params)
+        if m := _missing_sig(sig):
+            bad[n] = m
+    assert not bad, f"unannotated Tensor methods: {bad}"
+    ns = _checker_namespace(str(ROOT / "symgrad" / "tensor.py"), "symgrad.tensor")
+    for n, f in methods:
+        typing.get_type_hints(f, globalns=ns)
+
+
+
+# ---- the methods functions/methods.py attaches, and their static declarations ---------------
+def _installed_methods() -> list[tuple[str, object, str]]:
+    """(name, function, kind) for what ``methods.install()`` attaches to Tensor."""
+    from symgrad.functions import elementwise as E, methods as M, shape
+    out = [(n, f, "method") for n, f in M._METHODS.items()]
+    out += [(u, getattr(symgrad.Tensor, u), "method") for u in E.UNARY_NAMES
+            if u not in M._METHODS]
+    out += [("T", shape.T, "property"), ("mT", M._mT, "property")]
+    out += [(i, M._METHODS.get(b) or getattr(symgrad.Tensor, b), "inplace")
+            for i, b in M._INPLACE.items()]
+    return out
+
+
+def _as_method(sig: inspect.Signature, kind: str) -> str:
+    """The signature as a method declares it: first parameter ``self``, builtins spelt
+    plainly, an in-place method returning the tensor."""
+    params = list(sig.parameters.values())
+    params = [params[0].replace(name="self", annotation=inspect.Parameter.empty)] + params[1:]
+    sig = sig.replace(parameters=params,
+                      return_annotation="Tensor" if kind == "inplace" else sig.return_annotation)
+    return re.sub(r"\b_(int|float|bool)\b", r"\1", str(sig))
+
+
+def test_installed_methods_are_annotated():
+    bad = {}
+    for n, f, _ in _installed_methods():
+        params = list(inspect.signature(f).parameters.values())[1:]      # (not self)
+        if m := _missing_sig(inspect.signature(f).replace(parameters=params)):
+            bad[n] = m
+    assert not bad, f"unannotated Tensor methods: {bad}"
+
+
+def test_installed_methods_are_declared_for_type_checkers():
+    from symgrad.functions.method_types import TensorMethods
+    declared = {n: (v.fget if isinstance(v, property) else v)
+                for n, v in vars(TensorMethods).items()
+                if inspect.isfunction(v) or isinstance(v, property)}
+    installed = _installed_methods()
+    assert set(declared) == {n for n, _, _ in installed}
+    for name, fn, kind in installed:
+        assert isinstance(vars(TensorMethods)[name], property) == (kind == "property"), name
+        want = _as_method(inspect.signature(fn), kind)
+        got = _as_method(inspect.signature(declared[name]), "method")
+        assert got == want, f"Tensor.{name}: declared {got}, installed {want}"
+    # none of them is also written in Tensor's class body (the declaration would hide it)
+    tree = ast.parse((ROOT / "symgrad" / "tensor.py").read_text())
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Tensor")
+    body = {n.name for n in cls.body if isinstance(n, ast.FunctionDef)}
+    assert not body & set(declared)
+    ns = _checker_namespace(str(ROOT / "symgrad" / "functions" / "method_types.py"),
+                            "symgrad.functions.method_types")
+    for name, f in declared.items():
+        hints = typing.get_type_hints(f, globalns=ns)
+        assert not any(isinstance(h, symgrad.dtype) for h in hints.values()), name

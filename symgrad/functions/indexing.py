@@ -4,6 +4,8 @@ Slice); advanced indexing gathers (IndexBackward0); assignment is an in-place up
 recorded as CopySlices."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ..graph import dtypes
@@ -16,6 +18,9 @@ from .shape import make_view
 from .inplace import assign_positions
 from ..ops import lax as _lax
 from .shape import expand
+
+if TYPE_CHECKING:
+    from ..types import Index, TensorLike
 
 __all__ = ["getitem", "setitem", "positions"]
 
@@ -72,7 +77,7 @@ def _is_advanced(k) -> bool:
     return isinstance(k, Tensor)
 
 
-def getitem(x: Tensor, key):
+def getitem(x: Tensor, key: Index) -> Tensor:
     if type(key) is slice and x.dim():         # x[a:b]: the common case, kept short
         return _slice_view(x, key, 0, key)
     raw = key
@@ -234,7 +239,7 @@ def positions(x: Tensor, key) -> np.ndarray:
         raise IndexError(msg) from None
 
 
-def setitem(x: Tensor, key, value):
+def setitem(x: Tensor, key: Index, value: TensorLike) -> Tensor | None:
     """``x[key] = value``: an in-place update of x (and of the base x is a view of)."""
     if isinstance(value, (list, tuple, np.ndarray)):
         value = to_tensor(np.asarray(value)) if not isinstance(value, Tensor) else value

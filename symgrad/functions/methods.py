@@ -3,6 +3,8 @@
 tensor is. Each method delegates to the function of the same name."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, NoReturn
+
 from ..graph import dtypes
 from ..ops import lax
 from . import elementwise as E
@@ -15,29 +17,39 @@ from ..graph.shapes import broadcast_shapes
 from .random import generator as gen
 from .creation import as_tensor
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from .random import Generator
+    from ..types import DTypeLike, TensorLike, TensorOrScalar
+
 __all__ = ["install"]
 
 
-def _binop(name, grad_name=None):
-    return lambda self, other: E.binary(name, self, other, grad_name)
+def _binop(name: str, grad_name: str | None = None) -> Callable[[Tensor, TensorOrScalar], Tensor]:
+    def method(self: Tensor, other: TensorOrScalar) -> Tensor:
+        return E.binary(name, self, other, grad_name)
+    return method
 
 
-def _rbinop(name, grad_name=None):
-    return lambda self, other: E.binary(name, other, self, grad_name)
+def _rbinop(name: str, grad_name: str | None = None
+            ) -> Callable[[Tensor, TensorOrScalar], Tensor]:
+    def method(self: Tensor, other: TensorOrScalar) -> Tensor:
+        return E.binary(name, other, self, grad_name)
+    return method
 
 
-def _rsub(self, other):
+def _rsub(self: Tensor, other: TensorOrScalar) -> Tensor:
     return E.binary("sub", other, self, "RsubBackward1")
 
 
-def _rtruediv(self, other):
+def _rtruediv(self: Tensor, other: TensorOrScalar) -> Tensor:
     if is_scalar(other):            # PyTorch computes reciprocal(x) * other
         return E.binary("mul", E.unary("reciprocal", self), other)
     return E.binary("div", other, self)
 
 
-def _inplace_op(fn):
-    def method(self, *args, **kwargs):
+def _inplace_op(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
+    def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
         inplace.check_inplace(self)
         inplace.check_overlap(self, *args, *kwargs.values())
         return inplace.update(self, fn(inplace.original(self), *args, **kwargs))
@@ -59,7 +71,7 @@ def _overwrite(self, name, make, *srcs):
     return inplace.update(self, named(name, f, inplace.original(self), *srcs))
 
 
-def _fill_(self, value):
+def _fill_(self: Tensor, value: TensorOrScalar) -> Tensor:
     shape, dt = tuple(self.shape), self.dtype
     if isinstance(value, Tensor):
         if value.dim():
@@ -70,12 +82,12 @@ def _fill_(self, value):
     return _overwrite(self, "FillBackward2", lambda: lax.full(shape, value, dt))
 
 
-def _zero_(self):
+def _zero_(self: Tensor) -> Tensor:
     shape, dt = tuple(self.shape), self.dtype
     return _overwrite(self, "ZeroBackward0", lambda: lax.full(shape, 0, dt))
 
 
-def _copy_(self, src, non_blocking=False):
+def _copy_(self: Tensor, src: TensorLike, non_blocking: bool = False) -> Tensor:
     shape, dt = tuple(self.shape), self.dtype
     src = to_tensor(src)
     inplace.check_overlap(self, src)
@@ -88,8 +100,9 @@ def _copy_(self, src, non_blocking=False):
                           len(shape) - s.dim()) + tuple(s.shape)), shape), src)
 
 
-def _random_fill(kind):
-    def method(self, a=0.0, b=1.0, *, generator=None):
+def _random_fill(kind: str) -> Callable[..., Tensor]:
+    def method(self: Tensor, a: float = 0.0, b: float = 1.0, *,
+               generator: Generator | None = None) -> Tensor:
         inplace.check_inplace(self)
         g = gen(generator)
         vals = g.normal(a, b, tuple(self.shape)) if kind == "normal" else g.uniform(a, b, tuple(self.shape))
@@ -102,8 +115,10 @@ def _nnf():
     return functional
 
 
-def _type_conv(dt):
-    return lambda self: lax.cast(self, dt)
+def _type_conv(dt: dtypes.DType) -> Callable[[Tensor], Tensor]:
+    def method(self: Tensor) -> Tensor:
+        return lax.cast(self, dt)
+    return method
 
 
 def to_target(args, kwargs) -> "dtypes.DType | None":
@@ -122,7 +137,7 @@ def to_target(args, kwargs) -> "dtypes.DType | None":
     return None if dt is None else dtypes.as_dtype(dt)
 
 
-def _to(self, *args, **kwargs):
+def _to(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
     """``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other)``, keywords too."""
     dt = to_target(args, kwargs)
     if dt is None or dt is self.dtype:
@@ -130,10 +145,95 @@ def _to(self, *args, **kwargs):
     return lax.cast(self, dtypes.as_dtype(dt))
 
 
-def _type(self, dtype=None):
+def _type(self: Tensor, dtype: DTypeLike | None = None) -> str | Tensor:
     if dtype is None:
         return self.dtype.tensor_type
     return lax.cast(self, dtypes.as_dtype(dtype))
+
+
+# the methods that are not a function of another module (each delegates to one)
+def _pow(self: Tensor, o: TensorOrScalar) -> Tensor:
+    return E.pow(self, o)
+
+
+def _rpow(self: Tensor, o: TensorOrScalar) -> Tensor:
+    return E.pow(o, self)
+
+
+def _matmul(self: Tensor, o: Tensor) -> Tensor:
+    return linalg.matmul(self, o)
+
+
+def _rmatmul(self: Tensor, o: Tensor) -> Tensor:
+    return linalg.matmul(o, self)
+
+
+def _unary_method(name: str) -> Callable[[Tensor], Tensor]:
+    def method(self: Tensor) -> Tensor:
+        return E.unary(name, self)
+    return method
+
+
+def _pos(self: Tensor) -> Tensor:
+    return self
+
+
+def _add(self: Tensor, o: TensorOrScalar, alpha: TensorOrScalar = 1) -> Tensor:
+    return E.binary("add", self, o if alpha == 1 else o * alpha)
+
+
+def _sub(self: Tensor, o: TensorOrScalar, alpha: TensorOrScalar = 1) -> Tensor:
+    return E.binary("sub", self, o if alpha == 1 else o * alpha)
+
+
+def _clamp(self: Tensor, min: TensorOrScalar | None = None,
+           max: TensorOrScalar | None = None) -> Tensor:
+    return E.clamp(self, min, max)
+
+
+def _clamp_min(self: Tensor, m: TensorOrScalar) -> Tensor:
+    return E.clamp(self, m, None, grad_name=f"ClampMinBackward{int(isinstance(m, Tensor))}")
+
+
+def _clamp_max(self: Tensor, m: TensorOrScalar) -> Tensor:
+    return E.clamp(self, None, m, grad_name=f"ClampMaxBackward{int(isinstance(m, Tensor))}")
+
+
+def _square(self: Tensor) -> Tensor:
+    return E.pow(self, 2)
+
+
+def _softmax(self: Tensor, dim: int, dtype: DTypeLike | None = None) -> Tensor:
+    return _nnf().softmax(self, dim, dtype=dtype)
+
+
+def _log_softmax(self: Tensor, dim: int, dtype: DTypeLike | None = None) -> Tensor:
+    return _nnf().log_softmax(self, dim, dtype=dtype)
+
+
+def _view_as(self: Tensor, other: Tensor) -> Tensor:
+    return shape.view(self, tuple(other.shape))
+
+
+def _reshape_as(self: Tensor, other: Tensor) -> Tensor:
+    return shape.reshape(self, tuple(other.shape))
+
+
+def _cpu(self: Tensor) -> Tensor:
+    return self
+
+
+def _cuda(self: Tensor, device: object = None, non_blocking: bool = False) -> NoReturn:
+    check_device("cuda")        # raises PyTorch's CPU-build error
+    raise AssertionError("unreachable")
+
+
+def _mT(self: Tensor) -> Tensor:
+    return shape.transpose(self, -2, -1)
+
+
+def _hash(self: Tensor) -> int:
+    return id(self)
 
 
 _METHODS = {
@@ -144,42 +244,33 @@ _METHODS = {
     "__truediv__": _binop("div"), "__rtruediv__": _rtruediv,
     "__floordiv__": _binop("floor_divide"), "__rfloordiv__": _rbinop("floor_divide"),
     "__mod__": _binop("remainder"), "__rmod__": _rbinop("remainder"),
-    "__pow__": lambda self, o: E.pow(self, o), "__rpow__": lambda self, o: E.pow(o, self),
-    "__matmul__": lambda self, o: linalg.matmul(self, o),
-    "__rmatmul__": lambda self, o: linalg.matmul(o, self),
-    "__neg__": lambda self: E.unary("neg", self), "__pos__": lambda self: self,
-    "__abs__": lambda self: E.unary("abs", self),
-    "__invert__": lambda self: E.unary("logical_not", self),
+    "__pow__": _pow, "__rpow__": _rpow,
+    "__matmul__": _matmul, "__rmatmul__": _rmatmul,
+    "__neg__": _unary_method("neg"), "__pos__": _pos,
+    "__abs__": _unary_method("abs"), "__invert__": _unary_method("logical_not"),
     "__and__": _binop("logical_and"), "__or__": _binop("logical_or"),
     "__lt__": _binop("lt"), "__le__": _binop("le"), "__gt__": _binop("gt"),
     "__ge__": _binop("ge"), "__eq__": _binop("eq"), "__ne__": _binop("ne"),
     "__getitem__": indexing.getitem,
     "__setitem__": indexing.setitem,
     # named math
-    "add": lambda self, o, alpha=1: E.binary("add", self, o if alpha == 1 else o * alpha),
-    "sub": lambda self, o, alpha=1: E.binary("sub", self, o if alpha == 1 else o * alpha),
+    "add": _add, "sub": _sub,
     "mul": _binop("mul"), "div": _binop("div"), "true_divide": _binop("div"),
     "floor_divide": _binop("floor_divide"), "remainder": _binop("remainder"),
-    "pow": lambda self, o: E.pow(self, o),
+    "pow": _pow,
     "maximum": _binop("maximum"), "minimum": _binop("minimum"),
     "lt": _binop("lt"), "le": _binop("le"), "gt": _binop("gt"), "ge": _binop("ge"),
     "eq": _binop("eq"), "ne": _binop("ne"),
     "logical_and": _binop("logical_and"), "logical_or": _binop("logical_or"),
-    "clamp": lambda self, min=None, max=None: E.clamp(self, min, max),
-    "clip": lambda self, min=None, max=None: E.clamp(self, min, max),
-    "clamp_min": lambda self, m: E.clamp(
-        self, m, None, grad_name=f"ClampMinBackward{int(isinstance(m, Tensor))}"),
-    "clamp_max": lambda self, m: E.clamp(
-        self, None, m, grad_name=f"ClampMaxBackward{int(isinstance(m, Tensor))}"),
-    "square": lambda self: E.pow(self, 2),
+    "clamp": _clamp, "clip": _clamp, "clamp_min": _clamp_min, "clamp_max": _clamp_max,
+    "square": _square,
     # reductions
     "sum": reduction.sum, "mean": reduction.mean, "prod": reduction.prod,
     "max": reduction.max, "min": reduction.min, "amax": reduction.amax,
     "amin": reduction.amin, "argmax": reduction.argmax, "all": reduction.all,
     "any": reduction.any, "argmin": reduction.argmin,
     "logsumexp": reduction.logsumexp, "norm": reduction.norm,
-    "softmax": lambda self, dim, dtype=None: _nnf().softmax(self, dim, dtype=dtype),
-    "log_softmax": lambda self, dim, dtype=None: _nnf().log_softmax(self, dim, dtype=dtype),
+    "softmax": _softmax, "log_softmax": _log_softmax,
     # linear algebra
     "matmul": linalg.matmul, "mm": linalg.mm, "mv": linalg.mv, "dot": linalg.dot,
     "bmm": linalg.bmm,
@@ -190,8 +281,7 @@ _METHODS = {
     "t": shape.t, "permute": shape.permute, "expand": shape.expand,
     "expand_as": shape.expand_as, "contiguous": shape.contiguous, "clone": shape.clone,
     "movedim": shape.movedim,
-    "view_as": lambda self, other: shape.view(self, tuple(other.shape)),
-    "reshape_as": lambda self, other: shape.reshape(self, tuple(other.shape)),
+    "view_as": _view_as, "reshape_as": _reshape_as,
     # in-place
     "zero_": _zero_, "fill_": _fill_, "copy_": _copy_,
     "normal_": _random_fill("normal"), "uniform_": _random_fill("uniform"),
@@ -199,8 +289,7 @@ _METHODS = {
     "float": _type_conv(dtypes.float32), "double": _type_conv(dtypes.float64),
     "half": _type_conv(dtypes.float16), "long": _type_conv(dtypes.int64),
     "int": _type_conv(dtypes.int32), "bool": _type_conv(dtypes.bool_),
-    "to": _to, "type": _type, "cpu": lambda self: self,
-    "cuda": lambda self, device=None, non_blocking=False: check_device("cuda"),
+    "to": _to, "type": _type, "cpu": _cpu, "cuda": _cuda,
 }
 
 _INPLACE = {
@@ -217,10 +306,10 @@ def install() -> None:
         setattr(Tensor, name, fn)
     for uname in E.UNARY_NAMES:
         if uname not in _METHODS:
-            setattr(Tensor, uname, (lambda n: lambda self: E.unary(n, self))(uname))
+            setattr(Tensor, uname, _unary_method(uname))
     setattr(Tensor, "T", property(shape.T))
-    setattr(Tensor, "mT", property(lambda self: shape.transpose(self, -2, -1)))
+    setattr(Tensor, "mT", property(_mT))
     for iname, base in _INPLACE.items():
         fn = _METHODS.get(base) or getattr(Tensor, base)
         setattr(Tensor, iname, _inplace_op(fn))
-    Tensor.__hash__ = lambda self: id(self)
+    Tensor.__hash__ = _hash  # type: ignore[method-assign,assignment]
