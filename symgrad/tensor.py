@@ -25,7 +25,8 @@ from .device import CPU
 from .errors import traced_value_error
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
+    from .utils.hooks import RemovableHandle
     from .device import device as Device
     from .graph.node import Node
     # the operations functions/methods.py attaches as methods, declared for type checkers
@@ -259,12 +260,13 @@ class Tensor(_Methods):
         """Populate ``.grad`` of this non-leaf tensor during backward (after its hooks)."""
         hooks.retain_grad(self)
 
-    def register_hook(self, hook):
+    def register_hook(self, hook: Callable[[Tensor], Tensor | None]) -> RemovableHandle:
         """``hook(grad)`` runs when this tensor's gradient is computed; a non-None result
         replaces the gradient. Returns a handle whose ``remove()`` unregisters it."""
         return hooks.register_tensor_hook(self, hook)
 
-    def register_post_accumulate_grad_hook(self, hook):
+    def register_post_accumulate_grad_hook(self, hook: Callable[[Tensor], None]
+                                           ) -> RemovableHandle:
         """``hook(tensor)`` runs after a leaf's ``.grad`` has been accumulated."""
         return hooks.register_post_accumulate_hook(self, hook)
 
