@@ -9,7 +9,7 @@ so this module holds only what a tensor *is*.
 from __future__ import annotations
 
 import itertools
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 import warnings
 
 import numpy as np
@@ -138,6 +138,11 @@ class Tensor(_Methods):
     @property
     def shape(self) -> Size:
         return Size(self._data.shape if self._node is None else self._node.shape)
+
+    @overload
+    def size(self, dim: None = None) -> Size: ...
+    @overload
+    def size(self, dim: int) -> int: ...
 
     def size(self, dim: int | None = None) -> Size | int:
         if dim is None:

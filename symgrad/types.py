@@ -13,7 +13,7 @@ from __future__ import annotations
 import builtins
 from collections.abc import Sequence
 from types import EllipsisType
-from typing import Any, Union
+from typing import Any, NamedTuple, Union
 
 import numpy as np
 
@@ -22,7 +22,7 @@ from .graph.dtypes import DType
 from .tensor import Tensor
 
 __all__ = ["Number", "Scalar", "TensorOrScalar", "TensorLike", "DTypeLike", "DeviceLike",
-           "Dims", "SizeLike", "Index", "PyTree", "TargetSpec", "Tensor", "DType", "device"]
+           "Dims", "SizeLike", "Index", "PyTree", "TargetSpec", "ValuesIndices", "Tensor", "DType", "device"]
 
 _bool = builtins.bool
 _int = builtins.int
@@ -54,3 +54,10 @@ PyTree = Any
 #: a compile target: a ``codegen.target.Target`` or a string such as ``"x86-64-v3"``
 #: (the front end does not import ``codegen``; the backend validates it)
 TargetSpec = Union[str, object]
+
+
+class ValuesIndices(NamedTuple):
+    """The static type of what ``max`` / ``min`` along a dim return: at run time a
+    ``symgrad.return_types.max`` / ``.min``, a named tuple with these two fields."""
+    values: Tensor
+    indices: Tensor

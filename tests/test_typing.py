@@ -68,9 +68,9 @@ def test_annotations_resolve_as_a_type_checker_reads_them(name):
     fn = getattr(symgrad, name)
     path = inspect.getsourcefile(fn)
     ns = _checker_namespace(path, fn.__module__)
-    hints = typing.get_type_hints(fn, globalns=ns)
-    for key, hint in hints.items():
-        assert not isinstance(hint, symgrad.dtype), (name, key, hint)
+    for f in [fn, *typing.get_overloads(fn)]:
+        for key, hint in typing.get_type_hints(f, globalns=ns).items():
+            assert not isinstance(hint, symgrad.dtype), (name, key, hint)
 
 
 def test_generated_functions_are_annotated():
@@ -166,6 +166,10 @@ def test_installed_methods_are_declared_for_type_checkers():
         want = _as_method(inspect.signature(fn), kind)
         got = _as_method(inspect.signature(declared[name]), "method")
         assert got == want, f"Tensor.{name}: declared {got}, installed {want}"
+        want_o = [_as_method(inspect.signature(o), kind) for o in typing.get_overloads(fn)]
+        got_o = [_as_method(inspect.signature(o), "method")
+                 for o in typing.get_overloads(declared[name])]
+        assert got_o == want_o, f"Tensor.{name}: overloads {got_o} != {want_o}"
     # none of them is also written in Tensor's class body (the declaration would hide it)
     tree = ast.parse((ROOT / "symgrad" / "tensor.py").read_text())
     cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Tensor")
@@ -174,5 +178,6 @@ def test_installed_methods_are_declared_for_type_checkers():
     ns = _checker_namespace(str(ROOT / "symgrad" / "functions" / "method_types.py"),
                             "symgrad.functions.method_types")
     for name, f in declared.items():
-        hints = typing.get_type_hints(f, globalns=ns)
-        assert not any(isinstance(h, symgrad.dtype) for h in hints.values()), name
+        for g in [f, *typing.get_overloads(f)]:
+            hints = typing.get_type_hints(g, globalns=ns)
+            assert not any(isinstance(h, symgrad.dtype) for h in hints.values()), name

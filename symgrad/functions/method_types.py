@@ -1,3 +1,4 @@
+# mypy: disable-error-code="empty-body"
 """The methods :func:`symgrad.functions.methods.install` attaches to
 :class:`~symgrad.tensor.Tensor` at import time, declared for type checkers (they do not see
 ``setattr``): ``Tensor`` derives from :class:`TensorMethods` only under ``TYPE_CHECKING``
@@ -6,17 +7,19 @@
 method it declares (an in-place one: its base operation's, returning the tensor).
 
 ``_int`` / ``_float`` / ``_bool`` are the builtins: here ``int``, ``float`` and ``bool``
-are methods (``x.int()``), as in PyTorch's own stubs.
+are methods (``x.int()``), as in PyTorch's own stubs. The bodies are ``...`` (this is a
+declaration file, hence the mypy comment on the first line).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, overload
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from ..tensor import Tensor
-    from ..types import DTypeLike, Dims, Index, TensorLike, TensorOrScalar, _bool, _float, _int
+    from ..types import (DTypeLike, Dims, Index, TensorLike, TensorOrScalar, ValuesIndices,
+                         _bool, _float, _int)
     from .random import Generator
 
 __all__ = ["TensorMethods"]
@@ -107,6 +110,33 @@ class TensorMethods:
             *,
             dtype: DTypeLike | None = None,
     ) -> Tensor: ...
+    @overload
+    def max(
+            self,
+            dim: None = None,
+            keepdim: _bool = False,
+            *,
+            out: None = None,
+            other: Tensor | None = None,
+    ) -> Tensor: ...
+    @overload
+    def max(
+            self,
+            dim: Tensor,
+            keepdim: _bool = False,
+            *,
+            out: None = None,
+            other: None = None,
+    ) -> Tensor: ...
+    @overload
+    def max(
+            self,
+            dim: _int,
+            keepdim: _bool = False,
+            *,
+            out: None = None,
+            other: None = None,
+    ) -> ValuesIndices: ...
     def max(
             self,
             dim: _int | Tensor | None = None,
@@ -114,7 +144,34 @@ class TensorMethods:
             *,
             out: None = None,
             other: Tensor | None = None,
-    ) -> Tensor | tuple[Tensor, Tensor]: ...
+    ) -> Tensor | ValuesIndices: ...
+    @overload
+    def min(
+            self,
+            dim: None = None,
+            keepdim: _bool = False,
+            *,
+            out: None = None,
+            other: Tensor | None = None,
+    ) -> Tensor: ...
+    @overload
+    def min(
+            self,
+            dim: Tensor,
+            keepdim: _bool = False,
+            *,
+            out: None = None,
+            other: None = None,
+    ) -> Tensor: ...
+    @overload
+    def min(
+            self,
+            dim: _int,
+            keepdim: _bool = False,
+            *,
+            out: None = None,
+            other: None = None,
+    ) -> ValuesIndices: ...
     def min(
             self,
             dim: _int | Tensor | None = None,
@@ -122,7 +179,7 @@ class TensorMethods:
             *,
             out: None = None,
             other: Tensor | None = None,
-    ) -> Tensor | tuple[Tensor, Tensor]: ...
+    ) -> Tensor | ValuesIndices: ...
     def amax(self, dim: Dims = (), keepdim: _bool = False) -> Tensor: ...
     def amin(self, dim: Dims = (), keepdim: _bool = False) -> Tensor: ...
     def argmax(self, dim: _int | None = None, keepdim: _bool = False) -> Tensor: ...

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import namedtuple
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, overload
 
 import numpy as np
 
@@ -16,7 +16,7 @@ from .composite import named
 from .elementwise import binary
 
 if TYPE_CHECKING:
-    from ..types import DTypeLike, Dims
+    from ..types import DTypeLike, Dims, ValuesIndices
 
 __all__ = ["sum", "mean", "prod", "max", "min", "amax", "amin", "argmax", "argmin",
            "logsumexp", "norm", "return_types"]
@@ -112,13 +112,35 @@ def _extremum(kind, x, dim, keepdim, other):
     return getattr(return_types, kind)(values, idx)
 
 
+@overload
+def max(x: Tensor, dim: None = None, keepdim: bool = False, *, out: None = None,
+        other: Tensor | None = None) -> Tensor: ...
+@overload
+def max(x: Tensor, dim: Tensor, keepdim: bool = False, *, out: None = None,
+        other: None = None) -> Tensor: ...
+@overload
+def max(x: Tensor, dim: int, keepdim: bool = False, *, out: None = None,
+        other: None = None) -> ValuesIndices: ...
+
+
 def max(x: Tensor, dim: int | Tensor | None = None, keepdim: bool = False, *, out: None = None,
-        other: Tensor | None = None) -> Tensor | tuple[Tensor, Tensor]:
+        other: Tensor | None = None) -> Tensor | ValuesIndices:
     return _extremum("max", x, dim, keepdim, other)
 
 
+@overload
+def min(x: Tensor, dim: None = None, keepdim: bool = False, *, out: None = None,
+        other: Tensor | None = None) -> Tensor: ...
+@overload
+def min(x: Tensor, dim: Tensor, keepdim: bool = False, *, out: None = None,
+        other: None = None) -> Tensor: ...
+@overload
+def min(x: Tensor, dim: int, keepdim: bool = False, *, out: None = None,
+        other: None = None) -> ValuesIndices: ...
+
+
 def min(x: Tensor, dim: int | Tensor | None = None, keepdim: bool = False, *, out: None = None,
-        other: Tensor | None = None) -> Tensor | tuple[Tensor, Tensor]:
+        other: Tensor | None = None) -> Tensor | ValuesIndices:
     return _extremum("min", x, dim, keepdim, other)
 
 
