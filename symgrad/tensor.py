@@ -25,7 +25,8 @@ from .device import CPU
 from .errors import traced_value_error
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Iterator, Sequence
+    from typing import SupportsIndex
     from .utils.hooks import RemovableHandle
     from .device import device as Device
     from .graph.node import Node
@@ -131,7 +132,7 @@ class Tensor(_Methods):
         t.grad_fn = fn
         return t
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError("create tensors with symgrad.tensor(...), symgrad.zeros(...), ...")
 
     # ---- metadata -------------------------------------------------------------------
@@ -332,7 +333,7 @@ class Tensor(_Methods):
                                "tensor.detach().numpy() instead.")
         return self._eager_data("numpy()")
 
-    def __array__(self, dtype=None, copy=None):
+    def __array__(self, dtype: np.dtype | None = None, copy: bool | None = None) -> np.ndarray:
         a = self._eager_data("conversion to a numpy array")
         return a.astype(dtype) if dtype is not None else a
 
@@ -372,7 +373,7 @@ class Tensor(_Methods):
             raise ValueError("only one element tensors can be converted to Python scalars")
         return a.reshape(()).item()
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Tensor]:
         if self.dim() == 0:
             raise TypeError("iteration over a 0-d tensor")
         return (self[i] for i in range(self.shape[0]))
@@ -398,12 +399,12 @@ class Tensor(_Methods):
             return format(self.item(), spec)
         return format(repr(self), spec)
 
-    def __reduce_ex__(self, protocol):
+    def __reduce_ex__(self, protocol: SupportsIndex) -> tuple[Any, ...]:
         from .functions.creation import tensor  # late: eager-core cycle (see docs/architecture.md)
         return (tensor, (self._eager_data("pickling").copy(),),
                 None) if not self.requires_grad else (_rebuild, (self._data.copy(), True))
 
-    def __deepcopy__(self, memo):
+    def __deepcopy__(self, memo: dict[int, Any]) -> Tensor:
         if not self.is_leaf:
             raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) "
                                "support the deepcopy protocol at the moment.  If you were "

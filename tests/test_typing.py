@@ -95,13 +95,14 @@ def test_type_aliases_are_not_loaded_by_import():
 
 
 def _tensor_class_methods() -> list[tuple[str, object]]:
-    """Public methods written in ``Tensor``'s class body (``functions/methods.py`` attaches
+    """Public and special methods written in ``Tensor``'s class body (``functions/methods.py`` attaches
     the operations as methods at import time; those are not covered here)."""
     out = []
     for n in dir(symgrad.Tensor):
         f = inspect.getattr_static(symgrad.Tensor, n)
         f = f.fget if isinstance(f, property) else f
-        if not n.startswith("_") and inspect.isfunction(f) and f.__module__ == "symgrad.tensor":
+        public = not n.startswith("_") or (n.startswith("__") and n.endswith("__"))
+        if public and inspect.isfunction(f) and f.__module__ == "symgrad.tensor":
             out.append((n, f))
     return out
 
