@@ -12,7 +12,7 @@ operations are primitives whose gradients are symbolic (see ``symgrad.graph``) a
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import typing as _typing
 
 from .version import __version__
 from .graph import dtypes as _dtypes
@@ -47,10 +47,10 @@ from . import autograd
 from .ops import fused as _fused  # registers the `fused` primitive
 from .compiler import (compile, grad, value_and_grad, jacobian, hessian, jit, jvp, vjp, vmap)
 
-if TYPE_CHECKING:       # annotations only (``bool``, ``int``, ``float`` are dtypes here)
+if _typing.TYPE_CHECKING:   # annotations only (``bool``, ``int``, ``float`` are dtypes here)
     from collections.abc import Callable
     import os
-    from typing import IO
+    from typing import IO, Any
     from .types import DeviceLike, DTypeLike, TensorOrScalar, _bool, _float, _int
 
 float = float32

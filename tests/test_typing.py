@@ -45,8 +45,9 @@ def _checker_namespace(path: str, module_name: str) -> dict:
     ns = dict(vars(sys.modules[module_name]))
     tree = ast.parse(Path(path).read_text())
     for node in tree.body:
-        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) \
-                and node.test.id == "TYPE_CHECKING":
+        test = node.test if isinstance(node, ast.If) else None
+        if (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+                isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"):
             body = ast.Module(body=node.body, type_ignores=[])
             exec(compile(body, path, "exec"), ns)   # noqa: S102  (import statements only)
     return ns
