@@ -51,6 +51,7 @@ if _typing.TYPE_CHECKING:   # annotations only (``bool``, ``int``, ``float`` are
     from collections.abc import Callable
     import os
     from typing import IO, Any
+    from .exporting import Exported
     from .types import DeviceLike, DTypeLike, TensorOrScalar, _bool, _float, _int
 
 float = float32
@@ -183,14 +184,14 @@ def load(f: str | os.PathLike[str] | IO[bytes], map_location: Any = None,
     return _load(f, map_location, pickle_module, **kw)
 
 
-def export(f, *example_args):
+def export(f: Callable[..., Any], *example_args: Any) -> Exported:
     """``f``'s program for arguments like ``example_args``, to serialize (see
     :func:`symgrad.exporting.export`)."""
     from .exporting import export as _export      # late: loads on first use
     return _export(f, *example_args)
 
 
-def deserialize(blob: bytes):
+def deserialize(blob: bytes) -> Exported:
     """A callable from ``export(...).serialize()``'s bytes (see
     :func:`symgrad.exporting.deserialize`)."""
     from .exporting import deserialize as _deserialize      # late: loads on first use
