@@ -2,8 +2,8 @@
 
 A loop nest over a shape has loop indices ``i0, i1, ...``.  Inside it, a node is read
 at an *index map*: one :data:`Affine` expression of the loop indices per dimension of
-the node.  Layout primitives (expand, permute, slice, select, flip, reshape that only
-adds or removes size-1 dimensions) never move data: :func:`translate` rewrites the map
+the node.  Layout primitives (expand, permute, slice, select, flip, shear, reshape that
+only adds or removes size-1 dimensions) never move data: :func:`translate` rewrites the map
 of their result into the map of their argument.  A materialised array is a
 :class:`StridedView` (buffer, offset, strides in elements); the address of an element
 is then affine in the loop indices (:func:`address`), which is what LLVM's loop
@@ -145,6 +145,11 @@ def translate(op: str, attrs: dict, arg_shape: Sequence[int], out_shape: Sequenc
     if op == "flip":
         axes = {a % len(arg_shape) for a in attrs["axes"]} if arg_shape else set()
         return tuple(scale(a, -1, arg_shape[d] - 1) if d in axes else a for d, a in enumerate(m))
+    if op == "shear":                       # sliding windows: one axis moves with another
+        out = list(m)
+        for axis, by, stride, coef, offset, _ in attrs["pairs"]:
+            out[axis] = add(scale(m[axis], stride, offset), scale(m[by], coef))
+        return tuple(out)
     if op == "reshape":
         pairs = squeeze_pairs(arg_shape, out_shape)
         if pairs is None:

@@ -292,8 +292,10 @@ def inline_reduction(r: Node, loop_rank: int) -> bool:
     return all(a >= loop_rank for a in reduced_axes(r))
 
 
-def _base(node: Node, kinds: dict) -> Node:
-    while kinds[id(node)] == "view":
+def _base(node: Node, kinds: dict, roots=frozenset()) -> Node:
+    """The node whose storage ``node`` views: down its chain of views to a leaf, a non-view
+    or a materialised view (a root: e.g. the permuted windows a reshape cannot view)."""
+    while kinds[id(node)] == "view" and id(node) not in roots:
         node = node.args[0]
     return node
 
@@ -335,7 +337,7 @@ class _Planner:
                 roots.add(id(n))
                 for a in n.args:
                     if k in ("opaque", "numpy"):
-                        b = _base(a, kinds)
+                        b = _base(a, kinds, roots)
                         if kinds[id(b)] != "leaf":
                             roots.add(id(b))
         for o in self.program.outputs:
@@ -516,7 +518,7 @@ class _Planner:
                 steps.append(NodeStep(r, kind))
                 produced[id(r)] = len(steps) - 1
                 for a in r.args:
-                    b = _base(a, self.kinds)
+                    b = _base(a, self.kinds, self.roots_now)
                     self.reads.setdefault(id(b), set()).add(len(steps) - 1)
                     if kind == "opaque":
                         self.strided(a)

@@ -8,9 +8,9 @@ batched over the rows of an identity, one kernel over all rows instead of one ke
 row.
 
 Each primitive family has one rule: elementwise (any arity, broadcasting), reductions
-and scans along axes, layout (reshape, expand, permute, slice, select, flip, pad_slice,
-cat), matmul and structured loops (their bodies batched).  A primitive without a rule
-(indexing, ...) makes :func:`batch_graph` return None and the caller falls back to
+and scans along axes, layout (reshape, expand, permute, slice, select, flip, shear,
+pad_slice, cat), matmul and structured loops (their bodies batched).  A primitive without
+a rule (indexing, ...) makes :func:`batch_graph` return None and the caller falls back to
 unbatched graphs.
 
 >>> import numpy as np
@@ -163,6 +163,11 @@ def _flip(node, args, flags, size):
     return mk("flip", args[0], axes=tuple(a % rank + 1 for a in node.attr("axes")))
 
 
+def _shear(node, args, flags, size):
+    return mk("shear", args[0], pairs=tuple((a + 1, b + 1) + tuple(rest)
+                                            for a, b, *rest in node.attr("pairs")))
+
+
 def _cat(node, args, flags, size):
     rank = len(node.shape)
     parts = [_stacked(a, f, size) for a, f in zip(args, flags)]
@@ -233,6 +238,6 @@ def _loop(node, args, flags, size):
 
 _RULES: dict[str, Rule] = {
     "reshape": _reshape, "expand": _expand, "permute": _permute, "slice": _slice,
-    "pad_slice": _pad_slice, "select": _select, "flip": _flip, "cat": _cat, "matmul": _matmul,
-    "custom_vjp": _custom_vjp, "loop": _loop,
+    "pad_slice": _pad_slice, "select": _select, "flip": _flip, "shear": _shear, "cat": _cat,
+    "matmul": _matmul, "custom_vjp": _custom_vjp, "loop": _loop,
 }

@@ -556,3 +556,8 @@ def bilinear(input1, input2, weight, bias=None):
 
 __all__ += ["bilinear", "elu", "gelu", "hardtanh", "relu6", "smooth_l1_loss", "huber_loss", "dropout",
             "embedding", "layer_norm"]
+
+
+from .convolution import conv1d, conv2d  # noqa: E402  (the convolution layers' functions)
+
+__all__ += ["conv1d", "conv2d"]

@@ -18,7 +18,7 @@ from ..graph.shapes import numel
 
 __all__ = ["add", "sub", "mul", "div", "neg", "where", "eq", "cast", "reshape", "expand",
            "permute", "sum", "sum_to", "full", "zeros", "matmul", "transpose_last",
-           "slice_", "pad_slice", "take", "scatter_add", "unary", "finite_or_zero", "apply",
+           "slice_", "pad_slice", "shear", "windows", "take", "scatter_add", "unary", "finite_or_zero", "apply",
            "as_array"]
 
 _ND = np.ndarray
@@ -177,6 +177,24 @@ def slice_(x, starts, stops, steps):
 def pad_slice(g, shape, starts, stops, steps):
     return apply("pad_slice", g, shape=tuple(shape), starts=tuple(starts),
                 stops=tuple(stops), steps=tuple(steps))
+
+
+def shear(x, pairs):
+    """The shear view (:mod:`symgrad.ops.layout`): ``pairs`` of (axis, by, stride, coef,
+    offset, size)."""
+    return apply("shear", x, pairs=tuple(tuple(int(v) for v in p) for p in pairs))
+
+
+def windows(x, axes, kernel, stride, dilation):
+    """Every window of ``x`` along ``axes`` (a view, no copy): the result has x's shape with
+    axis ``a`` of length ``(n - dilation*(k - 1) - 1) // stride + 1`` (the window count)
+    and the kernel axes appended, ``out[.., p, .., j] = x[.., stride*p + dilation*j, ..]``.
+    The windows must fit (``n >= dilation*(k - 1) + 1``)."""
+    shape, r = tuple(x.shape), len(axes)
+    y = expand(reshape(x, shape + (1,) * r), shape + tuple(kernel))
+    pairs = [(a, len(shape) + i, s, d, 0, (shape[a] - d * (k - 1) - 1) // s + 1)
+             for i, (a, k, s, d) in enumerate(zip(axes, kernel, stride, dilation))]
+    return shear(y, pairs)
 
 
 def take(x, idx, axis):

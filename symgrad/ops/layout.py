@@ -1,6 +1,14 @@
-"""Layout primitives: views (reshape, expand, permute, slice, select, flip) and windows
-(pad_slice, cat) -- for each, its shape rule, numpy rule, what the eager tape saves and
-its VJP, declared once (:func:`symgrad.ops.define.primitive`)."""
+"""Layout primitives: views (reshape, expand, permute, slice, select, flip, shear) and
+windows (pad_slice, cat) -- for each, its shape rule, numpy rule, what the eager tape
+saves and its VJP, declared once (:func:`symgrad.ops.define.primitive`).
+
+``shear`` is the sliding-window view: along each of its ``pairs`` (axis, by, stride,
+coef, offset, size), ``out[.., p, .., j, ..] = x[.., stride*p + coef*j + offset, .., j, ..]``
+(``p`` indexes ``axis``, ``j`` indexes ``by``).  On an input broadcast along new kernel
+axes it is every window of a convolution or a pooling (:func:`symgrad.ops.lax.windows`),
+without a copy; its VJP is a zero-filled (dilating) ``pad_slice`` read through a
+unit-stride shear the other way, so a window's gradient (col2im) is views, one pad and
+the sum over the kernel axes that undoes the broadcast -- primitives every backend has."""
 from __future__ import annotations
 
 import numpy as np
@@ -47,6 +55,25 @@ def _select_vjp(ctx, g):
 
 def _flip_vjp(ctx, g):
     return (lax.apply("flip", g, axes=ctx.kwargs["axes"]),)
+
+
+def _shear_vjp(ctx, g):
+    """x̄[.., q, .., j] = ḡ[.., (q - coef*j - offset) / stride, .., j] where that is a whole
+    index in range, else 0: ḡ dilated by ``stride`` into a zero buffer padded for every
+    ``j``, read through the opposite shear."""
+    shape, dtype = ctx.in_avals[0]
+    if 0 in shape or 0 in tuple(g.shape):
+        return (lax.zeros(shape, g.dtype),)
+    n = len(shape)
+    pad_shape, starts, stops, steps = list(g.shape), [0] * n, list(g.shape), [1] * n
+    back = []
+    for axis, by, stride, coef, offset, size in ctx.kwargs["pairs"]:
+        low, high = _shear_extent(coef, offset, shape[by])
+        pad_shape[axis] = shape[axis] + high - low
+        starts[axis], stops[axis], steps[axis] = high, high + stride * (size - 1) + 1, stride
+        back.append((axis, by, 1, -coef, high - offset, shape[axis]))
+    padded = lax.pad_slice(g, pad_shape, starts, stops, steps)
+    return (lax.apply("shear", padded, pairs=tuple(back)),)
 
 
 def _cat_vjp(ctx, g):
@@ -141,6 +168,48 @@ def _flip_numpy(x, *, axes):
 
 primitive("flip", 1, lambda av, *, axes: (av[0][0], av[0][1]), _flip_numpy,
           grad_name="FlipBackward0", family="view", vjp=_flip_vjp)
+
+
+def _shear_extent(coef: int, offset: int, k: int) -> tuple[int, int]:
+    """(lowest, highest) of ``coef*j + offset`` over the ``k`` positions ``j`` of a shear."""
+    reach = coef * (k - 1)
+    return offset + min(0, reach), offset + max(0, reach)
+
+
+def _shear_shape(av, *, pairs):
+    shape = av[0][0]
+    out = list(shape)
+    axes = [p[0] for p in pairs]
+    for axis, by, stride, coef, offset, size in pairs:
+        if not (0 <= axis < len(shape) and 0 <= by < len(shape)) or by in axes \
+                or axes.count(axis) > 1 or stride < 1 or size < 0:
+            raise ValueError(f"shear: invalid pair {(axis, by, stride, coef, offset, size)} "
+                             f"for shape {tuple(shape)}")
+        low, high = _shear_extent(coef, offset, shape[by])
+        if size and shape[by] and (low < 0 or high + stride * (size - 1) >= shape[axis]):
+            raise ValueError(f"shear: windows of axis {axis} reach {low}.."
+                             f"{high + stride * (size - 1)}, outside 0..{shape[axis] - 1}")
+        out[axis] = size
+    return tuple(out), av[0][1]
+
+
+def _shear_numpy(x, *, pairs):
+    """A strided view of x (no copy): the pairs only change strides and the start."""
+    shape, strides = list(x.shape), list(x.strides)
+    start = [slice(None)] * x.ndim
+    for axis, by, stride, coef, offset, size in pairs:
+        shape[axis] = size
+    if 0 in shape:
+        return np.zeros(shape, x.dtype)
+    for axis, by, stride, coef, offset, size in pairs:
+        start[axis] = slice(offset, None)
+        strides[axis] = stride * x.strides[axis]
+        strides[by] += coef * x.strides[axis]
+    return np.lib.stride_tricks.as_strided(x[tuple(start)], shape, strides, writeable=False)
+
+
+primitive("shear", 1, _shear_shape, _shear_numpy, grad_name="AsStridedBackward0",
+          family="view", vjp=_shear_vjp)
 
 
 def _cat_shape(av, *, axis):
