@@ -561,3 +561,7 @@ __all__ += ["bilinear", "elu", "gelu", "hardtanh", "relu6", "smooth_l1_loss", "h
 from .convolution import conv1d, conv2d  # noqa: E402  (the convolution layers' functions)
 
 __all__ += ["conv1d", "conv2d"]
+
+from .pooling import avg_pool1d, avg_pool2d, max_pool1d, max_pool2d  # noqa: E402
+
+__all__ += ["max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d"]
