@@ -565,3 +565,7 @@ __all__ += ["conv1d", "conv2d"]
 from .pooling import avg_pool1d, avg_pool2d, max_pool1d, max_pool2d  # noqa: E402
 
 __all__ += ["max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d"]
+
+from .normalization import batch_norm  # noqa: E402
+
+__all__ += ["batch_norm"]
