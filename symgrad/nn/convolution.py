@@ -18,7 +18,7 @@ from ..functions.composite import named
 from ..ops import lax
 from .windowing import expand_param, ntuple, pad
 
-__all__ = ["conv1d", "conv2d", "convolve", "same_padding"]
+__all__ = ["conv1d", "conv2d", "conv_nd", "convolve", "same_padding"]
 
 
 def same_padding(kernel, dilation) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -63,7 +63,7 @@ def _batched(x, r: int, name: str):
     return x, False
 
 
-def _string_padding(padding: str, w, stride, dilation, r: int):
+def _string_padding(padding: str, w, stride, dilation, r: int, warn: bool = True):
     """(lo, hi) for ``'valid'`` / ``'same'`` (PyTorch's ``_convolution_mode``)."""
     if padding == "valid":
         return (0,) * r, (0,) * r
@@ -77,7 +77,7 @@ def _string_padding(padding: str, w, stride, dilation, r: int):
         raise RuntimeError("padding='same' is not supported for strided convolutions")
     dil = expand_param(dilation, "dilation", r)
     lo, hi = same_padding(tuple(w.shape[2:]), dil)
-    if lo != hi:
+    if lo != hi and warn:
         warnings.warn("Using padding='same' with even kernel lengths and odd dilation may "
                       "require a zero-padded copy of the input be created", UserWarning,
                       stacklevel=4)
@@ -134,13 +134,29 @@ def _check(x, w, b, stride, lo, hi, dilation, groups):
         raise RuntimeError(f"expected scalar type {x.dtype.c_name} but found {w.dtype.c_name}")
 
 
-def _conv(name: str, r: int, input, weight, bias, stride, padding, dilation, groups,
-          mode: str = "zeros"):
+def _check_mode_padding(x, lo, hi, mode: str) -> None:
+    """The errors of PyTorch's ``F.pad`` for the reflect and circular modes."""
+    r = len(lo)
+    for i in reversed(range(r)):            # the last dim first, as F.pad
+        dim, n = x.dim() - r + i, x.shape[x.dim() - r + i]
+        if mode == "reflect" and (lo[i] >= n or hi[i] >= n):
+            arg = 4 + 2 * (r - 1 - i)
+            raise RuntimeError(f"Argument #{arg}: Padding size should be less than the "
+                               f"corresponding input dimension, but got: padding ({lo[i]}, "
+                               f"{hi[i]}) at dimension {dim} of input {list(x.shape)}")
+        if mode == "circular" and (lo[i] > n or hi[i] > n):
+            raise RuntimeError("Padding value causes wrapping around more than once.")
+
+
+def conv_nd(name: str, r: int, input, weight, bias, stride, padding, dilation, groups,
+            mode: str = "zeros"):
+    """``conv1d`` (r = 1) / ``conv2d`` (r = 2); ``mode``: the padding mode of the Conv
+    modules (zeros, reflect, replicate, circular)."""
     x, w = to_tensor(input), to_tensor(weight)
     b = None if bias is None else to_tensor(bias)
     x, unbatched = _batched(x, r, name)
     if isinstance(padding, str):
-        lo, hi = _string_padding(padding, w, stride, dilation, w.dim() - 2)
+        lo, hi = _string_padding(padding, w, stride, dilation, w.dim() - 2, mode == "zeros")
         padding = 0
     else:
         lo = hi = None
@@ -149,6 +165,8 @@ def _conv(name: str, r: int, input, weight, bias, stride, padding, dilation, gro
     dilation = expand_param(ntuple(dilation, r), "dilation", w.dim() - 2)
     if lo is None:
         lo = hi = pads
+    if mode != "zeros":
+        _check_mode_padding(x, lo, hi, mode)
     _check(x, w, b, stride, lo, hi, dilation, groups)
     args = (x, w) if b is None else (x, w, b)
     out = named("ConvolutionBackward0",
@@ -159,7 +177,7 @@ def _conv(name: str, r: int, input, weight, bias, stride, padding, dilation, gro
 
 def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """1-D convolution (cross-correlation) over (N, C, L) or (C, L) inputs, as PyTorch's."""
-    return _conv("conv1d", 1, input, weight, bias, stride, padding, dilation, groups)
+    return conv_nd("conv1d", 1, input, weight, bias, stride, padding, dilation, groups)
 
 
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
@@ -171,4 +189,4 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     >>> torch.nn.functional.conv2d(x, torch.ones(1, 1, 2, 2), padding=1).shape
     torch.Size([1, 1, 4, 4])
     """
-    return _conv("conv2d", 2, input, weight, bias, stride, padding, dilation, groups)
+    return conv_nd("conv2d", 2, input, weight, bias, stride, padding, dilation, groups)

@@ -1,15 +1,19 @@
 """The layers of ``symgrad.nn``, by kind."""
 from .activation import (ELU, GELU, Hardtanh, LeakyReLU, LogSoftmax, ReLU, ReLU6, SiLU, Sigmoid,
                          Softmax, Softplus, Tanh)
+from .batchnorm import BatchNorm1d, BatchNorm2d
 from .container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
+from .conv import Conv1d, Conv2d
 from .linear import Bilinear, Identity, Linear
 from .loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, L1Loss, MSELoss,
                    NLLLoss, SmoothL1Loss)
 from .misc import Dropout, Embedding, Flatten, LayerNorm, Unflatten
 from .module import Module
+from .pooling import AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d
 
 __all__ = ["Module", "Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict",
            "Identity", "Linear", "Bilinear", "Flatten", "Unflatten", "Dropout", "Embedding",
-           "LayerNorm", "ReLU", "ReLU6", "Hardtanh", "LeakyReLU", "ELU", "GELU", "SiLU", "Tanh",
-           "Sigmoid", "Softplus", "Softmax", "LogSoftmax", "MSELoss", "L1Loss", "SmoothL1Loss",
+           "LayerNorm", "Conv1d", "Conv2d", "MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d",
+           "BatchNorm1d", "BatchNorm2d", "ReLU", "ReLU6", "Hardtanh", "LeakyReLU", "ELU", "GELU",
+           "SiLU", "Tanh", "Sigmoid", "Softplus", "Softmax", "LogSoftmax", "MSELoss", "L1Loss", "SmoothL1Loss",
            "HuberLoss", "CrossEntropyLoss", "NLLLoss", "BCELoss", "BCEWithLogitsLoss"]

@@ -403,6 +403,9 @@ class Module:
             keep_vars = args[2] if len(args) > 2 else keep_vars
         if destination is None:
             destination = OrderedDict()
+            destination._metadata = OrderedDict()
+        if hasattr(destination, "_metadata"):        # each module's version, as PyTorch's
+            destination._metadata[prefix[:-1]] = {"version": self._version}
         self._save_to_state_dict(destination, prefix, keep_vars)
         for name, m in self._modules.items():
             if m is not None:
@@ -415,6 +418,7 @@ class Module:
         (checked first: on any error nothing is modified)."""
         if not hasattr(state_dict, "keys") or not hasattr(state_dict, "__getitem__"):
             raise TypeError(f"Expected state_dict to be dict-like, got {type(state_dict)}.")
+        state_dict = self._upgraded(state_dict)
         own = self.state_dict(keep_vars=True)
         missing = [k for k in own if k not in state_dict]
         unexpected = [k for k in state_dict if k not in own]
@@ -452,6 +456,21 @@ class Module:
                 else:
                     target.copy_(value)
         return _IncompatibleKeys(missing, unexpected)
+
+    def _upgraded(self, state_dict):
+        """A copy of ``state_dict`` in which modules that changed their state between
+        versions (a ``_upgrade_state_dict(state, prefix, version)`` method) filled in what
+        older versions lacked; the versions come from the state dict's ``_metadata``."""
+        hooked = [(name, m) for name, m in self.named_modules()
+                  if hasattr(m, "_upgrade_state_dict")]
+        if not hooked:
+            return state_dict
+        metadata = getattr(state_dict, "_metadata", None)
+        state_dict = OrderedDict(state_dict)
+        for name, m in hooked:
+            version = (metadata or {}).get(name, {}).get("version")
+            m._upgrade_state_dict(state_dict, name + "." if name else "", version)
+        return state_dict
 
     def _assign(self, key: str, value: Tensor) -> None:
         path, _, name = key.rpartition(".")

@@ -1,0 +1,111 @@
+"""``Conv1d`` and ``Conv2d`` as PyTorch's: constructor checks and texts, weight
+(out, in / groups, *kernel) and bias with PyTorch's default initialisation
+(``kaiming_uniform_(a=sqrt(5))``, bias uniform in ±1/sqrt(fan_in)), its repr, and the
+padding modes zeros, reflect, replicate and circular."""
+from __future__ import annotations
+
+import math
+
+from ...functions.creation import empty
+from ..convolution import conv_nd
+from ..windowing import ntuple
+from .. import init
+from ..parameter import Parameter
+from .linear import _factory
+from .module import Module
+
+__all__ = ["Conv1d", "Conv2d"]
+
+
+class _ConvNd(Module):
+    """What Conv1d and Conv2d share (PyTorch's ``_ConvNd``); ``_name`` is the functional
+    form's name and ``_rank`` the number of spatial dims."""
+
+    _name, _rank = "", 0
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1,
+                 padding=0, dilation=1, groups: int = 1, bias: bool = True,
+                 padding_mode: str = "zeros", device=None, dtype=None):
+        super().__init__()
+        dt = _factory(device, dtype)
+        r = self._rank
+        kernel_size, stride, dilation = (ntuple(v, r) for v in (kernel_size, stride, dilation))
+        if not isinstance(padding, str):
+            padding = ntuple(padding, r)
+        if groups <= 0:
+            raise ValueError("groups must be a positive integer")
+        if in_channels % groups != 0:
+            raise ValueError("in_channels must be divisible by groups")
+        if out_channels % groups != 0:
+            raise ValueError("out_channels must be divisible by groups")
+        valid_padding_strings = {"same", "valid"}
+        if isinstance(padding, str):
+            if padding not in valid_padding_strings:
+                raise ValueError(f"Invalid padding string {padding!r}, should be one of "
+                                 f"{valid_padding_strings}")
+            if padding == "same" and any(s != 1 for s in stride):
+                raise ValueError("padding='same' is not supported for strided convolutions")
+        valid_padding_modes = {"zeros", "reflect", "replicate", "circular"}
+        if padding_mode not in valid_padding_modes:
+            raise ValueError(f"padding_mode must be one of {valid_padding_modes}, but got "
+                             f"padding_mode='{padding_mode}'")
+        self.in_channels, self.out_channels = in_channels, out_channels
+        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+        self.dilation, self.groups, self.padding_mode = dilation, groups, padding_mode
+        self.transposed, self.output_padding = False, (0,) * r
+        self.weight = Parameter(empty((out_channels, in_channels // groups) + kernel_size,
+                                      dtype=dt))
+        if bias:
+            self.bias = Parameter(empty(out_channels, dtype=dt))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if self.bias is not None:
+            fan_in = self.weight.shape[1] * math.prod(self.kernel_size)
+            bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
+            init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, input):
+        return conv_nd(self._name, self._rank, input, self.weight, self.bias, self.stride,
+                       self.padding, self.dilation, self.groups, self.padding_mode)
+
+    def extra_repr(self) -> str:
+        s = "{in_channels}, {out_channels}, kernel_size={kernel_size}, stride={stride}"
+        if self.padding != (0,) * len(self.padding):
+            s += ", padding={padding}"
+        if self.dilation != (1,) * len(self.dilation):
+            s += ", dilation={dilation}"
+        if self.output_padding != (0,) * len(self.output_padding):
+            s += ", output_padding={output_padding}"
+        if self.groups != 1:
+            s += ", groups={groups}"
+        if self.bias is None:
+            s += ", bias=False"
+        if self.padding_mode != "zeros":
+            s += ", padding_mode={padding_mode}"
+        return s.format(**self.__dict__)
+
+
+class Conv1d(_ConvNd):
+    """1-D convolution over (N, C, L) or (C, L) inputs.
+
+    >>> import symgrad as torch
+    >>> torch.nn.Conv1d(4, 8, 3, stride=2)
+    Conv1d(4, 8, kernel_size=(3,), stride=(2,))
+    """
+
+    _name, _rank = "conv1d", 1
+
+
+class Conv2d(_ConvNd):
+    """2-D convolution over (N, C, H, W) or (C, H, W) inputs.
+
+    >>> import symgrad as torch
+    >>> torch.nn.Conv2d(3, 16, 3, padding=1)
+    Conv2d(3, 16, kernel_size=(3, 3), stride=(1, 1), padding=(1, 1))
+    """
+
+    _name, _rank = "conv2d", 2

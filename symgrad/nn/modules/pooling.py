@@ -1,0 +1,86 @@
+"""``MaxPool1d``, ``MaxPool2d``, ``AvgPool1d``, ``AvgPool2d`` as PyTorch's: arguments
+kept as given (``AvgPool1d`` as 1-tuples), stride defaulting to the kernel size, reprs."""
+from __future__ import annotations
+
+from .. import pooling as P
+from ..windowing import ntuple
+from .module import Module
+
+__all__ = ["MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d"]
+
+
+class _MaxPoolNd(Module):
+    _pool = staticmethod(P.max_pool2d)
+
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1,
+                 return_indices: bool = False, ceil_mode: bool = False):
+        super().__init__()
+        self.kernel_size = kernel_size
+        self.stride = stride if stride is not None else kernel_size
+        self.padding, self.dilation = padding, dilation
+        self.return_indices, self.ceil_mode = return_indices, ceil_mode
+
+    def forward(self, input):
+        return self._pool(input, self.kernel_size, self.stride, self.padding, self.dilation,
+                          ceil_mode=self.ceil_mode, return_indices=self.return_indices)
+
+    def extra_repr(self) -> str:
+        return ("kernel_size={kernel_size}, stride={stride}, padding={padding}, "
+                "dilation={dilation}, ceil_mode={ceil_mode}".format(**self.__dict__))
+
+
+class MaxPool1d(_MaxPoolNd):
+    """Max pooling over (N, C, L) or (C, L) inputs."""
+
+    _pool = staticmethod(P.max_pool1d)
+
+
+class MaxPool2d(_MaxPoolNd):
+    """Max pooling over (N, C, H, W) or (C, H, W) inputs.
+
+    >>> import symgrad as torch
+    >>> torch.nn.MaxPool2d(2)
+    MaxPool2d(kernel_size=2, stride=2, padding=0, dilation=1, ceil_mode=False)
+    """
+
+
+class _AvgPoolNd(Module):
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class AvgPool1d(_AvgPoolNd):
+    """Average pooling over (N, C, L) or (C, L) inputs."""
+
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
+                 count_include_pad: bool = True):
+        super().__init__()
+        self.kernel_size = ntuple(kernel_size, 1)
+        self.stride = ntuple(stride if stride is not None else kernel_size, 1)
+        self.padding = ntuple(padding, 1)
+        self.ceil_mode, self.count_include_pad = ceil_mode, count_include_pad
+
+    def forward(self, input):
+        return P.avg_pool1d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad)
+
+
+class AvgPool2d(_AvgPoolNd):
+    """Average pooling over (N, C, H, W) or (C, H, W) inputs.
+
+    >>> import symgrad as torch
+    >>> torch.nn.AvgPool2d(3, stride=2)
+    AvgPool2d(kernel_size=3, stride=2, padding=0)
+    """
+
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
+                 count_include_pad: bool = True, divisor_override=None):
+        super().__init__()
+        self.kernel_size = kernel_size
+        self.stride = stride if stride is not None else kernel_size
+        self.padding, self.ceil_mode = padding, ceil_mode
+        self.count_include_pad, self.divisor_override = count_include_pad, divisor_override
+
+    def forward(self, input):
+        return P.avg_pool2d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad, self.divisor_override)
