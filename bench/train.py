@@ -1,16 +1,17 @@
 """``python -m bench train``: one training step (forward, loss, backward, optimizer step)
 of PyTorch-style code, symgrad eager against torch eager (one thread and all threads) and
-jax.jit with a hand-written Adam (the peers present on the machine).
+jax.jit (the peers present on the machine), per workload:
 
-Workload ``mlp-adam``: an MLP 784-256-10 with ReLU, softmax cross-entropy, Adam
-(lr 1e-3), batch 64, float32 -- the program as a PyTorch user writes it, run unchanged by
-``import symgrad as torch``. Each system starts from the same weights; the final loss
-after the timed steps is compared (same data, same updates: equal within float32
-rounding).
+* ``mlp-adam`` (:mod:`bench.train_mlp`): an MLP 784-256-10 with Adam;
+* ``cnn-sgd`` (:mod:`bench.train_cnn`): a small CNN (two Conv2d - BatchNorm2d - ReLU -
+  MaxPool2d blocks, Linear) on 28x28 images with momentum SGD.
+
+Each system starts from the same weights and data; the final loss after the timed steps
+is printed (same updates: equal within float32 rounding).
 
 Example::
 
-    python -m bench train --steps 200
+    python -m bench train --steps 200 --workloads cnn-sgd
 """
 from __future__ import annotations
 
@@ -18,101 +19,17 @@ import argparse
 import statistics
 import sys
 import time
-from typing import Callable
 
-import numpy as np
+from bench import train_cnn, train_mlp
 
-D, H, C, B = 784, 256, 10, 64
+__all__ = ["main", "WORKLOADS"]
 
-__all__ = ["main", "SYSTEMS"]
-
-
-def _data(seed: int = 0):
-    rng = np.random.default_rng(seed)
-    x = rng.normal(size=(B, D)).astype(np.float32)
-    y = rng.integers(0, C, size=B)
-    w1 = (rng.uniform(-1, 1, size=(H, D)) / np.sqrt(D)).astype(np.float32)
-    b1 = (rng.uniform(-1, 1, size=H) / np.sqrt(D)).astype(np.float32)
-    w2 = (rng.uniform(-1, 1, size=(C, H)) / np.sqrt(H)).astype(np.float32)
-    b2 = (rng.uniform(-1, 1, size=C) / np.sqrt(H)).astype(np.float32)
-    return x, y, {"0.weight": w1, "0.bias": b1, "2.weight": w2, "2.bias": b2}
+WORKLOADS = {"mlp-adam": train_mlp, "cnn-sgd": train_cnn}
 
 
-def _torch_like(T) -> Callable[[], float]:
-    """The training step as PyTorch code, over the module ``T`` (torch or symgrad)."""
-    x_np, y_np, init = _data()
-    model = T.nn.Sequential(T.nn.Linear(D, H), T.nn.ReLU(), T.nn.Linear(H, C))
-    model.load_state_dict({k: T.tensor(v) for k, v in init.items()})
-    opt = T.optim.Adam(model.parameters(), lr=1e-3)
-    loss_fn = T.nn.CrossEntropyLoss()
-    x, y = T.tensor(x_np), T.tensor(y_np)
-
-    def step() -> float:
-        opt.zero_grad()
-        loss = loss_fn(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
-    return step
-
-
-def _symgrad():
-    import symgrad
-    return _torch_like(symgrad)
-
-
-def _torch(threads: int | None):
-    def make():
-        import torch
-        if threads is not None:
-            torch.set_num_threads(threads)
-        return _torch_like(torch)
-    return make
-
-
-def _jax():
-    import jax
-    import jax.numpy as jnp
-    x_np, y_np, init = _data()
-    params = [jnp.asarray(init[k]) for k in ("0.weight", "0.bias", "2.weight", "2.bias")]
-    x, y = jnp.asarray(x_np), jnp.asarray(y_np)
-
-    def loss_fn(p):
-        w1, b1, w2, b2 = p
-        logits = jnp.maximum(x @ w1.T + b1, 0) @ w2.T + b2
-        logp = logits - jax.scipy.special.logsumexp(logits, axis=1, keepdims=True)
-        return -jnp.mean(jnp.take_along_axis(logp, y[:, None], axis=1))
-
-    @jax.jit
-    def train_step(p, m, v, t):
-        loss, g = jax.value_and_grad(loss_fn)(p)
-        t = t + 1
-        m = [0.9 * mi + 0.1 * gi for mi, gi in zip(m, g)]
-        v = [0.999 * vi + 0.001 * gi * gi for vi, gi in zip(v, g)]
-        bc1, bc2 = 1 - 0.9 ** t, 1 - 0.999 ** t
-        p = [pi - 1e-3 / bc1 * mi / (jnp.sqrt(vi) / jnp.sqrt(bc2) + 1e-8)
-             for pi, mi, vi in zip(p, m, v)]
-        return p, m, v, t, loss
-
-    state = [params, [jnp.zeros_like(a) for a in params], [jnp.zeros_like(a) for a in params],
-             jnp.float32(0)]
-
-    def step():
-        p, m, v, t, loss = train_step(*state)
-        state[:] = [p, m, v, t]
-        return loss.block_until_ready()
-    return step
-
-
-SYSTEMS: dict[str, Callable[[], Callable[[], float]]] = {
-    "symgrad-eager": _symgrad, "torch-eager-1t": _torch(1), "torch-eager-all": _torch(None),
-    "jax-jit": _jax,
-}
-
-
-def measure(name: str, steps: int, repeats: int) -> dict:
+def measure(make, steps: int, repeats: int) -> dict:
     t0 = time.perf_counter()
-    step = SYSTEMS[name]()
+    step = make()
     loss = step()
     first = time.perf_counter() - t0
     for _ in range(5):
@@ -127,32 +44,43 @@ def measure(name: str, steps: int, repeats: int) -> dict:
             "loss": float(loss.detach() if hasattr(loss, "detach") else loss)}
 
 
+def report(name: str, title: str, rows: dict) -> None:
+    best = min(r["median"] for r in rows.values())
+    ref = rows.get("symgrad-eager")
+    print(f"== {name}: {title}; time per training step")
+    print(f"{'system':<16} {'median':>10} {'min':>10} {'first step':>11} {'/best':>7} "
+          f"{'symgrad /':>10}  final loss")
+    for system, r in rows.items():
+        rel = f"{ref['median'] / r['median']:.2f}x" if ref else "-"
+        print(f"{system:<16} {r['median'] * 1e6:>8.0f}us {r['min'] * 1e6:>8.0f}us "
+              f"{r['first'] * 1e3:>9.1f}ms {r['median'] / best:>6.2f}x {rel:>10}  "
+              f"{r['loss']:.6f}")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench train", description=__doc__.split("\n\n")[0])
     p.add_argument("--steps", type=int, default=100, help="steps per timed sample")
     p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--systems", default=",".join(SYSTEMS))
+    p.add_argument("--workloads", default=",".join(WORKLOADS),
+                   help=f"comma list of {', '.join(WORKLOADS)}")
+    p.add_argument("--systems", default=",".join(train_mlp.SYSTEMS))
     a = p.parse_args(argv)
-    rows = {}
-    for name in a.systems.split(","):
-        try:
-            rows[name] = measure(name, a.steps, a.repeats)
-        except ImportError as e:
-            print(f"  [{name}] skipped: {e}", file=sys.stderr)
-    if not rows:
-        return 1
-    best = min(r["median"] for r in rows.values())
-    ref = rows.get("symgrad-eager")
-    print(f"== mlp-adam: MLP {D}-{H}-{C} ReLU, cross-entropy, Adam, batch {B}, float32; "
-          f"time per training step")
-    print(f"{'system':<16} {'median':>10} {'min':>10} {'first step':>11} {'/best':>7} "
-          f"{'symgrad /':>10}  final loss")
-    for name, r in rows.items():
-        rel = f"{ref['median'] / r['median']:.2f}x" if ref else "-"
-        print(f"{name:<16} {r['median'] * 1e6:>8.0f}us {r['min'] * 1e6:>8.0f}us "
-              f"{r['first'] * 1e3:>9.1f}ms {r['median'] / best:>6.2f}x {rel:>10}  "
-              f"{r['loss']:.6f}")
-    return 0
+    names = a.workloads.split(",")
+    bad = [n for n in names if n not in WORKLOADS]
+    if bad:
+        p.error(f"unknown workload {bad}; choose from {list(WORKLOADS)}")
+    done = 0
+    for name in names:
+        workload, rows = WORKLOADS[name], {}
+        for system in a.systems.split(","):
+            try:
+                rows[system] = measure(workload.SYSTEMS[system], a.steps, a.repeats)
+            except ImportError as e:
+                print(f"  [{system}] skipped: {e}", file=sys.stderr)
+        if rows:
+            report(name, workload.TITLE, rows)
+            done += 1
+    return 0 if done else 1
 
 
 if __name__ == "__main__":

@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 # Runs the bench CLI with some modules blocked (``sys.modules[name] = None``
@@ -116,8 +118,9 @@ def test_compile_bench_slope() -> None:
     assert slope([(10, 1.0)]) is None
 
 
-def test_train_bench_runs_and_losses_agree() -> None:
-    r = _run(["train", "--steps", "3", "--repeats", "1", "--systems",
+@pytest.mark.parametrize("workload", ["mlp-adam", "cnn-sgd"])
+def test_train_bench_runs_and_losses_agree(workload) -> None:
+    r = _run(["train", "--steps", "3", "--repeats", "1", "--workloads", workload, "--systems",
               "symgrad-eager,torch-eager-1t"])
     assert r.returncode == 0, r.stderr
     rows = [line.split() for line in r.stdout.splitlines()

@@ -37,11 +37,11 @@ def convolve(x, w, b, stride, lo, hi, dilation, groups: int, mode: str = "zeros"
     n, c = x.shape[0], x.shape[1]
     o, kernel = w.shape[0], tuple(w.shape[2:])
     xp = pad(x, lo, hi, mode)
-    win = lax.windows(xp, tuple(range(2, 2 + r)), kernel, stride, dilation)   # N C *P *K
-    spots = tuple(win.shape[2:2 + r])
+    win = lax.windows(xp, tuple(range(2, 2 + r)), kernel, stride, dilation)   # N C *K *P
+    spots = tuple(win.shape[2 + r:])
     per_group = c // groups * math.prod(kernel)
     # columns (group, channel x kernel, batch x positions): one copy of the windows
-    cols = lax.permute(win, (1,) + tuple(range(2 + r, 2 + 2 * r)) + (0,) + tuple(range(2, 2 + r)))
+    cols = lax.permute(win, (1,) + tuple(range(2, 2 + r)) + (0,) + tuple(range(2 + r, 2 + 2 * r)))
     cols = lax.reshape(cols, (groups, per_group, n * math.prod(spots)))
     w2 = lax.reshape(w, (groups, o // groups, per_group))
     if groups == 1:

@@ -85,21 +85,22 @@ def _max_windows(v, kernel, stride, padding, dilation, extra):
     two axes."""
     xp = pad(v, padding, tuple(p + e for p, e in zip(padding, extra)), value=_lowest(v.dtype))
     n = len(v.shape)
-    win = lax.windows(xp, (n - 2, n - 1), kernel, stride, dilation)
-    flat = lax.reshape(win, tuple(win.shape[:n]) + (math.prod(kernel),))
-    at = bind(P["argmax"], flat.detach(), axis=n, keepdim=True)
-    return lax.reshape(lax.apply("gather", flat, at, axis=n), tuple(win.shape[:n])), at
+    win = lax.windows(xp, (n - 2, n - 1), kernel, stride, dilation)      # .. KH KW OH OW
+    lead, spots = tuple(win.shape[:n - 2]), tuple(win.shape[n:])
+    flat = lax.reshape(win, lead + (math.prod(kernel),) + spots)
+    at = bind(P["argmax"], flat.detach(), axis=n - 2, keepdim=True)
+    return lax.reshape(lax.apply("gather", flat, at, axis=n - 2), lead + spots), at
 
 
 def _flat_index(size, kernel, stride, padding, dilation, out):
-    """[*out, prod(kernel)]: the flat input position (row-major over the pooled axes) each
+    """[prod(kernel), *out]: the flat input position (row-major over the pooled axes) each
     window element reads -- PyTorch's ``return_indices``."""
     (h, w), (kh, kw) = size, kernel
-    rows = (np.arange(out[0]) * stride[0] - padding[0])[:, None, None, None] + \
-        (np.arange(kh) * dilation[0])[None, None, :, None]
-    cols = (np.arange(out[1]) * stride[1] - padding[1])[None, :, None, None] + \
-        (np.arange(kw) * dilation[1])[None, None, None, :]
-    return (rows * w + cols).reshape(out[0], out[1], kh * kw)
+    rows = (np.arange(kh) * dilation[0])[:, None, None, None] + \
+        (np.arange(out[0]) * stride[0] - padding[0])[None, None, :, None]
+    cols = (np.arange(kw) * dilation[1])[None, :, None, None] + \
+        (np.arange(out[1]) * stride[1] - padding[1])[None, None, None, :]
+    return (rows * w + cols).reshape(kh * kw, out[0], out[1])
 
 
 def _max_pool2d(x, kernel, stride, pads, dil, ceil_mode, return_indices):
@@ -111,7 +112,7 @@ def _max_pool2d(x, kernel, stride, pads, dil, ceil_mode, return_indices):
     at = _max_windows(x.detach(), kernel, stride, pads, dil, extra)[1]
     table = _flat_index(tuple(x.shape[-2:]), kernel, stride, pads, dil, out)
     table = lax.expand(to_tensor(table), tuple(at.shape[:-3]) + table.shape)
-    idx = lax.apply("gather", table, at, axis=len(at.shape) - 1)
+    idx = lax.apply("gather", table, at, axis=len(at.shape) - 3)
     return res, lax.reshape(idx, tuple(res.shape))
 
 
@@ -198,7 +199,7 @@ def _divisor(size, kernel, stride, padding, out, count_include_pad):
 def _avg_windows(v, kernel, stride, padding, extra, divisor):
     n = len(v.shape)
     xp = pad(v, padding, tuple(p + e for p, e in zip(padding, extra)))
-    total = lax.sum(lax.windows(xp, (n - 2, n - 1), kernel, stride, (1, 1)), (n, n + 1))
+    total = lax.sum(lax.windows(xp, (n - 2, n - 1), kernel, stride, (1, 1)), (n - 2, n - 1))
     if not v.dtype.is_floating_point:             # integers: truncated division
         q = lax.apply("floor_divide", lax.unary("abs", total), divisor)
         return lax.mul(lax.unary("sign", total), q)

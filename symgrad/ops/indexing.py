@@ -87,6 +87,9 @@ primitive("gather", 2, _gather_shape, _gather_numpy, saves=(1,), grad_name="Gath
 def _gather_scatter_numpy(g, idx, *, axis, size):
     shape = g.shape[:axis] + (size,) + g.shape[axis + 1:]
     out = np.zeros(shape, dtype=g.dtype)
+    if idx.shape[axis] == 1 and idx.shape == g.shape:     # one index per lane: no collisions
+        np.put_along_axis(out, idx, g, axis)
+        return out
     grids = list(np.indices(idx.shape, sparse=True))
     grids[axis] = idx
     np.add.at(out, tuple(grids), g)

@@ -186,13 +186,16 @@ def shear(x, pairs):
 
 
 def windows(x, axes, kernel, stride, dilation):
-    """Every window of ``x`` along ``axes`` (a view, no copy): the result has x's shape with
-    axis ``a`` of length ``(n - dilation*(k - 1) - 1) // stride + 1`` (the window count)
-    and the kernel axes appended, ``out[.., p, .., j] = x[.., stride*p + dilation*j, ..]``.
-    The windows must fit (``n >= dilation*(k - 1) + 1``)."""
-    shape, r = tuple(x.shape), len(axes)
-    y = expand(reshape(x, shape + (1,) * r), shape + tuple(kernel))
-    pairs = [(a, len(shape) + i, s, d, 0, (shape[a] - d * (k - 1) - 1) // s + 1)
+    """Every window of ``x`` along consecutive ``axes`` (a view, no copy): the kernel axes
+    come just before the windowed axes, each of which gets the window count
+    ``(n - dilation*(k - 1) - 1) // stride + 1``, so (N, C, H, W) gives
+    (N, C, KH, KW, OH, OW) with ``out[.., i, j, p, q] = x[.., s*p + d*i, s*q + d*j]``
+    (kernel axes outside the positions: the window sums of col2im run along
+    contiguous rows).  The windows must fit (``n >= dilation*(k - 1) + 1``)."""
+    shape, r, first = tuple(x.shape), len(axes), axes[0]
+    lifted = shape[:first] + (1,) * r + shape[first:]
+    y = expand(reshape(x, lifted), shape[:first] + tuple(kernel) + shape[first:])
+    pairs = [(a + r, first + i, s, d, 0, (shape[a] - d * (k - 1) - 1) // s + 1)
              for i, (a, k, s, d) in enumerate(zip(axes, kernel, stride, dilation))]
     return shear(y, pairs)
 
