@@ -104,17 +104,24 @@ def pow(input: TensorOrScalar, exponent: TensorOrScalar) -> Tensor:
     return _E.pow(input, exponent)
 
 
+def _functional():
+    """``symgrad.nn.functional``, imported on first use (``nn`` is a lazy submodule: the
+    bare name ``nn`` is unbound here until something imports it)."""
+    from .nn import functional      # late: nn loads on first use (see _LAZY_SUBMODULES)
+    return functional
+
+
 def softmax(input: Tensor, dim: _int | None = None, dtype: DTypeLike | None = None) -> Tensor:
-    return nn.functional.softmax(input, dim, dtype=dtype)
+    return _functional().softmax(input, dim, dtype=dtype)
 
 
 def log_softmax(input: Tensor, dim: _int | None = None,
                 dtype: DTypeLike | None = None) -> Tensor:
-    return nn.functional.log_softmax(input, dim, dtype=dtype)
+    return _functional().log_softmax(input, dim, dtype=dtype)
 
 
 def softplus(input: Tensor, beta: _float = 1.0, threshold: _float = 20.0) -> Tensor:
-    return nn.functional.softplus(input, beta, threshold)
+    return _functional().softplus(input, beta, threshold)
 
 
 def is_tensor(obj: Any) -> _bool:

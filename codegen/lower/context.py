@@ -98,14 +98,17 @@ def sanitize_fault_global(module: ir.Module) -> ir.GlobalVariable:
 
 
 def sanitized_index(b: ir.IRBuilder, st: Storage, index: ir.Value) -> ir.Value:
-    """``index`` if it lies in ``[0, st.size)``; else 0, and the module's fault word
-    records the access (sanitized mode: the call then raises instead of touching
+    """``index`` if it lies in ``[0, st.size)`` -- for an alias (a buffer seen from
+    element ``shift``, see :meth:`codegen.plan.Plan.shifted`), if ``shift + index`` does:
+    an alias may be read before its first element --; else 0, and the module's fault
+    word records the access (sanitized mode: the call then raises instead of touching
     memory out of range)."""
     index = index if index.type == T.I64 else b.sext(index, T.I64)
     size = max(int(st.size), 1)
-    ok = b.icmp_unsigned("<", index, T.I64(size))
+    shift = st.shift if st.base is not None else 0
+    ok = b.icmp_unsigned("<", b.add(index, T.I64(shift)) if shift else index, T.I64(size))
     fault = sanitize_fault_global(b.module)
     old = b.load(fault)
     b.store(b.select(ok, old, T.I64(1)), fault)
-    return b.select(ok, index, T.I64(0))
+    return b.select(ok, index, T.I64(-shift))        # else the buffer's first element
 

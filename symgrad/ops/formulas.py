@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..graph.primitives import elementwise
-from .vjp import masked_vjp, where_vjp
+from .vjp import masked_vjp, relu_vjp, where_vjp
 from ..graph.fpstate import quiet
 
 __all__ = ["BUILTIN_ELEMENTWISE"]
@@ -180,7 +180,7 @@ _ew("binary_cross_entropy_with_logits",
 # piecewise-linear and rounding
 # NaN follows PyTorch: relu passes the gradient at NaN, abs and sign give 0 there
 _ew("relu", lambda x: _pw((0, x <= 0), (x, True)), numpy=lambda x: np.maximum(x, 0),
-    grads=lambda x, out: (_pw((0, out <= 0), (1, True)),), vjp=masked_vjp)
+    grads=lambda x, out: (_pw((0, out <= 0), (1, True)),), vjp=relu_vjp)
 _ew("abs", lambda x: S.Abs(x), numpy=np.abs,
     grads=lambda x, out: (_pw((1, x > 0), (-1, x < 0), (0, True)),))
 _ew("sign", lambda x: _pw((1, x > 0), (-1, x < 0), (0, True)), numpy=_sign_numpy,

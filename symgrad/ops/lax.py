@@ -191,8 +191,22 @@ def windows(x, axes, kernel, stride, dilation):
     ``(n - dilation*(k - 1) - 1) // stride + 1``, so (N, C, H, W) gives
     (N, C, KH, KW, OH, OW) with ``out[.., i, j, p, q] = x[.., s*p + d*i, s*q + d*j]``
     (kernel axes outside the positions: the window sums of col2im run along
-    contiguous rows).  The windows must fit (``n >= dilation*(k - 1) + 1``)."""
+    contiguous rows).  The windows must fit (``n >= dilation*(k - 1) + 1``).
+
+    Windows that tile the axes (stride = kernel, no dilation: 2x2 max pooling) are a
+    reshape and a permute instead of a shear: their gradient is a copy, not a col2im."""
     shape, r, first = tuple(x.shape), len(axes), axes[0]
+    if all(s == k and d == 1 for k, s, d in zip(kernel, stride, dilation)):
+        counts = [shape[a] // k for a, k in zip(axes, kernel)]
+        stops = list(shape)
+        for a, k, n in zip(axes, kernel, counts):
+            stops[a] = n * k
+        if stops != list(shape):
+            x = slice_(x, (0,) * len(shape), stops, (1,) * len(shape))
+        split = shape[:first] + tuple(v for n, k in zip(counts, kernel) for v in (n, k))
+        tiles = reshape(x, split)            # .., OH, KH, OW, KW
+        return permute(tiles, tuple(range(first)) + tuple(first + 2 * i + 1 for i in range(r))
+                       + tuple(first + 2 * i for i in range(r)))
     lifted = shape[:first] + (1,) * r + shape[first:]
     y = expand(reshape(x, lifted), shape[:first] + tuple(kernel) + shape[first:])
     pairs = [(a + r, first + i, s, d, 0, (shape[a] - d * (k - 1) - 1) // s + 1)

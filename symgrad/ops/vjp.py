@@ -22,7 +22,8 @@ from .. import dispatch
 from ..graph.primitives import NUMPY_RULES, PRIMITIVES, VJP_RULES, derivative_primitive, out_symbol
 from . import lax
 
-__all__ = ["elementwise_vjp", "masked_vjp", "where_vjp", "no_vjp", "rule", "ARRAY_RULES"]
+__all__ = ["elementwise_vjp", "masked_vjp", "relu_vjp", "where_vjp", "no_vjp", "rule",
+           "ARRAY_RULES"]
 
 
 def masked_vjp(ctx, g):
@@ -30,6 +31,18 @@ def masked_vjp(ctx, g):
     partial is 0, as PyTorch's relu / clamp / maximum backward do: an inf or NaN cotangent
     does not leak into positions the result does not depend on."""
     return elementwise_vjp(ctx, g, masked=True)
+
+
+def relu_vjp(ctx, g):
+    """relu's rule: on arrays (eager gradients, no graph) one selection -- the cotangent
+    where the output is not <= 0 (positive, or NaN), else 0, PyTorch's
+    ``threshold_backward`` -- instead of the masked generic rule's three passes
+    (derivative, product, mask); on tensors the generic rule, whose graph keeps the
+    output's history for second derivatives (zero, as PyTorch's)."""
+    if type(g) is np.ndarray:
+        out = ctx.out
+        return (lax.where(np.less_equal(getattr(out, "_data", out), 0), 0, g),)
+    return masked_vjp(ctx, g)
 
 
 def elementwise_vjp(ctx, g, masked=False):
@@ -144,4 +157,4 @@ def rule(name: str) -> Callable:
 # calls only, on an array they compute with numpy directly (the backward engine's fast
 # path). Every built-in primitive's rule joins (symgrad.ops.define); a rule not in this set
 # (user-supplied, composites) always gets Tensors.
-ARRAY_RULES: set[Callable] = {elementwise_vjp, masked_vjp, where_vjp, no_vjp}
+ARRAY_RULES: set[Callable] = {elementwise_vjp, masked_vjp, relu_vjp, where_vjp, no_vjp}
