@@ -22,7 +22,7 @@ from .graph.primitives import NUMPY_RULES, SHAPE_RULES
 if TYPE_CHECKING:
     from .tensor import Tensor as TensorT     # (``Tensor`` below is injected at run time)
 
-__all__ = ["bind", "bind_binary", "tensor_cls", "set_lifter"]
+__all__ = ["bind", "bind_binary", "tensor_cls", "set_lifter", "tracing"]
 
 _grad_state = grad_mode._state
 Tensor = None            # set by symgrad.tensor (avoids an import cycle)
@@ -42,6 +42,12 @@ def set_lifter(fn):
     prev = _lifter[0]
     _lifter[0] = fn
     return prev
+
+
+def tracing() -> bool:
+    """Whether ``symgrad.compile`` is tracing (operations then build nodes, and tensors
+    that existed before are the program's inputs)."""
+    return _lifter[0] is not None
 
 
 def bind(prim: registry.Primitive, *operands: TensorT | int | float | bool,

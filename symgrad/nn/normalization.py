@@ -13,27 +13,23 @@ from __future__ import annotations
 import math
 
 from ..autograd import grad_mode
-from ..dispatch import bind
+from ..dispatch import bind, tracing
 from ..functions.common import to_tensor
 from ..functions.composite import named
 from ..graph.primitives import PRIMITIVES as P
 from ..graph.shapes import wrap_dim
 from ..ops import lax
 
-__all__ = ["batch_norm", "is_traced", "TRACED_UPDATE"]
+__all__ = ["batch_norm", "TRACED_UPDATE"]
 
 TRACED_UPDATE = ("batch_norm cannot update its running statistics inside symgrad.compile (a "
                  "compiled function does not modify tensors in place); evaluate the module in "
                  "eval() mode, use track_running_stats=False, or run the update eagerly")
 
 
-def is_traced(x) -> bool:
-    """Whether ``x`` is a value being traced by ``symgrad.compile``."""
-    return getattr(x, "_data", 0) is None
-
-
 def _verify_batch_size(shape) -> None:
-    if math.prod(shape[:1] + shape[2:]) == 1:
+    """``shape``: a torch.Size (printed as such)."""
+    if math.prod(tuple(shape[:1]) + tuple(shape[2:])) == 1:
         raise ValueError(f"Expected more than 1 value per channel when training, got input "
                          f"size {shape}")
 
@@ -101,7 +97,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     """
     x = to_tensor(input)
     if training:
-        _verify_batch_size(tuple(x.shape))
+        _verify_batch_size(x.shape)
     if training and eps <= 0.0:
         raise ValueError(f"batch_norm eps must be positive during training, but got {eps}")
     if eps < 0.0:
@@ -126,7 +122,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
             mean, var = lax.reshape(rm, keep), lax.reshape(rv, keep)
         return _normalize(v, mean, var, wv, bv, eps, axes)
     if training and rm is not None:
-        if any(is_traced(t) for t in (x, rm, rv)):
+        if tracing():
             raise RuntimeError(TRACED_UPDATE)
         with grad_mode.no_grad():
             mean, var = _batch_stats(x.detach(), axes)

@@ -10,7 +10,8 @@ from ...device import check_device
 from ...functions.creation import empty, ones, tensor, zeros
 from ...graph import dtypes
 from .. import init
-from ..normalization import TRACED_UPDATE, batch_norm, is_traced
+from ...dispatch import tracing
+from ..normalization import TRACED_UPDATE, batch_norm
 from ..parameter import Parameter
 from .module import Module
 
@@ -68,7 +69,7 @@ class _BatchNorm(Module):
         self._check_input_dim(input)
         factor = 0.0 if self.momentum is None else self.momentum
         if self.training and self.track_running_stats and self.num_batches_tracked is not None:
-            if any(is_traced(t) for t in (input, self.running_mean, self.num_batches_tracked)):
+            if tracing():                          # before anything is modified
                 raise RuntimeError(TRACED_UPDATE)
             with grad_mode.no_grad():
                 self.num_batches_tracked.add_(1)
