@@ -207,8 +207,12 @@ def windows(x, axes, kernel, stride, dilation):
         tiles = reshape(x, split)            # .., OH, KH, OW, KW
         return permute(tiles, tuple(range(first)) + tuple(first + 2 * i + 1 for i in range(r))
                        + tuple(first + 2 * i for i in range(r)))
-    lifted = shape[:first] + (1,) * r + shape[first:]
-    y = expand(reshape(x, lifted), shape[:first] + tuple(kernel) + shape[first:])
+    # the kernel axes are broadcast last, then moved before the positions: the gradient
+    # of the broadcast sums over trailing axes (unrolled in compiled loops that run
+    # along the positions' contiguous rows; numpy reduces in memory order either way)
+    n = len(shape)
+    y = expand(reshape(x, shape + (1,) * r), shape + tuple(kernel))
+    y = permute(y, tuple(range(first)) + tuple(range(n, n + r)) + tuple(range(first, n)))
     pairs = [(a + r, first + i, s, d, 0, (shape[a] - d * (k - 1) - 1) // s + 1)
              for i, (a, k, s, d) in enumerate(zip(axes, kernel, stride, dilation))]
     return shear(y, pairs)
