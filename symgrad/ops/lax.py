@@ -18,8 +18,8 @@ from ..graph.shapes import numel
 
 __all__ = ["add", "sub", "mul", "div", "neg", "where", "eq", "cast", "reshape", "expand",
            "permute", "sum", "sum_to", "full", "zeros", "matmul", "transpose_last",
-           "slice_", "pad_slice", "shear", "windows", "take", "scatter_add", "unary", "finite_or_zero", "apply",
-           "as_array"]
+           "slice_", "pad_slice", "shear", "windows", "take", "scatter_add", "unary",
+           "finite_or_zero", "apply", "as_array"]
 
 _ND = np.ndarray
 

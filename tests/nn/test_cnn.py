@@ -18,8 +18,8 @@ rng = np.random.default_rng(3)
 
 def _cnn(m, track=True):
     nn = m.nn
-    return nn.Sequential(nn.Conv2d(1, 6, 3, padding=1), nn.BatchNorm2d(6, track_running_stats=track),
-                         nn.ReLU(), nn.MaxPool2d(2),
+    return nn.Sequential(nn.Conv2d(1, 6, 3, padding=1),
+                         nn.BatchNorm2d(6, track_running_stats=track), nn.ReLU(), nn.MaxPool2d(2),
                          nn.Conv2d(6, 8, 3, stride=1, padding="same"),
                          nn.BatchNorm2d(8, track_running_stats=track), nn.ReLU(),
                          nn.MaxPool2d(2, ceil_mode=True), nn.Flatten(), nn.Linear(8 * 4 * 4, 5))

@@ -11,9 +11,10 @@ from .misc import Dropout, Embedding, Flatten, LayerNorm, Unflatten
 from .module import Module
 from .pooling import AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d
 
-__all__ = ["Module", "Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict",
-           "Identity", "Linear", "Bilinear", "Flatten", "Unflatten", "Dropout", "Embedding",
-           "LayerNorm", "Conv1d", "Conv2d", "MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d",
-           "BatchNorm1d", "BatchNorm2d", "ReLU", "ReLU6", "Hardtanh", "LeakyReLU", "ELU", "GELU",
-           "SiLU", "Tanh", "Sigmoid", "Softplus", "Softmax", "LogSoftmax", "MSELoss", "L1Loss", "SmoothL1Loss",
-           "HuberLoss", "CrossEntropyLoss", "NLLLoss", "BCELoss", "BCEWithLogitsLoss"]
+__all__ = ["Module", "Sequential", "ModuleList", "ModuleDict", "ParameterList",
+           "ParameterDict", "Identity", "Linear", "Bilinear", "Flatten", "Unflatten",
+           "Dropout", "Embedding", "LayerNorm", "Conv1d", "Conv2d", "MaxPool1d", "MaxPool2d",
+           "AvgPool1d", "AvgPool2d", "BatchNorm1d", "BatchNorm2d", "ReLU", "ReLU6", "Hardtanh",
+           "LeakyReLU", "ELU", "GELU", "SiLU", "Tanh", "Sigmoid", "Softplus", "Softmax",
+           "LogSoftmax", "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "CrossEntropyLoss",
+           "NLLLoss", "BCELoss", "BCEWithLogitsLoss"]
