@@ -119,6 +119,7 @@ STRUCTURAL_SAMPLES = {
                                                                 axes=(0, 1))),
     "cumsum": ([(3, 4)], lambda x: sg.apply(P["cumsum"], x, axis=1)),
     "flip": ([(3, 4)], lambda x: sg.apply(P["flip"], x, axes=(0,))),
+    "shear": ([(9, 3, 2)], lambda x: sg.apply(P["shear"], x, pairs=((0, 1, 2, 1, 1, 3),))),
     "matmul": ([(2, 3, 4), (4, 5)], lambda a, b: sg.apply(P["matmul"], a, b)),
     "cat": ([(2, 3), (2, 1), (2, 2)], lambda a, b, c: sg.apply(P["cat"], a, b, c, axis=1)),
     "cast": ([(3, 2)], lambda x: sg.apply(P["cast"], x, dtype=sg.float64)),
