@@ -35,6 +35,7 @@ from .functions.elementwise import clamp, where
 from .functions.reduction import (all, amax, amin, any, argmax, argmin, logsumexp, max,
                                   mean, min, norm, prod, return_types, sum)
 from .functions.control_flow import fori_loop, scan, while_loop
+from .functions.branching import cond
 from .functions.linalg import bmm, dot, matmul, mm, mv, outer
 from .functions.shape import (cat, clone, flatten, movedim, permute, reshape, squeeze, stack,
                               t, transpose, unsqueeze)
@@ -160,7 +161,7 @@ def get_default_device() -> device:
 
 # ``nn``, ``optim``, ``utils``, ``func`` and ``serialization`` load on first use (PEP 562):
 # ``import symgrad`` stays cheap for compile-only users.
-_LAZY_SUBMODULES = ("tree_util", "dask", "nn", "optim", "utils", "func", "serialization")
+_LAZY_SUBMODULES = ("tree_util", "dask", "lax", "nn", "optim", "utils", "func", "serialization")
 
 
 def __getattr__(name: str) -> Any:
