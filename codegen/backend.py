@@ -36,7 +36,7 @@ from .target import Target
 
 __all__ = ["compile_program", "load_executable", "reload", "make_target", "schedule",
            "native_calls", "entry_key", "source_digest", "load_entry", "store_entry",
-           "LLVMExecutable", "ENTRY_SUFFIX",
+           "LLVMExecutable", "ENTRY_SUFFIX", "portable", "from_portable",
            "STRUCTURED_SUFFIX", "stats"]
 
 stats = {"compiled": 0, "from_cache": 0}
@@ -77,6 +77,7 @@ def _load(key: str, interface: Interface, plan, t: Target) -> LLVMExecutable | N
     except (jit.UnresolvedSymbolError, zlib.error, KeyError, RuntimeError, ValueError):
         return None                                  # stale or unusable: rebuild
     exe.cache_key = key
+    exe.object_code = hit["object"]
     stats["from_cache"] += 1
     return exe
 
@@ -139,6 +140,7 @@ def _compile(program, t: Target, stage: Callable[[str], None]) -> LLVMExecutable
     stats["compiled"] += 1
     exe = LLVMExecutable(interface, compiled.loaded, texts, name, entry_name, False, plan, t)
     exe.cache_key = key
+    exe.object_code = compiled.object_code
     return exe
 
 
@@ -173,6 +175,48 @@ def reload(key: str, interface_json, plan, target: Target | None = None) -> LLVM
     except (KeyError, ValueError, TypeError, AttributeError):
         return None
     return load_executable(key, interface, plan, target)
+
+
+def _portable_version(t: Target) -> str:
+    """The code generator, its environment (LLVM, Python, numpy, the CPU) and symgrad's
+    version: a payload made under another is compiled again, not loaded."""
+    from symgrad.version import __version__
+    return cache.derived_key("portable", [__version__], t)
+
+
+def portable(exe: LLVMExecutable) -> dict | None:
+    """What another process needs to run ``exe`` without compiling (its key, interface,
+    target and object code: see :func:`from_portable`), or None if it cannot (code kept
+    for a numpy step, not runnable here, or built before this was kept)."""
+    code = getattr(exe, "object_code", None)
+    key = getattr(exe, "cache_key", None)
+    if code is None or key is None or exe.interface.hybrid or exe.handle is None:
+        return None
+    return {"key": key, "interface": exe.interface.to_json(), "target": exe.target,
+            "object": code, "version": _portable_version(exe.target)}
+
+
+def from_portable(payload: dict, target: Target | None = None) -> LLVMExecutable | None:
+    """The executable :func:`portable` described, loaded for ``target`` (default: the
+    current one); None -- so the caller compiles again -- when it was built for another
+    target or another version of the code generator and its environment, or does not
+    load."""
+    t = target or targets.current()
+    try:
+        if payload["target"] != t or not t.runnable or \
+                payload["version"] != _portable_version(t):
+            return None
+        interface = Interface.from_json(payload["interface"])
+        runtime.register()
+        runtime.register_for(payload["object"])
+        handle = jit.load_object(payload["object"], t)
+        name, entry_name = _names(payload["key"], interface)
+        exe = LLVMExecutable(interface, handle, {}, name, entry_name, True, None, t)
+    except (KeyError, TypeError, ValueError, RuntimeError, jit.UnresolvedSymbolError):
+        return None
+    exe.cache_key = payload["key"]
+    exe.object_code = payload["object"]
+    return exe
 
 
 entry_key = cache.derived_key

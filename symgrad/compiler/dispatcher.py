@@ -51,9 +51,13 @@ def _leaf_key(v):
     return t
 
 
+_Aval = namedtuple("_Aval", "shape dtype")
+
+
 class _Entry:
-    __slots__ = ("exe", "call", "closure", "guards", "aux", "numpy_out", "structure", "lowered",
-                 "key", "native_ok", "native_counted", "native_name", "specs")
+    __slots__ = ("exe", "call", "closure", "guards", "aux", "aux_avals", "numpy_out",
+                 "structure", "lowered", "key", "native_ok", "native_counted", "native_name",
+                 "specs")
 
     def __init__(self, lowered: Lowered, exe, closure, numpy_out, aux):
         self.lowered = lowered
@@ -71,6 +75,7 @@ class _Entry:
         self.closure = [t for t, _ in closure]
         self.guards = [(tuple(t.shape), t.dtype) for t, _ in closure]
         self.aux = [np.zeros(shape, dtype.np) for shape, dtype in aux]
+        self.aux_avals = [_Aval(shape, dtype) for shape, dtype in aux]
         self.numpy_out = numpy_out
         _, self.specs, self.structure = lowered.signature
 
@@ -176,6 +181,14 @@ class Compiled:
         if any(isinstance(v, Tensor) and v._data is None for v in leaves):
             return self._inline(args)
         key, leaves, names = self._signature(args)
+        entry = self._cache.get(key)
+        if entry is not None and entry.stale_closure() is None:   # known, new fast key
+            self.hits += 1
+            self._cache.move_to_end(key)
+            self._fast[fkey] = entry
+            out = self._run(entry, leaves)
+            self._install_fast_path(entry, leaves, args)
+            return out
         if self._cache:
             self._miss(self._explain(key))
         else:
@@ -393,13 +406,49 @@ class Compiled:
                 f"backend={self.backend!r}{where})>")
 
     def __reduce__(self):
-        """Pickle the function (by cloudpickle, so lambdas and closures travel too) and the
-        options; the executables stay behind -- the copy traces again on its first call and
-        takes the native code from the disk cache when its machine has it."""
+        """Pickle the function (by cloudpickle, so lambdas and closures travel too), the
+        options and, per compiled signature whose function closes over no tensor, its
+        native code: a copy on a machine with the same target and versions runs those
+        signatures with no tracing and no compile; any other signature, or any other
+        machine, traces and compiles again (or takes the code from the disk cache)."""
         import cloudpickle          # late: only pickling needs it
         return (_unpickle_compiled, (cloudpickle.dumps(self.fn), self.static_argnums,
                                      self.backend, self.transform, self._maxsize,
-                                     self._target_spec))
+                                     self._target_spec, self._portable_entries()))
+
+    def _portable_entries(self) -> list:
+        if self.backend != "llvm":
+            return []
+        out = []
+        backend = get_backend("llvm")
+        for key, entry in self._cache.items():
+            if entry.closure:       # closed-over tensors: only a trace finds them again
+                continue
+            payload = backend.portable(entry.exe)
+            if payload is None:
+                continue
+            item = (key, entry.numpy_out, [(a.shape, a.dtype) for a in entry.aux_avals],
+                    entry.lowered.signature[2], payload)
+            try:
+                pickle.dumps(item)
+            except Exception:       # static arguments or classes that do not pickle
+                continue
+            out.append(item)
+        return out
+
+    def _adopt(self, items) -> None:
+        """Entries from a pickle (see :meth:`__reduce__`) whose code loads here."""
+        backend = get_backend("llvm")
+        for key, numpy_out, aux, out_structure, payload in items:
+            exe = backend.from_portable(payload, self.target)
+            if exe is None:
+                continue
+            lowered = Lowered(_from_pickle, self.backend, signature=(key[0], key[1],
+                                                                      out_structure),
+                              target=self.target)
+            entry = _Entry(lowered, exe, [], numpy_out, aux)
+            entry.key = key
+            self._cache[key] = entry
 
     def __get__(self, obj, objtype=None):
         return self if obj is None else functools.partial(self, obj)
@@ -438,5 +487,14 @@ def explain_difference(old, new, names) -> str:
     return "; ".join(diffs) or "signature changed"
 
 
-def _unpickle_compiled(fn_bytes: bytes, static_argnums, backend, transform, maxsize, target):
-    return Compiled(pickle.loads(fn_bytes), static_argnums, backend, transform, maxsize, target)
+def _unpickle_compiled(fn_bytes: bytes, static_argnums, backend, transform, maxsize, target,
+                       entries=()):
+    c = Compiled(pickle.loads(fn_bytes), static_argnums, backend, transform, maxsize, target)
+    if entries:
+        c._adopt(entries)
+    return c
+
+
+def _from_pickle():
+    raise RuntimeError("this signature's native code came with the pickle, without its "
+                       "program; call f.lower(*args) to trace and inspect it")

@@ -82,3 +82,55 @@ def test_a_process_pool_maps_a_compiled_gradient_over_shards():
         parts = pool.map(_shard_grad, shards)
     _, ref_grad = _reference(w, X, y)
     np.testing.assert_allclose(sum(parts) / 60, ref_grad, rtol=1e-10)
+
+
+_FRESH = """
+import pickle, sys, json, numpy as np
+import codegen.backend as backend
+f = pickle.loads(sys.stdin.buffer.read())
+w, X, y = (np.load(sys.argv[1] + f'/{n}.npy') for n in 'wXy')
+v, g = f(w, X, y)
+print(json.dumps([float(v), g.tolist(), f.misses, backend.stats["compiled"]]))
+"""
+
+
+def _fresh(tmp_path, blob, **env):
+    import os
+    w, X, y = _data(seed=3)
+    for n, a in zip("wXy", (w, X, y)):
+        np.save(tmp_path / f"{n}.npy", a)
+    run_env = dict(os.environ, SYMGRAD_DISK_CACHE="0", PYTHONPATH=str(ROOT), **env)
+    out = subprocess.run([sys.executable, "-c", _FRESH, str(tmp_path)], input=blob,
+                         capture_output=True, check=True, timeout=300, env=run_env)
+    value, grad, misses, compiled = __import__("json").loads(out.stdout.decode().splitlines()[-1])
+    ref_value, ref_grad = _reference(w, X, y)
+    np.testing.assert_allclose(value, ref_value, rtol=1e-12)
+    np.testing.assert_allclose(grad, ref_grad, rtol=1e-12)
+    return misses, compiled
+
+
+def test_a_pickle_carries_native_code_for_its_machine(tmp_path):
+    f = _make()
+    f(*_data(seed=3))                       # one signature compiled
+    misses, compiled = _fresh(tmp_path, cloudpickle.dumps(f))
+    assert (misses, compiled) == (0, 0)     # no trace, no LLVM: the code came with it
+
+
+def test_a_pickle_for_another_target_compiles_again(tmp_path):
+    from codegen import target
+    f = _make()
+    f(*_data(seed=3))
+    generic = "x86-64" if target.current().arch == "x86" else "generic"
+    misses, compiled = _fresh(tmp_path, cloudpickle.dumps(f), SYMGRAD_TARGET_CPU=generic)
+    assert misses == 1 and compiled >= 1
+
+
+def test_closed_over_tensors_are_traced_again(tmp_path):
+    w0 = sg.tensor(np.array([0.3, -0.2, 0.1]))
+
+    def loss(w, X, y):
+        return ((X @ w + w0.sum() * SCALE - y) ** 2).mean()
+    f = sg.value_and_grad(loss)
+    f(*_data(seed=3))
+    misses, compiled = _fresh(tmp_path, cloudpickle.dumps(f))
+    assert misses == 1
