@@ -407,14 +407,19 @@ class Compiled:
 
     def __reduce__(self):
         """Pickle the function (by cloudpickle, so lambdas and closures travel too), the
-        options and, per compiled signature whose function closes over no tensor, its
-        native code: a copy on a machine with the same target and versions runs those
-        signatures with no tracing and no compile; any other signature, or any other
-        machine, traces and compiles again (or takes the code from the disk cache)."""
+        options and, per compiled signature, its native code: a copy on a machine with the
+        same target and versions runs those signatures with no tracing and no compile;
+        any other signature, or any other machine, traces and compiles again (or takes
+        the code from the disk cache)."""
         import cloudpickle          # late: only pickling needs it
-        return (_unpickle_compiled, (cloudpickle.dumps(self.fn), self.static_argnums,
-                                     self.backend, self.transform, self._maxsize,
-                                     self._target_spec, self._portable_entries()))
+        entries = self._portable_entries()
+        # the entries' closed-over tensors are pickled with the function, in one pickle:
+        # the copy's entries then hold the very tensors the copied function closes over
+        closures = [entry.closure for entry, _ in entries]
+        return (_unpickle_compiled, (cloudpickle.dumps((self.fn, closures)),
+                                     self.static_argnums, self.backend, self.transform,
+                                     self._maxsize, self._target_spec,
+                                     [item for _, item in entries]))
 
     def _portable_entries(self) -> list:
         if self.backend != "llvm":
@@ -422,8 +427,6 @@ class Compiled:
         out = []
         backend = get_backend("llvm")
         for key, entry in self._cache.items():
-            if entry.closure:       # closed-over tensors: only a trace finds them again
-                continue
             payload = backend.portable(entry.exe)
             if payload is None:
                 continue
@@ -433,20 +436,20 @@ class Compiled:
                 pickle.dumps(item)
             except Exception:       # static arguments or classes that do not pickle
                 continue
-            out.append(item)
+            out.append((entry, item))
         return out
 
-    def _adopt(self, items) -> None:
+    def _adopt(self, items, closures) -> None:
         """Entries from a pickle (see :meth:`__reduce__`) whose code loads here."""
         backend = get_backend("llvm")
-        for key, numpy_out, aux, out_structure, payload in items:
+        for (key, numpy_out, aux, out_structure, payload), closure in zip(items, closures):
             exe = backend.from_portable(payload, self.target)
             if exe is None:
                 continue
             lowered = Lowered(_from_pickle, self.backend, signature=(key[0], key[1],
                                                                       out_structure),
                               target=self.target)
-            entry = _Entry(lowered, exe, [], numpy_out, aux)
+            entry = _Entry(lowered, exe, [(t, None) for t in closure], numpy_out, aux)
             entry.key = key
             self._cache[key] = entry
 
@@ -489,9 +492,10 @@ def explain_difference(old, new, names) -> str:
 
 def _unpickle_compiled(fn_bytes: bytes, static_argnums, backend, transform, maxsize, target,
                        entries=()):
-    c = Compiled(pickle.loads(fn_bytes), static_argnums, backend, transform, maxsize, target)
+    fn, closures = pickle.loads(fn_bytes)
+    c = Compiled(fn, static_argnums, backend, transform, maxsize, target)
     if entries:
-        c._adopt(entries)
+        c._adopt(entries, closures)
     return c
 
 

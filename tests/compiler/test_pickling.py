@@ -125,7 +125,7 @@ def test_a_pickle_for_another_target_compiles_again(tmp_path):
     assert misses == 1 and compiled >= 1
 
 
-def test_closed_over_tensors_are_traced_again(tmp_path):
+def test_closed_over_tensors_travel_with_the_code(tmp_path):
     w0 = sg.tensor(np.array([0.3, -0.2, 0.1]))
 
     def loss(w, X, y):
@@ -133,4 +133,17 @@ def test_closed_over_tensors_are_traced_again(tmp_path):
     f = sg.value_and_grad(loss)
     f(*_data(seed=3))
     misses, compiled = _fresh(tmp_path, cloudpickle.dumps(f))
-    assert misses == 1
+    assert (misses, compiled) == (0, 0)
+
+
+def test_the_copy_reads_its_own_closed_over_tensors():
+    w0 = sg.tensor(np.array([1.0, 2.0]))
+    f = sg.compile(lambda x: x * w0)
+    f(np.ones(2))
+    g = pickle.loads(cloudpickle.dumps(f))
+    assert g.misses == 0 and len(g._cache) == 1
+    copy_w0 = next(iter(g._cache.values())).closure[0]
+    copy_w0.data.mul_(10)                              # the copy's tensor, in place
+    np.testing.assert_array_equal(np.asarray(g(np.ones(2))), [10.0, 20.0])
+    np.testing.assert_array_equal(np.asarray(f(np.ones(2))), [1.0, 2.0])
+    assert g.misses == 0
