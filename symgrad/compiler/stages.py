@@ -117,7 +117,8 @@ class Lowered:
 
     def symbolic(self, simplify: bool = True):
         """Every output element as a sympy expression of the input elements (for small
-        inputs), structured like the outputs."""
+        inputs), structured like the outputs; ``simplify``: sympy's simplify on each
+        formula of at most ``symbolic.SIMPLIFY_OPS`` operations (larger ones as built)."""
         from .symbolic import MAX_ELEMENTS, input_symbols, symbolic_values  # late: sympy
         env = {}
         for node, name in zip(self.raw.inputs, self.raw.input_names):
@@ -127,7 +128,12 @@ class Lowered:
             env[id(node)] = input_symbols(ident(name), node.shape)
         for node in self.aux:
             env[id(node)] = np.zeros(node.shape, dtype=object)
-        vals = symbolic_values(self.raw.outputs, env, simplify=simplify)
+        try:
+            vals = symbolic_values(self.raw.outputs, env, simplify=simplify)
+        except RecursionError:
+            raise ValueError("symbolic(): the formulas are nested deeper than sympy can "
+                             "handle (a long chain of operations); inspect formulas() or "
+                             "as_text() instead, or a shorter program") from None
         return pytree.unflatten(self.signature[2], vals)
 
     def dot(self, optimized: bool = True) -> str:

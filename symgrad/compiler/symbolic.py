@@ -1,5 +1,6 @@
 """Evaluating a graph on sympy symbols: every output element as a formula of the input
-elements (the derivative as a formula). For small inputs only."""
+elements (the derivative as a formula). For small inputs only; loops are unrolled;
+simplification is bounded (:data:`SIMPLIFY_OPS`)."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,7 +10,7 @@ from ..graph.node import Node, toposort
 from ..graph.primitives import fused_symbols
 from ..graph.primitives import NUMPY_RULES, PRIMITIVES
 
-__all__ = ["symbolic_values", "input_symbols", "MAX_ELEMENTS"]
+__all__ = ["symbolic_values", "input_symbols", "MAX_ELEMENTS", "SIMPLIFY_OPS"]
 
 MAX_ELEMENTS = 4096
 
@@ -57,9 +58,41 @@ def _run(node: Node, args):
         return np.asarray(s, dtype=object) / n
     if op in ("argmax", "argmin"):
         raise ValueError("symbolic(): argmax / argmin have no formula")
+    if op == "loop":
+        return _loop(kw, args)
+    if op == "while":
+        raise ValueError("symbolic(): a while_loop's trip count depends on values, so it has "
+                         "no formula (see as_text() for its body)")
     res = NUMPY_RULES[op](*[np.asarray(a, dtype=object) if isinstance(a, np.ndarray) else a
                             for a in args], **kw)
     return np.asarray(res, dtype=object)
+
+
+def _loop(kw, args):
+    """A scan, unrolled: its body evaluated on the symbols step by step."""
+    body, T, m, p = kw["body"], kw["length"], kw["n_carry"], kw["n_xs"]
+    carry = [np.asarray(a, dtype=object) for a in args[:m]]
+    xs = [np.asarray(a, dtype=object) for a in args[m:m + p]]
+    ks = [np.asarray(a, dtype=object) for a in args[m + p:]]
+    steps: list = [None] * T
+    for t in (range(T - 1, -1, -1) if kw["reverse"] else range(T)):
+        ins = carry + [x[t, ...] for x in xs] + ks
+        outs = symbolic_values(list(body.outputs),
+                               {id(n): v for n, v in zip(body.inputs, ins)}, simplify=False)
+        carry, steps[t] = outs[:m], outs[m:]
+    ys = [np.stack([s[j] for s in steps]) if T else np.empty((0,) + tuple(o.shape), object)
+          for j, o in enumerate(body.outputs[m:])]
+    values = carry + ys
+    return np.concatenate([np.asarray(values[i], dtype=object).reshape(-1)
+                           for i in kw["select"]])
+
+
+SIMPLIFY_OPS = 200     # simplify() runs on formulas up to this many operations (it is
+                       # unbounded in time on larger ones); larger ones are returned as built
+
+
+def _simplify(e):
+    return sympy.simplify(e) if sympy.count_ops(e) <= SIMPLIFY_OPS else e
 
 
 def symbolic_values(outputs: list[Node], env: dict[int, np.ndarray],
@@ -80,5 +113,5 @@ def symbolic_values(outputs: list[Node], env: dict[int, np.ndarray],
             vals[id(n)] = _run(n, [vals[id(a)] for a in n.args])
     out = [np.asarray(vals[id(o)], dtype=object) for o in outputs]
     if simplify:
-        out = [np.vectorize(sympy.simplify, otypes=[object])(o) if o.size else o for o in out]
+        out = [np.vectorize(_simplify, otypes=[object])(o) if o.size else o for o in out]
     return out

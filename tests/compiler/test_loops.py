@@ -280,3 +280,30 @@ def test_while_cond_must_be_a_boolean_scalar():
         sg.while_loop(lambda v: v, lambda v: v - 1, sg.tensor(3.0))
     with pytest.raises(TypeError, match="cond_fun must return a boolean scalar"):
         sg.compile(lambda a: sg.while_loop(lambda v: v, lambda v: v - 1, a))(np.ones(2))
+
+
+# ---- inspection ------------------------------------------------------------------------------
+def test_symbolic_unrolls_a_scan_against_sympy():
+    import sympy
+    w = sympy.Symbol("w", real=True)
+
+    def f(w_):
+        return sg.scan(lambda c, x: (c * w_ + sg.sin(x), None), w_ * 0,
+                       sg.tensor([0.5, 1.0, 2.0], dtype=sg.float64))[0]
+    want = ((sympy.sin(sympy.Rational(1, 2)) * w + sympy.sin(1)) * w + sympy.sin(2))
+    got = sg.compile(f).lower(np.float64(0.3)).symbolic()
+    assert sympy.simplify(got.item() - want) == 0       # (the argument w_ is named w)
+    g = sg.grad(f).lower(np.float64(0.3)).symbolic()
+    assert sympy.simplify(g.item() - sympy.diff(want, w)) == 0
+
+
+def test_symbolic_of_a_deep_chain_is_a_clear_error():
+    def f(x):
+        for _ in range(1500):
+            x = sg.sin(x) * 0.9 + 0.1
+        return x.sum()
+    with pytest.raises(ValueError, match="nested deeper than sympy can handle"):
+        sg.grad(f).lower(np.ones(2)).symbolic()
+    with pytest.raises(ValueError, match="while_loop's trip count depends on values"):
+        sg.compile(lambda a: sg.while_loop(lambda v: v.sum() < 9, lambda v: v * 2, a)).lower(
+            np.ones(2)).symbolic()
