@@ -30,6 +30,8 @@ from __future__ import annotations
 import zlib
 from typing import Callable
 
+from symgrad.version import __version__
+
 from . import binding, cache, callconv, jit, runtime, target as targets
 from .executable import ENTRY_SUFFIX, STRUCTURED_SUFFIX, Interface, LLVMExecutable
 from .target import Target
@@ -180,7 +182,6 @@ def reload(key: str, interface_json, plan, target: Target | None = None) -> LLVM
 def _portable_version(t: Target) -> str:
     """The code generator, its environment (LLVM, Python, numpy, the CPU) and symgrad's
     version: a payload made under another is compiled again, not loaded."""
-    from symgrad.version import __version__
     return cache.derived_key("portable", [__version__], t)
 
 
