@@ -452,6 +452,8 @@ class Compiled:
             entry = _Entry(lowered, exe, [(t, None) for t in closure], numpy_out, aux)
             entry.key = key
             self._cache[key] = entry
+            n_args = len(pytree.children(key[0])) + len(self.static_argnums)
+            self._last_names = self._leaf_names([None] * n_args, key[0])
 
     def __get__(self, obj, objtype=None):
         return self if obj is None else functools.partial(self, obj)

@@ -147,3 +147,11 @@ def test_the_copy_reads_its_own_closed_over_tensors():
     np.testing.assert_array_equal(np.asarray(g(np.ones(2))), [10.0, 20.0])
     np.testing.assert_array_equal(np.asarray(f(np.ones(2))), [1.0, 2.0])
     assert g.misses == 0
+
+
+def test_a_copy_explains_a_new_signature():
+    f = sg.compile(lambda x: x * 2)
+    f(np.ones(2))
+    g = pickle.loads(cloudpickle.dumps(f))
+    np.testing.assert_array_equal(np.asarray(g(np.ones(3))), [2.0, 2.0, 2.0])
+    assert g.last_miss_reason == "x: shape (2,) → (3,)"
