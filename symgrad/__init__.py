@@ -36,6 +36,9 @@ from .functions.reduction import (all, amax, amin, any, argmax, argmin, logsumex
                                   mean, min, norm, prod, return_types, sum)
 from .functions.control_flow import fori_loop, scan, while_loop
 from .functions.branching import cond
+from .functions.selection import (chunk, gather, index_select, masked_fill, split, square, tril,
+                                  triu)
+from .functions.statistics import cumsum, std, var
 from .functions.linalg import bmm, dot, matmul, mm, mv, outer
 from .functions.shape import (cat, clone, flatten, movedim, permute, reshape, squeeze, stack,
                               t, transpose, unsqueeze)
@@ -97,7 +100,8 @@ def _binary_fn(name: str, prim: str) -> Callable[[TensorOrScalar, TensorOrScalar
 for _n, _p in (("mul", "mul"), ("div", "div"), ("true_divide", "div"),
                ("maximum", "maximum"), ("minimum", "minimum"), ("remainder", "remainder"),
                ("floor_divide", "floor_divide"), ("eq", "eq"), ("ne", "ne"), ("lt", "lt"),
-               ("le", "le"), ("gt", "gt"), ("ge", "ge")):
+               ("le", "le"), ("gt", "gt"), ("ge", "ge"), ("atan2", "atan2"),
+               ("arctan2", "atan2")):
     globals()[_n] = _binary_fn(_n, _p)
 
 

@@ -31,7 +31,8 @@ def _u(shape, lo=-2.0, hi=2.0, seed=0):
 
 # domains keep points away from kinks, poles and branch cuts
 DOMAIN = {"log": (0.2, 3), "sqrt": (0.2, 3), "rsqrt": (0.2, 3), "log1p": (-0.8, 3),
-          "tan": (-1.2, 1.2), "reciprocal": (0.3, 3), "softplus": (-30, 30)}
+          "tan": (-1.2, 1.2), "reciprocal": (0.3, 3), "softplus": (-30, 30),
+          "asin": (-0.8, 0.8), "acos": (-0.8, 0.8), "erfinv": (-0.8, 0.8)}
 
 
 def _elementwise_sample(name):

@@ -123,6 +123,8 @@ def _points(name, n, seed):
         return [u(-0.99, 10)]
     if name == "tan":
         return [u(-1.5, 1.5)]
+    if name in ("asin", "acos", "erfinv"):
+        return [u(-0.99, 0.99)]
     if name == "softplus":
         return [np.concatenate([u(-40, 40), [20.0, 19.999, 20.001, -20.0, 0.0]])]
     if name == "sigmoid":
@@ -143,7 +145,8 @@ def _points(name, n, seed):
     return [u(-3, 3) for _ in range(nin)]
 
 
-_LAMBDIFY_MODULES = [{"round": np.round, "erf": scipy.special.erf}, "numpy"]
+_LAMBDIFY_MODULES = [{"round": np.round, "erf": scipy.special.erf,
+                      "erfinv": scipy.special.erfinv}, "numpy"]
 
 
 def _eval(expr, syms, pts):

@@ -308,4 +308,5 @@ def _bounds(dt):
 
 UNARY_NAMES = ("exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh",
                "sigmoid", "relu", "abs", "sign", "floor", "ceil", "round", "reciprocal",
-               "softplus", "neg", "logical_not", "isnan", "erf")
+               "softplus", "neg", "logical_not", "isnan", "erf", "erfinv", "sinh", "cosh",
+               "asin", "acos", "atan")

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from ..graph import dtypes
 from ..ops import lax
 from . import elementwise as E
-from . import indexing, inplace, linalg, reduction, shape
+from . import indexing, inplace, linalg, reduction, selection, shape, statistics
 from .common import Tensor, is_scalar, to_tensor
 from ..autograd import grad_mode
 from ..device import check_device
@@ -270,6 +270,12 @@ _METHODS = {
     "amin": reduction.amin, "argmax": reduction.argmax, "all": reduction.all,
     "any": reduction.any, "argmin": reduction.argmin,
     "logsumexp": reduction.logsumexp, "norm": reduction.norm,
+    "var": statistics.var, "std": statistics.std, "cumsum": statistics.cumsum,
+    # selection
+    "masked_fill": selection.masked_fill, "tril": selection.tril, "triu": selection.triu,
+    "gather": selection.gather, "index_select": selection.index_select,
+    "split": selection.split, "chunk": selection.chunk, "atan2": _binop("atan2"),
+    "arctan2": _binop("atan2"),
     "softmax": _softmax, "log_softmax": _log_softmax,
     # linear algebra
     "matmul": linalg.matmul, "mm": linalg.mm, "mv": linalg.mv, "dot": linalg.dot,
@@ -297,8 +303,11 @@ _INPLACE = {
     "clamp_": "clamp", "clip_": "clamp", "exp_": "exp", "log_": "log", "sqrt_": "sqrt",
     "tanh_": "tanh", "sigmoid_": "sigmoid", "relu_": "relu", "abs_": "abs", "neg_": "neg",
     "__iadd__": "add", "__isub__": "sub", "__imul__": "mul", "__itruediv__": "div",
-    "__ipow__": "pow",
+    "__ipow__": "pow", "masked_fill_": "masked_fill", "tril_": "tril", "triu_": "triu",
+    "atan2_": "atan2",
 }
+_INPLACE.update({f"{n}_": n for n in E.UNARY_NAMES
+                 if n not in ("isnan", "logical_not") and f"{n}_" not in _INPLACE})
 
 
 def install() -> None:

@@ -377,8 +377,13 @@ def _erf(x):
     return erf(x)
 
 
+def _erfinv(x):
+    from scipy.special import erfinv      # late: scipy loads only when erfinv is evaluated
+    return erfinv(x)
+
+
 LAMBDIFY_MODULES = [{"select": _select, "logical_and": _Fold(np.logical_and),
-                     "logical_or": _Fold(np.logical_or), "erf": _erf}, np]
+                     "logical_or": _Fold(np.logical_or), "erf": _erf, "erfinv": _erfinv}, np]
 
 
 def lambdify(syms, expr, cse: bool = False) -> Callable:

@@ -206,6 +206,21 @@ _ew("logical_or", lambda x, y: _pw((1, S.Ne(x, 0) | S.Ne(y, 0)), (0, True)),
 
 _ew("erf", lambda x: S.erf(x), out_dtype="float",
     grads=lambda x, out: (2 / S.sqrt(S.pi) * S.exp(-x ** 2),))
+_ew("erfinv", lambda x: S.erfinv(x), out_dtype="float",
+    grads=lambda x, out: (S.sqrt(S.pi) / 2 * S.exp(out ** 2),))
+# hyperbolic and inverse trigonometric functions
+_ew("sinh", lambda x: S.sinh(x), numpy=np.sinh, out_dtype="float")
+_ew("cosh", lambda x: S.cosh(x), numpy=np.cosh, out_dtype="float")
+_ew("asin", lambda x: S.asin(x), numpy=np.arcsin, out_dtype="float",
+    grads=lambda x, out: (1 / S.sqrt(1 - x ** 2),))
+_ew("acos", lambda x: S.acos(x), numpy=np.arccos, out_dtype="float",
+    grads=lambda x, out: (-1 / S.sqrt(1 - x ** 2),))
+_ew("atan", lambda x: S.atan(x), numpy=np.arctan, out_dtype="float",
+    grads=lambda x, out: (1 / (1 + x ** 2),))
+_ew("atan2", lambda y, x: S.atan2(y, x), numpy=np.arctan2, out_dtype="float",
+    grads=lambda y, x, out: (x / (x ** 2 + y ** 2), -y / (x ** 2 + y ** 2)))
+
+
 # (sympy folds Ne(x, x) to False for real x, so isnan is an opaque function here)
 _ew("isnan", lambda x: S.Function("isnan")(x), numpy=np.isnan, out_dtype="bool",
     differentiable=False)
@@ -215,5 +230,6 @@ BUILTIN_ELEMENTWISE = ("add", "sub", "mul", "div", "neg", "copy", "pow", "remain
                        "sqrt", "rsqrt", "sin", "cos", "tan", "tanh", "sigmoid", "softplus",
                        "log1pexp", "reciprocal", "relu", "abs", "sign", "floor", "ceil", "round", "lt",
                        "le", "gt", "ge", "eq", "ne", "logical_not", "logical_and",
-                       "logical_or", "isnan", "erf", "binary_cross_entropy",
+                       "logical_or", "isnan", "erf", "erfinv", "sinh", "cosh", "asin",
+                       "acos", "atan", "atan2", "binary_cross_entropy",
                        "binary_cross_entropy_with_logits")

@@ -1,0 +1,151 @@
+"""Selecting and masking as PyTorch names them: ``masked_fill``, ``tril`` / ``triu``,
+``gather``, ``index_select``, ``split`` / ``chunk``, ``square``; PyTorch's checks, error
+texts and backward names, on the existing primitives (where, gather, take, slice)."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..dispatch import bind
+from ..graph import dtypes
+from ..graph.primitives import PRIMITIVES as P
+from ..ops import lax
+from .common import Tensor, to_tensor, wrap_dim
+from .composite import named
+from .elementwise import pow as _pow, where
+
+__all__ = ["masked_fill", "tril", "triu", "gather", "index_select", "split", "chunk",
+           "square"]
+
+
+def square(input: Tensor) -> Tensor:
+    """``input ** 2`` (``PowBackward0``, as PyTorch records it)."""
+    return _pow(to_tensor(input), 2)
+
+
+def masked_fill(input: Tensor, mask: Tensor, value: float | Tensor) -> Tensor:
+    """``value`` where ``mask`` is True, ``input`` elsewhere (``MaskedFillBackward0``)."""
+    x, m = to_tensor(input), to_tensor(mask)
+    if m.dtype is not dtypes.bool_:
+        raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with "
+                           f"dtype {m.dtype.c_name.lower() if m.dtype.name != 'uint8' else 'unsigned char'}")
+    if isinstance(value, Tensor) and value.dim() != 0:
+        raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, but got "
+                           f"tensor with {value.dim()} dimension(s).")
+    fill = value.to(x.dtype) if isinstance(value, Tensor) else value
+    return named("MaskedFillBackward0", lambda v: where(m, fill, v), x)
+
+
+def _triangle(name: str, x: Tensor, diagonal: int, lower: bool) -> Tensor:
+    x = to_tensor(x)
+    if x.dim() < 2:
+        raise RuntimeError(f"{name}: input tensor must have at least 2 dimensions")
+    r, c = x.shape[-2], x.shape[-1]
+    i, j = np.arange(r)[:, None], np.arange(c)[None, :]
+    keep = (j - i <= diagonal) if lower else (j - i >= diagonal)
+    mask = Tensor._from_array(np.broadcast_to(keep, tuple(x.shape)).copy(), dtypes.bool_)
+    zero = lax.full((), 0, x.dtype)
+    return named(f"{name.capitalize()}Backward0", lambda v: where(mask, v, zero), x)
+
+
+def tril(input: Tensor, diagonal: int = 0) -> Tensor:
+    """The lower triangle (and ``diagonal`` diagonals above the main one); zeros above."""
+    return _triangle("tril", input, diagonal, lower=True)
+
+
+def triu(input: Tensor, diagonal: int = 0) -> Tensor:
+    """The upper triangle (from ``diagonal`` on); zeros below."""
+    return _triangle("triu", input, diagonal, lower=False)
+
+
+def _index(index, what: str) -> Tensor:
+    idx = to_tensor(index)
+    if idx.dtype is not dtypes.int64:
+        raise RuntimeError(f"{what}(): Expected dtype int64 for index")
+    return idx
+
+
+def gather(input: Tensor, dim: int, index: Tensor, *, sparse_grad: bool = False) -> Tensor:
+    """``out[i][j][k] = input[i][index[i][j][k]][k]`` for ``dim=1`` (``GatherBackward0``);
+    ``index`` has ``input``'s rank and is no larger than it in the other dimensions."""
+    x, idx = to_tensor(input), _index(index, "gather")
+    d = wrap_dim(dim, max(x.dim(), 1))
+    if idx.dim() != x.dim():
+        raise RuntimeError("Index tensor must have the same number of dimensions as input "
+                           "tensor")
+    for k in range(x.dim()):
+        if k != d and idx.shape[k] > x.shape[k]:
+            raise RuntimeError(f"Size does not match at dimension {k} expected index "
+                               f"{list(idx.shape)} to be no larger than self "
+                               f"{list(x.shape)} apart from dimension {d}")
+    if idx._data is not None and idx._data.size and x.shape[d] >= 0:
+        bad = (idx._data < -x.shape[d]) | (idx._data >= x.shape[d])
+        if bad.any():
+            raise RuntimeError(f"index {int(idx._data[bad].flat[0])} is out of bounds for "
+                               f"dimension {d} with size {x.shape[d]}")
+    if any(idx.shape[k] < x.shape[k] for k in range(x.dim()) if k != d):
+        starts = (0,) * x.dim()
+        stops = tuple(x.shape[k] if k == d else idx.shape[k] for k in range(x.dim()))
+        return named("GatherBackward0", lambda v: bind(
+            P["gather"], lax.slice_(v, starts, stops, (1,) * x.dim()), idx, axis=d), x)
+    return bind(P["gather"], x, idx, axis=d, grad_name="GatherBackward0")
+
+
+def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
+    """The slices ``index`` (1-D, int64) of ``input`` along ``dim``
+    (``IndexSelectBackward0``)."""
+    x, idx = to_tensor(input), _index(index, "index_select")
+    if idx.dim() > 1:
+        raise IndexError("index_select(): Index is supposed to be a vector")
+    d = wrap_dim(dim, max(x.dim(), 1))
+    idx1 = idx.reshape(-1)
+    if idx1._data is not None and idx1._data.size:
+        bad = (idx1._data < 0) | (idx1._data >= x.shape[d])
+        if bad.any():
+            raise IndexError(f"index out of range in self")
+    return named("IndexSelectBackward0", lambda v: bind(P["take"], v, idx1, axis=d), x)
+
+
+def split(tensor: Tensor, split_size_or_sections: int | Sequence[int],
+          dim: int = 0) -> tuple[Tensor, ...]:
+    """Pieces of ``split_size`` along ``dim`` (the last one smaller), or of the given
+    sizes (``SplitBackward0`` / ``SplitWithSizesBackward0``)."""
+    x = to_tensor(tensor)
+    d = wrap_dim(dim, max(x.dim(), 1))
+    n = x.shape[d]
+    if isinstance(split_size_or_sections, int):
+        size = split_size_or_sections
+        if size < 0 or (size == 0 and n != 0):
+            raise RuntimeError(f"split_size can only be 0 if dimension size is 0, but got "
+                               f"dimension size of {n}" if size == 0 else
+                               f"split expects split_size be non-negative, but got "
+                               f"split_size={size}")
+        sizes = [size] * (n // size) + ([n % size] if n % size else []) if size else [0]
+        name = "SplitBackward0"
+    else:
+        sizes = [int(s) for s in split_size_or_sections]
+        if sum(sizes) != n:
+            raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {n} "
+                               f"(input tensor's size at dimension {d}), but got "
+                               f"split_sizes={sizes}")
+        name = "SplitWithSizesBackward0"
+    out, start = [], 0
+    for s in sizes:
+        starts = tuple(start if k == d else 0 for k in range(x.dim()))
+        stops = tuple(start + s if k == d else x.shape[k] for k in range(x.dim()))
+        out.append(named(name, lambda v, a=starts, b=stops: lax.slice_(v, a, b, (1,) * x.dim()),
+                         x))
+        start += s
+    return tuple(out)
+
+
+def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
+    """``chunks`` pieces (or fewer) of ``ceil(size / chunks)`` along ``dim``."""
+    x = to_tensor(input)
+    if chunks <= 0:
+        raise RuntimeError("chunk expects `chunks` to be greater than 0, got: " + str(chunks))
+    d = wrap_dim(dim, max(x.dim(), 1))
+    n = x.shape[d]
+    return split(x, max(-(-n // chunks), 1) if n else 0, d) if n else \
+        split(x, [0] * chunks, d)

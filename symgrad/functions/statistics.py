@@ -1,0 +1,80 @@
+"""Statistics and running totals as PyTorch names them: ``var``, ``std`` (with
+``correction`` / ``unbiased``), ``cumsum``; each recorded under PyTorch's backward name."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..dispatch import bind
+from ..graph import dtypes
+from ..graph.primitives import PRIMITIVES as P
+from ..ops import lax
+from .common import Tensor, dims_arg, to_tensor, wrap_dim
+from .composite import named
+
+if TYPE_CHECKING:
+    from ..types import DTypeLike
+
+__all__ = ["var", "std", "cumsum"]
+
+
+def _correction(unbiased, correction) -> float:
+    if isinstance(unbiased, (int, float)) and not isinstance(unbiased, bool) and correction is None:
+        raise TypeError("var(): argument 'unbiased' must be bool")
+    if correction is None:
+        return 1.0 if unbiased is None or unbiased else 0.0
+    return float(correction)
+
+
+def _var_prims(x: Tensor, axes: tuple[int, ...], keepdim: bool, corr: float) -> Tensor:
+    n = int(np.prod([x.shape[a] for a in axes])) if axes else 1
+    mean = bind(P["mean"], x, axes=axes, keepdim=True)
+    d = lax.sub(x, mean)
+    ss = bind(P["sum"], lax.mul(d, d), axes=axes, keepdim=keepdim)
+    return lax.div(ss, lax.full((), max(n - corr, 0), x.dtype))
+
+
+def _prepare(name, x, dim, unbiased, correction, keepdim):
+    x = to_tensor(x)
+    if isinstance(dim, bool):                    # var(x, unbiased) in the positional form
+        unbiased, dim = dim, None
+    if not x.dtype.is_floating_point:
+        raise RuntimeError(f"{name}(): input dtype should be either floating point or complex. "
+                           f"Got {x.dtype.c_name.capitalize()} instead.")
+    axes = dims_arg(dim, x.dim()) if dim is not None else tuple(range(x.dim()))
+    return x, axes, _correction(unbiased, correction), bool(keepdim)
+
+
+def var(input: Tensor, dim: int | tuple[int, ...] | list[int] | None = None,
+        unbiased: bool | None = None, keepdim: bool = False, *,
+        correction: float | None = None) -> Tensor:
+    """The variance over ``dim`` (all dimensions by default), divided by N - correction
+    (``correction=1``, Bessel's, unless ``unbiased=False`` or ``correction`` says
+    otherwise); a non-positive divisor gives inf / nan as in PyTorch."""
+    x, axes, corr, keepdim = _prepare("var", input, dim, unbiased, correction, keepdim)
+    return named("VarBackward0", lambda v: _var_prims(v, axes, keepdim, corr), x, saves=(0,))
+
+
+def std(input: Tensor, dim: int | tuple[int, ...] | list[int] | None = None,
+        unbiased: bool | None = None, keepdim: bool = False, *,
+        correction: float | None = None) -> Tensor:
+    """The standard deviation: ``sqrt(var(...))`` with the same arguments."""
+    x, axes, corr, keepdim = _prepare("std", input, dim, unbiased, correction, keepdim)
+    return named("StdBackward0",
+                 lambda v: lax.unary("sqrt", _var_prims(v, axes, keepdim, corr)), x,
+                 saves=(0,), saves_output=True)
+
+
+def cumsum(input: Tensor, dim: int, *, dtype: DTypeLike | None = None) -> Tensor:
+    """Running sums along ``dim`` (``CumsumBackward0``); integer and bool inputs sum in
+    int64 as in PyTorch."""
+    x = to_tensor(input)
+    if dtype is not None:
+        x = lax.cast(x, dtypes.as_dtype(dtype))
+    elif not x.dtype.is_floating_point:
+        x = lax.cast(x, dtypes.int64)
+    if x.dim() == 0:
+        wrap_dim(dim, 1)
+        return bind(P["cumsum"], x.reshape(1), axis=0).reshape(())
+    return bind(P["cumsum"], x, axis=wrap_dim(dim, x.dim()))

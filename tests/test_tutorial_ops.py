@@ -1,0 +1,89 @@
+"""Ops a tutorial reaches for (issue 15, item 4), each against torch 2.13: values,
+gradients and grad_fn names eagerly in float32 and float64, the compiled gradient, and
+PyTorch's errors."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import symgrad as sg
+
+RNG = np.random.default_rng(0)
+X = RNG.normal(size=(3, 4)) * 0.8
+IDX = [[0, 2], [1, 1], [3, 0]]
+
+OPS = {
+    "sinh": lambda m, t: m.sinh(t), "cosh": lambda m, t: t.cosh(),
+    "asin": lambda m, t: m.asin(t * 0.5), "acos": lambda m, t: m.acos(t * 0.5),
+    "atan": lambda m, t: m.atan(t), "erfinv": lambda m, t: m.erfinv(t * 0.4),
+    "atan2": lambda m, t: m.atan2(t, t * 0.5 + 1), "square": lambda m, t: m.square(t),
+    "var": lambda m, t: m.var(t, 1), "var_all": lambda m, t: t.var(),
+    "var_c0": lambda m, t: m.var(t, dim=(0, 1), correction=0, keepdim=True),
+    "std": lambda m, t: t.std(dim=0, keepdim=True), "std_unbiased": lambda m, t: m.std(t, 1, False),
+    "cumsum": lambda m, t: m.cumsum(t, 1), "cumsum_neg": lambda m, t: t.cumsum(-2),
+    "masked_fill": lambda m, t: t.masked_fill(t > 0.3, -1.0),
+    "tril": lambda m, t: m.tril(t, 1), "triu": lambda m, t: t.triu(-1),
+    "gather": lambda m, t: m.gather(t, 1, m.tensor(IDX)),
+    "gather_smaller": lambda m, t: m.gather(t, 0, m.tensor([[0, 2]])),
+    "index_select": lambda m, t: m.index_select(t, 1, m.tensor([3, 0, 3])),
+    "split": lambda m, t: m.split(t, 3, dim=1), "split_sizes": lambda m, t: t.split([1, 2], 0),
+    "chunk": lambda m, t: m.chunk(t, 3, 1),
+}
+
+
+def _run(lib, fn, x, requires_grad=True):
+    t = lib.tensor(x, requires_grad=requires_grad)
+    out = fn(lib, t)
+    outs = out if isinstance(out, tuple) else (out,)
+    return t, outs
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_values_gradients_and_names_match_torch(name, dtype):
+    x = X.astype(dtype)
+    tol = dict(rtol=1e-5, atol=1e-6) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-13)
+    a, ours = _run(sg, OPS[name], x)
+    b, theirs = _run(torch, OPS[name], x)
+    assert [o.grad_fn.name() for o in ours] == [o.grad_fn.name() for o in theirs]
+    for o, t in zip(ours, theirs):
+        assert o.dtype.name == str(t.dtype).replace("torch.", "")
+        np.testing.assert_allclose(o.detach().numpy(), t.detach().numpy(), **tol)
+    sum((o * o).sum() for o in ours).backward()
+    sum((t * t).sum() for t in theirs).backward()
+    np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), **tol)
+    g = sg.grad(lambda v: sum((o * o).sum() for o in (lambda r: r if isinstance(r, tuple)
+                                                        else (r,))(OPS[name](sg, v))))(x)
+    np.testing.assert_allclose(g, b.grad.numpy(), **tol)
+
+
+def test_in_place_variants():
+    for name in ("sin_", "cos_", "sinh_", "atan_", "masked_fill_", "tril_"):
+        args = {"masked_fill_": (sg.tensor(X) > 0, 0.0), "tril_": ()}.get(name, ())
+        targs = {"masked_fill_": (torch.tensor(X) > 0, 0.0), "tril_": ()}.get(name, ())
+        a, b = sg.tensor(X), torch.tensor(X)
+        getattr(a, name)(*args)
+        getattr(b, name)(*targs)
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-15)
+
+
+def test_errors_as_torch():
+    t = sg.tensor(X)
+    with pytest.raises(RuntimeError, match="Index tensor must have the same number of "
+                                           "dimensions as input tensor"):
+        sg.gather(t, 1, sg.tensor([0, 1]))
+    with pytest.raises(RuntimeError, match="index 7 is out of bounds for dimension 1 with "
+                                           "size 4"):
+        sg.gather(t, 1, sg.tensor([[7]]))
+    with pytest.raises(IndexError, match="index out of range in self"):
+        sg.index_select(t, 0, sg.tensor([5]))
+    with pytest.raises(RuntimeError, match="only supports boolean masks"):
+        t.masked_fill(sg.tensor([1.0]), 0.0)
+    with pytest.raises(RuntimeError, match="must have at least 2 dimensions"):
+        sg.tril(sg.ones(3))
+    with pytest.raises(RuntimeError, match="split_with_sizes expects split_sizes to sum "
+                                           "exactly to 3"):
+        t.split([1, 1], 0)
+    with pytest.raises(RuntimeError, match="input dtype should be either floating point"):
+        sg.var(sg.tensor([1, 2, 3]))
