@@ -36,8 +36,8 @@ from .functions.reduction import (all, amax, amin, any, argmax, argmin, logsumex
                                   mean, min, norm, prod, return_types, sum)
 from .functions.control_flow import fori_loop, scan, while_loop
 from .functions.branching import cond
-from .functions.selection import (chunk, gather, index_select, masked_fill, split, square, tril,
-                                  triu)
+from .functions.selection import (argsort, chunk, gather, index_select, masked_fill, sort,
+                                  split, square, topk, tril, triu)
 from .functions.statistics import cumsum, std, var
 from .functions.linalg import bmm, dot, matmul, mm, mv, outer
 from .functions.shape import (cat, clone, flatten, movedim, permute, reshape, squeeze, stack,

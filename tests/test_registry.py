@@ -58,7 +58,7 @@ def test_builtin_lists_match_the_registry():
 
 # built-in primitives compiled code computes with their numpy rule (no native lowering):
 # the factors of prod's gradient, rare enough that a kernel is not worth its upkeep
-NUMPY_IN_COMPILED_CODE = {"prod_others", "prod_others_dot", "loop", "while"}
+NUMPY_IN_COMPILED_CODE = {"prod_others", "prod_others_dot", "loop", "while", "argsort"}
 REWRITTEN_AWAY = {"stop_gradient", "custom_vjp"}  # removed once gradients are built (rewrite)
 
 

@@ -29,6 +29,10 @@ OPS = {
     "index_select": lambda m, t: m.index_select(t, 1, m.tensor([3, 0, 3])),
     "split": lambda m, t: m.split(t, 3, dim=1), "split_sizes": lambda m, t: t.split([1, 2], 0),
     "chunk": lambda m, t: m.chunk(t, 3, 1),
+    "sort": lambda m, t: tuple(m.sort(t, 1)),
+    "sort_descending": lambda m, t: tuple(t.sort(dim=0, descending=True)),
+    "topk": lambda m, t: tuple(m.topk(t, 2, dim=1)),
+    "topk_smallest": lambda m, t: tuple(t.topk(2, 0, largest=False)),
 }
 
 
@@ -46,6 +50,9 @@ def test_values_gradients_and_names_match_torch(name, dtype):
     tol = dict(rtol=1e-5, atol=1e-6) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-13)
     a, ours = _run(sg, OPS[name], x)
     b, theirs = _run(torch, OPS[name], x)
+    if name.startswith(("sort", "topk")):          # (values, indices): indices compared
+        np.testing.assert_array_equal(ours[1].numpy(), theirs[1].numpy())
+        ours, theirs = ours[:1], theirs[:1]
     assert [o.grad_fn.name() for o in ours] == [o.grad_fn.name() for o in theirs]
     for o, t in zip(ours, theirs):
         assert o.dtype.name == str(t.dtype).replace("torch.", "")
@@ -87,3 +94,17 @@ def test_errors_as_torch():
         t.split([1, 1], 0)
     with pytest.raises(RuntimeError, match="input dtype should be either floating point"):
         sg.var(sg.tensor([1, 2, 3]))
+
+
+def test_sort_orders_nan_and_ties_as_torch():
+    x = np.array([3.0, np.nan, -np.inf, np.inf, 1.0, 1.0, 0.5])
+    for descending in (False, True):
+        ours = sg.sort(sg.tensor(x), descending=descending, stable=True)
+        theirs = torch.sort(torch.tensor(x), descending=descending, stable=True)
+        np.testing.assert_array_equal(ours.indices.numpy(), theirs.indices.numpy())
+        np.testing.assert_array_equal(ours.values.numpy(), theirs.values.numpy())
+        np.testing.assert_array_equal(sg.argsort(sg.tensor(x), descending=descending).numpy(),
+                                      theirs.indices.numpy())
+    assert repr(sg.sort(sg.tensor([3.0, 1.0]))) == repr(torch.sort(torch.tensor([3.0, 1.0])))
+    with pytest.raises(RuntimeError, match="selected index k out of range"):
+        sg.topk(sg.tensor(X), 9)

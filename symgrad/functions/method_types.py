@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from ..types import (DTypeLike, Dims, Index, TensorLike, TensorOrScalar, ValuesIndices,
                          _bool, _float, _int)
     from .random import Generator
+    from .reduction import return_types
 
 __all__ = ["TensorMethods"]
 
@@ -267,6 +268,25 @@ class TensorMethods:
     def logical_not(self) -> Tensor: ...
     def isnan(self) -> Tensor: ...
     def erf(self) -> Tensor: ...
+    def sort(
+            self,
+            dim: _int = -1,
+            descending: _bool = False,
+            stable: _bool = False,
+    ) -> return_types.sort: ...
+    def argsort(
+            self,
+            dim: _int = -1,
+            descending: _bool = False,
+            stable: _bool = False,
+    ) -> Tensor: ...
+    def topk(
+            self,
+            k: _int,
+            dim: _int = -1,
+            largest: _bool = True,
+            sorted: _bool = True,
+    ) -> return_types.topk: ...
     def acos(self) -> Tensor: ...
     def acos_(self) -> Tensor: ...
     def arctan2(self, other: TensorOrScalar) -> Tensor: ...

@@ -33,6 +33,8 @@ def _ret_type(name):
 class return_types:
     max = _ret_type("max")
     min = _ret_type("min")
+    sort = _ret_type("sort")
+    topk = _ret_type("topk")
 
 
 def _acc_dtype(x, dtype):

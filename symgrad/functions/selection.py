@@ -1,6 +1,7 @@
-"""Selecting and masking as PyTorch names them: ``masked_fill``, ``tril`` / ``triu``,
-``gather``, ``index_select``, ``split`` / ``chunk``, ``square``; PyTorch's checks, error
-texts and backward names, on the existing primitives (where, gather, take, slice)."""
+"""Selecting, masking and sorting as PyTorch names them: ``masked_fill``, ``tril`` /
+``triu``, ``gather``, ``index_select``, ``split`` / ``chunk``, ``square``, ``sort``,
+``argsort``, ``topk``; PyTorch's checks, error texts and backward names, on the
+primitives (where, gather, take, slice, argsort)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -14,9 +15,10 @@ from ..ops import lax
 from .common import Tensor, to_tensor, wrap_dim
 from .composite import named
 from .elementwise import pow as _pow, where
+from .reduction import return_types
 
 __all__ = ["masked_fill", "tril", "triu", "gather", "index_select", "split", "chunk",
-           "square"]
+           "square", "sort", "argsort", "topk"]
 
 
 def square(input: Tensor) -> Tensor:
@@ -149,3 +151,46 @@ def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
     n = x.shape[d]
     return split(x, max(-(-n // chunks), 1) if n else 0, d) if n else \
         split(x, [0] * chunks, d)
+
+
+def argsort(input: Tensor, dim: int = -1, descending: bool = False,
+            stable: bool = False) -> Tensor:
+    """The indices that sort ``input`` along ``dim`` (ties in their original order; NaN
+    sorts as the largest value, as in PyTorch)."""
+    x = to_tensor(input)
+    if x.dim() == 0:
+        wrap_dim(dim, 1)
+        return lax.full((), 0, dtypes.int64) if x._node is None else \
+            bind(P["argsort"], x.reshape(1), axis=0, descending=bool(descending)).reshape(())
+    return bind(P["argsort"], x, axis=wrap_dim(dim, x.dim()), descending=bool(descending))
+
+
+def sort(input: Tensor, dim: int = -1, descending: bool = False,
+         stable: bool = False) -> return_types.sort:
+    """``(values, indices)`` of ``input`` sorted along ``dim`` (``SortBackward0``)."""
+    x = to_tensor(input)
+    idx = argsort(x, dim, descending, stable)
+    if x.dim() == 0:
+        return return_types.sort(x.clone(), idx)
+    d = wrap_dim(dim, x.dim())
+    values = named("SortBackward0", lambda v: bind(P["gather"], v, idx, axis=d), x)
+    return return_types.sort(values, idx)
+
+
+def topk(input: Tensor, k: int, dim: int = -1, largest: bool = True,
+         sorted: bool = True) -> return_types.topk:
+    """The ``k`` largest (``largest=False``: smallest) elements along ``dim`` and their
+    indices, in order (``TopkBackward0``)."""
+    x = to_tensor(input)
+    d = wrap_dim(dim, max(x.dim(), 1))
+    n = x.shape[d] if x.dim() else 1
+    if not 0 <= k <= n:
+        raise RuntimeError("selected index k out of range")
+    if x.dim() == 0:
+        return return_types.topk(x.clone(), lax.full((), 0, dtypes.int64))
+    order = argsort(x, d, descending=largest)
+    starts = (0,) * x.dim()
+    stops = tuple(k if a == d else s for a, s in enumerate(x.shape))
+    idx = lax.slice_(order, starts, stops, (1,) * x.dim())
+    values = named("TopkBackward0", lambda v: bind(P["gather"], v, idx, axis=d), x)
+    return return_types.topk(values, idx)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..graph import dtypes
 from . import lax
 from .define import primitive
 
@@ -118,3 +119,22 @@ def _index_put_shape(av):
 
 primitive("index_put", 3, _index_put_shape, _index_put_numpy, saves=(1,),
           grad_name="IndexPutBackward0", family="index", vjp=_index_put_vjp)
+
+
+# ---- sorting -------------------------------------------------------------------------------
+def _argsort_shape(av, *, axis, descending):
+    return av[0][0], dtypes.int64
+
+
+def _argsort_numpy(x, *, axis, descending):
+    """Stable sort order along ``axis``; NaN last ascending and first descending, as
+    PyTorch orders it."""
+    if not descending:
+        return np.argsort(x, axis=axis, kind="stable")
+    if x.dtype.kind == "f":
+        nan_last = ~np.isnan(x)                    # False (NaN) sorts first
+        return np.lexsort((-x, nan_last), axis=axis)
+    return np.argsort(~x if x.dtype.kind in "iub" else -x, axis=axis, kind="stable")
+
+
+primitive("argsort", 1, _argsort_shape, _argsort_numpy, differentiable=False, family="other")
