@@ -13,6 +13,8 @@ from typing import Callable
 
 import numpy as np
 
+from bench.train_common import torch_step, torch_style_systems
+
 B, C1, C2, K = 64, 16, 32, 10
 
 __all__ = ["TITLE", "SYSTEMS"]
@@ -51,28 +53,7 @@ def _torch_like(T) -> Callable[[], float]:
     opt = T.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
     x, y = T.tensor(x_np), T.tensor(y_np)
-
-    def step() -> float:
-        opt.zero_grad()
-        loss = loss_fn(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
-    return step
-
-
-def _symgrad():
-    import symgrad
-    return _torch_like(symgrad)
-
-
-def _torch(threads: int | None):
-    def make():
-        import torch
-        if threads is not None:
-            torch.set_num_threads(threads)
-        return _torch_like(torch)
-    return make
+    return torch_step(model, opt, loss_fn, x, y)
 
 
 def _jax():
@@ -117,6 +98,6 @@ def _jax():
 
 
 SYSTEMS: dict[str, Callable[[], Callable[[], float]]] = {
-    "symgrad-eager": _symgrad, "torch-eager-1t": _torch(1), "torch-eager-all": _torch(None),
+    **torch_style_systems(_torch_like),
     "jax-jit": _jax,
 }

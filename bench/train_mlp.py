@@ -8,6 +8,8 @@ from typing import Callable
 
 import numpy as np
 
+from bench.train_common import torch_step, torch_style_systems
+
 D, H, C, B = 784, 256, 10, 64
 
 __all__ = ["TITLE", "SYSTEMS"]
@@ -34,28 +36,7 @@ def _torch_like(T) -> Callable[[], float]:
     opt = T.optim.Adam(model.parameters(), lr=1e-3)
     loss_fn = T.nn.CrossEntropyLoss()
     x, y = T.tensor(x_np), T.tensor(y_np)
-
-    def step() -> float:
-        opt.zero_grad()
-        loss = loss_fn(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
-    return step
-
-
-def _symgrad():
-    import symgrad
-    return _torch_like(symgrad)
-
-
-def _torch(threads: int | None):
-    def make():
-        import torch
-        if threads is not None:
-            torch.set_num_threads(threads)
-        return _torch_like(torch)
-    return make
+    return torch_step(model, opt, loss_fn, x, y)
 
 
 def _jax():
@@ -93,6 +74,6 @@ def _jax():
 
 
 SYSTEMS: dict[str, Callable[[], Callable[[], float]]] = {
-    "symgrad-eager": _symgrad, "torch-eager-1t": _torch(1), "torch-eager-all": _torch(None),
+    **torch_style_systems(_torch_like),
     "jax-jit": _jax,
 }
