@@ -20,8 +20,6 @@ from __future__ import annotations
 import hashlib
 import json
 import struct as _struct
-from typing import Any
-
 import numpy as np
 
 from .graph import dtypes, pytree
@@ -85,12 +83,9 @@ class Exported:
         if self._exe is None:
             # late: the optimising stages and the backend load when first called
             from .compiler.backends import get_backend
-            from .compiler.fusion import fuse
-            from .compiler.loops import in_bodies, share_loops
-            from .compiler.rewrite import simplify
-            from .compiler.stages import _rewrite
+            from .compiler.stages import optimize
             p = self.program
-            outs = in_bodies(fuse)(simplify(share_loops(in_bodies(_rewrite)(list(p.outputs)))))
+            outs = optimize(p.outputs)
             optimized = Program(list(p.inputs), list(p.input_names), outs,
                                 list(p.output_names), self.out_structure)
             self._exe = get_backend("llvm").compile_program(optimized)

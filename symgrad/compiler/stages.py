@@ -21,7 +21,7 @@ from .progress import StageClock
 from .rewrite import count_nodes, simplify, stabilize, transpose_products
 from .transforms import Transform
 
-__all__ = ["Lowered", "run_stages"]
+__all__ = ["Lowered", "run_stages", "apply_transform", "rewrite", "optimize"]
 
 
 def resolve_backend(name: str | None) -> str:
@@ -164,8 +164,7 @@ def run_stages(transform: Transform, tr, key, names, clock: StageClock) -> _Stag
     raw = Program(inputs, in_names, built.outputs, built.names)
     transformed = count_nodes(built.outputs)
     with clock.stage("rewrite"):
-        rewritten = in_bodies(_rewrite)(built.outputs)
-        rewritten = simplify(share_loops(rewritten))
+        rewritten = rewrite(built.outputs)
     with clock.stage("fuse"):
         optimized_outs = in_bodies(fuse)(rewritten)
     optimized = Program(inputs, in_names, optimized_outs, built.names, built.structure)
@@ -192,6 +191,17 @@ def apply_transform(transform: Transform, tr, structure, names):
 
 def _rewrite(outputs):
     return simplify(transpose_products(simplify(simplify(outputs))))
+
+
+def rewrite(outputs):
+    """The rewrite stage: the graph rewrites (in loop bodies too), then loops that a
+    larger loop computes become slices of it."""
+    return simplify(share_loops(in_bodies(_rewrite)(list(outputs))))
+
+
+def optimize(outputs):
+    """Every stage after the transform: :func:`rewrite`, then fusion (in loop bodies too)."""
+    return in_bodies(fuse)(rewrite(outputs))
 
 
 def schedule_of(lowered: Lowered):

@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..functions.control_flow import _finish, _node_of, _trace_body
+from ..functions.subtrace import finish_body, node_of, trace_body
 from ..functions.creation import as_tensor
 from ..functions.shape import movedim, stack
 from ..graph import pytree
@@ -144,10 +144,10 @@ def _batched(func, struct, tensors, mapped, size, kwargs):
 
     def one(*example):
         return func(*pytree.unflatten(struct, example), **kwargs)
-    inputs, result, cap = _trace_body(one, [pytree.LEAF] * len(tensors), [[av] for av in avals],
+    inputs, result, cap = trace_body(one, [pytree.LEAF] * len(tensors), [[av] for av in avals],
                                       [f"a{i}_" for i in range(len(avals))])
     out_leaves, out_struct = pytree.flatten(result)
-    body, closures = _finish(inputs, [_node_of(v, cap) for v in out_leaves], cap)
+    body, closures = finish_body(inputs, [node_of(v, cap) for v in out_leaves], cap)
     if any(n.op == "custom_vjp" for n in body.nodes()):
         return None      # batching keeps a custom Function's value, not its backward
     level = L.next_level(body)

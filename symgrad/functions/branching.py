@@ -66,7 +66,7 @@ def _show(s) -> str:
     return repr(pytree.unflatten(s, ["*"] * pytree.num_leaves(s)))
 
 
-def _pred(pred, what: str):
+def _pred(pred):
     if isinstance(pred, (bool, np.bool_, int, float, np.number)):
         return bool(pred)
     if not isinstance(pred, Tensor):
@@ -95,7 +95,7 @@ def cond(pred: bool | Tensor, true_fn: Callable, false_fn: Callable,
 
 
 def _cond(pred, branches, operands, what, names):
-    pred = _pred(pred, what)
+    pred = _pred(pred)
     if _concrete(pred):
         return branches[int(bool(pred if not isinstance(pred, Tensor) else pred._data))](
             *operands)

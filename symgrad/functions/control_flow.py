@@ -16,12 +16,11 @@ import numpy as np
 
 from .. import dispatch
 from ..graph import pytree
-from ..graph.body import Body
-from ..graph.node import const, make_node, toposort
 from ..ops import loops as L
-from ..tensor import Tensor, next_birth
+from ..tensor import Tensor
 from .creation import arange, as_tensor
 from .shape import stack
+from .subtrace import finish_body, node_of, trace_body
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -81,131 +80,6 @@ def _tracing(leaves) -> bool:
     if dispatch._lifter[0] is not None:
         return True
     return any(isinstance(v, Tensor) and v._data is None for v in leaves)
-
-
-class _Capture:
-    """The lifter active while a body is traced: tensors that existed before the body
-    (outer eager tensors, outer traced values, an enclosing body's values) become inputs
-    of the body -- and operands of the loop node, with their autograd history; tensors
-    made inside the body from constants are constants."""
-
-    captures_traced = True
-
-    def __init__(self, level: int, first: int):
-        self.start = next_birth()
-        self.level = level
-        self.first = first
-        self.captured: dict[int, tuple[Tensor, object]] = {}
-
-    def is_outer(self, t: Tensor) -> bool:
-        return t._birth < self.start
-
-    def __call__(self, t: Tensor):
-        hit = self.captured.get(id(t))
-        if hit is not None:
-            return hit[1]
-        if not self.is_outer(t):
-            return const(t._data, t.dtype)
-        k = len(self.captured)
-        node = L.body_input(self.level, self.first + k, f"k{k}", t.shape, t.dtype)
-        self.captured[id(t)] = (t, node)
-        return node
-
-    # the outer tracer's protocol (see compiler.trace.Tracer), for backward() in a body
-    def backup_grad(self, leaf) -> None:
-        parent = self.parent
-        if parent is not None:
-            parent.backup_grad(leaf)
-
-    parent = None
-
-    @property
-    def hooked(self) -> bool:
-        return self.parent is not None and self.parent.hooked
-
-    @hooked.setter
-    def hooked(self, value: bool) -> None:
-        if self.parent is not None:
-            self.parent.hooked = value
-
-
-def _trace_body(fn, args_structs, args_avals, names):
-    """Trace ``fn`` once on stand-ins: returns (input nodes, the result, capture).
-    ``args_structs`` / ``args_avals``: each argument's pytree structure and leaf avals;
-    ``names``: the prefix of each argument's input names."""
-    level = L.next_level()
-    cap = _Capture(level, 0)         # first: the stand-ins below are the body's own
-    inputs, args = [], []
-    for struct, avals, prefix in zip(args_structs, args_avals, names):
-        stand = []
-        for j, (shape, dt) in enumerate(avals):
-            node = L.body_input(level, len(inputs), f"{prefix}{j}", shape, dt)
-            inputs.append(node)
-            stand.append(Tensor._from_node(node))
-        args.append(pytree.unflatten(struct, stand))
-    cap.first = len(inputs)
-    cap.parent = dispatch._lifter[0]
-    prev = dispatch.set_lifter(cap)
-    try:
-        with L.tracing_level(level):
-            result = fn(*args)
-    finally:
-        dispatch.set_lifter(prev)
-    return inputs, result, cap
-
-
-def _node_of(v, cap: _Capture):
-    if isinstance(v, Tensor):
-        if v._node is not None and not cap.is_outer(v):
-            return v._node
-        return cap(v)
-    t = as_tensor(v)
-    return const(t._data, t.dtype)
-
-
-def _finish(inputs, out_nodes, cap: _Capture):
-    """The Body, and the operand tensors of its closed-over values (captured tensors,
-    then outer nodes that leaked into the body through a direct use of ``_node``)."""
-    closures = [t for t, _ in cap.captured.values()]
-    inputs = inputs + [n for _, n in cap.captured.values()]
-    inputs, out_nodes, leaked = _cut_leaks(inputs, out_nodes, cap)
-    closures += [Tensor._from_node(n) for n in leaked]
-    return Body(inputs, out_nodes), closures
-
-
-def _cut_leaks(inputs, outputs, cap):
-    """Nodes of the body that do not depend on its inputs but on an input of some other
-    program become inputs (the loop passes them in): a body reads only its own inputs."""
-    own = {id(n) for n in inputs}
-    order = toposort(outputs)
-    foreign: set[int] = set()      # depends on an input that is not the body's
-    mine: set[int] = set(own)      # depends on the body's inputs
-    for n in order:
-        if n.op == "input" and id(n) not in own:
-            foreign.add(id(n))
-        for a in n.args:
-            if id(a) in mine:
-                mine.add(id(n))
-            if id(a) in foreign:
-                foreign.add(id(n))
-    cut = {id(n) for n in order if id(n) in foreign and id(n) not in mine}
-    if not cut:
-        return inputs, outputs, []
-    leaked, memo = [], {}
-    level = inputs[0].attr("slot")[1] if inputs else L.next_level()
-    for n in order:
-        if id(n) in cut:
-            k = len(inputs) + len(leaked)
-            memo[id(n)] = L.body_input(level, k, f"k{k - cap.first}", n.shape, n.dtype)
-            leaked.append(n)
-        elif n.args:
-            args = tuple(memo[id(a)] for a in n.args)
-            memo[id(n)] = n if all(a is b for a, b in zip(args, n.args)) else \
-                make_node(n.op, args, n.attrs, n.shape, n.dtype)
-        else:
-            memo[id(n)] = n
-    new_inputs = inputs + [memo[id(n)] for n in leaked]
-    return new_inputs, [memo[id(o)] for o in outputs], leaked
 
 
 # ---- scan -------------------------------------------------------------------------------------
@@ -288,13 +162,13 @@ def _scan_length(xs_t, length) -> int:
 
 def _scan_traced(f, init_struct, init_t, xs_struct, xs_t, T, reverse, carry_avals,
                  x_avals, eager: bool):
-    inputs, out, cap = _trace_body(f, [init_struct, xs_struct], [carry_avals, x_avals],
+    inputs, out, cap = trace_body(f, [init_struct, xs_struct], [carry_avals, x_avals],
                                    ["c", "x"])
     new_struct, y_leaves, y_struct = _split_pair(out)
     carry_out = _check_carry("scan body function", init_struct, carry_avals, new_struct[0],
                              new_struct[1])
-    out_nodes = [_node_of(v, cap) for v in carry_out] + [_node_of(v, cap) for v in y_leaves]
-    body, closures = _finish(inputs, out_nodes, cap)
+    out_nodes = [node_of(v, cap) for v in carry_out] + [node_of(v, cap) for v in y_leaves]
+    body, closures = finish_body(inputs, out_nodes, cap)
     m = len(init_t)
     if eager and T == 0:
         # nothing to run: the carry as given, empty stacks of the body's result types
@@ -395,18 +269,18 @@ def _check_cond(t) -> None:
 
 
 def _while_traced(cond_fun, body_fun, struct, init_t, avals):
-    c_inputs, c_out, c_cap = _trace_body(cond_fun, [struct], [avals], ["c"])
+    c_inputs, c_out, c_cap = trace_body(cond_fun, [struct], [avals], ["c"])
     c_leaves, c_struct = pytree.flatten(c_out)
     if c_struct != pytree.LEAF:
         raise TypeError("cond_fun must return a boolean scalar, but got a "
                         f"{type(c_out).__name__}")
     pred = _leaf_tensor(c_leaves[0], "cond_fun output")
     _check_cond(pred)
-    cond, c_closures = _finish(c_inputs, [_node_of(pred, c_cap)], c_cap)
-    b_inputs, b_out, b_cap = _trace_body(body_fun, [struct], [avals], ["c"])
+    cond, c_closures = finish_body(c_inputs, [node_of(pred, c_cap)], c_cap)
+    b_inputs, b_out, b_cap = trace_body(body_fun, [struct], [avals], ["c"])
     o_leaves, o_struct = pytree.flatten(b_out)
     carry_out = _check_carry("while_loop body function", struct, avals, o_struct, o_leaves)
-    body, b_closures = _finish(b_inputs, [_node_of(v, b_cap) for v in carry_out], b_cap)
+    body, b_closures = finish_body(b_inputs, [node_of(v, b_cap) for v in carry_out], b_cap)
     res = L.while_outputs(init_t + c_closures + b_closures, cond=cond, body=body,
                           n_carry=len(init_t), n_cond=len(c_closures))
     return pytree.unflatten(struct, res)
