@@ -67,8 +67,10 @@ def copy_weights(src: torch.nn.Module, dst: sg.nn.Module) -> None:
                                     for k, v in src.state_dict().items()))
 
 
-def twin(build, dtype):
-    """The same module in both libraries, torch's weights copied into symgrad's."""
+def twin(build, dtype, seed: int = 0):
+    """The same module in both libraries, torch's weights (drawn from ``seed``, so a test
+    sees the same weights whatever ran before it) copied into symgrad's."""
+    torch.manual_seed(seed)
     tm, sm = build(torch), build(sg)
     if dtype == np.float64:
         tm, sm = tm.double(), sm.double()

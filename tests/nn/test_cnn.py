@@ -112,8 +112,7 @@ def test_training_steps_equal_torch(build, shape, classes, seed, dtype):
     its kink (which the float64 run checks)."""
     batches = _batches(shape, classes, 6, dtype, seed)
     x = _batches(shape, classes, 1, dtype, seed + 1)[0][0]
-    torch.manual_seed(seed)
-    tm, sm = twin(build, dtype)
+    tm, sm = twin(build, dtype, seed)
     start = {k: v.detach().clone() for k, v in tm.state_dict().items()}
     s_losses, t_losses = _train(sg, sm, batches), _train(torch, tm, batches)
     sm.eval()
@@ -149,7 +148,6 @@ def test_compiled_cnn_gradient_equals_torch(mode, backend):
     """value_and_grad over functional_call: evaluation mode (running statistics as
     constants), or training with batch statistics only (track_running_stats=False)."""
     track = mode == "eval"
-    torch.manual_seed(0)
     tm, sm = twin(lambda m: _cnn(m, track), np.float32)
     if track:
         tm.eval()
