@@ -32,14 +32,14 @@ from typing import Callable
 
 from symgrad.version import __version__
 
-from . import binding, cache, callconv, jit, runtime, target as targets
+from . import binding, cache, callconv, jit, runtime, target as targets, worker
 from .executable import ENTRY_SUFFIX, STRUCTURED_SUFFIX, Interface, LLVMExecutable
 from .target import Target
 
 __all__ = ["compile_program", "load_executable", "reload", "make_target", "schedule",
            "native_calls", "entry_key", "source_digest", "load_entry", "store_entry",
            "LLVMExecutable", "ENTRY_SUFFIX", "portable", "from_portable",
-           "STRUCTURED_SUFFIX", "stats"]
+           "STRUCTURED_SUFFIX", "stats", "set_threads", "max_threads", "on_blas_load"]
 
 stats = {"compiled": 0, "from_cache": 0}
 _TEXTS = ("llvm", "llvm-opt")
@@ -220,6 +220,21 @@ def from_portable(payload: dict, target: Target | None = None) -> LLVMExecutable
     return exe
 
 
+def set_threads(n: int) -> None:
+    """Native code runs on at most ``n`` threads from its next call on: 1 -> on the
+    calling thread alone (no helper thread is started), 2 or more -> the caller and the
+    process's helper thread, two at most (:mod:`codegen.worker`).  Compiled code is the
+    same either way (the cache keeps one copy)."""
+    worker.set_helper_allowed(n >= 2)
+
+
+def max_threads() -> int:
+    """Threads a native kernel may use now: 2 when this process may run on two CPUs and
+    :func:`set_threads` allows it, else 1."""
+    return targets.threads() if worker.helper_allowed() else 1
+
+
+on_blas_load = runtime.on_blas_load
 entry_key = cache.derived_key
 source_digest = cache.source_digest
 load_entry = cache.load

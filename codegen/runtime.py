@@ -23,10 +23,12 @@ from __future__ import annotations
 
 import ctypes
 import functools
+from typing import Callable
+
 from . import jit, numpy_abi
 
 __all__ = ["register", "register_blas", "register_for", "symbols", "blas_symbols", "BLAS_GEMM",
-           "MALLOC", "ALIGNED_ALLOC", "FREE"]
+           "MALLOC", "ALIGNED_ALLOC", "FREE", "on_blas_load"]
 
 BLAS_GEMM = {"float64": "symgrad_blas_dgemm", "float32": "symgrad_blas_sgemm"}
 MALLOC, FREE = "symgrad_rt_malloc", "symgrad_rt_free"
@@ -39,6 +41,8 @@ USLEEP = "symgrad_rt_usleep"
 THREAD_TRAMPOLINE = "symgrad_rt_thread"
 THREAD_POST = "symgrad_rt_post"
 _KEEP: list = []      # process-wide objects that must never be unloaded
+_ON_BLAS_LOAD: list[Callable[[], None]] = []   # see on_blas_load
+_BLAS_LOADED: list[bool] = []                  # [True] once blas_symbols has loaded it
 BLAS_THREADS_LOCAL = "symgrad_blas_set_num_threads_local"
 
 
@@ -73,10 +77,23 @@ def _cython_blas():
 
 @functools.cache
 def blas_symbols() -> dict[str, int]:
-    """Name -> address of the BLAS routines (loads scipy's BLAS on first use)."""
+    """Name -> address of the BLAS routines (loads scipy's BLAS on first use, then runs
+    the :func:`on_blas_load` callbacks)."""
     capi = _cython_blas().__pyx_capi__
-    return {BLAS_GEMM["float64"]: _capsule_address(capi["dgemm"]),
-            BLAS_GEMM["float32"]: _capsule_address(capi["sgemm"])}
+    found = {BLAS_GEMM["float64"]: _capsule_address(capi["dgemm"]),
+             BLAS_GEMM["float32"]: _capsule_address(capi["sgemm"])}
+    _BLAS_LOADED.append(True)
+    for callback in list(_ON_BLAS_LOAD):
+        callback()
+    return found
+
+
+def on_blas_load(callback: Callable[[], None]) -> None:
+    """Call ``callback()`` once scipy's BLAS library is loaded into the process, at once if
+    it already is (the front end limits the new library's threads as it did the others')."""
+    _ON_BLAS_LOAD.append(callback)
+    if _BLAS_LOADED:
+        callback()
 
 
 def _library_of(address: int) -> str | None:
@@ -172,8 +189,8 @@ def register_threads() -> None:
             cache.store(key, {"object": compiled.object_code})
     _KEEP.append(compiled)
     ctypes.pythonapi.Py_IncRef(ctypes.py_object(compiled))     # never freed
+    worker.register_fork_hook(compiled.address(worker.MAILBOX))    # its flag before any post
     jit.add_symbol(THREAD_POST, compiled.address(THREAD_POST))
-    worker.register_fork_hook(compiled.address(worker.MAILBOX))
 
 
 def register_for(object_code: bytes) -> None:

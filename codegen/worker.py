@@ -32,11 +32,20 @@ machine -- where the helper may share a CPU with the very thread that will post 
 ``fork`` the child has no helper: an at-fork hook empties the mailbox and the child's
 first post starts a new one.
 
+The process may be limited to one thread (``symgrad.set_num_threads(1)``, through
+:func:`set_helper_allowed`): then a flag in the mailbox makes every post return "not
+taken" before it looks at anything else, so the caller runs all chunks itself and no
+helper is ever started.  The flag is kept in Python too and written into the mailbox
+when it is compiled and again in a forked child, so it holds for a mailbox made after
+the call and across ``fork``.  With the helper allowed a kernel uses at most two
+threads (the caller and the helper): the most this design has.
+
 The module is compiled once per process and never unloaded (the helper's code must
 outlive every kernel).
 
 Mailbox (``symgrad_rt_mailbox``, i64 slots): 0 job (ctrl pointer or 0), 1 the
-helper sleeps, 2 started (0 no, 1 yes, 2 could not start), 8 the futex word.
+helper sleeps, 2 started (0 no, 1 yes, 2 could not start), 3 solo (1: posts are
+refused, the caller runs alone), 8 the futex word.
 """
 from __future__ import annotations
 
@@ -49,13 +58,14 @@ from . import types as T
 from .runtime import PTHREAD_CREATE, PTHREAD_DETACH, SCHED_YIELD, SYSCALL, THREAD_POST, USLEEP
 from . import target
 
-__all__ = ["worker_ir", "mailbox", "pause", "MAILBOX", "SPIN", "PAUSES", "reset_after_fork"]
+__all__ = ["worker_ir", "mailbox", "pause", "MAILBOX", "SPIN", "PAUSES", "reset_after_fork",
+           "set_helper_allowed", "helper_allowed"]
 
 MAILBOX = "symgrad_rt_mailbox"
 WORKER = "symgrad_rt_worker"
 PAUSES = 32                 # pause instructions (~25 ns each on Zen 4) per sched_yield
 SPIN = 128                  # rounds of PAUSES pauses and a sched_yield (~1.5 us) before sleeping
-_JOB, _SLEEPING, _STARTED, _FUTEX = 0, 1, 2, 8
+_JOB, _SLEEPING, _STARTED, _SOLO, _FUTEX = 0, 1, 2, 3, 8
 _FUTEX_WAIT_PRIVATE, _FUTEX_WAKE_PRIVATE = 128, 129
 _SYS_FUTEX = {"x86_64": 202, "amd64": 202, "aarch64": 98, "arm64": 98, "riscv64": 98,
               "ppc64le": 221, "ppc64": 221, "s390x": 238}
@@ -148,6 +158,9 @@ def worker_ir(trampoline) -> str:
     post.attributes.add("nounwind")
     b = ir.IRBuilder(post.append_basic_block("entry"))
     ctrl, wake = post.args
+    solo = b.load_atomic(_slot(b, mailbox, _SOLO), "monotonic", 8, typ=T.I64)
+    with b.if_then(b.icmp_unsigned("!=", solo, T.I64(0)), likely=False):
+        b.ret(T.I32(1))                           # one thread only: the caller runs alone
     wake = b.icmp_unsigned("!=", wake, T.I32(0))
     started = _slot(b, mailbox, _STARTED)
     state = b.load_atomic(started, "acquire", 8, typ=T.I64)
@@ -181,24 +194,50 @@ def worker_ir(trampoline) -> str:
 
 
 _address: list[int] = []      # the mailbox of this process's helper module, once compiled
+_solo = [False]               # set_helper_allowed(False) was called last: posts are refused
+
+
+def _slots(address: int):
+    return (ctypes.c_int64 * 16).from_address(address)
+
+
+def set_helper_allowed(allowed: bool) -> None:
+    """Whether kernels may hand work to the helper thread from now on (False: every
+    kernel runs on its calling thread alone and no helper is started; a helper already
+    running finishes the chunk it has and goes to sleep).  Holds for a mailbox compiled
+    later and in forked children."""
+    _solo[0] = not allowed
+    if _address:
+        _slots(_address[0])[_SOLO] = int(_solo[0])
+
+
+def helper_allowed() -> bool:
+    """What :func:`set_helper_allowed` set last (default True)."""
+    return not _solo[0]
 
 
 def mailbox() -> dict[str, int] | None:
-    """The helper's mailbox as it is now (``job``, ``sleeping``, ``started``), or None if
-    no kernel of this process has needed the helper yet (for tests and inspection)."""
+    """The helper's mailbox as it is now (``job``, ``sleeping``, ``started``, ``solo``), or
+    None if no kernel of this process has needed the helper yet (for tests and inspection)."""
     if not _address:
         return None
-    slots = (ctypes.c_int64 * 16).from_address(_address[0])
-    return {"job": slots[_JOB], "sleeping": slots[_SLEEPING], "started": slots[_STARTED]}
+    slots = _slots(_address[0])
+    return {"job": slots[_JOB], "sleeping": slots[_SLEEPING], "started": slots[_STARTED],
+            "solo": slots[_SOLO]}
 
 
 def reset_after_fork(mailbox_address: int) -> None:
     """Empty the mailbox in a forked child (its helper thread did not survive the fork):
-    the child's first post starts a new helper."""
+    the child's first post starts a new helper, unless posts are refused (the flag is
+    kept)."""
     ctypes.memset(mailbox_address, 0, 16 * 8)
+    _slots(mailbox_address)[_SOLO] = int(_solo[0])
 
 
 def register_fork_hook(mailbox_address: int) -> None:
+    """Adopt the freshly compiled mailbox: apply :func:`set_helper_allowed`'s flag to it
+    and empty it in forked children."""
     _address.append(mailbox_address)
+    _slots(mailbox_address)[_SOLO] = int(_solo[0])
     if hasattr(os, "register_at_fork"):
         os.register_at_fork(after_in_child=lambda: reset_after_fork(mailbox_address))
