@@ -47,6 +47,8 @@ from .autograd import (enable_grad, inference_mode, is_grad_enabled, no_grad,
                        set_grad_enabled)
 from .autograd.anomaly_mode import is_anomaly_check_nan_enabled, is_anomaly_enabled
 from .printing import set_printoptions, get_printoptions
+from .parallelism import (get_num_interop_threads, get_num_threads, set_num_interop_threads,
+                          set_num_threads)
 from . import autograd
 from .ops import fused as _fused  # registers the `fused` primitive
 from .compiler import (compile, grad, value_and_grad, jacobian, hessian, jit, jvp, vjp, vmap)

@@ -11,6 +11,9 @@
 * ``SYMGRAD_TARGET_TRIPLE``, ``SYMGRAD_TARGET_CPU``, ``SYMGRAD_TARGET_FEATURES``,
   ``SYMGRAD_TARGET_VECTOR_BITS`` — the machine compiled code is built for (default: this
   host; see :mod:`codegen.target`).
+* ``MKL_NUM_THREADS``, else ``OMP_NUM_THREADS`` — the default of
+  ``symgrad.get_num_threads()`` (at most the CPUs this process may use), read as PyTorch
+  reads them: the first number of a comma list; unset, non-numeric or below 1 is ignored.
 """
 from __future__ import annotations
 
@@ -33,6 +36,13 @@ def _int(env, name: str) -> int:
         raise ValueError(f"{name}={text!r}: expected an integer") from None
 
 
+def _thread_count(env, name: str) -> int:
+    """An OpenMP-style thread count (``"4"``, ``"4,2"``: 4), 0 when unset or not a
+    positive number."""
+    first = env.get(name, "").split(",")[0].strip()
+    return int(first) if first.isdigit() and first.isascii() else 0
+
+
 @dataclass
 class Settings:
     log: set = field(default_factory=set)
@@ -45,6 +55,8 @@ class Settings:
     target_cpu: str = ""
     target_features: str = ""
     target_vector_bits: int = 0
+    mkl_num_threads: int = 0
+    omp_num_threads: int = 0
 
     @classmethod
     def from_env(cls) -> "Settings":
@@ -59,6 +71,8 @@ class Settings:
             target_cpu=env.get("SYMGRAD_TARGET_CPU", ""),
             target_features=env.get("SYMGRAD_TARGET_FEATURES", ""),
             target_vector_bits=_int(env, "SYMGRAD_TARGET_VECTOR_BITS"),
+            mkl_num_threads=_thread_count(env, "MKL_NUM_THREADS"),
+            omp_num_threads=_thread_count(env, "OMP_NUM_THREADS"),
         )
 
 
