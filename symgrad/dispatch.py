@@ -13,7 +13,7 @@ import numpy as np
 
 from .graph import dtypes
 from .autograd import grad_mode
-from .autograd.nodes import SavedTensor, accumulator, new_function
+from .autograd.nodes import SavedTensor, accumulator, new_function, save_order
 from .graph.fpstate import enter as fp_enter, leave as fp_leave
 from .graph import node as gnode
 from .graph import primitives as registry
@@ -194,9 +194,10 @@ def stop_gradient_node(node: gnode.Node) -> gnode.Node:
     return gnode.make_node("stop_gradient", (node,), (), node.shape, node.dtype)
 
 
-def _saves(prim, needs):
-    """(indices of inputs to save, whether to save the output) for this needs mask."""
-    key = (prim, needs)
+def _saves(prim, needs, name):
+    """(indices of inputs to save, in the order PyTorch's node `name` saves them;
+    whether to save the output) for this needs mask."""
+    key = (prim, needs, name)
     hit = _SAVE_CACHE.get(key)
     if hit is not None:
         return hit
@@ -207,10 +208,10 @@ def _saves(prim, needs):
             if need:
                 free |= prim.formula.partial(i).free_symbols
         ins = tuple(i for i, s in enumerate(syms) if s in free)
-        hit = (ins, registry.out_symbol() in free)
+        hit = (save_order(name, ins), registry.out_symbol() in free)
     else:
         ins = tuple(range(len(needs))) if prim.saves == "all" else prim.saves
-        hit = (ins, prim.saves_out)
+        hit = (save_order(name, ins), prim.saves_out)
     _SAVE_CACHE[key] = hit
     return hit
 
@@ -248,8 +249,9 @@ def _record(prim, operands, attrs, out, grad_name):
             nexts.append(_NO_EDGE)
             in_avals.append(_SCALAR_AVAL)
     needs = tuple(needs)
-    hit = _SAVE_CACHE.get((prim, needs))
-    save_ins, save_out = hit if hit is not None else _saves(prim, needs)
+    name = grad_name or prim.grad_name
+    hit = _SAVE_CACHE.get((prim, needs, name))
+    save_ins, save_out = hit if hit is not None else _saves(prim, needs, name)
     if save_ins:
         saved = [None] * len(operands)
         for i in save_ins:
@@ -258,12 +260,11 @@ def _record(prim, operands, attrs, out, grad_name):
         saved = tuple(saved)
     else:
         saved = (None,) * len(operands)
-    fn = new_function(grad_name or prim.grad_name, prim,
-                      tuple(attrs.items()) if attrs else (),     # read back as a dict only
+    fn = new_function(name, prim, tuple(attrs.items()) if attrs else (),  # (read as a dict)
                       tuple(in_avals), _aval(out), tuple(nexts), needs, saved, None)
-    if save_out:
-        fn._saved_out = SavedTensor(out._shallow(), is_output=True)
     out.grad_fn = fn
+    if save_out:            # after the output has its history, as PyTorch saves it
+        fn._saved_out = SavedTensor(out, is_output=True)
 
 
 _SCALAR_AVAL = ((), None)

@@ -36,13 +36,13 @@ import warnings
 from .. import dispatch
 from ..errors import TracerBoolError
 from ..graph import node as gnode
-from ..graph.shapes import broadcast_shapes
 from ..ops import lax
 from ..ops.custom import CUSTOM_VJP
 from . import anomaly_mode, grad_mode
 from .graph import Node
 from .hooks import HookMixin, NodeHooks
 from .nodes import FREED_MESSAGE, SavedTensor, accumulator, next_seq
+from .validate import valid_gradient
 
 __all__ = ["FunctionCtx", "BackwardCFunction", "FunctionMeta", "Function", "InplaceFunction",
            "once_differentiable"]
@@ -357,7 +357,7 @@ def _save(ctx, raw, outs) -> None:
                 t = o
                 break
         if t.grad_fn is ctx:
-            saved.append(SavedTensor(t._shallow(), is_output=True, output_nr=t._output_nr))
+            saved.append(SavedTensor(t, is_output=True, output_nr=t._output_nr))
         else:
             saved.append(SavedTensor(t))
     ctx._saved = tuple(saved)
@@ -413,7 +413,7 @@ def _rebased(saved, replace: dict) -> tuple:
         return memo[id(node)]
     out = []
     for s in saved:
-        if s is None or s.tensor._node is None:
+        if s is None or s.packed is not None or s.tensor._node is None:
             out.append(s)
             continue
         t = dispatch.Tensor._from_node(rebuild(s.tensor._node))
@@ -530,23 +530,8 @@ def _backward(ctx, grads: list, wanted: list) -> list:
         if g is None or not wanted[j]:
             out.append(None)
             continue
-        if tuple(g.shape) != shape:
-            if broadcast_shapes_or_none(shape, tuple(g.shape)) != tuple(g.shape):
-                raise RuntimeError(f"Function {name} returned an invalid gradient at index "
-                                   f"{j} - got {list(g.shape)} but expected shape compatible "
-                                   f"with {list(shape)}")
-            g = lax.sum_to(g, shape)
-        if g._dtype is not dtype:
-            g = lax.cast(g, dtype)
-        out.append(g)
+        out.append(valid_gradient(name, j, g, shape, dtype))
     return out
-
-
-def broadcast_shapes_or_none(a, b):
-    try:
-        return broadcast_shapes(a, b)
-    except (ValueError, RuntimeError):
-        return None
 
 
 def _run_backward(node, g):

@@ -24,9 +24,10 @@ from ..graph.fpstate import enter as fp_enter, leave as fp_leave
 from ..ops import lax
 from ..graph.primitives import PRIMITIVES
 from ..ops.vjp import ARRAY_RULES, rule as vjp_rule
-from . import anomaly_mode, grad_mode, hooks
+from . import anomaly_mode, grad_mode, hooks, saved_hooks
 from .anomaly_mode import _state as _anomaly
 from .nodes import AccumulateGrad, accumulator
+from .validate import valid_gradient
 
 __all__ = ["backward", "grad"]
 
@@ -289,7 +290,39 @@ def _call_rule(fn, g):
 def _apply_rule(fn, g):
     if fn._inner is not None:
         return fn._inner(fn, g)
+    if saved_hooks.used and fn.prim is not None:
+        unpacked = fn.unpack_saved()
+        if unpacked is not None:
+            return _unpacked_rule(fn, unpacked, g)
     return vjp_rule(fn.prim.name)(fn, g)
+
+
+def _unpacked_rule(fn, unpacked, g):
+    """The VJP rule of a node whose saved tensors came back through unpack hooks: it
+    reads them as unpacked (once each), and its gradients are checked as PyTorch checks
+    them (an unpack hook may have returned another shape or dtype)."""
+    name = fn.name()
+    if fn.prim.name == "where":       # the one primitive that saves a bool tensor
+        c = unpacked.get(0)
+        if c is not None and c._dtype is not dtypes.bool_:
+            raise RuntimeError("where expected condition to be a boolean tensor, but got a "
+                               f"tensor with dtype {c._dtype.c_name}")
+    fn._unpacked = unpacked
+    try:
+        grads = vjp_rule(fn.prim.name)(fn, g)
+    except ValueError as e:          # a rule that reshapes: say what was wrong
+        for i, t in unpacked.items():
+            saved = (fn._saved_out if i == -1 else fn._saved[i]).packed
+            if saved is not None and tuple(t.shape) != saved.shape:
+                raise RuntimeError(
+                    f"Function {name} cannot use what an unpack_hook returned: a tensor of "
+                    f"shape {list(t.shape)} for a saved tensor of shape {list(saved.shape)}"
+                    ) from e
+        raise
+    finally:
+        fn._unpacked = None
+    return [gi if gi is None else valid_gradient(name, i, gi, *fn.in_avals[i])
+            for i, gi in enumerate(grads)]
 
 
 def _call_rule_arrays(fn, g):
@@ -298,6 +331,8 @@ def _call_rule_arrays(fn, g):
     Tensor wrapping it."""
     inner = fn._inner
     rule = vjp_rule(fn.prim.name) if inner is None else None
+    if rule is not None and saved_hooks.used and fn.has_packed():
+        rule = None         # unpack hooks: the Tensor path checks what they return
     if rule in ARRAY_RULES:
         grads = rule(fn, g)
     elif inner is not None and getattr(inner, "takes_arrays", False):

@@ -15,14 +15,14 @@ import itertools
 import re
 import weakref
 
-from . import anomaly_mode
+from . import anomaly_mode, grad_mode, saved_hooks
 from .anomaly_mode import _state as _anomaly
 from .graph import Node
 from .hooks import HookMixin, NodeHooks
 from ..graph import dtypes
 
 __all__ = ["BackwardFunction", "AccumulateGrad", "function_class", "SavedTensor",
-           "FREED_MESSAGE", "short_name", "next_seq"]
+           "FREED_MESSAGE", "short_name", "next_seq", "save_order"]
 
 _CLASSES: dict[str, type] = {}
 FREED_MESSAGE = _FREED = ("Trying to backward through the graph a second time (or directly access saved "
@@ -45,9 +45,12 @@ def short_name(fn) -> str:
 
 
 class SavedTensor:
-    """A tensor saved for backward with the version it had when saved."""
+    """A tensor saved for backward with the version it had when saved. An output is
+    saved without its history (the node it is saved on gives it back). Under
+    ``autograd.graph.saved_tensors_hooks`` the tensor goes through the pack hook instead
+    (see :class:`_Packed`); eager tensors only."""
 
-    __slots__ = ("tensor", "version", "is_output", "output_nr")
+    __slots__ = ("tensor", "version", "is_output", "output_nr", "packed")
 
     def __init__(self, tensor, is_output: bool = False, output_nr: int = 0):
         if tensor._inference:
@@ -56,12 +59,21 @@ class SavedTensor:
                 "created in inference mode in computation tracked by autograd. To work around "
                 "this, you can make a clone to get a normal tensor and use it in autograd, or "
                 "use `torch.no_grad()` instead of `torch.inference_mode()`.")
-        self.tensor = tensor
-        self.version = tensor._vc[0]
         self.is_output = is_output
         self.output_nr = output_nr
+        hooks = saved_hooks.current() if tensor._data is not None else None
+        if hooks is not None:
+            self.tensor = None
+            self.version = 0
+            self.packed = _Packed(hooks, tensor, is_output)
+            return
+        self.tensor = tensor._shallow() if is_output else tensor
+        self.version = tensor._vc[0]
+        self.packed = None
 
     def unpack(self, owner):
+        if self.packed is not None:
+            return self.packed.unpack(owner, self.is_output, self.output_nr)
         t = self.tensor
         if t._vc[0] != self.version:
             fn = owner if self.is_output else t.grad_fn
@@ -82,12 +94,70 @@ class SavedTensor:
         return t
 
 
+_PACK_IN_PLACE = (
+    "A saved tensor pack hook is modifying its input in place. Tensors provided as input to "
+    "pack hook cannot be modified by in-place operations as this can lead to unexpected "
+    "side-effects. Please open an issue if you need to perform in-place operations on the "
+    "input to a pack hook.")
+
+
+class _Packed:
+    """What a saved tensor keeps under saved-tensor hooks, as PyTorch's SavedVariable:
+    the pack hook's result and its unpack hook, and the tensor's autograd metadata (its
+    grad_fn, or a leaf's requires_grad and AccumulateGrad) -- the unpack hook's tensor
+    gets them back, so gradients flow to the saved tensor's history. The pack hook runs
+    under no_grad and may not update its input in place; no version check on unpack
+    (the hooks own the data)."""
+
+    __slots__ = ("unpack_hook", "data", "grad_fn", "output_nr", "requires_grad", "acc", "shape",
+                 "dtype")
+
+    def __init__(self, hooks, tensor, is_output):
+        pack_hook, self.unpack_hook = hooks
+        fn = tensor.grad_fn
+        self.grad_fn = None if is_output else fn     # (an output's is the owner)
+        self.output_nr = tensor._output_nr
+        self.shape, self.dtype = tuple(tensor.shape), tensor._dtype
+        self.requires_grad = fn is None and tensor._requires_grad
+        self.acc = None
+        if self.requires_grad:
+            accumulator(tensor)
+            self.acc = tensor._acc          # a weak reference, as PyTorch keeps it
+        version = tensor._vc[0]
+        with grad_mode.no_grad():
+            self.data = pack_hook(tensor)
+        if tensor._vc[0] != version:
+            raise RuntimeError(_PACK_IN_PLACE)
+
+    def unpack(self, owner, is_output, output_nr):
+        from .. import dispatch     # late: dispatch imports this module
+        data = self.unpack_hook(self.data)
+        if not isinstance(data, dispatch.Tensor):
+            raise TypeError("Output of saved tensor unpack_hook expected to be a Tensor but "
+                            f"got result of type {saved_hooks.type_name(data)}")
+        fn, nr = (owner, output_nr) if is_output else (self.grad_fn, self.output_nr)
+        if fn is None and not self.requires_grad:
+            return data if not data.requires_grad else data.detach()
+        t = data._shallow()
+        if fn is not None:
+            t.grad_fn = fn
+            if nr:
+                t._output_nr = nr
+        else:
+            if not t._dtype.is_floating_point:
+                raise RuntimeError("Only Tensors of floating point and complex dtype can "
+                                   "require gradients")
+            t._requires_grad = True
+            t._acc = self.acc
+        return t
+
+
 class BackwardFunction(HookMixin):
     """A node of the backward graph (what ``tensor.grad_fn`` returns)."""
 
     __slots__ = ("prim", "attrs", "in_avals", "out_aval", "next_functions", "needs_input_grad",
                  "_saved", "_saved_out", "_freed", "_hooks", "_seq", "__weakref__",
-                 "_inner", "_stack")
+                 "_inner", "_stack", "_unpacked")
 
     _name = "BackwardFunction"    # name(): "MulBackward0", "torch::autograd::CopySlices"
     _nout = 1                     # outputs of the forward operation
@@ -101,6 +171,9 @@ class BackwardFunction(HookMixin):
     # --- the interface VJP rules see (shared with graph.grad_graph's NodeContext) ---
     def input(self, i: int):
         """Saved input i (a Tensor, or the Python scalar it was)."""
+        u = self._unpacked
+        if u is not None and i in u:
+            return u[i]
         s = self._saved[i]
         if s is None:
             if self._freed:
@@ -110,6 +183,9 @@ class BackwardFunction(HookMixin):
 
     @property
     def out(self):
+        u = self._unpacked
+        if u is not None and -1 in u:
+            return u[-1]
         if self._saved_out is None:
             if self._freed:
                 raise RuntimeError(_FREED)
@@ -119,6 +195,30 @@ class BackwardFunction(HookMixin):
     @property
     def kwargs(self) -> dict:
         return dict(self.attrs)
+
+    def has_packed(self) -> bool:
+        """Whether a saved tensor went through saved-tensor hooks."""
+        out = self._saved_out
+        return (out is not None and out.packed is not None) or \
+            any(type(s) is SavedTensor and s.packed is not None for s in self._saved)
+
+    def unpack_saved(self) -> dict | None:
+        """When some saved tensor went through saved-tensor hooks: every saved tensor
+        unpacked once, in PyTorch's order (inputs by saved name, then the output), as
+        ``{input position: tensor, -1: output}``, which input() / out then read while
+        the backward runs. None otherwise."""
+        if not self.has_packed():
+            return None
+        saved, out = self._saved, self._saved_out
+        if self._freed:
+            raise RuntimeError(_FREED)
+        got = {}
+        for i in save_order(self._name, [i for i, s in enumerate(saved)
+                                         if type(s) is SavedTensor]):
+            got[i] = saved[i].unpack(self)
+        if out is not None:
+            got[-1] = out.unpack(self)
+        return got
 
     def release(self) -> None:
         """Free saved tensors (after a backward without retain_graph)."""
@@ -167,8 +267,21 @@ class BackwardFunction(HookMixin):
 # overloads a saved Python number reads back as itself, not as a wrapped-number tensor
 _SAVED_NAMES = {"PowBackward0": ("self", "exponent"), "PowBackward1": ("self", "exponent"),
                 "PowBackward2": ("self", "exponent"), "ClampBackward1": ("self", "min", "max"),
-                "WhereBackward0": ("condition", "self", "other")}
+                "ClampBackward0": ("self", "min", "max"),
+                "WhereBackward0": ("condition", "self", "other"),
+                "DotBackward0": ("self", "tensor"), "MvBackward0": ("self", "vec"),
+                "MmBackward0": ("self", "mat2"), "BmmBackward0": ("self", "mat2"),
+                "MseLossBackward0": ("self", "target"),
+                "BinaryCrossEntropyBackward0": ("self", "target", "weight"),
+                "BinaryCrossEntropyWithLogitsBackward0": ("self", "target")}
 _SCALAR_OVERLOADS = {"PowBackward0", "PowBackward2", "ClampBackward1"}
+
+
+def save_order(name: str, indices) -> tuple:
+    """Input positions `indices` in the order PyTorch's node `name` saves them: by the
+    saved names (``other`` before ``self``), as its generated code does."""
+    names = _SAVED_NAMES.get(name, ("self", "other"))
+    return tuple(sorted(indices, key=lambda i: (names[i] if i < len(names) else "~", i)))
 
 
 def _wrapped_number(v):
@@ -197,6 +310,7 @@ def new_function(name: str, prim, attrs, in_avals, out_aval, next_functions,
     fn.prim, fn.attrs, fn.in_avals, fn.out_aval = prim, attrs, in_avals, out_aval
     fn.next_functions, fn.needs_input_grad = next_functions, needs_input_grad
     fn._saved, fn._saved_out, fn._freed, fn._hooks, fn._inner = saved, saved_out, False, None, None
+    fn._unpacked = None
     fn._stack = _anomaly["enabled"] and anomaly_mode.forward_stack() or None
     fn._seq = _next_seq()
     return fn

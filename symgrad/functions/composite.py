@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..autograd import engine, grad_mode
-from ..autograd.nodes import FREED_MESSAGE, SavedTensor, accumulator, new_function
+from ..autograd import engine, grad_mode, saved_hooks
+from ..autograd.nodes import FREED_MESSAGE, SavedTensor, accumulator, new_function, save_order
 from ..tensor import Tensor
 
 __all__ = ["named"]
@@ -28,19 +28,25 @@ def named(name: str, fn, *inputs, saves: tuple = (), saves_output: bool = False)
     if traced or not any(needs) or not grad_mode.is_grad_enabled():
         return fn(*inputs)
     stand_ins = tuple(x.detach().requires_grad_() if n else x for x, n in zip(inputs, needs))
-    inner_out = fn(*stand_ins)
+    with saved_hooks.paused():          # only what the named node saves meets the hooks
+        inner_out = fn(*stand_ins)
     out = inner_out.detach()
     nexts = tuple(((x.grad_fn, x._output_nr) if x.grad_fn is not None else (accumulator(x), 0))
                   if n else (None, 0) for x, n in zip(inputs, needs))
     in_avals = tuple((x.shape, x.dtype) if isinstance(x, Tensor) else ((), None) for x in inputs)
-    saved = tuple(SavedTensor(x) if i in saves and isinstance(x, Tensor) else None
-                  for i, x in enumerate(inputs)) if saves else ()
+    saved = ()
+    if saves:
+        saved = [None] * len(inputs)
+        for i in save_order(name, [i for i in saves
+                                   if i < len(inputs) and isinstance(inputs[i], Tensor)]):
+            saved[i] = SavedTensor(inputs[i])
+        saved = tuple(saved)
     f = new_function(name, None, (), in_avals, (out.shape, out.dtype), nexts, needs,
                      saved, None)
-    if saves_output:
-        f._saved_out = SavedTensor(out._shallow(), is_output=True)
     f._inner = _Inner(fn, inputs, stand_ins, inner_out, needs)
     out.grad_fn = f
+    if saves_output:
+        f._saved_out = SavedTensor(out, is_output=True)
     return out
 
 
@@ -57,11 +63,12 @@ class _Inner:
     def __call__(self, owner, g):
         if self.out is None:
             raise RuntimeError(FREED_MESSAGE)
-        for s in owner._saved:              # PyTorch's version check of saved tensors
-            if s is not None:
-                s.unpack(owner)
-        if owner._saved_out is not None:
-            owner._saved_out.unpack(owner)
+        if owner.unpack_saved() is None:    # (hooks: unpacked once each, in order)
+            for s in owner._saved:          # PyTorch's version check of saved tensors
+                if s is not None:
+                    s.unpack(owner)
+            if owner._saved_out is not None:
+                owner._saved_out.unpack(owner)
         wrt = [s for s, n in zip(self.stand_ins, self.needs) if n]
         if type(g) is np.ndarray:
             grads = engine.vjp_arrays(self.out, wrt, g)

@@ -42,13 +42,15 @@ def tanh(input):
 
 
 def silu(input):
-    return named("SiluBackward0", lambda v: lax.mul(v, lax.unary("sigmoid", v)), to_tensor(input))
+    return named("SiluBackward0", lambda v: lax.mul(v, lax.unary("sigmoid", v)), to_tensor(input),
+                 saves=(0,))
 
 
 def leaky_relu(input, negative_slope=0.01, inplace=False):
     x = to_tensor(input)
     return named("LeakyReluBackward0",
-                 lambda v: lax.where(bind(P["gt"], v, 0.0), v, lax.mul(v, negative_slope)), x)
+                 lambda v: lax.where(bind(P["gt"], v, 0.0), v, lax.mul(v, negative_slope)), x,
+                 saves=(0,))
 
 
 def softplus(input, beta=1.0, threshold=20.0):
@@ -62,7 +64,7 @@ def softplus(input, beta=1.0, threshold=20.0):
         soft = lax.div(lax.unary("log1p", lax.unary("exp", lax.where(
             bind(P["gt"], bx, float(threshold)), 0.0, bx))), float(beta))
         return lax.where(bind(P["gt"], bx, float(threshold)), v, soft)
-    return named("SoftplusBackward0", f, x)
+    return named("SoftplusBackward0", f, x, saves=(0,))
 
 
 def _softmax_dim(ndim, name):
@@ -179,7 +181,7 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
         if w is not None:
             loss = lax.mul(loss, w)
         return _reduce(loss, reduction)
-    return named("BinaryCrossEntropyWithLogitsBackward0", f, x, t, *extras)
+    return named("BinaryCrossEntropyWithLogitsBackward0", f, x, t, *extras, saves=(0, 1))
 
 
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,
@@ -201,7 +203,8 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
             loss = lax.mul(loss, ws[0])
         return _reduce(loss, reduction)
     extras = [to_tensor(weight)] if weight is not None else []
-    return named("BinaryCrossEntropyBackward0", f, x, t, *extras)
+    return named("BinaryCrossEntropyBackward0", f, x, t, *extras,
+                 saves=tuple(range(2 + len(extras))))
 
 
 def _broadcast_warning(x, t, name):
@@ -222,7 +225,7 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
     def f(v, tt):
         d = lax.sub(v, tt)
         return _reduce(lax.mul(d, d), reduction)
-    return named("MseLossBackward0", f, x, t)
+    return named("MseLossBackward0", f, x, t, saves=(0, 1))
 
 
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
@@ -390,7 +393,7 @@ def elu(input, alpha=1.0, inplace=False):
     """x where x > 0, else alpha (exp(x) - 1)."""
     x = to_tensor(input)
     return named("EluBackward0", lambda v: lax.where(
-        bind(P["gt"], v, 0.0), v, lax.mul(lax.unary("expm1", v), float(alpha))), x)
+        bind(P["gt"], v, 0.0), v, lax.mul(lax.unary("expm1", v), float(alpha))), x, saves=(0,))
 
 
 def gelu(input, approximate="none"):
@@ -408,12 +411,13 @@ def gelu(input, approximate="none"):
         def f(v):
             return lax.mul(lax.mul(v, 0.5),
                            lax.add(lax.unary("erf", lax.mul(v, float(1 / np.sqrt(2.0)))), 1.0))
-    return named("GeluBackward0", f, x)
+    return named("GeluBackward0", f, x, saves=(0,))
 
 
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
     return named("HardtanhBackward0", lambda v: bind(P["clamp"], v, float(min_val),
-                                                      float(max_val)), to_tensor(input))
+                                                      float(max_val)), to_tensor(input),
+                 saves=(0,))
 
 
 def relu6(input, inplace=False):
