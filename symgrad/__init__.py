@@ -45,6 +45,7 @@ from .functions.shape import (cat, clone, flatten, movedim, permute, reshape, sq
 from .functions import elementwise as _E
 from .autograd import (enable_grad, inference_mode, is_grad_enabled, no_grad,
                        set_grad_enabled)
+from .autograd.grad_mode import is_inference_mode_enabled
 from .autograd.anomaly_mode import is_anomaly_check_nan_enabled, is_anomaly_enabled
 from .printing import set_printoptions, get_printoptions
 from .parallelism import (get_num_interop_threads, get_num_threads, set_num_interop_threads,
@@ -141,6 +142,14 @@ def numel(input: Tensor) -> _int:
 
 def is_floating_point(input: Tensor) -> _bool:
     return input.is_floating_point()
+
+
+def is_inference(input: Tensor) -> _bool:
+    """Whether `input` is an inference tensor (made in ``inference_mode()``)."""
+    if not isinstance(input, Tensor):
+        raise TypeError("is_inference(): argument 'input' (position 1) must be Tensor, not "
+                        f"{type(input).__name__}")
+    return input.is_inference()
 
 
 def allclose(a: Tensor, b: Tensor, rtol: _float = 1e-05, atol: _float = 1e-08,

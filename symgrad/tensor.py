@@ -278,6 +278,8 @@ class Tensor(_Methods):
 
     @property
     def _version(self) -> int:
+        if self._inference:
+            raise RuntimeError("Inference tensors do not track version counter.")
         return self._vc[0]
 
     def backward(self, gradient: Tensor | None = None, retain_graph: bool | None = None,
@@ -328,7 +330,7 @@ class Tensor(_Methods):
         return self._data
 
     def numpy(self, *, force: bool = False) -> np.ndarray:
-        if self.requires_grad and not force and _grad_state.enabled:   # (no_grad allows it)
+        if self.requires_grad and not force and _grad_state.grad:   # (no_grad allows it)
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use "
                                "tensor.detach().numpy() instead.")
         return self._eager_data("numpy()")

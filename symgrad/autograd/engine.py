@@ -57,7 +57,7 @@ def _seeds(outputs, grad_outputs, arrays=False):
     seeds = []
     for i, out in enumerate(outputs):
         g = None if grad_outputs is None else grad_outputs[i]
-        if not out.requires_grad:
+        if not out.requires_grad or _root_edge(out)[0] is None:   # (no AccumulateGrad)
             raise RuntimeError(f"element {i} of tensors does not require grad and does not "
                                "have a grad_fn")
         if g is None:
@@ -165,8 +165,8 @@ def _run(roots, seeds, *, retain_graph, create_graph, capture=None, accumulate=T
     call = _call_rule_arrays if arrays else _call_rule
     leaf = _accumulate_leaf_array if arrays else _accumulate_leaf
     token = fp_enter()
-    grad_was = grad_mode._state.enabled
-    grad_mode._state.enabled = create_graph
+    grad_was = grad_mode._state.grad
+    grad_mode.set_grad_mode(create_graph)
     try:
         for fn in order:
             key = id(fn)
@@ -195,7 +195,7 @@ def _run(roots, seeds, *, retain_graph, create_graph, capture=None, accumulate=T
                 _capture_unexecuted(fn, g, extra.pop(key, None), arrays, capture, captured)
             del g
     finally:
-        grad_mode._state.enabled = grad_was
+        grad_mode.set_grad_mode(grad_was)
         fp_leave(token)
     return captured
 

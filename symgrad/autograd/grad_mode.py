@@ -1,16 +1,22 @@
 """Whether operations are recorded for autograd: no_grad, enable_grad,
-set_grad_enabled, inference_mode, is_grad_enabled (thread-local, like PyTorch)."""
+set_grad_enabled, inference_mode, is_grad_enabled, is_inference_mode_enabled
+(thread-local, like PyTorch).
+
+Grad mode (what ``is_grad_enabled()`` says) and recording differ in inference mode:
+there nothing is recorded, even under ``enable_grad``, as in PyTorch.
+"""
 from __future__ import annotations
 
 import functools
 import threading
 
 __all__ = ["no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
-           "inference_mode"]
+           "inference_mode", "is_inference_mode_enabled"]
 
 
 class _State(threading.local):
-    enabled = True
+    enabled = True         # operations are recorded: grad mode on, not in inference mode
+    grad = True            # grad mode, as is_grad_enabled() reports it
     inference = False      # inside inference_mode(): new tensors are inference tensors
     deriving = 0      # > 0 while grad_graph builds a gradient graph (its no_grad is internal)
 
@@ -19,8 +25,19 @@ _state = _State()
 
 
 def is_grad_enabled() -> bool:
-    """True when new operations are recorded for backward."""
-    return _state.enabled
+    """True when grad mode is on (new operations are recorded unless in inference mode)."""
+    return _state.grad
+
+
+def is_inference_mode_enabled() -> bool:
+    """True inside ``inference_mode()`` (and not inside an ``inference_mode(False)``)."""
+    return _state.inference
+
+
+def set_grad_mode(mode: bool) -> None:
+    """Grad mode `mode` (recording follows it outside inference mode)."""
+    _state.grad = mode
+    _state.enabled = mode and not _state.inference
 
 
 class _GradModeContext:
@@ -29,12 +46,12 @@ class _GradModeContext:
     _target = True
 
     def __enter__(self):
-        self._prev = _state.enabled
-        _state.enabled = self._target
+        self._prev = _state.grad
+        set_grad_mode(self._target)
         return self
 
     def __exit__(self, *exc):
-        _state.enabled = self._prev
+        set_grad_mode(self._prev)
         return False
 
     def __call__(self, fn):
@@ -60,23 +77,45 @@ class enable_grad(_GradModeContext):
 class inference_mode(_GradModeContext):
     """no_grad whose new tensors are *inference tensors* (``t.is_inference()``): outside
     inference mode they cannot be updated in place, require grad or be saved for
-    backward (PyTorch's errors)."""
+    backward (PyTorch's errors); their views are inference tensors too. A view of a
+    normal tensor made inside is a normal tensor that cannot be updated in place in
+    normal mode. Nothing is recorded inside, even under ``enable_grad``.
+    ``inference_mode(False)`` leaves inference mode (grad mode on). A context manager
+    and a decorator (``@inference_mode`` or ``@inference_mode()``).
+
+    >>> import symgrad as torch
+    >>> with torch.inference_mode():
+    ...     y = torch.ones(2) * 2
+    >>> y.is_inference(), y.requires_grad
+    (True, False)
+    """
+
+    def __new__(cls, mode=True):
+        if isinstance(mode, bool):
+            return super().__new__(cls)
+        return cls()(mode)                  # @inference_mode on a function
 
     def __init__(self, mode: bool = True):
+        self.mode = mode
         self._target = not mode
-        self._mode = bool(mode)
 
     def __enter__(self):
         self._prev_inference = _state.inference
-        _state.inference = self._mode
-        return super().__enter__()
+        self._prev = _state.grad
+        _state.inference = bool(self.mode)
+        set_grad_mode(self._target)
+        return None
 
     def __exit__(self, *exc):
         _state.inference = self._prev_inference
-        return super().__exit__(*exc)
+        set_grad_mode(self._prev)
+        return False
+
+    def clone(self) -> "inference_mode":
+        return self.__class__(self.mode)
 
     def __call__(self, fn):
-        mode = not self._target
+        mode = self.mode
 
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
@@ -90,13 +129,13 @@ class set_grad_enabled(_GradModeContext):
     it is restored on exit."""
 
     def __init__(self, mode: bool):
-        self._prev = _state.enabled
+        self._prev = _state.grad
         self._target = bool(mode)
-        _state.enabled = self._target
+        set_grad_mode(self._target)
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
-        _state.enabled = self._prev
+        set_grad_mode(self._prev)
         return False

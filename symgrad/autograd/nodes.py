@@ -22,7 +22,7 @@ from .hooks import HookMixin, NodeHooks
 from ..graph import dtypes
 
 __all__ = ["BackwardFunction", "AccumulateGrad", "function_class", "SavedTensor",
-           "FREED_MESSAGE", "short_name", "next_seq", "save_order"]
+           "FREED_MESSAGE", "short_name", "next_seq", "save_order", "no_accumulator"]
 
 _CLASSES: dict[str, type] = {}
 FREED_MESSAGE = _FREED = ("Trying to backward through the graph a second time (or directly access saved "
@@ -347,11 +347,19 @@ Node.register(BackwardFunction)
 Node.register(AccumulateGrad)
 
 
-def accumulator(leaf) -> AccumulateGrad:
+def no_accumulator():
+    """A leaf's ``_acc`` when it has no AccumulateGrad (a view of a tensor that requires
+    grad, made in inference mode): gradients reaching it go nowhere, as in PyTorch."""
+    return None
+
+
+def accumulator(leaf) -> AccumulateGrad | None:
     """The (cached, weakly held) AccumulateGrad of a leaf that requires grad."""
     ref = leaf._acc
     acc = ref() if ref is not None else None
     if acc is None:
+        if ref is no_accumulator:
+            return None
         acc = AccumulateGrad(leaf)
         leaf._acc = weakref.ref(acc)
     return acc

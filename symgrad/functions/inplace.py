@@ -18,6 +18,12 @@ from ..autograd.nodes import SavedTensor
 __all__ = ["check_inplace", "update", "assign_positions", "view_positions", "original",
            "set_history", "rewrite_base"]
 
+_INFERENCE_VIEW = (
+    "A view was created in inference mode and is being modified inplace in normal mode. "
+    "Given that this use case is ambiguous and error-prone, it is forbidden. You can clarify "
+    "your code by moving both the view and the inplace either both inside the inference_mode "
+    "block (if you don't want the inplace to be tracked) or both outside (if you want the "
+    "inplace to be tracked).")
 _LEAF = "a leaf Variable that requires grad is being used in an in-place operation."
 _VIEW_OF_LEAF = "a view of a leaf Variable that requires grad is being used in an in-place operation."
 
@@ -30,8 +36,10 @@ def check_inplace(x: Tensor, through_view: bool = False) -> None:
             "Inplace update to inference tensor outside InferenceMode is not allowed."
             "You can make a clone to get a normal tensor before doing inplace update."
             "See https://github.com/pytorch/rfcs/pull/17 for more details.")
-    if not grad_mode.is_grad_enabled():
+    if not grad_mode._state.enabled:
         return
+    if x.requires_grad and x.__dict__.get("_inference_view"):
+        raise RuntimeError(_INFERENCE_VIEW)
     base = x._base
     if base is not None and base.grad_fn is None and base._requires_grad:
         raise RuntimeError(_VIEW_OF_LEAF)
@@ -111,6 +119,8 @@ def update(x: Tensor, new: Tensor) -> Tensor:
         new = lax.expand(new, x.shape) if broadcast_shapes(new.shape, x.shape) == tuple(x.shape) \
             else _shape_error(new, x)
     recorded = new.grad_fn is not None
+    if recorded and x.__dict__.get("_inference_view"):
+        raise RuntimeError(_INFERENCE_VIEW)
     producer = new.grad_fn
     if x._data is not None:
         if new._data is None:

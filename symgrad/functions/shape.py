@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..autograd.grad_mode import _state as _grad_state
+from ..autograd.nodes import no_accumulator
 from ..dispatch import bind
 from ..ops import lax
 from ..graph.primitives import PRIMITIVES as P
@@ -28,9 +30,14 @@ __all__ = ["view", "reshape", "flatten", "squeeze", "unsqueeze", "transpose", "t
 
 def make_view(src: Tensor, out: Tensor, prim_name: str, attrs: dict) -> Tensor:
     """Mark `out` (computed from `src` by one layout primitive) as a view of src's base
-    when its numpy storage is shared."""
+    when its numpy storage is shared. A view of an inference tensor is one; a view of a
+    normal tensor made in inference mode is not (see :func:`inference_view`)."""
     if out._data is not None and out._data.base is None:
         return out                      # numpy had to copy: not a view
+    if src._inference:
+        out._inference = True
+    elif _grad_state.inference:
+        inference_view(src, out)
     base = src._base if src._base is not None else src
     out._base = base
     out._vc = src._vc
@@ -40,6 +47,18 @@ def make_view(src: Tensor, out: Tensor, prim_name: str, attrs: dict) -> Tensor:
         views = base.__dict__["_views"] = weakref.WeakSet()
     views.add(out)
     return out
+
+
+def inference_view(src: Tensor, out: Tensor) -> None:
+    """`out`, a view of normal tensor `src` made in inference mode, is a normal tensor as
+    in PyTorch: it requires grad when src does, without a history or an AccumulateGrad
+    (no gradient flows through it), and cannot be updated in place where autograd
+    would record it."""
+    out.__dict__.pop("_inference", None)
+    out._inference_view = True
+    if src.requires_grad:
+        out._requires_grad = True
+        out._acc = no_accumulator
 
 
 def _layout(prim_name, x, name=None, **attrs):
