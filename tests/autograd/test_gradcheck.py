@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -239,8 +240,87 @@ def test_gradgradcheck_with_grad_outputs_not_requiring_grad():
 
 def test_modes_symgrad_cannot_check_say_so():
     x = _pair(sg)[0]
-    for kw in ({"check_forward_ad": True}, {"check_batched_grad": True}):
+    for kw in ({"check_forward_ad": True}, {"check_batched_forward_grad": True,
+                                            "check_forward_ad": True}):
         with pytest.raises(NotImplementedError, match="symgrad has no"):
             sg.autograd.gradcheck(lambda a: a * 2, (x,), **kw)
     with pytest.raises(AssertionError, match="Expected at least one of check_forward_ad"):
         sg.autograd.gradcheck(lambda a: a * 2, (x,), check_backward_ad=False)
+
+
+BATCHED = {
+    "mul sin": lambda a, b: (a * b).sin(),
+    "matmul exp": lambda a, b: (a @ b).exp(),
+    "softmax": lambda a, b: (a * b).softmax(1),
+    "an unused input": lambda a, b: a.tanh(),
+    "two outputs": lambda a, b: (a.sum(0) * b, a.cos()),
+    "norm logsumexp": lambda a, b: a.norm() + b.logsumexp(0) + (a / b).pow(3).mean(),
+}
+
+
+@pytest.mark.parametrize("dt", ["float32", "float64"])
+@pytest.mark.parametrize("name", sorted(BATCHED))
+def test_check_batched_grad(name, dt):
+    """gradcheck / gradgradcheck with check_batched_grad: the backward vmapped over two
+    grad_outputs equals the two backward passes (float32 with loose tolerances)."""
+    loose = {} if dt == "float64" else {"eps": 1e-3, "atol": 1e-2, "rtol": 1e-2}
+
+    def snippet(T):
+        x = T.tensor(np.linspace(-1, 1, 6).reshape(2, 3).astype(dt), requires_grad=True)
+        w = T.tensor(np.linspace(0.5, 2, 3).astype(dt), requires_grad=True)
+        f = BATCHED[name]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")         # (float32 inputs: PyTorch warns)
+            return (T.autograd.gradcheck(f, (x, w), check_batched_grad=True, **loose),
+                    T.autograd.gradgradcheck(f, (x, w), check_batched_grad=True, **loose))
+    assert same_as_torch(snippet) == (True, True)
+
+
+def test_a_backward_that_cannot_be_batched_fails_batched_gradcheck():
+    def snippet(T):
+        class Item(T.autograd.Function):
+            @staticmethod
+            def forward(ctx, a):
+                return a * 2
+
+            @staticmethod
+            def backward(ctx, g):
+                return g * (g.sum().item() != 0.5) * 2      # needs a value: not batchable
+        x = _pair(T)[0]
+        quiet = T.autograd.gradcheck(Item.apply, (x,), check_batched_grad=True,
+                                     raise_exception=False)
+        try:
+            T.autograd.gradcheck(Item.apply, (x,), check_batched_grad=True)
+        except RuntimeError as e:
+            head, _, tail = str(e).partition("\n\n")
+            return quiet, type(e).__name__, head.split(":")[0], tail
+    assert same_as_torch(snippet)[:3] == (False, "GradcheckError",
+                                          "While computing batched gradients, got")
+
+
+def test_batched_gradients_that_differ_fail_with_pytorchs_message():
+    def snippet(T):
+        calls = []
+
+        class Drift(T.autograd.Function):
+            @staticmethod
+            def forward(ctx, a):
+                return a * 2
+
+            @staticmethod
+            def backward(ctx, g):
+                calls.append(1)
+                return g * 2 if len(calls) <= 2 else g * 3     # the vmapped call differs
+        x = _pair(T)[0]
+        out = Drift.apply(x)
+        from symgrad.autograd.gradcheck import _test_batched_grad as check_sg
+        try:
+            if T is sg:
+                check_sg((x,), out, 0)
+            else:
+                from torch.autograd.gradcheck import _test_batched_grad
+                _test_batched_grad((x,), out, 0)
+        except RuntimeError as e:
+            text = str(e)
+            return type(e).__name__, text.split("\n\nGot:")[0]
+    assert same_as_torch(snippet)[0] == "GradcheckError"
