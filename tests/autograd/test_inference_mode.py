@@ -24,7 +24,9 @@ def snippet(fn):
 @snippet
 def basic(T):
     with T.inference_mode():
-        x = T.ones(3); e = T.is_inference_mode_enabled(); g = T.is_grad_enabled()
+        x = T.ones(3)
+        e = T.is_inference_mode_enabled()
+        g = T.is_grad_enabled()
     return x.is_inference(), e, g, T.is_inference_mode_enabled(), x.requires_grad
 
 
@@ -32,21 +34,26 @@ def basic(T):
 def mode_false(T):
     with T.inference_mode():
         with T.inference_mode(False):
-            x = T.ones(3); e = T.is_inference_mode_enabled(); g = T.is_grad_enabled()
+            x = T.ones(3)
+            e = T.is_inference_mode_enabled()
+            g = T.is_grad_enabled()
     return x.is_inference(), e, g
 
 
 @snippet
 def mode_false_outside(T):
     with T.inference_mode(False):
-        x = T.ones(3); e = T.is_inference_mode_enabled(); g = T.is_grad_enabled()
+        x = T.ones(3)
+        e = T.is_inference_mode_enabled()
+        g = T.is_grad_enabled()
     return x.is_inference(), e, g
 
 
 @snippet
 def decorator(T):
     @T.inference_mode()
-    def f(x): return x * 2, T.is_inference_mode_enabled()
+    def f(x):
+        return x * 2, T.is_inference_mode_enabled()
     y, e = f(T.ones(2, requires_grad=True))
     return y.is_inference(), e, y.requires_grad
 
@@ -54,7 +61,8 @@ def decorator(T):
 @snippet
 def decorator_bare(T):
     @T.inference_mode
-    def f(x): return x * 2
+    def f(x):
+        return x * 2
     y = f(T.ones(2, requires_grad=True))
     return y.is_inference(), y.requires_grad
 
@@ -62,7 +70,8 @@ def decorator_bare(T):
 @snippet
 def decorator_false(T):
     @T.inference_mode(False)
-    def f(x): return x * 2
+    def f(x):
+        return x * 2
     with T.inference_mode():
         y = f(T.ones(2, requires_grad=True))
     return y.is_inference(), y.requires_grad
@@ -188,31 +197,24 @@ def normal_in_inference(T):
     return b.is_inference(), b.requires_grad, c.is_inference(), c.requires_grad, d.is_inference(), d.requires_grad, c.grad_fn
 
 
-@snippet
-def view_of_normal_inplace(T):
-    a = T.ones(3)
-    with T.inference_mode():
-        c = a.view(3)
-    c.add_(1)
-    return a
+def _view_updated(requires_grad: bool, inside: bool):
+    """A view of a normal tensor made in inference mode, updated in place inside or
+    after the block."""
+    def run(T):
+        a = T.ones(3, requires_grad=True) * 1 if requires_grad else T.ones(3)
+        with T.inference_mode():
+            c = a.view(3)
+            if inside:
+                c.add_(1)
+        if not inside:
+            c.add_(1)
+        return a
+    return run
 
 
-@snippet
-def view_of_normal_inplace_reqgrad(T):
-    a = T.ones(3, requires_grad=True) * 1
-    with T.inference_mode():
-        c = a.view(3)
-    c.add_(1)
-    return a
-
-
-@snippet
-def view_inside_inplace_inside(T):
-    a = T.ones(3, requires_grad=True) * 1
-    with T.inference_mode():
-        c = a.view(3)
-        c.add_(1)
-    return a
+SNIPPETS["view_of_normal_inplace"] = _view_updated(False, False)
+SNIPPETS["view_of_normal_inplace_reqgrad"] = _view_updated(True, False)
+SNIPPETS["view_inside_inplace_inside"] = _view_updated(True, True)
 
 
 @snippet
@@ -245,7 +247,8 @@ def nograd_inside(T):
     with T.inference_mode():
         with T.no_grad(): e = T.is_inference_mode_enabled()
         with T.enable_grad():
-            x = T.ones(3, requires_grad=True); y = x*2
+            x = T.ones(3, requires_grad=True)
+            y = x * 2
             e2 = T.is_inference_mode_enabled(), T.is_grad_enabled()
     return e, e2, y.requires_grad, y.is_inference()
 
@@ -253,7 +256,7 @@ def nograd_inside(T):
 @snippet
 def inference_zero_grad(T):
     x = T.ones(3, requires_grad=True)
-    (x*2).sum().backward()
+    (x * 2).sum().backward()
     with T.inference_mode():
         x.grad.zero_()
         x.grad.add_(1)
@@ -263,9 +266,9 @@ def inference_zero_grad(T):
 @snippet
 def param_update(T):
     x = T.ones(3, requires_grad=True)
-    (x*2).sum().backward()
+    (x * 2).sum().backward()
     with T.inference_mode():
-        x.sub_(x.grad*0.1)
+        x.sub_(x.grad * 0.1)
     return x, x._version
 
 
@@ -311,7 +314,8 @@ def inf_tensor_nested_ctx(T):
         out.append(T.is_inference_mode_enabled())
         with T.inference_mode(False):
             out.append(T.is_inference_mode_enabled())
-            x = T.ones(1, requires_grad=True); y = x * 2
+            x = T.ones(1, requires_grad=True)
+            y = x * 2
             out.append((y.requires_grad, y.is_inference()))
         out.append(T.is_inference_mode_enabled())
     return out
@@ -321,7 +325,8 @@ def inf_tensor_nested_ctx(T):
 def inf_set_grad_enabled_inside(T):
     with T.inference_mode():
         T.set_grad_enabled(True)
-        x = T.ones(1, requires_grad=True); y = x * 2
+        x = T.ones(1, requires_grad=True)
+        y = x * 2
         r = y.requires_grad, T.is_grad_enabled()
     return r, T.is_grad_enabled()
 
@@ -356,7 +361,8 @@ def inf_exit_restores_on_error(T):
     try:
         with T.inference_mode():
             raise ValueError
-    except ValueError: pass
+    except ValueError:
+        pass
     return T.is_inference_mode_enabled(), T.is_grad_enabled()
 
 
@@ -416,7 +422,8 @@ def inf_custom_fn_save(T):
     class F(T.autograd.Function):
         @staticmethod
         def forward(ctx, a, b):
-            ctx.save_for_backward(b); return a * 2
+            ctx.save_for_backward(b)
+            return a * 2
         @staticmethod
         def backward(ctx, g): return g, None
     with T.inference_mode():
@@ -533,7 +540,8 @@ def clone_ctx(T):
 @snippet
 def inf_non_bool(T):
     @T.inference_mode(0)
-    def f(): return T.is_inference_mode_enabled()
+    def f():
+        return T.is_inference_mode_enabled()
     return "decorated"
 
 
