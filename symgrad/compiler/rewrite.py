@@ -255,15 +255,21 @@ def _max_shifted(x: Node) -> bool:
     if t.op != "amax":
         return False
     a = t.args[0]
-    return (a.args[0] if a.op == "stop_gradient" else a) is x.args[0]
+    while a.op in ("where", "stop_gradient"):     # lax.finite_max masks the infinities
+        a = a.args[-1] if a.op == "where" else a.args[0]
+    return a is x.args[0]
 
 
 def _logsumexp(x: Node, axes, keepdim, n: Node) -> Node | None:
+    """log(sum(exp(x))) shifted by x's largest finite element (as lax.finite_max), a
+    constant for the gradient."""
     if _max_shifted(x):
         return None
-    m = mk("amax", x, axes=axes, keepdim=True)
-    inf = mk("eq", mk("abs", m), scalar(float("inf"), m.dtype))
-    finite = mk("where", inf, scalar(0, m.dtype), m)
+    inf = scalar(float("inf"), x.dtype)
+    a = mk("stop_gradient", x)
+    masked = mk("where", mk("eq", mk("abs", a), inf), scalar(float("-inf"), x.dtype), a)
+    m = mk("amax", masked, axes=axes, keepdim=True)
+    finite = mk("where", mk("eq", mk("abs", m), inf), scalar(0, m.dtype), m)
     shifted = mk("sub", x, mk("expand", finite, shape=x.shape))
     s = mk("log", mk("sum", mk("exp", shifted), axes=axes, keepdim=True))
     out = mk("add", s, finite)
@@ -291,15 +297,16 @@ def _guard(branch: Node, c: Node, take: bool) -> Node:
         if id(node) in memo:
             return memo[id(node)]
         if id(node) in cone:
-            out = make_node(node.op, tuple(sub(a) for a in node.args), node.attrs, node.shape,
-                            node.dtype)
+            args = tuple(sub(a) for a in node.args)
+            if all(a.shape == b.shape for a, b in zip(args, node.args)):
+                out = make_node(node.op, args, node.attrs, node.shape, node.dtype)
+            else:       # a guarded leaf broadcast up to c's shape: the node follows it
+                out = mk(node.op, *args, **dict(node.attrs))
         elif node.op == "const" or not node.dtype.is_floating_point or _guarded(node, c, take):
             out = node
-        else:
+        else:           # (may broadcast the leaf up to c's shape; the where broadcasts anyway)
             one = scalar(1, node.dtype)
             out = mk("where", c, node, one) if take else mk("where", c, one, node)
-            if out.shape != node.shape:      # c broadcasts the leaf up: keep the leaf's shape
-                out = node
         memo[id(node)] = out
         return out
     return sub(branch)

@@ -229,8 +229,7 @@ def argmin(x: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
 def _logsumexp_prims(x, axes, keepdim):
     # the shift is a constant for autograd (the result does not depend on it): no amax in
     # the backward graph, which would keep x saved and see later in-place updates of it
-    m = bind(P["amax"], x.detach(), axes=axes, keepdim=True)
-    finite = lax.finite_or_zero(m)
+    finite = lax.finite_max(x.detach(), axes)
     s = lax.sum(lax.unary("exp", lax.sub(x, lax.expand(finite, x.shape))), axes, keepdim=True)
     out = lax.add(lax.unary("log", s), finite)
     return out if keepdim else lax.reshape(out, tuple(

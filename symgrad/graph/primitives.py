@@ -450,6 +450,8 @@ def derivative_primitive(prim: Primitive, i: int):
     d = prim.formula.partial(i)
     if d.is_number or isinstance(d, sympy.Symbol):
         return d
+    if d.is_Pow and d.exp == -1 and isinstance(d.base, sympy.Symbol):
+        return d                # 1 / v: the rule divides by v (see ops.vjp)
     name = f"{prim.name}.d{i}"
     cached = _DERIVED.get(name)
     if cached is not None:

@@ -88,7 +88,7 @@ def _prep_softmax(input, dim, dtype, name):
 def _shifted(v, axes):
     # a plain max shift: a row holding +inf, or only -inf, becomes NaN, as in PyTorch's
     # softmax / log_softmax (logsumexp, which PyTorch keeps finite there, shifts by
-    # lax.finite_or_zero instead). The shift is a constant for autograd (the result does
+    # lax.finite_max instead). The shift is a constant for autograd (the result does
     # not depend on it), so the backward saves only what PyTorch's does.
     m = bind(P["amax"], v.detach(), axes=axes, keepdim=True)
     return lax.sub(v, lax.expand(m, v.shape))

@@ -19,7 +19,7 @@ from ..graph.shapes import numel
 __all__ = ["add", "sub", "mul", "div", "neg", "where", "eq", "cast", "reshape", "expand",
            "permute", "sum", "sum_to", "full", "zeros", "matmul", "transpose_last",
            "slice_", "pad_slice", "shear", "windows", "take", "scatter_add", "unary",
-           "finite_or_zero", "apply", "as_array"]
+           "finite_or_zero", "finite_max", "apply", "as_array"]
 
 _ND = np.ndarray
 
@@ -231,6 +231,15 @@ def finite_or_zero(m):
     all -inf (or +inf) row does not turn into NaN."""
     inf = eq(unary("abs", m), float("inf"))
     return where(inf, 0, m)
+
+
+def finite_max(x, axes):
+    """The largest finite element of x along ``axes`` (kept as size-1 axes), 0 where there
+    is none: logsumexp's shift. Shifting by it keeps every finite exp(x - shift) <= 1, so a
+    row holding +inf still gives its finite elements a zero gradient (exp(x) / inf), as
+    PyTorch's exp(x - logsumexp) does; a NaN anywhere in the row stays NaN."""
+    inf = eq(unary("abs", x), float("inf"))
+    return finite_or_zero(apply("amax", where(inf, float("-inf"), x), axes=axes, keepdim=True))
 
 
 def size_of(shape) -> int:

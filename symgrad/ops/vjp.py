@@ -69,6 +69,8 @@ def elementwise_vjp(ctx, g, masked=False):
             gi = lax.mul(g, payload)
         elif kind == "value":
             gi = lax.mul(g, _value(ctx, payload))
+        elif kind == "divide":
+            gi = lax.div(g, _value(ctx, payload))
         else:
             d = _derivative(ctx, *payload, type(g) is np.ndarray)
             gi = lax.mul(g, d)
@@ -98,8 +100,10 @@ def _vjp_plan(prim):
         elif d.is_number:
             plan.append(("zero", None) if d == 0 else ("one", None) if d == 1 else
                         ("neg", None) if d == -1 else ("const", float(d)))
-        else:
+        elif d.is_Symbol:
             plan.append(("value", ref(d)))
+        else:       # 1 / v: g / v, as PyTorch's div backward (g * (1/v) is 0 * inf = NaN
+            plan.append(("divide", ref(d.base)))   # where g is 0 and v subnormal)
     return plan
 
 
