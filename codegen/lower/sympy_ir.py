@@ -42,6 +42,7 @@ from sympy.codegen.cfunctions import expm1, log1p
 
 from symgrad.graph import dtypes
 from symgrad.graph.dtypes import DType
+from symgrad.graph.division import DivisionChain, division_chain
 
 from .. import types as T
 from .. import vecmath
@@ -246,38 +247,33 @@ class FormulaEmitter:
         return out
 
     def _mul(self, e: sympy.Mul) -> ir.Value:
+        chain = division_chain(e) if self.is_float else None
+        if chain is not None:
+            return self._divisions(chain)
         coeff, rest = e.as_coeff_Mul()
         factors = sympy.Mul.make_args(rest)
-        num = [f for f in factors if not (isinstance(f, sympy.Pow) and f.exp.is_Integer and f.exp < 0)]
-        den = [f.base ** (-f.exp) for f in factors if f not in num]
-        if not self.is_float and den:
+        if any(f.is_Pow and f.exp.is_Integer and f.exp < 0 for f in factors):
             raise TypeError("division in an integer formula")
         out = None
-        for f in num:
+        for f in factors:
             v = self.num(f)
             out = v if out is None else self.mul(out, v)
         if coeff == -1 and out is not None:
-            out = self.neg(out)
-        elif coeff != 1:
+            return self.neg(out)
+        if coeff != 1:
             out = self.const(coeff) if out is None else self.mul(self.const(coeff), out)
-        if out is None:
-            out = self.const(1)
-        if self.is_float:                # x / (1 + exp(-a)) = x * sigmoid(a)
-            rest = []
-            for f in den:
-                a = _sigmoid_of(f)
-                if a is None:
-                    rest.append(f)
-                else:
-                    out = self.mul(out, vecmath.sigmoid(self.b, self.num(a)))
-            den = rest
-        if den:
-            d = None
-            for f in den:
-                v = self.num(f)
-                d = v if d is None else self.mul(d, v)
-            out = self.div(out, d)
-        return out
+        return self.const(1) if out is None else out
+
+    def _divisions(self, chain: DivisionChain) -> ir.Value:
+        """A product with divisions in PyTorch's chain order (symgrad.graph.division)."""
+        out = self.const(1) if chain.steps[0][0] == "/" else None
+        for op, f in chain.steps:
+            a = _sigmoid_of(f) if op == "/" else None      # x / (1 + exp(-a)) = x * sigmoid(a)
+            v = self.num(f) if a is None else vecmath.sigmoid(self.b, self.num(a))
+            out = v if out is None else self.div(out, v) if op == "/" and a is None else self.mul(out, v)
+        if chain.coeff == -1:
+            return self.neg(out)
+        return out if chain.coeff == 1 else self.mul(out, self.const(chain.coeff))
 
     def _pow(self, base: sympy.Basic, ex: sympy.Basic) -> ir.Value:
         a = _sigmoid_of(base) if ex == -1 and self.is_float else None

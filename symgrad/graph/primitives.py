@@ -387,8 +387,33 @@ LAMBDIFY_MODULES = [{"select": _select, "logical_and": _Fold(np.logical_and),
 
 
 def lambdify(syms, expr, cse: bool = False) -> Callable:
-    """The numpy function of `syms` computing `expr` (Piecewise-safe)."""
-    return _sympy().lambdify(syms, expr, modules=LAMBDIFY_MODULES, cse=cse)
+    """The numpy function of `syms` computing `expr` (Piecewise-safe; products with
+    divisions in the order of :mod:`symgrad.graph.division`)."""
+    return _sympy().lambdify(syms, expr, modules=LAMBDIFY_MODULES, cse=cse,
+                             printer=_printer())
+
+
+@functools.lru_cache(maxsize=1)
+def _printer():
+    """sympy's numpy printer, printing a product with divisions as a chain of divisions."""
+    from sympy.printing.numpy import NumPyPrinter
+    from .division import division_chain
+
+    class ChainPrinter(NumPyPrinter):
+        def _print_Mul(self, expr):
+            chain = division_chain(expr)
+            if chain is None:
+                return super()._print_Mul(expr)
+            out = "1.0" if chain.steps[0][0] == "/" else None
+            for op, f in chain.steps:
+                out = f"({self._print(f)})" if out is None else f"({out}){op}({self._print(f)})"
+            if chain.coeff == -1:
+                return f"(-({out}))"
+            return out if chain.coeff == 1 else f"({out})*({self._print(chain.coeff)})"
+
+    return ChainPrinter({"fully_qualified_modules": False, "inline": True,
+                         "allow_unknown_functions": True,
+                         "user_functions": {k: k for k in LAMBDIFY_MODULES[0]}})
 
 
 _SCALARS = (int, float, bool, np.generic)

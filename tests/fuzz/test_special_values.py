@@ -40,24 +40,13 @@ ELEMENTWISE = {**{k: v for k, v in UNARY.items() if k not in ("detach", "contigu
                **BINARY}
 
 
-# div's partial in y is the formula -x/y**2 (sympy cannot keep PyTorch's -(x/y)/y, it
-# folds it back): it overflows to NaN (inf/inf) where PyTorch's order gives ±inf or a
-# finite value, e.g. x = 1e300, y = 1e-300.  Open (issue 13): strict, so a fix shows.
-_DIV_ORDER = {"div", "div_safe"}
-
-
 # x**1.5's gradient 1.5 x**0.5 at x = -inf: PyTorch takes a scalar exponent 0.5 as
-# sqrt (NaN), symgrad's runtime pow follows C pow (+inf).  And the float32 gradient of
-# c/(x*x + 1) at x = 3.4e38: the fused formula multiplies 2*x first (overflow, then
-# 0*inf = NaN), PyTorch's chain of products gives 0.  Open (issue 13).
-_KNOWN = {("pow_frac", None): "pow(-inf, 0.5) is C pow's +inf, PyTorch's sqrt NaN",
-          ("rdiv", np.float32): "the fused gradient overflows in another order"}
+# sqrt (NaN), symgrad's runtime pow follows C pow (+inf).  Open (issue 13).
+_KNOWN = {("pow_frac", None): "pow(-inf, 0.5) is C pow's +inf, PyTorch's sqrt NaN"}
 
 
 def _known(name, dtype):
-    return _KNOWN.get((name, None)) or _KNOWN.get((name, dtype)) or \
-        ("div's gradient overflows in another order than PyTorch's" if name in _DIV_ORDER
-         else None)
+    return _KNOWN.get((name, None)) or _KNOWN.get((name, dtype))
 
 
 @pytest.mark.parametrize("backend", ["llvm", "numpy"])

@@ -1,0 +1,55 @@
+"""The order in which both backends evaluate a product holding divisions.
+
+Symbolic differentiation folds PyTorch's chain of backward steps into one product:
+div's gradient in y, PyTorch's ``-g * ((x / y) / y)``, becomes sympy's ``-g*x*y**-2``,
+and ``d/db a / (b*b + 1)`` becomes ``-2*a*b*(b**2 + 1)**-2``. Evaluated as written
+(``y**2`` first, the numerator's product first) it overflows or loses precision where
+PyTorch's order does not: ``y**2`` underflows to a subnormal for float32 y near 1e-20,
+``2*b`` or ``a*b`` overflows near 3.4e38, and ``inf / inf`` or ``0 * inf`` turns into
+NaN. The product is evaluated instead as a chain that alternates multiplications and
+divisions -- one numerator factor, a division, the next factor, the next division, ... --
+so each division follows the factor it scales, as in PyTorch's backward steps; a
+power k <= :data:`SEQUENTIAL_DIVISIONS` of a divisor is k divisions; the numerator
+factors that share a symbol with a divisor come after the others (the inner chain-rule
+factors), the numeric coefficient last.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+__all__ = ["SEQUENTIAL_DIVISIONS", "DivisionChain", "division_chain"]
+
+SEQUENTIAL_DIVISIONS = 3
+
+
+class DivisionChain(NamedTuple):
+    coeff: object           # the numeric coefficient (a sympy Number), applied last
+    steps: tuple            # ("*" or "/", factor) in order, from 1 (the first is a "*")
+
+
+def division_chain(e) -> DivisionChain | None:
+    """How to evaluate the sympy product ``e``, or None if it divides by nothing."""
+    coeff, rest = e.as_coeff_Mul()
+    factors = type(e).make_args(rest)
+    num, divisors = [], []
+    for f in factors:
+        if f.is_Pow and f.exp.is_Integer and f.exp < 0:
+            k = -int(f.exp)
+            if k <= SEQUENTIAL_DIVISIONS:
+                divisors.extend([f.base] * k)
+            else:
+                divisors.append(f.base ** k)
+        else:
+            num.append(f)
+    if not divisors:
+        return None
+    den_symbols = set().union(*(d.free_symbols for d in divisors))
+    num = ([f for f in num if not (f.free_symbols & den_symbols)]
+           + [f for f in num if f.free_symbols & den_symbols])
+    steps = [("*", num.pop(0))] if num else []
+    for d in divisors:
+        steps.append(("/", d))
+        if num:
+            steps.append(("*", num.pop(0)))
+    steps.extend(("*", f) for f in num)
+    return DivisionChain(coeff, tuple(steps))
