@@ -82,13 +82,18 @@ def environment(t: "target.Target | None" = None) -> str:
     """Everything besides the program that changes the generated code: the target it is
     built for (:func:`codegen.target.current`), the loop thread count, the Python and
     numpy versions (the entries call CPython's and numpy's C APIs, whose layouts they
-    assume), symgrad's version and the code generator's source."""
+    assume), symgrad's version and the source of the code generator and of the graph
+    package it builds on (symgrad.graph: programs, dtypes, the order of divisions)."""
     import numpy
     return "\n".join([(t or target.current()).fingerprint(), f"threads={target.threads()}",
                       f"sanitize={settings.sanitize}",
                       f"python={sys.implementation.cache_tag}{sys.abiflags}",
                       f"numpy={numpy.__version__}", f"symgrad={__version__}",
-                      f"codegen={source_digest(str(Path(__file__).parent))}"])
+                      f"codegen={source_digest(str(Path(__file__).parent))}",
+                      f"graph={source_digest(_GRAPH_SOURCE)}"])
+
+
+_GRAPH_SOURCE = str(Path(fingerprint.__code__.co_filename).parent)     # symgrad/graph
 
 
 def derived_key(kind: str, parts: list[str], t: "target.Target | None" = None) -> str:

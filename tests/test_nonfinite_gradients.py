@@ -97,3 +97,21 @@ def test_guarded_where_whose_condition_broadcasts_the_branch(backend, dtype):
         v = x + y
         return L.where(v > 0, L.where(v > 0, v, 1).sqrt(), L.tensor(c)).sum()
     _check(fn, [a, b], backend, ref_fn=ref)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_float32_division_by_a_small_divisor(backend):
+    # d(x/y)/dy = -(g * (x / y)) / y: squaring y first makes a subnormal of y near 1e-20
+    # in float32 (digits lost: a relative error up to 1e-3) or 0 (an infinite gradient)
+    y = np.geomspace(1e-23, 1e-18, 41).astype(np.float32)
+    x = np.linspace(-1e-18, 1e-18, 41).astype(np.float32)
+    _check(lambda L, a, b: (a / b).sum(), [x, y], backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_float32_gradient_of_a_damped_ratio_at_huge_values(backend):
+    # d/db a / (b*b + 1) = -2ab / (b^2 + 1)^2: a*b or 2*b overflows first in the folded
+    # formula (inf / inf = NaN) where PyTorch's chain of steps gives 0 or a finite value
+    a = np.array([3.4e38, -3e38, 1e30, 5.0, 1e-30], dtype=np.float32)
+    b = np.array([3.4e38, 2e19, -1e20, 1e19, 3e38], dtype=np.float32)
+    _check(lambda L, x, y: (x / (y * y + 1)).sum(), [a, b], backend)

@@ -8,7 +8,11 @@ PyTorch's order does not: ``y**2`` underflows to a subnormal for float32 y near 
 ``2*b`` or ``a*b`` overflows near 3.4e38, and ``inf / inf`` or ``0 * inf`` turns into
 NaN. The product is evaluated instead as a chain that alternates multiplications and
 divisions -- one numerator factor, a division, the next factor, the next division, ... --
-so each division follows the factor it scales, as in PyTorch's backward steps; a
+so each division follows the factor it scales, as in PyTorch's backward steps. The
+numerator factors go in reverse name order: fusion names a formula's inputs in the order
+it meets them from the root, and a gradient's cotangent is the first operand of the
+rules' products (``g * partial``), so it is ``a0`` and is multiplied last, after the
+partial is formed -- a zero cotangent times an infinite partial is NaN, as in PyTorch. A
 power k <= :data:`SEQUENTIAL_DIVISIONS` of a divisor is k divisions; the numerator
 factors that share a symbol with a divisor come after the others (the inner chain-rule
 factors), the numeric coefficient last.
@@ -44,6 +48,7 @@ def division_chain(e) -> DivisionChain | None:
     if not divisors:
         return None
     den_symbols = set().union(*(d.free_symbols for d in divisors))
+    num.reverse()       # sympy's order is by name: the cotangent a0 comes last
     num = ([f for f in num if not (f.free_symbols & den_symbols)]
            + [f for f in num if f.free_symbols & den_symbols])
     steps = [("*", num.pop(0))] if num else []

@@ -185,6 +185,23 @@ def test_key_covers_the_formula_behind_a_primitive_name(monkeypatch, tmp_path):
     assert results == [[4.0] * 3, [8.0] * 3]
 
 
+def test_key_covers_the_source_of_the_graph_package(tmp_path):
+    """The code generator lowers with symgrad.graph's modules (the order of divisions,
+    programs, dtypes): editing one of them changes every key, so no entry built by the
+    old source is loaded."""
+    import shutil
+    copy = tmp_path / "graph"
+    shutil.copytree(cache._GRAPH_SOURCE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    digest = cache.source_digest.__wrapped__        # (cached per process)
+    before = digest(str(copy))
+    division = copy / "division.py"
+    division.write_text(division.read_text() + "\n# edited\n")
+    assert digest(str(copy)) != before
+    from symgrad.graph import division
+    assert Path(cache._GRAPH_SOURCE) == Path(division.__file__).parent
+    assert f"graph={cache.source_digest(cache._GRAPH_SOURCE)}" in cache.environment()
+
+
 def test_in_process_reload_uses_the_cache(monkeypatch, tmp_path):
     monkeypatch.setattr(settings, "cache_dir", str(tmp_path))
     monkeypatch.setattr(settings, "disk_cache", True)
