@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 from . import dtypes
+from .division import division_chain
 from .fpstate import enter as fp_enter, leave as fp_leave
 from .shapes import broadcast_shapes
 
@@ -396,8 +397,7 @@ def lambdify(syms, expr, cse: bool = False) -> Callable:
 @functools.lru_cache(maxsize=1)
 def _printer():
     """sympy's numpy printer, printing a product with divisions as a chain of divisions."""
-    from sympy.printing.numpy import NumPyPrinter
-    from .division import division_chain
+    from sympy.printing.numpy import NumPyPrinter     # late: sympy loads when first needed
 
     class ChainPrinter(NumPyPrinter):
         def _print_Mul(self, expr):
