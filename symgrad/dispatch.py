@@ -22,7 +22,7 @@ from .graph.primitives import NUMPY_RULES, SHAPE_RULES
 if TYPE_CHECKING:
     from .tensor import Tensor as TensorT     # (``Tensor`` below is injected at run time)
 
-__all__ = ["bind", "bind_binary", "tensor_cls", "set_lifter", "tracing"]
+__all__ = ["bind", "bind_binary", "tensor_cls", "set_lifter", "tracing", "traced"]
 
 _grad_state = grad_mode._state
 Tensor = None            # set by symgrad.tensor (avoids an import cycle)
@@ -172,6 +172,12 @@ def _as_node(o, dtype):
         lift = _lifter[0]
         return lift(o) if lift is not None else gnode.const(o._data, o.dtype)
     return gnode.const(o, dtype)
+
+
+def traced(prim: registry.Primitive, *operands, **attrs) -> TensorT:
+    """``prim`` applied as a node of the active trace even when no operand is traced (a
+    ``full`` that must not become a constant array)."""
+    return _trace(prim, operands, attrs)
 
 
 def _trace(prim, operands, attrs):

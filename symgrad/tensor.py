@@ -119,8 +119,10 @@ class Tensor(_Methods):
         return t
 
     def _shallow(self) -> "Tensor":
-        """A new tensor object on the same storage and version counter, no history."""
+        """A new tensor object on the same storage and version counter, no history (as
+        old as the storage: symgrad.compile lifts an alias of an outer tensor too)."""
         t = Tensor._from_array(self._data, self._dtype)
+        t._birth = self._birth
         t._node = self._node
         if self._inference:
             t._inference = True
@@ -312,6 +314,7 @@ class Tensor(_Methods):
     def data(self) -> "Tensor":
         """The same storage without history; edits through it are not version-tracked."""
         t = Tensor._from_array(self._data, self._dtype)
+        t._birth = self._birth
         t._node = self._node
         if self._inference:
             t._inference = True

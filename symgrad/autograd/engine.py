@@ -506,10 +506,16 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
 def zero_grads(params, set_to_none: bool = True) -> None:
     """``zero_grad`` of modules and optimizers: each ``.grad`` set to None, or (with
     ``set_to_none=False``) detached and zeroed in place, as PyTorch does."""
+    tracer = dispatch._lifter[0]
+    guard = None if set_to_none else getattr(tracer, "guard", None)
     for p in params:
         g = p._grad
+        if guard is not None and p._data is not None:   # a compiled call zeroes .grad if
+            guard("whether a .grad is None", lambda p=p: p._grad is None, g is None)  # any
         if g is None:
             continue
+        if tracer is not None and p._data is not None:
+            tracer.backup_grad(p)         # symgrad.compile: the call sets .grad, not the trace
         if set_to_none:
             p._grad = None
             continue
@@ -517,7 +523,11 @@ def zero_grads(params, set_to_none: bool = True) -> None:
             g = g.detach()
             p._grad = g
         g.requires_grad_(False)
-        if g._data is not None:
+        if g._data is not None and tracer is not None and hasattr(tracer, "write"):
+            zeros = dispatch.traced(PRIMITIVES["full"], shape=tuple(g.shape), value=0,
+                                    dtype=g.dtype)
+            tracer.write(g, zeros._node)  # the compiled call zeroes it
+        elif g._data is not None:
             g._data[...] = 0
             g._vc[0] += 1
         else:

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..config import settings
 from ..graph import pytree
+from ..graph.interpret import evaluate
 from ..functions.creation import as_tensor
 from ..tensor import Tensor
 from . import persist
@@ -57,7 +58,7 @@ _Aval = namedtuple("_Aval", "shape dtype")
 class _Entry:
     __slots__ = ("exe", "call", "closure", "guards", "aux", "aux_avals", "numpy_out",
                  "structure", "lowered", "key", "native_ok", "native_counted", "native_name",
-                 "specs")
+                 "specs", "effects", "fresh_outputs")
 
     def __init__(self, lowered: Lowered, exe, closure, numpy_out, aux):
         self.lowered = lowered
@@ -77,13 +78,18 @@ class _Entry:
         self.aux = [np.zeros(shape, dtype.np) for shape, dtype in aux]
         self.aux_avals = [_Aval(shape, dtype) for shape, dtype in aux]
         self.numpy_out = numpy_out
+        self.effects = None
+        self.fresh_outputs = lowered.backend == "llvm"    # native code allocates outputs
         _, self.specs, self.structure = lowered.signature
 
-    def stale_closure(self):
+    def stale(self) -> str | None:
+        """Why this entry's program does not fit the world now (a closed-over tensor's
+        shape or dtype, a guard of its effects), or None."""
         for t, (shape, dt) in zip(self.closure, self.guards):
             if tuple(t.shape) != shape or t.dtype is not dt:
-                return t, shape, dt
-        return None
+                return (f"closed-over tensor of shape {list(shape)} {dt.name} changed to "
+                        f"{list(t.shape)} {t.dtype.name}")
+        return self.effects.stale() if self.effects is not None else None
 
 
 class Compiled:
@@ -166,35 +172,45 @@ class Compiled:
             return self._with_keywords(args, kwargs)
         fkey, leaves = self._fast_key(args)
         entry = self._fast.get(fkey)
+        stale = None
         if entry is not None and entry.key in self._cache:
-            stale = entry.stale_closure()
+            stale = entry.stale()
             if stale is None:
                 self.hits += 1
                 self._cache.move_to_end(entry.key)
                 out = self._run(entry, leaves)
                 self._install_fast_path(entry, leaves, args)
                 return out
-            self._miss(f"closed-over tensor of shape {list(stale[1])} {stale[2].name} changed "
-                       f"to {list(stale[0].shape)} {stale[0].dtype.name}")
+            self._miss(stale)
             del self._cache[entry.key]
             self._evict(entry)
         if any(isinstance(v, Tensor) and v._data is None for v in leaves):
             return self._inline(args)
         key, leaves, names = self._signature(args)
         entry = self._cache.get(key)
-        if entry is not None and entry.stale_closure() is None:   # known, new fast key
+        if entry is not None and entry.stale() is None:   # known, new fast key
             self.hits += 1
             self._cache.move_to_end(key)
             self._fast[fkey] = entry
             out = self._run(entry, leaves)
             self._install_fast_path(entry, leaves, args)
             return out
-        if self._cache:
+        if stale is not None:
+            pass                          # (counted and explained above)
+        elif entry is not None:
+            self._miss(entry.stale())
+        elif self._cache:
             self._miss(self._explain(key))
+        elif self.__dict__.pop("_one_shot_ran", False):
+            self._miss("the previous call created state (an optimizer's first step): it ran "
+                       "once, uncompiled")
         else:
             self.misses += 1
         entry = self._build(args, key, leaves, names)
-        self._fast[fkey] = entry
+        if entry.key is not None:
+            self._fast[fkey] = entry
+        else:                             # a one-shot program is not kept
+            self._one_shot_ran = True
         out = self._run(entry, leaves)
         self._install_fast_path(entry, leaves, args)
         return out
@@ -214,6 +230,10 @@ class Compiled:
                       for v in leaves)
         key = (structure, specs, static)
         tr = self._trace(args, key, names)
+        if tr.effects is not None and tr.effects.outputs and tr.effects.n_outputs:
+            raise RuntimeError(f"{getattr(self.fn, '__qualname__', 'a function')} updates "
+                               "state (tensors in place, .grad); called inside another "
+                               "trace, call the Python function itself")
         built = apply_transform(self.transform, tr, structure, names)
         env = {id(n): v for n, v in zip(tr.arg_nodes, leaves)}
         env.update((id(n), t) for t, n in tr.closure)
@@ -281,17 +301,26 @@ class Compiled:
                 arrays.append(foreign_array(v))
             else:
                 arrays.append(np.asarray(v, dtype=spec.dtype.np))
+        effects = entry.effects
+        if effects is not None:
+            effects.before_call()
         arrays.extend(t._data for t in entry.closure)
         arrays.extend(entry.aux)
         outs = entry.call(*arrays)
         self._py_native += entry.native_counted
         if entry.native_counted:      # the native entry returns the outputs' own nesting
             outs = pytree.flatten(outs)[0]
+        structure = entry.structure
+        if effects is not None and effects.outputs:   # trailing outputs: the new state
+            n = effects.n_outputs
+            effects.apply(outs[len(outs) - n:], fresh=entry.fresh_outputs)
+            outs = outs[:len(outs) - n]
+            structure = pytree.children(structure)[0]
         if entry.numpy_out:
             res = list(outs)
         else:
             res = [Tensor._from_array(np.asarray(o)) for o in outs]
-        return pytree.unflatten(entry.structure, res)
+        return pytree.unflatten(structure, res)
 
     def _build(self, args, key, leaves, names) -> _Entry:
         with StageClock(getattr(self.fn, "__qualname__", "function")) as clock:
@@ -301,6 +330,8 @@ class Compiled:
         with clock.stage("trace"):
             tr = self._trace(args, key, names)
         numpy_out = not any(isinstance(v, Tensor) for v in leaves)
+        if tr.effects is not None and tr.effects.one_shot:
+            return _OneShot(tr, key, numpy_out)
         disk_key = self._disk_key(tr, key)
         entry = None
         if disk_key:
@@ -315,6 +346,7 @@ class Compiled:
                            [(n.shape, n.dtype) for n in lowered.aux])
             if disk_key and getattr(exe, "cache_key", None):
                 persist.store(disk_key, exe, lowered.signature[2], lowered.aux)
+        entry.effects = tr.effects
         entry.key = key
         self._cache[key] = entry
         self._last_names = names
@@ -349,7 +381,8 @@ class Compiled:
 
     def _trace(self, args, key, names):
         structure, specs, static = key
-        return trace(self.fn, args, self.static_argnums, list(specs), structure, names)
+        return trace(self.fn, args, self.static_argnums, list(specs), structure, names,
+                     stateful=isinstance(self.transform, Identity))
 
     def _disk_key(self, tr, key) -> str | None:
         """The disk cache key of the traced program, if the disk cache can answer it."""
@@ -427,6 +460,8 @@ class Compiled:
         out = []
         backend = get_backend("llvm")
         for key, entry in self._cache.items():
+            if entry.effects is not None:     # its guards and state live in this process
+                continue
             payload = backend.portable(entry.exe)
             if payload is None:
                 continue
@@ -457,6 +492,33 @@ class Compiled:
 
     def __get__(self, obj, objtype=None):
         return self if obj is None else functools.partial(self, obj)
+
+
+class _OneShot:
+    """A program run once by the numpy interpreter, not compiled nor cached: its trace
+    created state (see :class:`~symgrad.compiler.effects.Effects`), so the next call traces
+    again. An optimizer's first step is one: it runs at eager speed, and the steady state
+    is compiled from the second call on."""
+
+    native_counted = 0
+    native_ok = False
+    native_name = None
+    key = None
+    aux: list = []
+    fresh_outputs = False
+
+    def __init__(self, tr, key, numpy_out):
+        self.closure = [t for t, _ in tr.closure]
+        self.specs = key[1]
+        self.numpy_out = numpy_out
+        self.effects = tr.effects
+        self.structure = tr.out_structure
+        inputs = tr.input_nodes
+        outputs = tr.out_nodes
+
+        def call(*arrays):
+            return evaluate(outputs, dict(zip(inputs, arrays)))
+        self.call = call
 
 
 def _fits(hit, specs, closure) -> bool:

@@ -3,6 +3,11 @@
 Arguments become ``input`` nodes; tensors the function closes over (model parameters)
 that existed before tracing began become inputs too — so updating them in place changes
 results without recompiling — while tensors created during tracing are constants.
+
+What the function does to the world besides returning values -- in-place updates of
+those tensors, ``.grad`` assignments, the Python values its control flow read -- is
+recorded by the :class:`Tracer` and becomes the program's
+:class:`~symgrad.compiler.effects.Effects`.
 """
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ from ..graph import dtypes
 from ..graph.node import Node, const, make_node
 from ..tensor import Tensor, next_birth
 from ..graph import pytree
+from .effects import Effects, collect
 
 __all__ = ["Tracer", "TraceResult", "trace", "Leaf", "leaf_spec", "foreign_array"]
 
@@ -81,6 +87,12 @@ class Tracer:
         self.lifted: dict[int, tuple[Tensor, Node]] = {}
         self._names = _closure_names(fn)
         self._grad_backup: dict[int, tuple[Tensor, object]] = {}
+        self.writes: dict[int, tuple[Tensor, Node]] = {}   # eager tensor -> its new value
+        self.adopted: set[int] = set()     # tensors made here that are state (see adopt)
+        self.guards: list = []             # (description, getter, value read)
+        self.scalars: list = []            # (0-d tensor fed per call, getter)
+        self.one_shot = False              # the trace created state: run it once, uncached
+        self._keep: list = []              # keeps ids of adopted tensors unique
 
     def backup_grad(self, leaf: Tensor) -> None:
         """Remember an eager leaf's .grad before backward() inside the trace changes it."""
@@ -91,20 +103,77 @@ class Tracer:
             leaf._grad = grad
 
     def is_outer(self, t: Tensor) -> bool:
-        return t._birth < self.start
+        """Whether t is an input of the program (born before tracing began -- an alias
+        such as ``p.data`` is as old as its storage --, or state adopted during it), or
+        was updated in place with a traced value."""
+        return t._birth < self.start or _key(t) in self.writes or _key(t) in self.adopted
 
     def __call__(self, t: Tensor) -> Node:
-        hit = self.lifted.get(id(t))
+        key = _key(t)
+        hit = self.writes.get(key)
         if hit is not None:
             return hit[1]
-        if not self.is_outer(t):
+        hit = self.lifted.get(key)
+        if hit is not None:
+            return hit[1]
+        if t._birth >= self.start and key not in self.adopted:
             return const(t._data, t.dtype)
+        return self._lift(t, self._names.get(id(t), f"closure{len(self.lifted)}"))
+
+    def touched(self, t: Tensor) -> bool:
+        """Whether the program reads or writes t's storage."""
+        return _key(t) in self.lifted or _key(t) in self.writes
+
+    # ---- state effects (see compiler.effects) -----------------------------------------
+    def write(self, t: Tensor, node: Node) -> None:
+        """``t`` (an eager tensor) now holds ``node``: later reads in the trace see it,
+        and every call of the program stores its value into t's storage. A tensor made
+        during the trace that is not state (:meth:`adopt`) simply becomes that value."""
+        key = _key(t)
+        if t._birth >= self.start and key not in self.adopted:
+            t._data = None
+            t._node = node
+            return
+        hit = self.writes.get(key)
+        self.writes[key] = (t if hit is None else hit[0], node)
+
+    def adopt(self, t: Tensor) -> Tensor:
+        """Make ``t``, an eager tensor created during the trace and stored where it
+        outlives the call (new optimizer state), state of the program. Such a trace
+        changed Python objects the compiled program cannot change again: it runs once,
+        uncached, and the next call traces anew."""
+        self.adopted.add(_key(t))
+        self._keep.append(t)
+        self.one_shot = True
+        return t
+
+    def guard(self, description: str, getter, value) -> None:
+        """The trace's control flow read ``value`` (``getter()`` now): a call where
+        ``getter()`` differs traces again (``description`` says why)."""
+        self.guards.append((description, getter, value))
+
+    def runtime_scalar(self, getter, dtype, name: str) -> Tensor:
+        """A 0-d input of the program holding ``getter()`` at each call (a learning rate
+        a scheduler changes): read per call, never baked into the code."""
+        t = Tensor._from_array(np.array(getter(), dtype=dtype.np), dtype)
+        self.scalars.append((t, getter))
+        self.adopted.add(_key(t))
+        self._keep.append(t)
+        self._lift(t, name)
+        return t
+
+    def _lift(self, t: Tensor, name: str) -> Node:
         k = len(self.lifted)
-        name = self._names.get(id(t), f"closure{k}")
         node = make_node("input", (), (("name", name), ("slot", ("closure", k))),
                          tuple(t.shape), t.dtype)
-        self.lifted[id(t)] = (t, node)
+        self.lifted[_key(t)] = (t, node)
         return node
+
+
+def _key(t: Tensor) -> int:
+    """The identity of an eager tensor's storage (its aliases -- ``p.data``,
+    ``p.detach()`` -- share it), else of the tensor."""
+    return id(t._data) if t._data is not None else id(t)
 
 
 def _closure_names(fn) -> dict[int, str]:
@@ -151,6 +220,7 @@ class TraceResult:
     out_structure: object
     out_names: list[str] = field(default_factory=list)
     hooked: bool = False         # tensor hooks were registered on traced tensors
+    effects: Effects | None = None   # state updates: the last outputs, applied per call
 
     @property
     def input_nodes(self) -> list[Node]:
@@ -173,8 +243,10 @@ def arg_names(fn, n: int) -> list[str]:
 
 
 def trace(fn, args: tuple, static_argnums: tuple[int, ...], leaves_specs: list[Leaf],
-          structure, names: list[str]) -> TraceResult:
-    """Run fn on symbolic stand-ins for the non-static arguments."""
+          structure, names: list[str], stateful: bool = True) -> TraceResult:
+    """Run fn on symbolic stand-ins for the non-static arguments. ``stateful``: the
+    program performs fn's state effects (symgrad.compile); else (gradient transforms)
+    it has none (see :func:`~symgrad.compiler.effects.collect`)."""
     nodes, stand_ins = [], []
     for i, (spec, name) in enumerate(zip(leaves_specs, names)):
         node = make_node("input", (), (("name", name), ("slot", ("arg", i))), spec.shape,
@@ -193,11 +265,18 @@ def trace(fn, args: tuple, static_argnums: tuple[int, ...], leaves_specs: list[L
         result = fn(*call_args)
         out_leaves, out_structure = pytree.flatten(result)
         out_nodes = [_output_node(o, tracer, k) for k, o in enumerate(out_leaves)]
+        effects, effect_nodes = collect(tracer, stateful)
     finally:
         dispatch.set_lifter(prev)
         tracer.restore_grads()
+    out_names = pytree.leaf_paths(out_structure, "out")
+    if effects is not None and effects.outputs:
+        out_nodes += effect_nodes
+        out_names += [f"state{k}" for k in range(len(effect_nodes))]
+        out_structure = pytree.tuple_of([out_structure,
+                                         pytree.tuple_of([pytree.LEAF] * len(effect_nodes))])
     return TraceResult(nodes, names, list(tracer.lifted.values()), out_nodes, out_structure,
-                       pytree.leaf_paths(out_structure, "out"), tracer.hooked)
+                       out_names, tracer.hooked, effects)
 
 
 def _output_node(o, tracer: Tracer, k: int) -> Node:

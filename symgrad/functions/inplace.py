@@ -7,6 +7,7 @@ import numpy as np
 
 from ..graph import dtypes
 from ..autograd import grad_mode
+from .. import dispatch
 from ..dispatch import bind
 from ..ops import lax
 from ..graph.primitives import NUMPY_RULES, PRIMITIVES as P
@@ -122,14 +123,15 @@ def update(x: Tensor, new: Tensor) -> Tensor:
     if recorded and x.__dict__.get("_inference_view"):
         raise RuntimeError(_INFERENCE_VIEW)
     producer = new.grad_fn
-    if x._data is not None:
-        if new._data is None:
-            raise TypeError("an eager tensor cannot be updated in place with a traced value "
-                            "inside symgrad.compile; compute a new tensor instead")
+    traced_write = x._data is not None and new._data is None
+    if traced_write:
+        _traced_write(x, new)           # (the compiled call bumps the version)
+    elif x._data is not None:
         if not x._data.flags.writeable:   # an expanded view (fill_ / zero_ may write it)
             x._data.flags.writeable = True
         np.copyto(x._data, new._data, casting="unsafe")
-    x._vc[0] += 1
+    if not traced_write:
+        x._vc[0] += 1
     base = x._base
     if base is not None and (recorded or base.requires_grad) and grad_mode.is_grad_enabled():
         rewrite_base(x, base, new)
@@ -142,6 +144,16 @@ def update(x: Tensor, new: Tensor) -> Tensor:
         _resave_output(producer, x)
     _refresh_other_views(x)
     return x
+
+
+def _traced_write(x: Tensor, new: Tensor) -> None:
+    """An eager tensor updated with a traced value: symgrad.compile's tracer records the
+    update (a parameter, a buffer, optimizer state: the compiled call performs it)."""
+    write = getattr(dispatch._lifter[0], "write", None)
+    if write is None:           # (a loop body: its updates would not be the loop's)
+        raise TypeError("an eager tensor cannot be updated in place with a traced value "
+                        "inside a loop body; compute a new tensor instead")
+    write(x, new._node)
 
 
 def set_history(t: Tensor, fn, output_nr: int = 0) -> None:

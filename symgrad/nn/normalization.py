@@ -13,18 +13,15 @@ from __future__ import annotations
 import math
 
 from ..autograd import grad_mode
-from ..dispatch import bind, tracing
-from ..functions.common import to_tensor
+from ..dispatch import bind
+from ..functions.common import Tensor, to_tensor
 from ..functions.composite import named
 from ..graph.primitives import PRIMITIVES as P
 from ..graph.shapes import wrap_dim
 from ..ops import lax
 
-__all__ = ["batch_norm", "TRACED_UPDATE"]
+__all__ = ["batch_norm"]
 
-TRACED_UPDATE = ("batch_norm cannot update its running statistics inside symgrad.compile (a "
-                 "compiled function does not modify tensors in place); evaluate the module in "
-                 "eval() mode, use track_running_stats=False, or run the update eagerly")
 
 
 def _verify_batch_size(shape) -> None:
@@ -82,7 +79,8 @@ def _update(running, batch, momentum: float) -> None:
     """running := (1 - momentum) * running + momentum * batch, in place (no history)."""
     with grad_mode.no_grad():
         batch = lax.reshape(batch, tuple(running.shape))
-        running.copy_(lax.add(lax.mul(batch, float(momentum)), lax.mul(running, 1.0 - momentum)))
+        m = momentum if isinstance(momentum, Tensor) else float(momentum)  # (traced: a count)
+        running.copy_(lax.add(lax.mul(batch, m), lax.mul(running, 1.0 - m)))
 
 
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
@@ -121,9 +119,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
             keep = tuple(1 if i in axes else n for i, n in enumerate(v.shape))
             mean, var = lax.reshape(rm, keep), lax.reshape(rv, keep)
         return _normalize(v, mean, var, wv, bv, eps, axes)
-    if training and rm is not None:
-        if tracing():
-            raise RuntimeError(TRACED_UPDATE)
+    if training and rm is not None:        # (in a compiled call: state it updates)
         with grad_mode.no_grad():
             mean, var = _batch_stats(x.detach(), axes)
             n = x.numel() // x.shape[1]

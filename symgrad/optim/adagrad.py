@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .optimizer import Optimizer, _array, _bump, _new, _step_tensor
+from .optimizer import Optimizer, _array, _bump, _count, _new, _step_tensor
 
 __all__ = ["Adagrad"]
 
@@ -36,17 +36,20 @@ class Adagrad(Optimizer):
                 state["step"] = _step_tensor(0.0)
                 state["sum"] = _new(_array(p), group["initial_accumulator_value"])
 
+    _FLAGS = ("maximize",)
+    _NONZERO = ("weight_decay",)
+
     def step(self, closure=None):
         loss = self._closure_loss(closure)
         for group in self.param_groups:
-            lr, lr_decay, eps, wd = group["lr"], group["lr_decay"], group["eps"], \
-                group["weight_decay"]
+            lr, lr_decay, eps, wd = self._options(group, "lr", "lr_decay", "eps",
+                                                  "weight_decay")
             for p, x, g in self._updates(group):
                 state = self._state(p)
                 step_t = _array(state["step"])
                 step_t += 1
-                step = float(step_t)
-                if wd != 0:
+                step = _count(step_t)
+                if group["weight_decay"] != 0:
                     g = g + wd * x
                 clr = lr / (1 + (step - 1) * lr_decay)
                 acc = _array(state["sum"])

@@ -2,11 +2,9 @@
 decoupled), step by step PyTorch's update."""
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
-from .optimizer import Optimizer, _array, _bump, _new, _step_tensor
+from .optimizer import Optimizer, _array, _bump, _count, _new, _sqrt, _step_tensor
 
 __all__ = ["Adam", "AdamW"]
 
@@ -27,6 +25,9 @@ def _check(lr, eps, betas, weight_decay):
 class Adam(Optimizer):
     """Adam: bias-corrected first and second moment estimates of the gradient."""
 
+    _FLAGS = ("amsgrad", "maximize", "decoupled_weight_decay")
+    _NONZERO = ("weight_decay",)
+
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0, amsgrad: bool = False, *, foreach=None,
                  maximize: bool = False, capturable: bool = False, differentiable: bool = False,
@@ -41,8 +42,9 @@ class Adam(Optimizer):
     def step(self, closure=None):
         loss = self._closure_loss(closure)
         for group in self.param_groups:
-            lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
-            wd, amsgrad = group["weight_decay"], group["amsgrad"]
+            lr, (beta1, beta2), eps, wd = self._options(group, "lr", "betas", "eps",
+                                                        "weight_decay")
+            amsgrad = group["amsgrad"]
             decoupled = group.get("decoupled_weight_decay", False)
             for p, x, g in self._updates(group):
                 state = self._state(p)
@@ -54,8 +56,8 @@ class Adam(Optimizer):
                         state["max_exp_avg_sq"] = _new(x)
                 step_t = _array(state["step"])
                 step_t += 1
-                step = float(step_t)
-                if wd != 0:
+                step = _count(step_t)
+                if group["weight_decay"] != 0:
                     if decoupled:
                         x *= 1 - lr * wd
                     else:
@@ -70,7 +72,7 @@ class Adam(Optimizer):
                 v *= beta2
                 v += t
                 bc1 = 1 - beta1 ** step
-                bc2_sqrt = math.sqrt(1 - beta2 ** step)
+                bc2_sqrt = _sqrt(1 - beta2 ** step)
                 if amsgrad:
                     vmax = _array(state["max_exp_avg_sq"])
                     np.maximum(vmax, v, out=vmax)

@@ -181,6 +181,12 @@ class LBFGS(Optimizer):
         loss = self._closure_loss(closure)
         return float(loss.detach() if isinstance(loss, Tensor) else loss)
 
+    def _traced_step(self) -> None:
+        raise RuntimeError(
+            "LBFGS cannot run inside symgrad.compile: its step calls the closure a number "
+            "of times that depends on the values computed (line search, convergence tests). "
+            "Compile the closure instead and call opt.step(closure) eagerly")
+
     # ---- the iteration ---------------------------------------------------------------------
     def step(self, closure):
         if closure is None:

@@ -3,10 +3,17 @@ dicts, ``zero_grad`` -- and the checks and error texts of ``torch.optim.Optimize
 
 Updates run on the parameters' numpy storage in place (as PyTorch's run under
 ``no_grad`` on the tensors' storage), bumping each parameter's version counter like any
-in-place operation, so a graph that saved a parameter before the step notices."""
+in-place operation, so a graph that saved a parameter before the step notices.
+
+Inside ``symgrad.compile`` the same update code runs on traced tensors
+(:mod:`symgrad.optim.traced`): the parameters and the state become state of the compiled
+call, the options a step reads as numbers (``lr``, ``betas``, ...) are fed per call (a
+scheduler's change needs no recompile), and the options and state layout that decide
+the step's control flow are guarded (a change traces again)."""
 from __future__ import annotations
 
 import functools
+import math
 import warnings
 from collections import defaultdict
 from copy import deepcopy
@@ -14,8 +21,12 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
+from .. import dispatch
+from ..autograd import grad_mode
 from ..autograd.engine import zero_grads
+from ..graph import dtypes
 from ..tensor import Tensor
+from .traced import TracedArray, as_array as _array
 
 __all__ = ["Optimizer", "required"]
 
@@ -47,7 +58,11 @@ class Optimizer:
             @functools.wraps(step)
             def noted(self, *args, **kw):
                 self._opt_called = True
-                return step(self, *args, **kw)
+                if not dispatch.tracing():
+                    return step(self, *args, **kw)
+                self._traced_step()
+                with grad_mode.no_grad():
+                    return step(self, *args, **kw)
             noted._notes_call = True
             cls.step = noted
 
@@ -112,6 +127,49 @@ class Optimizer:
     # ---- the update ----------------------------------------------------------------------
     def step(self, closure: Callable | None = None):
         raise NotImplementedError
+
+    # options whose value (_FLAGS), or whether they are nonzero (_NONZERO), decide which
+    # update a step runs: guarded when the step is compiled. None (an optimizer defined
+    # elsewhere, whose step may read any option as a Python number): every option.
+    _FLAGS: tuple[str, ...] | None = None
+    _NONZERO: tuple[str, ...] = ()
+
+    def _traced_step(self) -> None:
+        """A step inside symgrad.compile: guard what decides its control flow (the
+        options above, the parameters, which state each has -- and state held as Python
+        numbers, which a compiled program cannot update)."""
+        dispatch._lifter[0].guard(f"{type(self).__name__} options or state", self._layout,
+                                  self._layout())
+
+    def _layout(self) -> tuple:
+        state, flags = self.state, self._FLAGS
+        return tuple((tuple(g.get(k) for k in flags) if flags is not None else
+                      tuple((k, repr(v)) for k, v in g.items() if k != "params"),
+                      tuple(g.get(k) != 0 for k in self._NONZERO),
+                      tuple(id(p) for p in g["params"]),
+                      tuple(tuple((k, v if not isinstance(v, Tensor) else None)
+                                  for k, v in state[p].items()) if p in state else ()
+                            for p in g["params"]))
+                     for g in self.param_groups)
+
+    def _options(self, group: dict, *names: str):
+        """The numeric options of ``group`` a step computes with: Python numbers, or
+        inside symgrad.compile inputs of the program read at each call (a tuple option,
+        ``betas``, gives a tuple)."""
+        if not dispatch.tracing():
+            return tuple(group[n] for n in names)
+        i = next(k for k, g in enumerate(self.param_groups) if g is group)
+        tracer = dispatch._lifter[0]
+
+        def runtime(name, j=None):
+            if j is None:
+                get = lambda: self.param_groups[i][name]         # noqa: E731
+            else:
+                get = lambda: self.param_groups[i][name][j]      # noqa: E731
+            label = f"{name}{'' if j is None else j}_group{i}"
+            return TracedArray(tracer.runtime_scalar(get, dtypes.float64, label))
+        return tuple(tuple(runtime(n, j) for j in range(len(group[n])))
+                     if isinstance(group[n], tuple) else runtime(n) for n in names)
 
     def _closure_loss(self, closure):
         if closure is None:
@@ -194,6 +252,8 @@ class Optimizer:
     def _scratch(self, p: Tensor, like: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Two work arrays shaped like ``p``, kept between steps (not state: a state dict
         holds what PyTorch's holds), so an update allocates nothing."""
+        if isinstance(like, TracedArray):
+            return TracedArray(None), TracedArray(None)
         bufs = self.__dict__.setdefault("_work", {})
         pair = bufs.get(id(p))
         if pair is None or pair[0].shape != like.shape or pair[0].dtype != like.dtype:
@@ -208,23 +268,41 @@ def _cast_like(value, p: Tensor):
     return value
 
 
-def _array(t: Tensor) -> np.ndarray:
-    """The writable numpy storage of an eager tensor."""
-    if t._node is not None:
-        raise RuntimeError("an optimizer step needs eager tensors (it cannot run inside "
-                           "symgrad.compile)")
-    return t._data
-
-
 def _bump(t: Tensor) -> None:
-    t._vc[0] += 1
+    if not dispatch.tracing():            # (a compiled call bumps what it writes)
+        t._vc[0] += 1
 
 
-def _new(like: np.ndarray, value=None) -> Tensor:
+def _state_tensor(arr: np.ndarray) -> Tensor:
+    """A new state tensor; inside symgrad.compile, state of the compiled call."""
+    t = Tensor._from_array(arr)
+    if dispatch.tracing():
+        dispatch._lifter[0].adopt(t)
+    return t
+
+
+def _new(like, value=None) -> Tensor:
+    """A state tensor shaped like ``like`` (an array, or a TracedArray), zeros or
+    ``value``."""
+    if isinstance(like, TracedArray):
+        like = np.empty(like.shape, like.dtype.np)
     arr = np.zeros_like(like) if value is None else np.full_like(like, value)
-    return Tensor._from_array(arr)
+    return _state_tensor(arr)
 
 
 def _step_tensor(value: float) -> Tensor:
     """The ``step`` entry of a state, a 0-d float32 tensor as PyTorch keeps it."""
-    return Tensor._from_array(np.array(value, dtype=np.float32))
+    return _state_tensor(np.array(value, dtype=np.float32))
+
+
+def _count(step):
+    """A step count (the storage of a ``step`` tensor) as the float64 number a bias
+    correction is computed with."""
+    if isinstance(step, TracedArray):
+        return TracedArray(step.t.to(dtypes.float64))
+    return float(step)
+
+
+def _sqrt(v):
+    """math.sqrt of a Python number, or of a traced one."""
+    return np.sqrt(v) if isinstance(v, TracedArray) else math.sqrt(v)

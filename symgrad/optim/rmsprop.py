@@ -31,22 +31,27 @@ class RMSprop(Optimizer):
                         maximize=maximize, differentiable=differentiable)
         super().__init__(params, defaults)
 
+    _FLAGS = ("centered", "maximize")
+    _NONZERO = ("momentum", "weight_decay")
+
     def step(self, closure=None):
         loss = self._closure_loss(closure)
         for group in self.param_groups:
-            lr, alpha, eps = group["lr"], group["alpha"], group["eps"]
-            wd, momentum, centered = group["weight_decay"], group["momentum"], group["centered"]
+            lr, alpha, eps, wd, momentum = self._options(group, "lr", "alpha", "eps",
+                                                         "weight_decay", "momentum")
+            centered = group["centered"]
             for p, x, g in self._updates(group):
                 state = self._state(p)
                 if not state:
                     state["step"] = _step_tensor(0.0)
                     state["square_avg"] = _new(x)
-                    if momentum > 0:
+                    if group["momentum"] > 0:
                         state["momentum_buffer"] = _new(x)
                     if centered:
                         state["grad_avg"] = _new(x)
-                _array(state["step"])[...] += 1
-                if wd != 0:
+                step_t = _array(state["step"])
+                step_t += 1
+                if group["weight_decay"] != 0:
                     g = g + wd * x
                 sq = _array(state["square_avg"])
                 sq *= alpha
@@ -57,7 +62,7 @@ class RMSprop(Optimizer):
                     avg = np.sqrt(sq - ga * ga) + eps
                 else:
                     avg = np.sqrt(sq) + eps
-                if momentum > 0:
+                if group["momentum"] > 0:
                     buf = _array(state["momentum_buffer"])
                     buf *= momentum
                     buf += g / avg

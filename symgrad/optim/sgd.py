@@ -2,10 +2,7 @@
 step by step PyTorch's update."""
 from __future__ import annotations
 
-import numpy as np
-
-from ..tensor import Tensor
-from .optimizer import Optimizer, _array, _bump
+from .optimizer import Optimizer, _array, _bump, _new
 
 __all__ = ["SGD"]
 
@@ -38,25 +35,29 @@ class SGD(Optimizer):
             raise ValueError("Nesterov momentum requires a momentum and zero dampening")
         super().__init__(params, defaults)
 
+    _FLAGS = ("nesterov", "maximize")
+    _NONZERO = ("momentum", "weight_decay")
+
     def step(self, closure=None):
         loss = self._closure_loss(closure)
         for group in self.param_groups:
-            lr, momentum, dampening = group["lr"], group["momentum"], group["dampening"]
-            wd, nesterov = group["weight_decay"], group["nesterov"]
+            lr, momentum, dampening, wd = self._options(group, "lr", "momentum", "dampening",
+                                                        "weight_decay")
             for p, x, g in self._updates(group):
-                if wd != 0:
+                if group["weight_decay"] != 0:
                     g = g + wd * x
-                if momentum != 0:
+                if group["momentum"] != 0:
                     state = self._state(p)
                     buf = state.get("momentum_buffer")
-                    if buf is None:
-                        buf = np.array(g, copy=True)
-                        state["momentum_buffer"] = Tensor._from_array(buf)
+                    if buf is None:               # the first step: the gradient itself
+                        state["momentum_buffer"] = buf = _new(x)
+                        buf = _array(buf)
+                        buf[...] = g
                     else:
                         buf = _array(buf)
                         buf *= momentum
                         buf += (1 - dampening) * g
-                    g = g + momentum * buf if nesterov else buf
+                    g = g + momentum * buf if group["nesterov"] else buf
                 x -= lr * g
                 _bump(p)
         return loss

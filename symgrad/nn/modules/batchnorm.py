@@ -11,7 +11,7 @@ from ...functions.creation import empty, ones, tensor, zeros
 from ...graph import dtypes
 from .. import init
 from ...dispatch import tracing
-from ..normalization import TRACED_UPDATE, batch_norm
+from ..normalization import batch_norm
 from ..parameter import Parameter
 from .module import Module
 
@@ -69,11 +69,11 @@ class _BatchNorm(Module):
         self._check_input_dim(input)
         factor = 0.0 if self.momentum is None else self.momentum
         if self.training and self.track_running_stats and self.num_batches_tracked is not None:
-            if tracing():                          # before anything is modified
-                raise RuntimeError(TRACED_UPDATE)
             with grad_mode.no_grad():
                 self.num_batches_tracked.add_(1)
-            if self.momentum is None:              # a cumulative moving average
+            if self.momentum is None and tracing():    # the count of each compiled call
+                factor = 1.0 / self.num_batches_tracked.to(dtypes.float64)
+            elif self.momentum is None:              # a cumulative moving average
                 factor = 1.0 / float(self.num_batches_tracked)
         use_batch = self.training or (self.running_mean is None and self.running_var is None)
         keep = not self.training or self.track_running_stats

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import OrderedDict, namedtuple
 from typing import Any, Callable, Iterator
 
+from ... import dispatch
 from ...autograd import grad_mode
 from ...device import check_device
 from ...functions.methods import to_target
@@ -76,6 +77,9 @@ class Module:
                                   '"forward" function')
 
     def __call__(self, *args, **kwargs):
+        guard = getattr(dispatch._lifter[0], "guard", None)
+        if guard is not None:    # symgrad.compile: a compiled call is for this mode only
+            guard(f"{type(self).__name__}.training", lambda: self.training, self.training)
         pre, post = self.__dict__.get("_forward_pre_hooks"), self.__dict__.get("_forward_hooks")
         if not pre and not post:
             return self.forward(*args, **kwargs)

@@ -1,0 +1,136 @@
+"""State effects of a compiled function: what one call does besides returning values.
+
+A training step (``opt.zero_grad(); loss.backward(); opt.step()``) updates tensors that
+live outside the call -- parameters, their ``.grad``, optimizer state, BatchNorm's
+running statistics. While it is traced, the :class:`~symgrad.compiler.trace.Tracer`
+records those updates instead of performing them; :func:`collect` turns the record into
+an :class:`Effects`: the program gets one more output per updated tensor, and after each
+call :meth:`Effects.apply` stores those outputs -- the state is read and written by the
+call, as PyTorch's eager step reads and writes it.
+
+An ``Effects`` also holds what makes a compiled program valid for a call:
+
+- *guards*: Python values the trace's control flow read (a module's ``training`` flag, an
+  optimizer's options and state layout); a call where one differs traces again, as
+  ``torch.compile``'s guards do;
+- *runtime scalars*: Python numbers read as values (a learning rate a scheduler changes),
+  fed to the program at each call rather than baked into its code;
+- *one-shot*: the trace created state (an optimizer's first step) -- Python objects the
+  program cannot create again, so that program runs once, uncached.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..tensor import Tensor
+
+__all__ = ["Effects", "collect"]
+
+
+@dataclass
+class Effects:
+    """The recorded state effects of one traced program (see the module docstring)."""
+
+    writes: list = field(default_factory=list)    # tensors whose storage takes an output
+    grads: list = field(default_factory=list)     # (leaf, kind, payload): see _grad_effect
+    guards: list = field(default_factory=list)    # (description, getter, value)
+    scalars: list = field(default_factory=list)   # (0-d input tensor, getter)
+    one_shot: bool = False
+    outputs: bool = True     # the program returns (results, effect values); False: results
+
+    @property
+    def n_outputs(self) -> int:
+        """How many trailing outputs of the program are effect values."""
+        return len(self.writes) + sum(kind == "output" for _, kind, _ in self.grads)
+
+    def stale(self) -> str | None:
+        """Why this program does not fit the state of the world now, or None."""
+        for description, getter, value in self.guards:
+            now = getter()
+            if now != value:
+                was, became = repr(value), repr(now)
+                if len(was) + len(became) > 100:
+                    return f"{description} changed"
+                return f"{description}: {was} → {became}"
+        return None
+
+    def before_call(self) -> None:
+        """Feed the runtime scalars their values of now."""
+        for t, getter in self.scalars:
+            t._data[...] = getter()
+
+    def apply(self, values, fresh: bool) -> None:
+        """Store the effect outputs ``values`` (arrays, in :func:`collect`'s order) into
+        the state. ``fresh``: the arrays are new (native code allocates its outputs);
+        otherwise they may be inputs or constants of the program and are copied."""
+        it = iter(values)
+        for t in self.writes:
+            np.copyto(t._data, next(it), casting="unsafe")
+            t._vc[0] += 1
+        for leaf, kind, payload in self.grads:
+            if kind == "output":
+                v = next(it)
+                leaf._grad = Tensor._from_array(v if fresh else np.array(v, copy=True),
+                                                leaf._dtype)
+            else:               # None, or a tensor (an earlier .grad updated in place)
+                leaf._grad = payload
+
+
+def collect(tracer, stateful: bool = True):
+    """(Effects or None, the nodes of the effect outputs) at the end of a trace, before
+    the tracer restores the ``.grad`` it changed. ``stateful=False`` (a gradient
+    transform): ``.grad`` assignments are dropped, as ``jax.grad`` has no side effects,
+    and in-place updates of state are refused."""
+    grads, grad_nodes = [], []
+    if stateful:
+        for leaf, before in tracer._grad_backup.values():
+            _grad_effect(tracer, leaf, before, grads, grad_nodes)
+    writes = [(t, n) for k, (t, n) in tracer.writes.items()
+              if tracer.lifted.get(k, (None, None))[1] is not n]   # x.copy_(x): none
+    if writes and not stateful:
+        raise RuntimeError("a transformed function (symgrad.grad, jacobian, ...) attempted "
+                           "to update a tensor it closes over in place (a parameter, a "
+                           "buffer such as BatchNorm's running statistics, optimizer "
+                           "state); transforms have no side effects -- use symgrad.compile, "
+                           "whose calls perform such updates, or evaluate the module in "
+                           "eval() mode")
+    if not (writes or grads or tracer.guards or tracer.scalars or tracer.one_shot):
+        return None, []
+    eff = Effects([t for t, _ in writes], grads, list(tracer.guards), list(tracer.scalars),
+                  tracer.one_shot, stateful)
+    return eff, [n for _, n in writes] + grad_nodes
+
+
+def _grad_effect(tracer, leaf, before, grads, grad_nodes) -> None:
+    """The effect on ``leaf.grad`` of a trace that changed it from ``before``:
+
+    - ``None`` (``zero_grad()``) or another eager tensor: set it;
+    - a traced gradient: a new tensor of the program's output at each call (PyTorch's
+      ``backward`` after ``zero_grad(set_to_none=True)``) -- or, when the program read
+      or zeroed the earlier ``.grad`` (accumulation, ``set_to_none=False``), that tensor
+      updated in place, as PyTorch accumulates into it."""
+    final = leaf._grad
+    if final is before:
+        return
+    if final is None or final._data is not None:
+        if final is not None and final._birth >= tracer.start:
+            tracer.one_shot = True          # a tensor made by this trace: not repeatable
+        grads.append((leaf, "tensor", final))
+        return
+    node = final._node
+    if before is not None and before._data is not None and node.shape == tuple(before.shape) \
+            and tracer.touched(before):
+        tracer.write(before, node)
+        tracer.guard(f"{_leaf_name(tracer, leaf)}.grad replaced", lambda: leaf._grad is before,
+                     True)
+        grads.append((leaf, "tensor", before))
+        return
+    grads.append((leaf, "output", None))
+    grad_nodes.append(node)
+
+
+def _leaf_name(tracer, leaf) -> str:
+    hit = tracer.lifted.get(id(leaf._data))
+    return hit[1].attr("name") if hit is not None else "a parameter"

@@ -1,0 +1,283 @@
+"""A whole training step compiled: ``opt.zero_grad(); loss = f(model(x), y);
+loss.backward(); opt.step()`` inside ``symgrad.compile``, against torch eager running the
+same step on the same weights and data, step by step: losses, parameters, ``.grad``,
+optimizer state and BatchNorm's running statistics, both dtypes. Also what decides when
+it recompiles (the first call creating optimizer state, guards on options and modes,
+options fed per call) and its errors."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import symgrad as sg
+from tests.optim.test_optimizers import CASES
+
+DTYPES = (np.float32, np.float64)
+TOL = {np.float32: dict(rtol=2e-5, atol=2e-6), np.float64: dict(rtol=1e-11, atol=1e-13)}
+
+
+def _model(lib, dtype, batchnorm=False, momentum=0.1):
+    torch.manual_seed(0)           # torch draws the weights; symgrad's copies them
+    layers = [torch.nn.Linear(6, 12)]
+    if batchnorm:
+        layers.append(torch.nn.BatchNorm1d(12, momentum=momentum))
+    layers += [torch.nn.Tanh(), torch.nn.Linear(12, 3)]
+    tm = torch.nn.Sequential(*layers).to(getattr(torch, np.dtype(dtype).name))
+    if lib is torch:
+        return tm
+    sl = [sg.nn.Linear(6, 12)]
+    if batchnorm:
+        sl.append(sg.nn.BatchNorm1d(12, momentum=momentum))
+    sl += [sg.nn.Tanh(), sg.nn.Linear(12, 3)]
+    m = sg.nn.Sequential(*sl).to(getattr(sg, np.dtype(dtype).name))
+    m.load_state_dict({k: sg.tensor(v.detach().numpy()) for k, v in tm.state_dict().items()})
+    return m
+
+
+def _batches(dtype, n=5):
+    rng = np.random.default_rng(3)
+    return [(rng.normal(size=(8, 6)).astype(dtype), rng.integers(0, 3, size=8))
+            for _ in range(n)]
+
+
+def _torch_steps(model, opt, batches, sched=None):
+    losses = []
+    for x, y in batches:
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(torch.tensor(x)), torch.tensor(y))
+        loss.backward()
+        opt.step()
+        if sched is not None:
+            sched.step()
+        losses.append(loss.item())
+    return losses
+
+
+def _compiled_step(model, opt, backend="llvm"):
+    @sg.compile(backend=backend)
+    def step(x, y):
+        opt.zero_grad()
+        loss = sg.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+
+def _same_state(model, opt, tmodel, topt, dtype):
+    tol = TOL[dtype]
+    sd = model.state_dict()
+    for k, v in tmodel.state_dict().items():
+        np.testing.assert_allclose(sd[k].numpy(), v.numpy(), err_msg=k, **tol)
+    for p, tp in zip(model.parameters(), tmodel.parameters()):
+        np.testing.assert_allclose(p.grad.numpy(), tp.grad.numpy(), **tol)
+    want, got = topt.state_dict()["state"], opt.state_dict()["state"]
+    assert sorted(want) == sorted(got)
+    for i in want:
+        assert list(want[i]) == list(got[i])
+        for name, v in want[i].items():
+            np.testing.assert_allclose(np.asarray(got[i][name].numpy()), v.numpy(),
+                                       err_msg=f"state {i} {name}", **tol)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name,kw", CASES, ids=[f"{n}-{i}" for i, (n, _) in enumerate(CASES)])
+def test_compiled_step_equals_torch_eager(name, kw, dtype):
+    model, tmodel = _model(sg, dtype), _model(torch, dtype)
+    opt, topt = getattr(sg.optim, name)(model.parameters(), **kw), \
+        getattr(torch.optim, name)(tmodel.parameters(), **kw)
+    step = _compiled_step(model, opt)
+    batches = _batches(dtype)
+    want = _torch_steps(tmodel, topt, batches)
+    got = [float(step(x, y)) for x, y in batches]
+    np.testing.assert_allclose(got, want, **TOL[dtype])
+    _same_state(model, opt, tmodel, topt, dtype)
+    # a first step that creates optimizer state runs once uncompiled, then one program
+    stateful = bool(topt.state_dict()["state"]) and name != "Adagrad"
+    assert step.cache_info().misses == 1 + stateful
+    assert step.cache_info().hits == len(batches) - 1 - stateful
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("momentum", [0.1, None])
+def test_batchnorm_running_statistics_update_in_the_compiled_step(dtype, momentum):
+    """Train mode: batch statistics, running_mean / running_var / num_batches_tracked
+    updated by each call (momentum None: the cumulative average over the calls)."""
+    model, tmodel = _model(sg, dtype, True, momentum), _model(torch, dtype, True, momentum)
+    opt = sg.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    topt = torch.optim.SGD(tmodel.parameters(), lr=0.1, momentum=0.9)
+    step = _compiled_step(model, opt)
+    batches = _batches(dtype)
+    want = _torch_steps(tmodel, topt, batches)
+    got = [float(step(x, y)) for x, y in batches]
+    np.testing.assert_allclose(got, want, **TOL[dtype])
+    _same_state(model, opt, tmodel, topt, dtype)
+    assert int(model[1].num_batches_tracked) == len(batches)
+    # eval mode is another program: the guard on `training` retraces
+    model.eval()
+    tmodel.eval()
+    x, y = batches[0]
+
+    @sg.compile
+    def evaluate(x):
+        return model(x)
+    first = evaluate(x)
+    np.testing.assert_allclose(first, tmodel(torch.tensor(x)).detach().numpy(),
+                               **TOL[dtype])
+    model.train()
+    evaluate(x)
+    assert evaluate.last_miss_reason == "Sequential.training: False → True"
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_options_changed_between_calls_are_read_per_call(dtype):
+    """A scheduler's lr, a changed momentum or betas: no recompile, the update uses the
+    new values, as torch's eager step does."""
+    model, tmodel = _model(sg, dtype), _model(torch, dtype)
+    opt = sg.optim.SGD(model.parameters(), lr=0.2, momentum=0.9, weight_decay=0.01)
+    topt = torch.optim.SGD(tmodel.parameters(), lr=0.2, momentum=0.9, weight_decay=0.01)
+    sched = sg.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+    tsched = torch.optim.lr_scheduler.StepLR(topt, step_size=1, gamma=0.5)
+    step = _compiled_step(model, opt)
+    batches = _batches(dtype, 6)
+    want = _torch_steps(tmodel, topt, batches[:4], tsched)
+    got = []
+    for x, y in batches[:4]:
+        got.append(float(step(x, y)))
+        sched.step()
+    for o in (opt, topt):
+        o.param_groups[0]["momentum"] = 0.5
+    want += _torch_steps(tmodel, topt, batches[4:])
+    got += [float(step(x, y)) for x, y in batches[4:]]
+    np.testing.assert_allclose(got, want, **TOL[dtype])
+    _same_state(model, opt, tmodel, topt, dtype)
+    assert step.cache_info().misses == 2          # the first (state-creating) call, then one
+
+
+def test_options_deciding_the_update_retrace():
+    model, tmodel = _model(sg, np.float64), _model(torch, np.float64)
+    opt = sg.optim.Adam(model.parameters(), lr=0.01)
+    topt = torch.optim.Adam(tmodel.parameters(), lr=0.01)
+    step = _compiled_step(model, opt)
+    batches = _batches(np.float64, 6)
+    want = _torch_steps(tmodel, topt, batches[:3])
+    got = [float(step(x, y)) for x, y in batches[:3]]
+    for o in (opt, topt):
+        o.param_groups[0]["weight_decay"] = 0.1       # a weight decay term now
+    want += _torch_steps(tmodel, topt, batches[3:])
+    got += [float(step(x, y)) for x, y in batches[3:]]
+    assert "Adam options or state" in step.last_miss_reason
+    np.testing.assert_allclose(got, want, **TOL[np.float64])
+    _same_state(model, opt, tmodel, topt, np.float64)
+
+
+@pytest.mark.parametrize("set_to_none", [True, False])
+def test_gradients_of_the_compiled_step(set_to_none):
+    """``.grad`` after a compiled backward is the eager one: a new tensor per call after
+    zero_grad(set_to_none=True), the same tensor zeroed and refilled with
+    set_to_none=False; without zero_grad, gradients accumulate across calls."""
+    model, tmodel = _model(sg, np.float64), _model(torch, np.float64)
+    batches = _batches(np.float64, 4)
+
+    @sg.compile
+    def grads(x, y):
+        model.zero_grad(set_to_none=set_to_none)
+        sg.nn.functional.cross_entropy(model(x), y).backward()
+
+    @sg.compile
+    def accumulate(x, y):
+        sg.nn.functional.cross_entropy(model(x), y).backward()
+
+    w = model[0].weight
+    for x, y in batches[:2]:
+        grads(x, y)
+        tmodel.zero_grad(set_to_none=set_to_none)
+        torch.nn.functional.cross_entropy(tmodel(torch.tensor(x)), torch.tensor(y)).backward()
+    held = w.grad
+    grads(*batches[2])
+    assert (w.grad is held) == (not set_to_none)
+    for x, y in batches[3:]:
+        accumulate(x, y)
+        accumulate(x, y)
+    tmodel.zero_grad(set_to_none=set_to_none)
+    torch.nn.functional.cross_entropy(tmodel(torch.tensor(batches[2][0])),
+                                      torch.tensor(batches[2][1])).backward()
+    for x, y in batches[3:]:
+        for _ in range(2):
+            torch.nn.functional.cross_entropy(tmodel(torch.tensor(x)), torch.tensor(y)).backward()
+    for p, tp in zip(model.parameters(), tmodel.parameters()):
+        np.testing.assert_allclose(p.grad.numpy(), tp.grad.numpy(), **TOL[np.float64])
+    assert accumulate.cache_info().misses == 1 and accumulate.cache_info().hits == 1
+
+
+def test_numpy_backend_and_reprs_of_state():
+    model, tmodel = _model(sg, np.float32), _model(torch, np.float32)
+    opt = sg.optim.AdamW(model.parameters(), lr=0.01)
+    topt = torch.optim.AdamW(tmodel.parameters(), lr=0.01)
+    step = _compiled_step(model, opt, backend="numpy")
+    batches = _batches(np.float32)
+    want = _torch_steps(tmodel, topt, batches)
+    got = [float(step(x, y)) for x, y in batches]
+    np.testing.assert_allclose(got, want, **TOL[np.float32])
+    _same_state(model, opt, tmodel, topt, np.float32)
+    assert repr(opt.state[model[0].weight]["step"]) == repr(
+        topt.state[tmodel[0].weight]["step"])
+
+
+def test_in_place_update_of_a_closed_over_tensor():
+    """The general mechanism under the training step: a tensor the function closes over,
+    updated in place, is state of the call (read, written; later reads in the call see
+    the new value)."""
+    w = sg.tensor([1.0, 2.0])
+    count = sg.tensor(0)
+
+    @sg.compile
+    def f(x):
+        w.mul_(x)
+        count.add_(1)
+        return (w * 2).sum()
+    tw = torch.tensor([1.0, 2.0])
+    for x in (np.float32(2.0), np.float32(3.0), np.float32(-1.0)):
+        got = f(sg.tensor(x))
+        tw.mul_(float(x))
+        assert float(got) == (tw * 2).sum().item()
+        np.testing.assert_array_equal(w.numpy(), tw.numpy())
+    assert int(count) == 3 and count._version == 3
+    assert f.cache_info().misses == 1
+
+
+def test_lbfgs_is_refused_inside_compile():
+    model = _model(sg, np.float64)
+    opt = sg.optim.LBFGS(model.parameters())
+    x, y = _batches(np.float64, 1)[0]
+
+    @sg.compile
+    def step(x, y):
+        def closure():
+            opt.zero_grad()
+            loss = sg.nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            return loss
+        return opt.step(closure)
+    before = [p.detach().numpy().copy() for p in model.parameters()]
+    with pytest.raises(RuntimeError, match="LBFGS cannot run inside symgrad.compile"):
+        step(x, y)
+    for p, b in zip(model.parameters(), before):
+        np.testing.assert_array_equal(p.detach().numpy(), b)
+        assert p.grad is None
+
+
+def test_gradient_transforms_refuse_state_updates():
+    model = _model(sg, np.float64)
+    opt = sg.optim.SGD(model.parameters(), lr=0.1)
+    x, y = _batches(np.float64, 1)[0]
+
+    def loss(x):
+        opt.zero_grad()
+        out = sg.nn.functional.cross_entropy(model(x), sg.tensor(y))
+        out.backward()
+        opt.step()
+        return out
+    with pytest.raises(RuntimeError, match="attempted to update a tensor it closes over"):
+        sg.grad(loss)(x)
