@@ -1,6 +1,7 @@
 """What the training workloads of ``python -m bench train`` share: the training step as a
 PyTorch user writes it, and the PyTorch-style systems that run it (symgrad eager under
-``import symgrad as torch``, torch eager on one thread or all)."""
+``import symgrad as torch``, the same step under ``symgrad.compile``, torch eager on one
+thread or all)."""
 from __future__ import annotations
 
 from typing import Callable
@@ -25,6 +26,10 @@ def torch_style_systems(torch_like: Callable) -> dict[str, Callable]:
         import symgrad
         return torch_like(symgrad)
 
+    def symgrad_compiled():          # the same step under symgrad.compile: one native call
+        import symgrad
+        return symgrad.compile(torch_like(symgrad))
+
     def torch_eager(threads: int | None):
         def make():
             import torch
@@ -32,5 +37,6 @@ def torch_style_systems(torch_like: Callable) -> dict[str, Callable]:
                 torch.set_num_threads(threads)
             return torch_like(torch)
         return make
-    return {"symgrad-eager": symgrad_eager, "torch-eager-1t": torch_eager(1),
+    return {"symgrad-eager": symgrad_eager, "symgrad-compiled": symgrad_compiled,
+            "torch-eager-1t": torch_eager(1),
             "torch-eager-all": torch_eager(None)}

@@ -40,10 +40,9 @@ class Effects:
     one_shot: bool = False
     outputs: bool = True     # the program returns (results, effect values); False: results
 
-    @property
-    def n_outputs(self) -> int:
-        """How many trailing outputs of the program are effect values."""
-        return len(self.writes) + sum(kind == "output" for _, kind, _ in self.grads)
+    def __post_init__(self):
+        # how many trailing outputs of the program are effect values
+        self.n_outputs = len(self.writes) + sum(kind == "output" for _, kind, _ in self.grads)
 
     def stale(self) -> str | None:
         """Why this program does not fit the state of the world now, or None."""
