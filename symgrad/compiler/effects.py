@@ -13,8 +13,9 @@ An ``Effects`` also holds what makes a compiled program valid for a call:
 - *guards*: Python values the trace's control flow read (a module's ``training`` flag, an
   optimizer's options and state layout); a call where one differs traces again, as
   ``torch.compile``'s guards do;
-- *runtime scalars*: Python numbers read as values (a learning rate a scheduler changes),
-  fed to the program at each call rather than baked into its code;
+- *runtime values*: Python numbers read as values (a learning rate a scheduler changes)
+  and values drawn per call (a dropout mask), fed to the program at each call rather
+  than baked into its code;
 - *one-shot*: the trace created state (an optimizer's first step) -- Python objects the
   program cannot create again, so that program runs once, uncached.
 """
@@ -36,9 +37,12 @@ class Effects:
     writes: list = field(default_factory=list)    # tensors whose storage takes an output
     grads: list = field(default_factory=list)     # (leaf, kind, payload): see _grad_effect
     guards: list = field(default_factory=list)    # (description, getter, value)
-    scalars: list = field(default_factory=list)   # (0-d input tensor, getter)
+    scalars: list = field(default_factory=list)   # (input tensor, getter): runtime values
     one_shot: bool = False
     outputs: bool = True     # the program returns (results, effect values); False: results
+
+    _traced_values = True    # the runtime values still hold what the trace got: the first
+                             # call uses them (a mask is drawn once per call, as eagerly)
 
     def __post_init__(self):
         # how many trailing outputs of the program are effect values
@@ -56,7 +60,10 @@ class Effects:
         return None
 
     def before_call(self) -> None:
-        """Feed the runtime scalars their values of now."""
+        """Feed the runtime values their values of now."""
+        if self._traced_values:
+            self._traced_values = False
+            return
         for t, getter in self.scalars:
             t._data[...] = getter()
 

@@ -90,7 +90,7 @@ class Tracer:
         self.writes: dict[int, tuple[Tensor, Node]] = {}   # eager tensor -> its new value
         self.adopted: set[int] = set()     # tensors made here that are state (see adopt)
         self.guards: list = []             # (description, getter, value read)
-        self.scalars: list = []            # (0-d tensor fed per call, getter)
+        self.scalars: list = []            # (input tensor fed per call, getter)
         self.one_shot = False              # the trace created state: run it once, uncached
         self._keep: list = []              # keeps ids of adopted tensors unique
 
@@ -152,9 +152,10 @@ class Tracer:
         ``getter()`` differs traces again (``description`` says why)."""
         self.guards.append((description, getter, value))
 
-    def runtime_scalar(self, getter, dtype, name: str) -> Tensor:
-        """A 0-d input of the program holding ``getter()`` at each call (a learning rate
-        a scheduler changes): read per call, never baked into the code."""
+    def runtime_value(self, getter, dtype, name: str) -> Tensor:
+        """An input of the program holding ``getter()`` at each call (a learning rate a
+        scheduler changes, a dropout mask drawn per call): read per call, never baked
+        into the code. The value got now serves the first call."""
         t = Tensor._from_array(np.array(getter(), dtype=dtype.np), dtype)
         self.scalars.append((t, getter))
         self.adopted.add(_key(t))

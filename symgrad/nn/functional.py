@@ -10,6 +10,7 @@ import warnings
 import numpy as np
 
 from ..graph import dtypes
+from .. import dispatch
 from ..dispatch import bind
 from ..functions import elementwise as E
 from ..functions import reduction as R
@@ -474,11 +475,15 @@ def dropout(input, p=0.5, training=True, inplace=False):
     x = to_tensor(input)
     if not training or p == 0.0:
         return x
-    if p == 1.0:
-        keep = np.zeros(tuple(x.shape), x.dtype.np)
-    else:
-        keep = (generator().random(tuple(x.shape)) >= p).astype(x.dtype.np) / (1.0 - p)
-    mask = lax.cast(to_tensor(keep), x.dtype)
+    shape, dt = tuple(x.shape), x.dtype
+
+    def draw():
+        if p == 1.0:
+            return np.zeros(shape, dt.np)
+        return (generator().random(shape) >= p).astype(dt.np) / (1.0 - p)
+    per_call = getattr(dispatch._lifter[0], "runtime_value", None)
+    # symgrad.compile: a mask drawn at each call, an input of the program
+    mask = per_call(draw, dt, "dropout_mask") if per_call is not None else to_tensor(draw())
     out = named("NativeDropoutBackward0", lambda v: lax.mul(v, mask), x)
     if inplace:
         return x.copy_(out)

@@ -167,7 +167,7 @@ class Optimizer:
             else:
                 get = lambda: self.param_groups[i][name][j]      # noqa: E731
             label = f"{name}{'' if j is None else j}_group{i}"
-            return TracedArray(tracer.runtime_scalar(get, dtypes.float64, label))
+            return TracedArray(tracer.runtime_value(get, dtypes.float64, label))
         return tuple(tuple(runtime(n, j) for j in range(len(group[n])))
                      if isinstance(group[n], tuple) else runtime(n) for n in names)
 

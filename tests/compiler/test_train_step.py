@@ -65,6 +65,18 @@ def _compiled_step(model, opt, backend="llvm"):
     return step
 
 
+def _train_both(model, opt, tmodel, topt, dtype, backend="llvm"):
+    """Five steps of the compiled step and of torch's eager one: equal losses and state;
+    returns the compiled step."""
+    step = _compiled_step(model, opt, backend)
+    batches = _batches(dtype)
+    want = _torch_steps(tmodel, topt, batches)
+    got = [float(step(x, y)) for x, y in batches]
+    np.testing.assert_allclose(got, want, **TOL[dtype])
+    _same_state(model, opt, tmodel, topt, dtype)
+    return step
+
+
 def _same_state(model, opt, tmodel, topt, dtype):
     tol = TOL[dtype]
     sd = model.state_dict()
@@ -87,16 +99,11 @@ def test_compiled_step_equals_torch_eager(name, kw, dtype):
     model, tmodel = _model(sg, dtype), _model(torch, dtype)
     opt, topt = getattr(sg.optim, name)(model.parameters(), **kw), \
         getattr(torch.optim, name)(tmodel.parameters(), **kw)
-    step = _compiled_step(model, opt)
-    batches = _batches(dtype)
-    want = _torch_steps(tmodel, topt, batches)
-    got = [float(step(x, y)) for x, y in batches]
-    np.testing.assert_allclose(got, want, **TOL[dtype])
-    _same_state(model, opt, tmodel, topt, dtype)
+    step = _train_both(model, opt, tmodel, topt, dtype)
     # a first step that creates optimizer state runs once uncompiled, then one program
     stateful = bool(topt.state_dict()["state"]) and name != "Adagrad"
     assert step.cache_info().misses == 1 + stateful
-    assert step.cache_info().hits == len(batches) - 1 - stateful
+    assert step.cache_info().hits == len(_batches(dtype)) - 1 - stateful
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -107,12 +114,8 @@ def test_batchnorm_running_statistics_update_in_the_compiled_step(dtype, momentu
     model, tmodel = _model(sg, dtype, True, momentum), _model(torch, dtype, True, momentum)
     opt = sg.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     topt = torch.optim.SGD(tmodel.parameters(), lr=0.1, momentum=0.9)
-    step = _compiled_step(model, opt)
+    _train_both(model, opt, tmodel, topt, dtype)
     batches = _batches(dtype)
-    want = _torch_steps(tmodel, topt, batches)
-    got = [float(step(x, y)) for x, y in batches]
-    np.testing.assert_allclose(got, want, **TOL[dtype])
-    _same_state(model, opt, tmodel, topt, dtype)
     assert int(model[1].num_batches_tracked) == len(batches)
     # eval mode is another program: the guard on `training` retraces
     model.eval()
@@ -215,12 +218,7 @@ def test_numpy_backend_and_reprs_of_state():
     model, tmodel = _model(sg, np.float32), _model(torch, np.float32)
     opt = sg.optim.AdamW(model.parameters(), lr=0.01)
     topt = torch.optim.AdamW(tmodel.parameters(), lr=0.01)
-    step = _compiled_step(model, opt, backend="numpy")
-    batches = _batches(np.float32)
-    want = _torch_steps(tmodel, topt, batches)
-    got = [float(step(x, y)) for x, y in batches]
-    np.testing.assert_allclose(got, want, **TOL[np.float32])
-    _same_state(model, opt, tmodel, topt, np.float32)
+    _train_both(model, opt, tmodel, topt, np.float32, backend="numpy")
     assert repr(opt.state[model[0].weight]["step"]) == repr(
         topt.state[tmodel[0].weight]["step"])
 
@@ -281,3 +279,35 @@ def test_gradient_transforms_refuse_state_updates():
         return out
     with pytest.raises(RuntimeError, match="attempted to update a tensor it closes over"):
         sg.grad(loss)(x)
+
+
+def test_state_updating_functions_are_not_exported_nor_inlined():
+    w = sg.tensor([1.0, 2.0])
+
+    def f(x):
+        w.add_(x)
+        return w.sum()
+    with pytest.raises(ValueError, match="cannot export f: it updates state"):
+        sg.export(f, np.ones(2))
+    g = sg.compile(f)
+    with pytest.raises(RuntimeError, match="updates state .* inside another trace"):
+        sg.vmap(g)(np.ones((3, 2)))
+    np.testing.assert_array_equal(w.numpy(), [1.0, 2.0])
+
+
+def test_dropout_draws_a_new_mask_at_each_call():
+    """Dropout in a compiled training step: the mask is an input drawn per call (a
+    fraction p of zeros, the rest 1 / (1 - p), as torch's), not a constant of the code."""
+    drop = sg.nn.Dropout(0.25)
+    f = sg.compile(lambda x: drop(x))
+    x = np.ones((400, 50), np.float32)
+    masks = [f(x) for _ in range(3)]
+    t = torch.nn.functional.dropout(torch.ones(400, 50), 0.25)
+    for m in masks:
+        assert set(np.unique(m)) == set(np.unique(t.numpy()))
+        assert abs((m == 0).mean() - 0.25) < 0.01
+    assert (masks[0] != masks[1]).any() and (masks[1] != masks[2]).any()
+    assert f.cache_info().misses == 1
+    drop.eval()
+    np.testing.assert_array_equal(f(x), x)
+    assert f.last_miss_reason == "Dropout.training: True → False"
