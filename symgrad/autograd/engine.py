@@ -403,7 +403,7 @@ def _add_grads(old, g, create_graph):
 def _accumulate_leaf(leaf, g, create_graph):
     tracer = dispatch._lifter[0]
     if tracer is not None and leaf._data is not None:
-        tracer.backup_grad(leaf)          # symgrad.compile restores it after tracing
+        tracer.backup_grad(leaf, True)    # symgrad.compile restores it after tracing
     if g.dtype is not leaf.dtype:
         g = lax.cast(g, leaf.dtype)
     if leaf._grad is None:
@@ -512,10 +512,10 @@ def zero_grads(params, set_to_none: bool = True) -> None:
         g = p._grad
         if guard is not None and p._data is not None:   # a compiled call zeroes .grad if
             guard("whether a .grad is None", lambda p=p: p._grad is None, g is None)  # any
-        if g is None:
-            continue
         if tracer is not None and p._data is not None:
             tracer.backup_grad(p)         # symgrad.compile: the call sets .grad, not the trace
+        if g is None:
+            continue
         if set_to_none:
             p._grad = None
             continue

@@ -94,9 +94,15 @@ class Tracer:
         self.one_shot = False              # the trace created state: run it once, uncached
         self._keep: list = []              # keeps ids of adopted tensors unique
 
-    def backup_grad(self, leaf: Tensor) -> None:
-        """Remember an eager leaf's .grad before backward() inside the trace changes it."""
-        self._grad_backup.setdefault(id(leaf), (leaf, leaf._grad))
+    def backup_grad(self, leaf: Tensor, accumulates: bool = False) -> None:
+        """Remember an eager leaf's .grad before backward() or zero_grad() inside the
+        trace changes it. ``accumulates``: backward() adds to it, so the program depends
+        on whether the .grad it found was None (when nothing in the trace set it first)."""
+        if id(leaf) in self._grad_backup:
+            return
+        self._grad_backup[id(leaf)] = (leaf, leaf._grad)
+        if accumulates and leaf._grad is None:
+            self.guard("whether a .grad is None", lambda: leaf._grad is None, True)
 
     def restore_grads(self) -> None:
         for leaf, grad in self._grad_backup.values():

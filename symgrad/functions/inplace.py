@@ -138,6 +138,8 @@ def update(x: Tensor, new: Tensor) -> Tensor:
     else:
         if x._data is None:
             x._node = new._node
+        if base is not None and new._data is None:
+            _view_write(x, base, new)
         if recorded:
             set_history(x, new.grad_fn, new._output_nr)
     if recorded:
@@ -149,11 +151,25 @@ def update(x: Tensor, new: Tensor) -> Tensor:
 def _traced_write(x: Tensor, new: Tensor) -> None:
     """An eager tensor updated with a traced value: symgrad.compile's tracer records the
     update (a parameter, a buffer, optimizer state: the compiled call performs it)."""
-    write = getattr(dispatch._lifter[0], "write", None)
+    tracer = dispatch._lifter[0]
+    write = getattr(tracer, "write", None)
     if write is None:           # (a loop body: its updates would not be the loop's)
         raise TypeError("an eager tensor cannot be updated in place with a traced value "
                         "inside a loop body; compute a new tensor instead")
     write(x, new._node)
+
+
+def _view_write(x: Tensor, base: Tensor, new: Tensor) -> None:
+    """A traced value written through view x (``w[0].mul_(a)`` in a trace): the
+    elements of its base that x holds take it (a traced base's node, or an eager base's
+    update the tracer records)."""
+    pos = Tensor._from_array(view_positions(x).reshape(-1), dtypes.int64)
+    with grad_mode.no_grad():
+        b_new = _put_into(base, pos, new)
+    if base._data is None:
+        base._node = b_new._node
+    else:
+        _traced_write(base, b_new)
 
 
 def set_history(t: Tensor, fn, output_nr: int = 0) -> None:

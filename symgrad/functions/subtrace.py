@@ -45,10 +45,10 @@ class Capture:
         return node
 
     # the outer tracer's protocol (see compiler.trace.Tracer), for backward() in a body
-    def backup_grad(self, leaf) -> None:
+    def backup_grad(self, leaf, accumulates: bool = False) -> None:
         parent = self.parent
         if parent is not None:
-            parent.backup_grad(leaf)
+            parent.backup_grad(leaf, accumulates)
 
     parent = None
 

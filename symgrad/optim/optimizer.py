@@ -136,8 +136,9 @@ class Optimizer:
 
     def _traced_step(self) -> None:
         """A step inside symgrad.compile: guard what decides its control flow (the
-        options above, the parameters, which state each has -- and state held as Python
-        numbers, which a compiled program cannot update)."""
+        options above, the parameters, which state each has -- which tensors, since the
+        program reads and writes those: a loaded state dict brings new ones -- and state
+        held as Python numbers, which a compiled program cannot update)."""
         dispatch._lifter[0].guard(f"{type(self).__name__} options or state", self._layout,
                                   self._layout())
 
@@ -147,7 +148,7 @@ class Optimizer:
                       tuple((k, repr(v)) for k, v in g.items() if k != "params"),
                       tuple(g.get(k) != 0 for k in self._NONZERO),
                       tuple(id(p) for p in g["params"]),
-                      tuple(tuple((k, v if not isinstance(v, Tensor) else None)
+                      tuple(tuple((k, v if not isinstance(v, Tensor) else id(v))
                                   for k, v in state[p].items()) if p in state else ()
                             for p in g["params"]))
                      for g in self.param_groups)
