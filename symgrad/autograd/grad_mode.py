@@ -8,6 +8,7 @@ there nothing is recorded, even under ``enable_grad``, as in PyTorch.
 from __future__ import annotations
 
 import functools
+import inspect
 import threading
 
 __all__ = ["no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
@@ -54,22 +55,67 @@ class _GradModeContext:
         set_grad_mode(self._prev)
         return False
 
+    def clone(self):
+        """A fresh context of the same mode (what a decorated function enters)."""
+        return self.__class__()
+
     def __call__(self, fn):
+        """Decorate `fn`: it runs in this mode; a generator function runs in it each time
+        it is resumed (the caller's mode in between), as PyTorch's decorators do."""
+        fresh = self.clone
+        if inspect.isgeneratorfunction(fn):
+            return _generator_in(fresh, fn)
+
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            with self.__class__():
+            with fresh():
                 return fn(*args, **kwargs)
         return wrapper
 
 
-class no_grad(_GradModeContext):
-    """Disable recording: ``with symgrad.no_grad(): ...`` or ``@symgrad.no_grad()``."""
+def _generator_in(fresh, fn):
+    """Generator function `fn` whose every step (start, send, throw, close) runs inside a
+    context from `fresh()`."""
+    @functools.wraps(fn)
+    def generator(*args, **kwargs):
+        gen = fn(*args, **kwargs)
+        step, value = gen.send, None
+        while True:
+            try:
+                with fresh():
+                    out = step(value)
+            except StopIteration as stop:
+                return stop.value
+            try:
+                step, value = gen.send, (yield out)
+            except GeneratorExit:
+                with fresh():
+                    gen.close()
+                raise
+            except BaseException as exc:         # thrown in by the caller: passed on
+                step, value = gen.throw, exc
+    return generator
+
+
+class _NoArgumentMode(_GradModeContext):
+    """A mode that also decorates without parentheses (``@no_grad``)."""
+
+    def __new__(cls, orig_func=None):
+        if orig_func is None:
+            return super().__new__(cls)
+        return cls()(orig_func)
+
+
+class no_grad(_NoArgumentMode):
+    """Disable recording: ``with symgrad.no_grad(): ...``, ``@symgrad.no_grad()`` or
+    ``@symgrad.no_grad``."""
 
     _target = False
 
 
-class enable_grad(_GradModeContext):
-    """Enable recording inside a no_grad block."""
+class enable_grad(_NoArgumentMode):
+    """Enable recording inside a no_grad block (also a decorator, with or without
+    parentheses)."""
 
     _target = True
 
@@ -114,15 +160,6 @@ class inference_mode(_GradModeContext):
     def clone(self) -> "inference_mode":
         return self.__class__(self.mode)
 
-    def __call__(self, fn):
-        mode = self.mode
-
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            with inference_mode(mode):
-                return fn(*args, **kwargs)
-        return wrapper
-
 
 class set_grad_enabled(_GradModeContext):
     """Set grad mode: as a function call it takes effect at once; as a context manager
@@ -139,3 +176,10 @@ class set_grad_enabled(_GradModeContext):
     def __exit__(self, *exc):
         set_grad_mode(self._prev)
         return False
+
+    def clone(self) -> "set_grad_enabled":
+        return self.__class__(self._target)
+
+    def __call__(self, fn):
+        set_grad_mode(self._prev)           # as a decorator it does not switch at once
+        return super().__call__(fn)

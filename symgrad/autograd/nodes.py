@@ -271,6 +271,7 @@ _SAVED_NAMES = {"PowBackward0": ("self", "exponent"), "PowBackward1": ("self", "
                 "WhereBackward0": ("condition", "self", "other"),
                 "DotBackward0": ("self", "tensor"), "MvBackward0": ("self", "vec"),
                 "MmBackward0": ("self", "mat2"), "BmmBackward0": ("self", "mat2"),
+                "AddmmBackward0": ("self", "mat1", "mat2"),
                 "MseLossBackward0": ("self", "target"),
                 "BinaryCrossEntropyBackward0": ("self", "target", "weight"),
                 "BinaryCrossEntropyWithLogitsBackward0": ("self", "target")}

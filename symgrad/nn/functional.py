@@ -130,8 +130,9 @@ def linear(input, weight, bias=None):
     out_shape = (x2.shape[0], wt.shape[-1]) if wt.dim() == 2 else None
     if out_shape is not None and x2.shape[-1] == wt.shape[0]:
         shape.expand(b, *out_shape)            # PyTorch's error for a bias of the wrong size
+    saves = tuple(i for i, other in ((1, wt), (2, x2)) if other.requires_grad)   # as PyTorch
     out = named("AddmmBackward0",
-                lambda bb, a, ww: lax.add(bind(P["matmul"], a, ww), bb), b, x2, wt)
+                lambda bb, a, ww: lax.add(bind(P["matmul"], a, ww), bb), b, x2, wt, saves=saves)
     if x.dim() == 2:
         return out
     return bind(P["reshape"], out, shape=tuple(x.shape[:-1]) + tuple(out.shape[1:]),

@@ -574,6 +574,65 @@ def inference_then_train_clone(T):
 
 
 @snippet
+def decorated_generators_run_each_step_in_the_mode(T):
+    out = []
+
+    @T.inference_mode()
+    def gen(n):
+        for i in range(n):
+            x = yield (i, T.is_inference_mode_enabled(), T.is_grad_enabled())
+            out.append(("sent", x, T.is_inference_mode_enabled()))
+        return "done"
+    g = gen(2)
+    out.append(next(g))
+    out.append(T.is_inference_mode_enabled())
+    out.append(g.send("a"))
+    try:
+        g.send("b")
+    except StopIteration as e:
+        out.append(("stop", e.value))
+
+    @T.no_grad()
+    def gen2():
+        yield T.is_grad_enabled()
+        yield T.is_grad_enabled()
+    out.append(list(gen2()))
+
+    @T.inference_mode
+    def gen3():
+        try:
+            yield 1
+        except ValueError:
+            yield ("caught", T.is_inference_mode_enabled())
+    g = gen3()
+    next(g)
+    out.append(g.throw(ValueError()))
+    g.close()
+    return out
+
+
+@snippet
+def grad_mode_decorators(T):
+    @T.no_grad
+    def f1():
+        return T.is_grad_enabled()
+
+    @T.enable_grad
+    def f2():
+        return T.is_grad_enabled()
+
+    @T.set_grad_enabled(False)
+    def f3():
+        return T.is_grad_enabled()
+    out = [f1(), T.is_grad_enabled()]
+    with T.no_grad():
+        out.append(f2())
+    out.append((f3(), T.is_grad_enabled()))
+    out.append((type(T.no_grad().clone()).__name__, type(T.enable_grad().clone()).__name__))
+    return out
+
+
+@snippet
 def context_attributes(T):
     m = T.inference_mode()
     return type(m).__name__, m.mode, T.inference_mode(False).mode, m.clone().mode

@@ -63,6 +63,11 @@ OPS = {
     "bce": lambda T, a, b, c: T.nn.functional.binary_cross_entropy(a.sigmoid(), b / 2),
     "logsumexp var norm": lambda T, a, b, c: a.logsumexp(0) + a.var() + a.norm(),
     "views": lambda T, a, b, c: a.view(3, 1).t().expand(2, 3) * 2,
+    "linear": lambda T, a, b, c: T.nn.functional.linear(c[None], a[None] * 1, b[:1]),
+    "linear of a constant": lambda T, a, b, c: T.nn.functional.linear(c.detach(), a[None],
+                                                                      b[:1]),
+    "linear into a constant": lambda T, a, b, c: T.nn.functional.linear(c, a[None].detach(),
+                                                                        b[:1]),
 }
 
 
