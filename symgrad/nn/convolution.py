@@ -16,6 +16,7 @@ import warnings
 from ..functions.common import to_tensor
 from ..functions.composite import named
 from ..ops import lax
+from .padding import check_mode_padding
 from .windowing import expand_param, ntuple, pad
 
 __all__ = ["conv1d", "conv2d", "conv_nd", "convolve", "same_padding"]
@@ -134,20 +135,6 @@ def _check(x, w, b, stride, lo, hi, dilation, groups):
         raise RuntimeError(f"expected scalar type {x.dtype.c_name} but found {w.dtype.c_name}")
 
 
-def _check_mode_padding(x, lo, hi, mode: str) -> None:
-    """The errors of PyTorch's ``F.pad`` for the reflect and circular modes."""
-    r = len(lo)
-    for i in reversed(range(r)):            # the last dim first, as F.pad
-        dim, n = x.dim() - r + i, x.shape[x.dim() - r + i]
-        if mode == "reflect" and (lo[i] >= n or hi[i] >= n):
-            arg = 4 + 2 * (r - 1 - i)
-            raise RuntimeError(f"Argument #{arg}: Padding size should be less than the "
-                               f"corresponding input dimension, but got: padding ({lo[i]}, "
-                               f"{hi[i]}) at dimension {dim} of input {list(x.shape)}")
-        if mode == "circular" and (lo[i] > n or hi[i] > n):
-            raise RuntimeError("Padding value causes wrapping around more than once.")
-
-
 def conv_nd(name: str, r: int, input, weight, bias, stride, padding, dilation, groups,
             mode: str = "zeros"):
     """``conv1d`` (r = 1) / ``conv2d`` (r = 2); ``mode``: the padding mode of the Conv
@@ -166,7 +153,7 @@ def conv_nd(name: str, r: int, input, weight, bias, stride, padding, dilation, g
     if lo is None:
         lo = hi = pads
     if mode != "zeros":
-        _check_mode_padding(x, lo, hi, mode)
+        check_mode_padding(x, lo, hi, mode)
     _check(x, w, b, stride, lo, hi, dilation, groups)
     args = (x, w) if b is None else (x, w, b)
     out = named("ConvolutionBackward0",

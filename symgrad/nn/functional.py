@@ -1,8 +1,8 @@
 """``symgrad.nn.functional``: activations, softmax / log_softmax, linear, and the losses
 (BCE with logits — stable at any logit —, BCE, MSE, L1, cross-entropy, NLL) with
-PyTorch's reductions, checks and grad_fn names; convolution, pooling and batch norm are
-re-exported from :mod:`~symgrad.nn.convolution`, :mod:`~symgrad.nn.pooling` and
-:mod:`~symgrad.nn.normalization`."""
+PyTorch's reductions, checks and grad_fn names; convolution, pooling, padding and batch
+norm are re-exported from :mod:`~symgrad.nn.convolution`, :mod:`~symgrad.nn.pooling`,
+:mod:`~symgrad.nn.padding` and :mod:`~symgrad.nn.normalization`."""
 from __future__ import annotations
 
 import warnings
@@ -570,11 +570,12 @@ __all__ += ["bilinear", "elu", "gelu", "hardtanh", "relu6", "smooth_l1_loss", "h
             "embedding", "layer_norm"]
 
 
-# convolution, pooling and batch norm live in their own modules (they import nothing of
+# convolution, pooling, padding and batch norm live in their own modules (they import nothing of
 # this one); re-exported here as PyTorch's functional namespace has them
 from .convolution import conv1d, conv2d  # noqa: E402
 from .normalization import batch_norm  # noqa: E402
+from .padding import pad  # noqa: E402
 from .pooling import avg_pool1d, avg_pool2d, max_pool1d, max_pool2d  # noqa: E402
 
 __all__ += ["conv1d", "conv2d", "max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d",
-            "batch_norm"]
+            "batch_norm", "pad"]

@@ -9,6 +9,10 @@ from .loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, L1Lo
                    NLLLoss, SmoothL1Loss)
 from .misc import Dropout, Embedding, Flatten, LayerNorm, Unflatten
 from .module import Module
+from .padding import (CircularPad1d, CircularPad2d, CircularPad3d, ConstantPad1d, ConstantPad2d,
+                      ConstantPad3d, ReflectionPad1d, ReflectionPad2d, ReflectionPad3d,
+                      ReplicationPad1d, ReplicationPad2d, ReplicationPad3d, ZeroPad1d,
+                      ZeroPad2d, ZeroPad3d)
 from .pooling import AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d
 
 __all__ = ["Module", "Sequential", "ModuleList", "ModuleDict", "ParameterList",
@@ -17,4 +21,7 @@ __all__ = ["Module", "Sequential", "ModuleList", "ModuleDict", "ParameterList",
            "AvgPool1d", "AvgPool2d", "BatchNorm1d", "BatchNorm2d", "ReLU", "ReLU6", "Hardtanh",
            "LeakyReLU", "ELU", "GELU", "SiLU", "Tanh", "Sigmoid", "Softplus", "Softmax",
            "LogSoftmax", "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "CrossEntropyLoss",
-           "NLLLoss", "BCELoss", "BCEWithLogitsLoss"]
+           "NLLLoss", "BCELoss", "BCEWithLogitsLoss", "ZeroPad1d", "ZeroPad2d", "ZeroPad3d",
+           "ConstantPad1d", "ConstantPad2d", "ConstantPad3d", "ReflectionPad1d",
+           "ReflectionPad2d", "ReflectionPad3d", "ReplicationPad1d", "ReplicationPad2d",
+           "ReplicationPad3d", "CircularPad1d", "CircularPad2d", "CircularPad3d"]
