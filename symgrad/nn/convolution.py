@@ -19,7 +19,8 @@ from ..ops import lax
 from .padding import check_mode_padding
 from .windowing import expand_param, ntuple, pad
 
-__all__ = ["conv1d", "conv2d", "conv_nd", "convolve", "same_padding"]
+__all__ = ["conv1d", "conv2d", "conv_nd", "convolve", "same_padding", "batched",
+           "check_weight_groups", "check_weight_dtype"]
 
 
 def same_padding(kernel, dilation) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -54,7 +55,7 @@ def convolve(x, w, b, stride, lo, hi, dilation, groups: int, mode: str = "zeros"
     return out
 
 
-def _batched(x, r: int, name: str):
+def batched(x, r: int, name: str):
     """``x`` with a batch dim (PyTorch's batchify): (tensor, whether one was added)."""
     if x.dim() == r + 1:
         return x.unsqueeze(0), True
@@ -85,6 +86,32 @@ def _string_padding(padding: str, w, stride, dilation, r: int, warn: bool = True
     return lo, hi
 
 
+def check_weight_groups(x, w, groups: int) -> None:
+    """PyTorch's checks of a convolution weight's rank and its groups (transposed too)."""
+    ws = list(w.shape)
+    if w.dim() != x.dim():
+        raise RuntimeError(f"Expected {w.dim()}-dimensional input for {w.dim()}-dimensional "
+                           f"weight {ws}, but got {x.dim()}-dimensional input of size "
+                           f"{list(x.shape)} instead")
+    if ws[0] < groups:
+        raise RuntimeError(f"Given groups={groups}, expected weight to be at least {groups} "
+                           f"at dimension 0, but got weight of size {ws} instead")
+    if ws[0] % groups:
+        raise RuntimeError(f"Given groups={groups}, expected weight to be divisible by "
+                           f"{groups} at dimension 0, but got weight of size [{ws}] instead")
+
+
+def check_weight_dtype(x, w) -> None:
+    """PyTorch's error for a weight of another dtype than the input (float32 inputs reach
+    oneDNN, whose text differs)."""
+    if w.dtype is not x.dtype:
+        if x.dtype.name == "float32":
+            raise RuntimeError(f"Input type ({x.dtype.tensor_type}) and weight type "
+                               f"({w.dtype.tensor_type}) should be the same or input should "
+                               "be a MKLDNN tensor and weight is a dense tensor")
+        raise RuntimeError(f"expected scalar type {x.dtype.c_name} but found {w.dtype.c_name}")
+
+
 def _check(x, w, b, stride, lo, hi, dilation, groups):
     """PyTorch's checks of ``_convolution`` / ``check_shape_forward``, in its order."""
     k = x.dim()
@@ -101,17 +128,8 @@ def _check(x, w, b, stride, lo, hi, dilation, groups):
         raise RuntimeError("dilation should be greater than zero")
     if min(dilation) == 0:
         raise RuntimeError("non-positive dilation is not supported")
+    check_weight_groups(x, w, groups)
     ws = list(w.shape)
-    if w.dim() != k:
-        raise RuntimeError(f"Expected {w.dim()}-dimensional input for {w.dim()}-dimensional "
-                           f"weight {ws}, but got {k}-dimensional input of size "
-                           f"{list(x.shape)} instead")
-    if ws[0] < groups:
-        raise RuntimeError(f"Given groups={groups}, expected weight to be at least {groups} "
-                           f"at dimension 0, but got weight of size {ws} instead")
-    if ws[0] % groups:
-        raise RuntimeError(f"Given groups={groups}, expected weight to be divisible by "
-                           f"{groups} at dimension 0, but got weight of size [{ws}] instead")
     if x.shape[1] != ws[1] * groups:
         raise RuntimeError(f"Given groups={groups}, weight of size {ws}, expected "
                            f"input{list(x.shape)} to have {ws[1] * groups} channels, but got "
@@ -127,12 +145,7 @@ def _check(x, w, b, stride, lo, hi, dilation, groups):
                            f"({' x '.join(map(str, sizes))}). Kernel size: "
                            f"({' x '.join(map(str, spans))}). Kernel size can't be greater "
                            "than actual input size")
-    if w.dtype is not x.dtype:
-        if x.dtype.name == "float32":
-            raise RuntimeError(f"Input type ({x.dtype.tensor_type}) and weight type "
-                               f"({w.dtype.tensor_type}) should be the same or input should "
-                               "be a MKLDNN tensor and weight is a dense tensor")
-        raise RuntimeError(f"expected scalar type {x.dtype.c_name} but found {w.dtype.c_name}")
+    check_weight_dtype(x, w)
 
 
 def conv_nd(name: str, r: int, input, weight, bias, stride, padding, dilation, groups,
@@ -141,7 +154,7 @@ def conv_nd(name: str, r: int, input, weight, bias, stride, padding, dilation, g
     modules (zeros, reflect, replicate, circular)."""
     x, w = to_tensor(input), to_tensor(weight)
     b = None if bias is None else to_tensor(bias)
-    x, unbatched = _batched(x, r, name)
+    x, unbatched = batched(x, r, name)
     if isinstance(padding, str):
         lo, hi = _string_padding(padding, w, stride, dilation, w.dim() - 2, mode == "zeros")
         padding = 0

@@ -572,10 +572,11 @@ __all__ += ["bilinear", "elu", "gelu", "hardtanh", "relu6", "smooth_l1_loss", "h
 
 # convolution, pooling, padding and batch norm live in their own modules (they import nothing of
 # this one); re-exported here as PyTorch's functional namespace has them
+from .conv_transpose import conv_transpose1d, conv_transpose2d  # noqa: E402
 from .convolution import conv1d, conv2d  # noqa: E402
 from .normalization import batch_norm  # noqa: E402
 from .padding import pad  # noqa: E402
 from .pooling import avg_pool1d, avg_pool2d, max_pool1d, max_pool2d  # noqa: E402
 
 __all__ += ["conv1d", "conv2d", "max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d",
-            "batch_norm", "pad"]
+            "batch_norm", "pad", "conv_transpose1d", "conv_transpose2d"]

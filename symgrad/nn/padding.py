@@ -18,7 +18,7 @@ from ..functions.composite import named
 from ..ops import lax
 from .windowing import pad as pad_axes
 
-__all__ = ["pad", "check_mode_padding", "MODES"]
+__all__ = ["pad", "pad_constant", "check_mode_padding", "MODES"]
 
 MODES = ("constant", "reflect", "replicate", "circular")
 _KERNEL = {"reflect": "reflection_pad", "replicate": "replication_pad"}
@@ -111,7 +111,9 @@ def _positive(v):
     return tuple(max(0, p) for p in v)
 
 
-def _constant(v, lo, hi, value):
+def pad_constant(v, lo, hi, value=0):
+    """``v`` padded with ``value`` by ``lo[i]`` / ``hi[i]`` before / after its last
+    ``len(lo)`` axes, cropped where those are negative (no checks)."""
     return pad_axes(_crop(v, lo, hi), _positive(lo), _positive(hi), value=value)
 
 
@@ -163,7 +165,7 @@ def pad(input, pad, mode: str = "constant", value=None):
         if any(s < 0 for s in sizes):
             raise RuntimeError("narrow(): length must be non-negative.")
         fill = _fill(0 if value is None else value, x.dtype)
-        return named("ConstantPadNdBackward0", lambda v: _constant(v, lo, hi, fill), x)
+        return named("ConstantPadNdBackward0", lambda v: pad_constant(v, lo, hi, fill), x)
     if value is not None and value != 0:
         raise RuntimeError(f"Padding mode \"{mode}\" doesn't take in value argument")
     r = len(lo)

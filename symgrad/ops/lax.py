@@ -18,8 +18,9 @@ from ..graph.shapes import numel
 
 __all__ = ["add", "sub", "mul", "div", "neg", "where", "eq", "cast", "reshape", "expand",
            "permute", "sum", "sum_to", "full", "zeros", "matmul", "transpose_last",
-           "slice_", "pad_slice", "shear", "windows", "take", "scatter_add", "unary",
-           "finite_or_zero", "finite_max", "apply", "as_array"]
+           "slice_", "pad_slice", "shear", "shear_extent", "shear_transpose", "windows",
+           "windows_transpose", "take", "scatter_add", "unary", "finite_or_zero", "finite_max",
+           "apply", "as_array"]
 
 _ND = np.ndarray
 
@@ -185,6 +186,52 @@ def shear(x, pairs):
     return apply("shear", x, pairs=tuple(tuple(int(v) for v in p) for p in pairs))
 
 
+def shear_extent(coef: int, offset: int, k: int) -> tuple[int, int]:
+    """(lowest, highest) of ``coef*j + offset`` over the ``k`` positions ``j`` of a shear."""
+    reach = coef * (k - 1)
+    return offset + min(0, reach), offset + max(0, reach)
+
+
+def shear_transpose(g, shape, pairs):
+    """The transpose of ``shear(x, pairs)`` for an ``x`` of ``shape``, applied to ``g`` (the
+    shear's VJP): x̄[.., q, .., j] = ḡ[.., (q - coef*j - offset) / stride, .., j] where that
+    is a whole index in range, else 0 -- ḡ dilated by ``stride`` into a zero buffer padded
+    for every ``j``, read through the opposite shear."""
+    shape = tuple(shape)
+    if 0 in shape or 0 in tuple(g.shape):
+        return zeros(shape, g.dtype)
+    n = len(shape)
+    pad_shape, starts, stops, steps = list(g.shape), [0] * n, list(g.shape), [1] * n
+    back = []
+    for axis, by, stride, coef, offset, size in pairs:
+        low, high = shear_extent(coef, offset, shape[by])
+        pad_shape[axis] = shape[axis] + high - low
+        starts[axis], stops[axis], steps[axis] = high, high + stride * (size - 1) + 1, stride
+        back.append((axis, by, 1, -coef, high - offset, shape[axis]))
+    padded = pad_slice(g, pad_shape, starts, stops, steps)
+    return apply("shear", padded, pairs=tuple(back))
+
+
+def _windows_plan(shape, axes, kernel, stride, dilation):
+    """How :func:`windows` views ``shape``: ("tiles", counts, order, tiled) when the
+    windows tile the axes (``order``: the permutation of the split axes; ``tiled``: the
+    part of ``shape`` the tiles cover), else ("shear", perm, pairs) -- one source for the
+    view and its transpose."""
+    r, first, n = len(axes), axes[0], len(shape)
+    if all(s == k and d == 1 for k, s, d in zip(kernel, stride, dilation)):
+        order = tuple(range(first)) + tuple(first + 2 * i + 1 for i in range(r)) + \
+            tuple(first + 2 * i for i in range(r))
+        counts = [shape[a] // k for a, k in zip(axes, kernel)]
+        tiled = list(shape)
+        for a, k, c in zip(axes, kernel, counts):
+            tiled[a] = c * k
+        return ("tiles", counts, order, tuple(tiled))
+    perm = tuple(range(first)) + tuple(range(n, n + r)) + tuple(range(first, n))
+    pairs = [(a + r, first + i, s, d, 0, (shape[a] - d * (k - 1) - 1) // s + 1)
+             for i, (a, k, s, d) in enumerate(zip(axes, kernel, stride, dilation))]
+    return ("shear", perm, pairs)
+
+
 def windows(x, axes, kernel, stride, dilation):
     """Every window of ``x`` along consecutive ``axes`` (a view, no copy): the kernel axes
     come just before the windowed axes, each of which gets the window count
@@ -196,26 +243,40 @@ def windows(x, axes, kernel, stride, dilation):
     Windows that tile the axes (stride = kernel, no dilation: 2x2 max pooling) are a
     reshape and a permute instead of a shear: their gradient is a copy, not a col2im."""
     shape, r, first = tuple(x.shape), len(axes), axes[0]
-    if all(s == k and d == 1 for k, s, d in zip(kernel, stride, dilation)):
-        counts = [shape[a] // k for a, k in zip(axes, kernel)]
-        stops = list(shape)
-        for a, k, n in zip(axes, kernel, counts):
-            stops[a] = n * k
-        if stops != list(shape):
-            x = slice_(x, (0,) * len(shape), stops, (1,) * len(shape))
-        split = shape[:first] + tuple(v for n, k in zip(counts, kernel) for v in (n, k))
+    plan = _windows_plan(shape, axes, kernel, stride, dilation)
+    if plan[0] == "tiles":
+        _, counts, order, tiled = plan
+        if tiled != shape:
+            x = slice_(x, (0,) * len(shape), tiled, (1,) * len(shape))
+        split = shape[:first] + tuple(v for c, k in zip(counts, kernel) for v in (c, k))
         tiles = reshape(x, split)            # .., OH, KH, OW, KW
-        return permute(tiles, tuple(range(first)) + tuple(first + 2 * i + 1 for i in range(r))
-                       + tuple(first + 2 * i for i in range(r)))
+        return permute(tiles, order)
     # the kernel axes are broadcast last, then moved before the positions: the gradient
     # of the broadcast sums over trailing axes (unrolled in compiled loops that run
     # along the positions' contiguous rows; numpy reduces in memory order either way)
-    n = len(shape)
+    _, perm, pairs = plan
     y = expand(reshape(x, shape + (1,) * r), shape + tuple(kernel))
-    y = permute(y, tuple(range(first)) + tuple(range(n, n + r)) + tuple(range(first, n)))
-    pairs = [(a + r, first + i, s, d, 0, (shape[a] - d * (k - 1) - 1) // s + 1)
-             for i, (a, k, s, d) in enumerate(zip(axes, kernel, stride, dilation))]
-    return shear(y, pairs)
+    return shear(permute(y, perm), pairs)
+
+
+def windows_transpose(g, shape, axes, kernel, stride, dilation):
+    """The transpose of :func:`windows` for an input of ``shape``, applied to ``g`` (of the
+    windows' shape): every window element's value added back where it was read (col2im)
+    -- the views' transposes and a sum over the kernel axes, primitives with VJPs of
+    their own (so this is differentiable again: its VJP is the windows)."""
+    shape, r = tuple(shape), len(axes)
+    plan = _windows_plan(shape, axes, kernel, stride, dilation)
+    if plan[0] == "tiles":
+        _, _, order, tiled = plan
+        x = reshape(permute(g, tuple(np.argsort(order).tolist())), tiled)
+        if tiled != shape:
+            x = pad_slice(x, shape, (0,) * len(shape), tiled, (1,) * len(shape))
+        return x
+    _, perm, pairs = plan
+    n = len(shape)
+    y = shear_transpose(g, tuple(np.array(shape + tuple(kernel))[list(perm)].tolist()), pairs)
+    y = permute(y, tuple(np.argsort(perm).tolist()))
+    return sum(y, tuple(range(n, n + r)))
 
 
 def take(x, idx, axis):

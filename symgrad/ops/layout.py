@@ -58,22 +58,7 @@ def _flip_vjp(ctx, g):
 
 
 def _shear_vjp(ctx, g):
-    """x̄[.., q, .., j] = ḡ[.., (q - coef*j - offset) / stride, .., j] where that is a whole
-    index in range, else 0: ḡ dilated by ``stride`` into a zero buffer padded for every
-    ``j``, read through the opposite shear."""
-    shape, dtype = ctx.in_avals[0]
-    if 0 in shape or 0 in tuple(g.shape):
-        return (lax.zeros(shape, g.dtype),)
-    n = len(shape)
-    pad_shape, starts, stops, steps = list(g.shape), [0] * n, list(g.shape), [1] * n
-    back = []
-    for axis, by, stride, coef, offset, size in ctx.kwargs["pairs"]:
-        low, high = _shear_extent(coef, offset, shape[by])
-        pad_shape[axis] = shape[axis] + high - low
-        starts[axis], stops[axis], steps[axis] = high, high + stride * (size - 1) + 1, stride
-        back.append((axis, by, 1, -coef, high - offset, shape[axis]))
-    padded = lax.pad_slice(g, pad_shape, starts, stops, steps)
-    return (lax.apply("shear", padded, pairs=tuple(back)),)
+    return (lax.shear_transpose(g, ctx.in_avals[0][0], ctx.kwargs["pairs"]),)
 
 
 def _cat_vjp(ctx, g):
@@ -170,12 +155,6 @@ primitive("flip", 1, lambda av, *, axes: (av[0][0], av[0][1]), _flip_numpy,
           grad_name="FlipBackward0", family="view", vjp=_flip_vjp)
 
 
-def _shear_extent(coef: int, offset: int, k: int) -> tuple[int, int]:
-    """(lowest, highest) of ``coef*j + offset`` over the ``k`` positions ``j`` of a shear."""
-    reach = coef * (k - 1)
-    return offset + min(0, reach), offset + max(0, reach)
-
-
 def _shear_shape(av, *, pairs):
     shape = av[0][0]
     out = list(shape)
@@ -185,7 +164,7 @@ def _shear_shape(av, *, pairs):
                 or axes.count(axis) > 1 or stride < 1 or size < 0:
             raise ValueError(f"shear: invalid pair {(axis, by, stride, coef, offset, size)} "
                              f"for shape {tuple(shape)}")
-        low, high = _shear_extent(coef, offset, shape[by])
+        low, high = lax.shear_extent(coef, offset, shape[by])
         if size and shape[by] and (low < 0 or high + stride * (size - 1) >= shape[axis]):
             raise ValueError(f"shear: windows of axis {axis} reach {low}.."
                              f"{high + stride * (size - 1)}, outside 0..{shape[axis] - 1}")

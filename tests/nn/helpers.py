@@ -76,3 +76,94 @@ def twin(build, dtype, seed: int = 0):
         tm, sm = tm.double(), sm.double()
     copy_weights(tm, sm)
     return tm, sm
+
+
+def eager_matches(run, arrays, dtype, rng, names=("input", "weight", "bias")) -> None:
+    """``run(lib, *tensors)`` on the same arrays in both libraries (None stays None): the
+    outputs, each array's gradient under a random cotangent, and the grad_fn names equal
+    torch's."""
+    both = [pair(a) if a is not None else (None, None) for a in arrays]
+    s_out, t_out = run(sg, *(s for s, _ in both)), run(torch, *(t for _, t in both))
+    close(s_out, t_out, dtype, "output")
+    g = rng.normal(size=tuple(t_out.shape)).astype(dtype)
+    s_out.backward(sg.tensor(g))
+    t_out.backward(torch.tensor(g))
+    for (s, t), what in zip(both, names):
+        if s is not None:
+            close(s.grad, t.grad, dtype, f"grad {what}")
+    assert type(s_out.grad_fn).__name__ == type(t_out.grad_fn).__name__
+
+
+def compiled_matches(run, arrays, dtype, rng, backend, names=("input", "weight", "bias")):
+    """``sg.value_and_grad`` (on ``backend``) of <tanh(run(lib, *arrays)), c> for a random
+    c, w.r.t. every array, equals torch's eager loss and gradients; returns (torch's
+    tensors after backward, the cotangent's loss function of symgrad)."""
+    ts = [torch.tensor(a, requires_grad=True) for a in arrays]
+    t_out = run(torch, *ts)
+    cot = rng.normal(size=tuple(t_out.shape)).astype(dtype)
+    t_loss = (torch.tanh(t_out) * torch.tensor(cot)).sum()
+    t_loss.backward()
+
+    def loss(*vs):
+        return (sg.tanh(run(sg, *vs)) * sg.tensor(cot)).sum()
+    value, grads = sg.value_and_grad(loss, argnums=tuple(range(len(arrays))),
+                                     backend=backend)(*arrays)
+    close(np.asarray(value), t_loss, dtype, "loss", factor=10)
+    for got, t, what in zip(grads, ts, names):
+        close(np.asarray(got), t.grad, dtype, f"grad {what}", factor=10)
+    return ts, loss
+
+
+def module_compiled_matches(build, x, dtype) -> None:
+    """``sg.value_and_grad`` of sum(module(x)**2) over ``functional_call`` of the module
+    ``build`` makes (torch's weights) equals torch's loss and parameter gradients."""
+    tm, sm = twin(build, dtype)
+    params = {k: v.detach().numpy().copy() for k, v in tm.named_parameters()}
+    loss = (tm(torch.tensor(x)) ** 2).sum()
+    loss.backward()
+    value, grads = sg.value_and_grad(
+        lambda p, xb: (sg.func.functional_call(sm, p, (xb,)) ** 2).sum())(params, x)
+    close(np.asarray(value), loss, dtype, "loss", factor=10)
+    for k, v in tm.named_parameters():
+        close(np.asarray(grads[k]), v.grad, dtype, k, factor=10)
+
+
+def second_derivatives_match(run, x, w, rng) -> None:
+    """d/d(x, w) of <grad_x(<run(lib, x, w)^2, c>), v> for random c, v equals torch's (the
+    gradient is differentiable); float64 arrays."""
+    (sx, tx), (sw, tw) = pair(x), pair(w)
+    c = v = None
+    res = {}
+    for lib, xv, wv in ((torch, tx, tw), (sg, sx, sw)):
+        out = run(lib, xv, wv)
+        if c is None:
+            c, v = rng.normal(size=tuple(out.shape)), rng.normal(size=x.shape)
+        gx, = lib.autograd.grad((out * out * lib.tensor(c)).sum(), xv, create_graph=True)
+        res[lib] = lib.autograd.grad((gx * lib.tensor(v)).sum(), (xv, wv))
+    close(res[sg][0], res[torch][0], np.float64, "d2/dx2")
+    close(res[sg][1], res[torch][1], np.float64, "d2/dxdw")
+
+
+def kaiming_default_holds(m, fan_in: int, spread: float) -> None:
+    """``m``'s weight and bias look drawn as PyTorch's default (kaiming_uniform_(a=sqrt(5)),
+    bias uniform): inside ±1/sqrt(fan_in), the weight's std and mean those of a uniform
+    within ``spread`` of the bound, the bias reaching past half the bound."""
+    bound = 1 / np.sqrt(fan_in)
+    w, b = m.weight.detach().numpy(), m.bias.detach().numpy()
+    assert np.abs(w).max() <= bound and np.abs(b).max() <= bound
+    assert abs(w.std() - bound / np.sqrt(3)) < spread * bound
+    assert abs(w.mean()) < spread * bound
+    assert np.abs(b).max() > 0.5 * bound
+
+
+def module_eager_matches(tm, sm, x, dtype, **kwargs) -> None:
+    """The twin modules on ``x`` (``kwargs`` passed to both forwards): outputs, and after
+    ``sum().backward()`` the input's and every parameter's gradient, equal torch's."""
+    sx, tx = pair(x)
+    s_out, t_out = sm(sx, **kwargs), tm(tx, **kwargs)
+    close(s_out, t_out, dtype, "output")
+    s_out.sum().backward()
+    t_out.sum().backward()
+    close(sx.grad, tx.grad, dtype, "grad input")
+    for (k, sp), (_, tp) in zip(sm.named_parameters(), tm.named_parameters()):
+        close(sp.grad, tp.grad, dtype, f"grad {k}")

@@ -6,7 +6,6 @@ grad_fn names; modules (repr, state dict, initialisation, padding modes); PyTorc
 errors for bad input."""
 from __future__ import annotations
 
-import math
 import warnings
 
 import numpy as np
@@ -15,7 +14,8 @@ import torch
 
 import symgrad as sg
 
-from .helpers import DTYPES, close, pair, same_error, twin
+from .helpers import (DTYPES, close, compiled_matches, eager_matches, kaiming_default_holds,
+                      module_eager_matches, same_error, second_derivatives_match, twin)
 
 rng = np.random.default_rng(0)
 
@@ -59,19 +59,8 @@ def _run(lib, name, x, w, b, kw):
 @pytest.mark.parametrize("name, xs, ws, kw", CASES)
 @pytest.mark.parametrize("bias", [True, False])
 def test_eager_values_and_gradients_equal_torch(name, xs, ws, kw, dtype, bias):
-    x, w, b = _arrays(xs, ws, dtype, bias)
-    (sx, tx), (sw, tw) = pair(x), pair(w)
-    sb, tb = pair(b) if bias else (None, None)
-    s_out, t_out = _run(sg, name, sx, sw, sb, kw), _run(torch, name, tx, tw, tb, kw)
-    close(s_out, t_out, dtype, "output")
-    g = rng.normal(size=tuple(t_out.shape)).astype(dtype)
-    s_out.backward(sg.tensor(g))
-    t_out.backward(torch.tensor(g))
-    close(sx.grad, tx.grad, dtype, "grad input")
-    close(sw.grad, tw.grad, dtype, "grad weight")
-    if bias:
-        close(sb.grad, tb.grad, dtype, "grad bias")
-    assert type(s_out.grad_fn).__name__ == type(t_out.grad_fn).__name__
+    eager_matches(lambda lib, *t: _run(lib, name, *t, kw), _arrays(xs, ws, dtype, bias), dtype,
+                  rng)
 
 
 @pytest.mark.parametrize("backend", ["llvm", "numpy"])
@@ -79,44 +68,17 @@ def test_eager_values_and_gradients_equal_torch(name, xs, ws, kw, dtype, bias):
 @pytest.mark.parametrize("name, xs, ws, kw", [CASES[i] for i in (0, 1, 2, 3, 6, 11, 12)])
 def test_compiled_gradients_equal_torch(name, xs, ws, kw, dtype, backend):
     x, w, b = _arrays(xs, ws, dtype)
-    cot = None
-
-    def loss(lib, xv, wv, bv):
-        out = _run(lib, name, xv, wv, bv, kw)
-        c = lib.tensor(cot) if lib is torch else sg.tensor(cot)
-        return (lib.tanh(out) * c).sum()
-    tx, tw, tb = (torch.tensor(a, requires_grad=True) for a in (x, w, b))
-    t_out = _run(torch, name, tx, tw, tb, kw)
-    cot = rng.normal(size=tuple(t_out.shape)).astype(dtype)
-    t_loss = loss(torch, tx, tw, tb)
-    t_loss.backward()
-    value, grads = sg.value_and_grad(lambda xv, wv, bv: loss(sg, xv, wv, bv), argnums=(0, 1, 2),
-                                     backend=backend)(x, w, b)
-    close(np.asarray(value), t_loss, dtype, "loss", factor=10)
-    for got, t, what in zip(grads, (tx, tw, tb), ("input", "weight", "bias")):
-        close(np.asarray(got), t.grad, dtype, f"grad {what}", factor=10)
-    only_w = sg.grad(lambda wv: loss(sg, sg.tensor(x), wv, sg.tensor(b)), backend=backend)(w)
+    (_, tw, _), loss = compiled_matches(lambda lib, *t: _run(lib, name, *t, kw), (x, w, b),
+                                        dtype, rng, backend)
+    only_w = sg.grad(lambda wv: loss(sg.tensor(x), wv, sg.tensor(b)), backend=backend)(w)
     close(np.asarray(only_w), tw.grad, dtype, "grad weight alone", factor=10)
 
 
 @pytest.mark.parametrize("name, xs, ws, kw", [CASES[i] for i in (1, 3, 11)])
 def test_second_derivatives_equal_torch(name, xs, ws, kw):
     """d/d(x, w) of <grad_x(<conv(x, w)^2, c>), v>: the gradient is differentiable."""
-    x, w, b = _arrays(xs, ws, np.float64)
-    (sx, tx), (sw, tw) = pair(x), pair(w)
-    c = None
-    res = {}
-    for lib, xv, wv in ((torch, tx, tw), (sg, sx, sw)):
-        out = _run(lib, name, xv, wv, None, kw)
-        if c is None:
-            c = rng.normal(size=tuple(out.shape))
-            v = rng.normal(size=xs)
-        loss = (out * out * lib.tensor(c)).sum()
-        gx, = lib.autograd.grad(loss, xv, create_graph=True)
-        hx, hw = lib.autograd.grad((gx * lib.tensor(v)).sum(), (xv, wv))
-        res[lib] = (hx, hw)
-    close(res[sg][0], res[torch][0], np.float64, "d2/dx2")
-    close(res[sg][1], res[torch][1], np.float64, "d2/dxdw")
+    x, w, _ = _arrays(xs, ws, np.float64)
+    second_derivatives_match(lambda lib, xv, wv: _run(lib, name, xv, wv, None, kw), x, w, rng)
 
 
 def test_same_padding_warning_is_pytorchs():
@@ -149,6 +111,12 @@ REPRS = [
     lambda m: m.nn.Conv2d(3, 6, 3, padding=1, padding_mode="reflect"),
     lambda m: m.nn.Conv1d(4, 8, 5, stride=2, groups=2, padding_mode="circular"),
     lambda m: m.nn.Conv1d(4, 8, 3),
+    lambda m: m.nn.ConvTranspose2d(4, 6, 3),
+    lambda m: m.nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1, groups=2,
+                                   dilation=2, bias=False),
+    lambda m: m.nn.ConvTranspose2d(16, 3, (2, 4), stride=(2, 1)),
+    lambda m: m.nn.ConvTranspose1d(4, 6, 3),
+    lambda m: m.nn.ConvTranspose1d(4, 8, 5, stride=3, output_padding=2, groups=4),
 ]
 
 
@@ -159,6 +127,7 @@ def test_module_repr_state_dict_and_shapes_are_pytorchs(build):
     assert list(s.state_dict()) == list(t.state_dict())
     for (ks, vs), (kt, vt) in zip(s.named_parameters(), t.named_parameters()):
         assert ks == kt and tuple(vs.shape) == tuple(vt.shape) and vs.requires_grad
+    assert s.transposed == t.transposed and s.output_padding == t.output_padding
 
 
 def test_default_initialisation_is_pytorchs():
@@ -166,13 +135,7 @@ def test_default_initialisation_is_pytorchs():
     fan_in = in_channels / groups * prod(kernel)."""
     sg.manual_seed(0)
     m = sg.nn.Conv2d(32, 64, (3, 5), groups=4)
-    fan_in = 32 // 4 * 15
-    bound = 1 / math.sqrt(fan_in)
-    w, b = m.weight.detach().numpy(), m.bias.detach().numpy()
-    assert np.abs(w).max() <= bound and np.abs(b).max() <= bound
-    assert abs(w.std() - bound / math.sqrt(3)) < 0.02 * bound        # 7680 draws
-    assert abs(w.mean()) < 0.02 * bound
-    assert np.abs(b).max() > 0.5 * bound
+    kaiming_default_holds(m, 32 // 4 * 15, 0.02)                       # 7680 draws
     one = sg.nn.Conv1d(3, 2, 4, dtype=sg.float64)
     assert one.weight.dtype == sg.float64 and one.bias.dtype == sg.float64
 
@@ -187,17 +150,9 @@ def test_module_forward_and_backward_with_each_padding_mode(mode, padding, dtype
     def build(m):
         return m.nn.Conv2d(3, 4, (3, 2), padding=padding, padding_mode=mode)
     tm, sm = twin(build, dtype)
-    x = rng.normal(size=(2, 3, 6, 5)).astype(dtype)
-    (sx, tx) = pair(x)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        s_out, t_out = sm(sx), tm(tx)
-    close(s_out, t_out, dtype, "output")
-    s_out.sum().backward()
-    t_out.sum().backward()
-    close(sx.grad, tx.grad, dtype, "grad input")
-    close(sm.weight.grad, tm.weight.grad, dtype, "grad weight")
-    close(sm.bias.grad, tm.bias.grad, dtype, "grad bias")
+        module_eager_matches(tm, sm, rng.normal(size=(2, 3, 6, 5)).astype(dtype), dtype)
 
 
 def test_conv1d_module_with_reflect_padding_on_unbatched_input():

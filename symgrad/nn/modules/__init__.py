@@ -3,7 +3,7 @@ from .activation import (ELU, GELU, Hardtanh, LeakyReLU, LogSoftmax, ReLU, ReLU6
                          Softmax, Softplus, Tanh)
 from .batchnorm import BatchNorm1d, BatchNorm2d
 from .container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
-from .conv import Conv1d, Conv2d
+from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
 from .linear import Bilinear, Identity, Linear
 from .loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, L1Loss, MSELoss,
                    NLLLoss, SmoothL1Loss)
@@ -24,4 +24,5 @@ __all__ = ["Module", "Sequential", "ModuleList", "ModuleDict", "ParameterList",
            "NLLLoss", "BCELoss", "BCEWithLogitsLoss", "ZeroPad1d", "ZeroPad2d", "ZeroPad3d",
            "ConstantPad1d", "ConstantPad2d", "ConstantPad3d", "ReflectionPad1d",
            "ReflectionPad2d", "ReflectionPad3d", "ReplicationPad1d", "ReplicationPad2d",
-           "ReplicationPad3d", "CircularPad1d", "CircularPad2d", "CircularPad3d"]
+           "ReplicationPad3d", "CircularPad1d", "CircularPad2d", "CircularPad3d",
+           "ConvTranspose1d", "ConvTranspose2d"]
