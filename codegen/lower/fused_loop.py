@@ -569,6 +569,8 @@ class FusedLoop:
     def _combine_blocks(self, partials: list[ir.Value]) -> None:
         b = self.b
         for (item, a), x in zip(self.slots, partials):
+            if not self._active(item):     # a shorter item: its output has no row here
+                continue
             r = item.node
             x = T.convert(b, x, R.block_dtype(r), R.acc_dtype(r))
             acc = self._acc_storage(item)

@@ -50,3 +50,24 @@ def test_the_disk_cache_keeps_sanitized_and_plain_code_apart(monkeypatch):
     plain = cache.environment()
     monkeypatch.setattr(settings, "sanitize", True)
     assert cache.environment() != plain
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_shorter_reduction_in_a_longer_loop_stays_in_its_rows(sanitized, dtype):
+    # v [1, 9] broadcast to [5, 9]: the gradient's row sums of v's [1, 9] cotangent share
+    # the [5, 9] loop with the full sum; the rows 1..4 segment combined their (empty)
+    # register accumulators into out[1..4] of a 1-element output (fuzz seed 2027000098)
+    w = np.random.default_rng(1).normal(size=(5, 9)).astype(dtype)
+    x, s = np.linspace(-1, 1, 9).astype(dtype), np.array(0.3, dtype)
+
+    def f(L, a, b):
+        v = a + b.reshape(1, -1)
+        return ((v.sum(0, keepdim=True) * v.sin()).expand(5, 9) * L.tensor(w)).sum()
+    v, (gx, gs) = sg.value_and_grad(lambda a, b: f(sg, a, b), argnums=(0, 1))(x, s)
+    tx, ts = torch.tensor(x, requires_grad=True), torch.tensor(s, requires_grad=True)
+    want = f(torch, tx, ts)
+    want.backward()
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(v, want.item(), rtol=tol)
+    np.testing.assert_allclose(gx, tx.grad.numpy(), rtol=tol, atol=tol)
+    np.testing.assert_allclose(gs, ts.grad.numpy(), rtol=tol, atol=tol)

@@ -99,6 +99,36 @@ BINARY = {
 # NaN-safe where: no NaN gradient leaks from sqrt of a negative number), which PyTorch
 # eager does not: the reference for compiled backends writes the guard out.
 SAFE = {"where_sqrt": lambda L, a, p: L.where(a[0] > 0, L.where(a[0] > 0, a[0], 1).sqrt(), a[1])}
+
+
+def _prod_exact(L, a, p):
+    """PyTorch's prod with the gradient of PyTorch's zero-safe branch (the product of the
+    other elements, by exclusive cumulative products) for every input: symgrad's rule.
+    PyTorch takes result / x instead when no element of the whole tensor is 0, which is
+    NaN at x = inf (inf / inf) and overflows where the other elements' product does not."""
+    import torch
+
+    class Prod(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x.prod(p["dim"], keepdim=p["keep"])
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            xm = x.movedim(p["dim"], -1)
+            ones = torch.ones_like(xm[..., :1])
+            left = torch.cumprod(torch.cat([ones, xm[..., :-1]], -1), -1)
+            right = torch.cumprod(torch.cat([ones, xm.flip(-1)[..., :-1]], -1), -1).flip(-1)
+            others = (left * right).movedim(-1, p["dim"])
+            return (g if p["keep"] else g.unsqueeze(p["dim"])) * others
+    return Prod.apply(a[0])
+
+
+# The reference (PyTorch) form of ops whose symgrad gradient is exact where PyTorch's
+# formula is not (every backend, eager included).
+EXACT = {"prod": _prod_exact}
 REDUCE = {
     "sum": lambda L, a, p: a[0].sum(p["dims"], keepdim=p["keep"]) if p["dims"] else a[0].sum(),
     "mean": lambda L, a, p: a[0].mean(p["dims"], keepdim=p["keep"]) if p["dims"] else a[0].mean(),
@@ -339,6 +369,8 @@ def run(prog, L, xs, weights=None, safe=False):
     for st in prog["steps"]:
         args = [vals[a] for a in st["args"]]
         fn = SAFE.get(st["op"], OPS[st["op"]]) if safe else OPS[st["op"]]
+        if L.__name__ == "torch" and st["op"] in EXACT:
+            fn = EXACT[st["op"]]
         if st["no_grad"]:
             with L.no_grad():
                 vals.append(fn(L, args, st["p"]))
