@@ -91,7 +91,7 @@ class TracedArray:
     __sub__, __rsub__, __isub__ = _binary(_sub)
     __mul__, __rmul__, __imul__ = _binary(_mul)
     __truediv__, __rtruediv__, __itruediv__ = _binary(_div)
-    __pow__, __rpow__, _ = _binary(_pow)
+    __pow__, __rpow__ = _binary(_pow)[:2]
 
     def __neg__(self) -> "TracedArray":
         return TracedArray(-self.t)
