@@ -376,3 +376,20 @@ def test_in_place_update_through_a_view_of_a_traced_tensor():
     want = f(torch, torch.tensor(x)).numpy()
     for backend in ("llvm", "numpy"):
         np.testing.assert_array_equal(sg.compile(lambda a: f(sg, a), backend=backend)(x), want)
+
+
+def test_aliases_of_a_closed_over_tensor_are_read_per_call():
+    """``w.detach()`` / ``w.data`` inside the function read w's storage at each call, as
+    w itself (before, the alias was a constant of the code: an old w after an update)."""
+    w = sg.tensor([1.0, 2.0], requires_grad=True)
+    tw = torch.tensor([1.0, 2.0], requires_grad=True)
+    f = sg.compile(lambda x: (w.detach() * x).sum() + (w.data * x).sum())
+    x = np.array([3.0, -1.0], np.float32)
+    for scale in (1.0, 10.0):
+        with sg.no_grad():
+            w.mul_(scale)
+        with torch.no_grad():
+            tw.mul_(scale)
+        tx = torch.tensor(x)
+        assert float(f(x)) == ((tw.detach() * tx).sum() + (tw.data * tx).sum()).item()
+    assert f.cache_info().misses == 1
