@@ -572,6 +572,8 @@ __all__ += ["bilinear", "elu", "gelu", "hardtanh", "relu6", "smooth_l1_loss", "h
 
 # convolution, pooling, padding and batch norm live in their own modules (they import nothing of
 # this one); re-exported here as PyTorch's functional namespace has them
+from .adaptive import (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_max_pool1d,  # noqa: E402
+                       adaptive_max_pool2d)
 from .conv_transpose import conv_transpose1d, conv_transpose2d  # noqa: E402
 from .convolution import conv1d, conv2d  # noqa: E402
 from .normalization import batch_norm  # noqa: E402
@@ -579,4 +581,5 @@ from .padding import pad  # noqa: E402
 from .pooling import avg_pool1d, avg_pool2d, max_pool1d, max_pool2d  # noqa: E402
 
 __all__ += ["conv1d", "conv2d", "max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d",
-            "batch_norm", "pad", "conv_transpose1d", "conv_transpose2d"]
+            "batch_norm", "pad", "conv_transpose1d", "conv_transpose2d", "adaptive_avg_pool1d",
+            "adaptive_avg_pool2d", "adaptive_max_pool1d", "adaptive_max_pool2d"]

@@ -24,7 +24,8 @@ from ..graph.shapes import wrap_dim
 from ..ops import lax
 from .windowing import ntuple, pad, window_count
 
-__all__ = ["max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d"]
+__all__ = ["max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d", "first_max", "window_indices",
+           "avg_windows"]
 
 
 def _arg(value, name: str, what: str, allow_empty: bool = False) -> tuple[int, ...]:
@@ -80,22 +81,34 @@ def _lowest(dtype):
     return -math.inf if dtype.is_floating_point else int(np.iinfo(dtype.np).min)
 
 
-def _max_windows(v, kernel, stride, padding, dilation, extra):
-    """(each window's first maximal element, its position in the window) over v's last
-    two axes."""
-    xp = pad(v, padding, tuple(p + e for p, e in zip(padding, extra)), value=_lowest(v.dtype))
-    n = len(v.shape)
-    win = lax.windows(xp, (n - 2, n - 1), kernel, stride, dilation)      # .. KH KW OH OW
-    lead, spots = tuple(win.shape[:n - 2]), tuple(win.shape[n:])
+def first_max(win, n: int):
+    """(each window's first maximal element, its position in the window) of ``win``
+    (.., KH, KW, OH, OW), the windows over the last two axes of an ``n``-dim input."""
+    lead, kernel, spots = tuple(win.shape[:n - 2]), win.shape[n - 2:n], tuple(win.shape[n:])
     flat = lax.reshape(win, lead + (math.prod(kernel),) + spots)
     at = bind(P["argmax"], flat.detach(), axis=n - 2, keepdim=True)
     return lax.reshape(lax.apply("gather", flat, at, axis=n - 2), lead + spots), at
 
 
+def window_indices(at, table, shape):
+    """The flat input position of each window's chosen element (``return_indices``):
+    ``table`` [KH*KW, OH, OW] (what each window element reads) picked by ``at``."""
+    table = lax.expand(to_tensor(table), tuple(at.shape[:-3]) + table.shape)
+    return lax.reshape(lax.apply("gather", table, at, axis=len(at.shape) - 3), shape)
+
+
+def _max_windows(v, kernel, stride, padding, dilation, extra):
+    """(each window's first maximal element, its position in the window) over v's last
+    two axes."""
+    xp = pad(v, padding, tuple(p + e for p, e in zip(padding, extra)), value=_lowest(v.dtype))
+    n = len(v.shape)
+    return first_max(lax.windows(xp, (n - 2, n - 1), kernel, stride, dilation), n)
+
+
 def _flat_index(size, kernel, stride, padding, dilation, out):
     """[prod(kernel), *out]: the flat input position (row-major over the pooled axes) each
     window element reads -- PyTorch's ``return_indices``."""
-    (h, w), (kh, kw) = size, kernel
+    w, (kh, kw) = size[1], kernel
     rows = (np.arange(kh) * dilation[0])[:, None, None, None] + \
         (np.arange(out[0]) * stride[0] - padding[0])[None, None, :, None]
     cols = (np.arange(kw) * dilation[1])[None, :, None, None] + \
@@ -111,9 +124,7 @@ def _max_pool2d(x, kernel, stride, pads, dil, ceil_mode, return_indices):
         return res
     at = _max_windows(x.detach(), kernel, stride, pads, dil, extra)[1]
     table = _flat_index(tuple(x.shape[-2:]), kernel, stride, pads, dil, out)
-    table = lax.expand(to_tensor(table), tuple(at.shape[:-3]) + table.shape)
-    idx = lax.apply("gather", table, at, axis=len(at.shape) - 3)
-    return res, lax.reshape(idx, tuple(res.shape))
+    return res, window_indices(at, table, tuple(res.shape))
 
 
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
@@ -196,7 +207,9 @@ def _divisor(size, kernel, stride, padding, out, count_include_pad):
     return full if count_include_pad else div
 
 
-def _avg_windows(v, kernel, stride, padding, extra, divisor):
+def avg_windows(v, kernel, stride, padding, extra, divisor):
+    """The sum of each window over v's last two axes (padded by ``padding`` and the
+    ``extra`` after), divided by ``divisor`` (truncating for integers)."""
     n = len(v.shape)
     xp = pad(v, padding, tuple(p + e for p, e in zip(padding, extra)))
     total = lax.sum(lax.windows(xp, (n - 2, n - 1), kernel, stride, (1, 1)), (n - 2, n - 1))
@@ -219,7 +232,7 @@ def _avg_pool2d(x, kernel, stride, pads, ceil_mode, count_include_pad, divisor_o
         uniform = (table == table.flat[0]).all()
         divisor = int(table.flat[0]) if uniform else to_tensor(table.astype(x.dtype.np))
     return named("AvgPool2DBackward0",
-                 lambda v: _avg_windows(v, kernel, stride, pads, extra, divisor), x)
+                 lambda v: avg_windows(v, kernel, stride, pads, extra, divisor), x)
 
 
 def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,

@@ -1,12 +1,15 @@
-"""``MaxPool1d``, ``MaxPool2d``, ``AvgPool1d``, ``AvgPool2d`` as PyTorch's: arguments
-kept as given (``AvgPool1d`` as 1-tuples), stride defaulting to the kernel size, reprs."""
+"""``MaxPool1d``, ``MaxPool2d``, ``AvgPool1d``, ``AvgPool2d`` and the adaptive
+``AdaptiveAvgPool1d/2d``, ``AdaptiveMaxPool1d/2d`` as PyTorch's: arguments kept as given
+(``AvgPool1d`` as 1-tuples), stride defaulting to the kernel size, reprs."""
 from __future__ import annotations
 
+from .. import adaptive as A
 from .. import pooling as P
 from ..windowing import ntuple
 from .module import Module
 
-__all__ = ["MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d"]
+__all__ = ["MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool1d",
+           "AdaptiveAvgPool2d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d"]
 
 
 class _MaxPoolNd(Module):
@@ -84,3 +87,59 @@ class AvgPool2d(_AvgPoolNd):
     def forward(self, input):
         return P.avg_pool2d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
                             self.count_include_pad, self.divisor_override)
+
+
+class _AdaptiveAvgPoolNd(Module):
+    _pool = staticmethod(A.adaptive_avg_pool2d)
+
+    def __init__(self, output_size) -> None:
+        super().__init__()
+        self.output_size = output_size
+
+    def forward(self, input):
+        return self._pool(input, self.output_size)
+
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size}"
+
+
+class AdaptiveAvgPool1d(_AdaptiveAvgPoolNd):
+    """Adaptive average pooling over (N, C, L) or (C, L) inputs to ``output_size``."""
+
+    _pool = staticmethod(A.adaptive_avg_pool1d)
+
+
+class AdaptiveAvgPool2d(_AdaptiveAvgPoolNd):
+    """Adaptive average pooling over (N, C, H, W) or (C, H, W) inputs to ``output_size``
+    (an int, or (H, W) where None keeps the input's).
+
+    >>> import symgrad as torch
+    >>> torch.nn.AdaptiveAvgPool2d((5, None))
+    AdaptiveAvgPool2d(output_size=(5, None))
+    """
+
+
+class _AdaptiveMaxPoolNd(_AdaptiveAvgPoolNd):
+    _pool = staticmethod(A.adaptive_max_pool2d)
+
+    def __init__(self, output_size, return_indices: bool = False) -> None:
+        super().__init__(output_size)
+        self.return_indices = return_indices
+
+    def forward(self, input):
+        return self._pool(input, self.output_size, self.return_indices)
+
+
+class AdaptiveMaxPool1d(_AdaptiveMaxPoolNd):
+    """Adaptive max pooling over (N, C, L) or (C, L) inputs to ``output_size``."""
+
+    _pool = staticmethod(A.adaptive_max_pool1d)
+
+
+class AdaptiveMaxPool2d(_AdaptiveMaxPoolNd):
+    """Adaptive max pooling over (N, C, H, W) or (C, H, W) inputs to ``output_size``.
+
+    >>> import symgrad as torch
+    >>> torch.nn.AdaptiveMaxPool2d(3, return_indices=True)
+    AdaptiveMaxPool2d(output_size=3)
+    """
