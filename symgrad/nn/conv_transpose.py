@@ -1,4 +1,4 @@
-"""``conv_transpose1d`` / ``conv_transpose2d`` of ``nn.functional``: PyTorch's arguments
+"""``conv_transpose1d`` / ``conv_transpose2d`` / ``conv_transpose3d`` of ``nn.functional``: PyTorch's arguments
 (stride, padding, output_padding, groups, dilation, bias), its checks in its order and
 its error texts (those of its native CPU kernels; float32 inputs reach oneDNN there,
 whose texts say less), recorded as ``ConvolutionBackward0``.
@@ -23,7 +23,7 @@ from .convolution import batched, check_weight_dtype, check_weight_groups
 from .padding import pad_constant
 from .windowing import expand_param, ntuple
 
-__all__ = ["conv_transpose1d", "conv_transpose2d", "conv_transpose_nd", "transpose_convolve",
+__all__ = ["conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "conv_transpose_nd", "transpose_convolve",
            "output_size"]
 
 
@@ -114,7 +114,8 @@ def _check(x, w, b, stride, padding, output_padding, dilation, groups, r):
 
 def conv_transpose_nd(name: str, r: int, input, weight, bias, stride, padding, output_padding,
                       groups, dilation):
-    """``conv_transpose1d`` (r = 1) / ``conv_transpose2d`` (r = 2)."""
+    """``conv_transpose1d`` (r = 1) / ``conv_transpose2d`` (r = 2) / ``conv_transpose3d``
+    (r = 3)."""
     x, w = to_tensor(input), to_tensor(weight)
     b = None if bias is None else to_tensor(bias)
     for what, value in (("padding", padding), ("output_padding", output_padding)):
@@ -155,4 +156,12 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
     torch.Size([1, 1, 4, 4])
     """
     return conv_transpose_nd("conv_transpose2d", 2, input, weight, bias, stride, padding,
+                             output_padding, groups, dilation)
+
+
+def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
+                     dilation=1):
+    """3-D transposed convolution over (N, C, D, H, W) or (C, D, H, W) inputs, as
+    PyTorch's; ``weight`` is (C_in, C_out / groups, KD, KH, KW)."""
+    return conv_transpose_nd("conv_transpose3d", 3, input, weight, bias, stride, padding,
                              output_padding, groups, dilation)

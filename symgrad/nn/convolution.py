@@ -1,4 +1,4 @@
-"""``conv1d`` / ``conv2d`` of ``nn.functional``: PyTorch's arguments (stride, padding --
+"""``conv1d`` / ``conv2d`` / ``conv3d`` of ``nn.functional``: PyTorch's arguments (stride, padding --
 numbers, ``'same'`` or ``'valid'`` --, dilation, groups, bias), its checks in its order
 and its error texts, recorded as ``ConvolutionBackward0``.
 
@@ -19,7 +19,7 @@ from ..ops import lax
 from .padding import check_mode_padding
 from .windowing import expand_param, ntuple, pad
 
-__all__ = ["conv1d", "conv2d", "conv_nd", "convolve", "same_padding", "batched",
+__all__ = ["conv1d", "conv2d", "conv3d", "conv_nd", "convolve", "same_padding", "batched",
            "check_weight_groups", "check_weight_dtype"]
 
 
@@ -150,7 +150,7 @@ def _check(x, w, b, stride, lo, hi, dilation, groups):
 
 def conv_nd(name: str, r: int, input, weight, bias, stride, padding, dilation, groups,
             mode: str = "zeros"):
-    """``conv1d`` (r = 1) / ``conv2d`` (r = 2); ``mode``: the padding mode of the Conv
+    """``conv1d`` (r = 1) / ``conv2d`` (r = 2) / ``conv3d`` (r = 3); ``mode``: the padding mode of the Conv
     modules (zeros, reflect, replicate, circular)."""
     x, w = to_tensor(input), to_tensor(weight)
     b = None if bias is None else to_tensor(bias)
@@ -190,3 +190,9 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     torch.Size([1, 1, 4, 4])
     """
     return conv_nd("conv2d", 2, input, weight, bias, stride, padding, dilation, groups)
+
+
+def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """3-D convolution (cross-correlation) over (N, C, D, H, W) or (C, D, H, W) inputs, as
+    PyTorch's."""
+    return conv_nd("conv3d", 3, input, weight, bias, stride, padding, dilation, groups)

@@ -1,4 +1,4 @@
-"""batch_norm and BatchNorm1d / BatchNorm2d against PyTorch: outputs and gradients
+"""batch_norm and BatchNorm1d / BatchNorm2d / BatchNorm3d against PyTorch: outputs and gradients
 (input, weight, bias) in training and evaluation in float32 and float64; running
 statistics step by step (momentum, momentum=None's cumulative average, unbiased
 variance, num_batches_tracked); affine=False, bias=False, track_running_stats=False;
@@ -17,7 +17,7 @@ import symgrad as sg
 from .helpers import DTYPES, close, pair, same_error, twin
 
 rng = np.random.default_rng(2)
-SHAPES = [(5, 3), (4, 3, 6), (2, 3, 4, 5), (7, 3, 1, 1)]
+SHAPES = [(5, 3), (4, 3, 6), (2, 3, 4, 5), (7, 3, 1, 1), (2, 3, 2, 3, 4)]
 
 
 def _stats(dtype):
@@ -72,6 +72,8 @@ MODULES = [
     lambda m: m.nn.BatchNorm2d(3, bias=False),
     lambda m: m.nn.BatchNorm2d(3, track_running_stats=False),
     lambda m: m.nn.BatchNorm1d(3, momentum=None, affine=False, track_running_stats=False),
+    lambda m: m.nn.BatchNorm3d(3, momentum=0.3),
+    lambda m: m.nn.BatchNorm3d(3, affine=False, track_running_stats=False),
 ]
 
 
@@ -92,7 +94,8 @@ def test_module_trains_then_evaluates_as_pytorchs(build, dtype):
     """Three training batches (statistics updated each time), then evaluation; the
     gradients of the affine parameters each step."""
     tm, sm = twin(build, dtype)
-    shape = (4, 3, 5, 2) if "2d" in type(tm).__name__ else (6, 3)
+    shape = {"BatchNorm1d": (6, 3), "BatchNorm2d": (4, 3, 5, 2),
+             "BatchNorm3d": (2, 3, 2, 3, 2)}[type(tm).__name__]
     for step in range(4):
         if step == 3:
             tm.eval()
@@ -214,6 +217,8 @@ ERRORS = [
     lambda m: m.nn.BatchNorm1d(3)(_x(m, 2, 3, 4, 5)),
     lambda m: m.nn.BatchNorm1d(3)(_x(m, 1, 3)),
     lambda m: m.nn.BatchNorm2d(3)(_x(m, 1, 3, 1, 1)),
+    lambda m: m.nn.BatchNorm3d(3)(_x(m, 2, 3, 4, 4)),
+    lambda m: m.nn.BatchNorm3d(3)(_x(m, 1, 3, 1, 1, 1)),
     lambda m: m.nn.BatchNorm1d(3)(_x(m, 2, 4)),
     lambda m: m.nn.BatchNorm2d(3)(_x(m, 2, 3, 4, 4, dtype=m.float64)),
     lambda m: m.nn.functional.batch_norm(_x(m, 2, 3), _x(m, 4), _x(m, 3), training=True),

@@ -1,4 +1,4 @@
-"""conv1d / conv2d and Conv1d / Conv2d against PyTorch: values and gradients (input,
+"""conv1d / conv2d / conv3d and Conv1d / Conv2d / Conv3d against PyTorch: values and gradients (input,
 weight, bias) over strides, paddings (numbers, 'same', 'valid', asymmetric 'same'),
 dilations, groups and odd sizes in float32 and float64; eager and compiled
 (``value_and_grad`` / ``grad`` on the LLVM and numpy backends); second derivatives;
@@ -39,7 +39,14 @@ CONV1D = [
     ((4, 10), (5, 4, 3), dict(stride=2)),                                  # unbatched
     ((2, 3, 7), (2, 3, 7), dict(padding=(0,))),
 ]
-CASES = [("conv2d", *c) for c in CONV2D] + [("conv1d", *c) for c in CONV1D]
+CONV3D = [
+    ((2, 4, 5, 6, 7), (6, 2, 3, 2, 3), dict(stride=(1, 2, 1), padding=(1, 0, 2), dilation=(1, 1, 2),
+                                          groups=2)),
+    ((3, 4, 5, 6), (2, 3, 3, 3, 3), dict(padding="same")),                  # unbatched
+    ((1, 2, 4, 4, 4), (3, 2, 2, 2, 2), dict(stride=2)),
+]
+CASES = [("conv2d", *c) for c in CONV2D] + [("conv1d", *c) for c in CONV1D] + \
+    [("conv3d", *c) for c in CONV3D]
 
 
 def _arrays(xs, ws, dtype, bias=True):
@@ -65,7 +72,7 @@ def test_eager_values_and_gradients_equal_torch(name, xs, ws, kw, dtype, bias):
 
 @pytest.mark.parametrize("backend", ["llvm", "numpy"])
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("name, xs, ws, kw", [CASES[i] for i in (0, 1, 2, 3, 6, 11, 12)])
+@pytest.mark.parametrize("name, xs, ws, kw", [CASES[i] for i in (0, 1, 2, 3, 6, 11, 12, 15, 16)])
 def test_compiled_gradients_equal_torch(name, xs, ws, kw, dtype, backend):
     x, w, b = _arrays(xs, ws, dtype)
     (_, tw, _), loss = compiled_matches(lambda lib, *t: _run(lib, name, *t, kw), (x, w, b),
@@ -74,7 +81,7 @@ def test_compiled_gradients_equal_torch(name, xs, ws, kw, dtype, backend):
     close(np.asarray(only_w), tw.grad, dtype, "grad weight alone", factor=10)
 
 
-@pytest.mark.parametrize("name, xs, ws, kw", [CASES[i] for i in (1, 3, 11)])
+@pytest.mark.parametrize("name, xs, ws, kw", [CASES[i] for i in (1, 3, 11, 15)])
 def test_second_derivatives_equal_torch(name, xs, ws, kw):
     """d/d(x, w) of <grad_x(<conv(x, w)^2, c>), v>: the gradient is differentiable."""
     x, w, _ = _arrays(xs, ws, np.float64)
@@ -111,6 +118,9 @@ REPRS = [
     lambda m: m.nn.Conv2d(3, 6, 3, padding=1, padding_mode="reflect"),
     lambda m: m.nn.Conv1d(4, 8, 5, stride=2, groups=2, padding_mode="circular"),
     lambda m: m.nn.Conv1d(4, 8, 3),
+    lambda m: m.nn.Conv3d(3, 4, 3, padding=1, padding_mode="reflect"),
+    lambda m: m.nn.Conv3d(4, 8, (1, 2, 3), stride=(2, 1, 1), dilation=2, groups=2, bias=False),
+    lambda m: m.nn.ConvTranspose3d(3, 4, (1, 2, 3), stride=2, output_padding=1),
     lambda m: m.nn.ConvTranspose2d(4, 6, 3),
     lambda m: m.nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1, groups=2,
                                    dilation=2, bias=False),
@@ -142,6 +152,14 @@ def test_default_initialisation_is_pytorchs():
 
 MODES = [("zeros", 1), ("reflect", 2), ("replicate", (2, 1)), ("circular", 3), ("zeros", "same"),
          ("circular", "same"), ("reflect", "valid")]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("mode", ["zeros", "reflect", "replicate", "circular"])
+def test_conv3d_module_with_each_padding_mode(mode, dtype):
+    tm, sm = twin(lambda m: m.nn.Conv3d(2, 3, (3, 2, 3), padding=(1, 1, 2), padding_mode=mode),
+                  dtype)
+    module_eager_matches(tm, sm, rng.normal(size=(2, 2, 4, 5, 5)).astype(dtype), dtype)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -180,6 +198,9 @@ ERRORS = [
     lambda m: m.nn.functional.conv1d(_x(m, 2, 3, 8, 4), _x(m, 4, 3, 3)),
     lambda m: m.nn.functional.conv1d(_x(m, 2, 3, 8), _x(m, 4, 3, 3, 3)),           # weight dims
     lambda m: m.nn.functional.conv2d(_x(m, 2, 3, 8, 8), _x(m, 4, 3, 3)),
+    lambda m: m.nn.functional.conv3d(_x(m, 3, 5, 5), _x(m, 4, 3, 3, 3, 3)),
+    lambda m: m.nn.functional.conv3d(_x(m, 2, 3, 5, 5, 5), _x(m, 4, 2, 3, 3, 3)),
+    lambda m: m.nn.functional.conv3d(_x(m, 2, 3, 5, 5, 5), _x(m, 4, 3, 3, 6, 3)),
     lambda m: m.nn.functional.conv2d(_x(m, 2, 3, 8, 8), _x(m, 4, 3, 3, 3), _x(m, 5)),
     lambda m: m.nn.functional.conv2d(_x(m, 2, 3, 8, 8), _x(m, 4, 3, 3, 3), _x(m, 4, 1)),
     lambda m: m.nn.functional.conv2d(_x(m, 2, 3, 8, 8), _x(m, 4, 3, 3, 3), stride=0),

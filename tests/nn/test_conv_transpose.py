@@ -1,7 +1,7 @@
-"""conv_transpose1d / conv_transpose2d and ConvTranspose1d / ConvTranspose2d against
-PyTorch: values and gradients (input, weight, bias) over strides, paddings,
-output_padding, dilations, groups, kernels that tile the output (stride = kernel) and
-unbatched inputs in float32 and float64; eager and compiled (``value_and_grad`` on the
+"""conv_transpose1d/2d/3d and ConvTranspose1d/2d/3d against PyTorch: values and
+gradients (input, weight, bias) over strides, paddings, output_padding, dilations,
+groups, kernels that tile the output (stride = kernel) and unbatched inputs in float32
+and float64; eager and compiled (``value_and_grad`` on the
 LLVM and numpy backends, a module through ``functional_call``); second derivatives;
 grad_fn names; modules (reprs and weight shapes: tests/nn/test_conv.py; default
 initialisation's bounds, ``output_size``); PyTorch's errors for bad input."""
@@ -33,6 +33,9 @@ CASES = [
     ("conv_transpose1d", (2, 4, 7), (4, 3, 3), dict(stride=3, padding=1, output_padding=2)),
     ("conv_transpose1d", (2, 4, 6), (4, 2, 4), dict(groups=2, dilation=2)),
     ("conv_transpose1d", (3, 5), (3, 2, 2), dict(stride=2)),                           # unbatched
+    ("conv_transpose3d", (2, 4, 3, 4, 5), (4, 3, 3, 2, 3),
+     dict(stride=(2, 1, 2), padding=(1, 0, 1), output_padding=(1, 0, 1))),
+    ("conv_transpose3d", (4, 2, 3, 3), (4, 1, 2, 2, 2), dict(stride=2, groups=2, dilation=1)),
 ]
 
 
@@ -57,13 +60,13 @@ def test_eager_values_and_gradients_equal_torch(name, xs, ws, kw, dtype, bias):
 
 @pytest.mark.parametrize("backend", ["llvm", "numpy"])
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("name, xs, ws, kw", [CASES[i] for i in (1, 2, 3, 5, 8, 10)])
+@pytest.mark.parametrize("name, xs, ws, kw", [CASES[i] for i in (1, 2, 3, 5, 8, 10, 11)])
 def test_compiled_gradients_equal_torch(name, xs, ws, kw, dtype, backend):
     compiled_matches(lambda lib, *t: _run(lib, name, *t, kw), _arrays(name, xs, ws, kw, dtype),
                      dtype, rng, backend)
 
 
-@pytest.mark.parametrize("name, xs, ws, kw", [CASES[i] for i in (2, 3, 8)])
+@pytest.mark.parametrize("name, xs, ws, kw", [CASES[i] for i in (2, 3, 8, 11)])
 def test_second_derivatives_equal_torch(name, xs, ws, kw):
     """d/d(x, w) of <grad_x(<convT(x, w)^2, c>), v>: the gradient is differentiable."""
     x, w, _ = _arrays(name, xs, ws, kw, np.float64)
@@ -162,6 +165,13 @@ ERRORS = [
                                                output_padding=2),
     lambda m: m.nn.functional.conv_transpose1d(_x(m, 2, 4, 5, 4), _x(m, 4, 3, 3)),
     lambda m: m.nn.functional.conv_transpose1d(_x(m, 2, 4, 5), _x(m, 4, 3, 3), stride=(1, 2)),
+    lambda m: m.nn.functional.conv_transpose3d(_d(m, 2, 4, 3, 5, 5), _d(m, 4, 3, 3, 3, 3),
+                                               padding=6),
+    lambda m: m.nn.functional.conv_transpose3d(_d(m, 2, 4, 3, 5, 5), _d(m, 4, 3, 3, 3, 3),
+                                               dilation=0),
+    lambda m: m.nn.functional.conv_transpose3d(_d(m, 2, 4, 3, 5, 5), _d(m, 4, 3, 3, 3, 3),
+                                               stride=2, output_padding=2),
+    lambda m: m.nn.ConvTranspose3d(4, 6, 3, stride=2)(_x(m, 4, 3, 5, 5), output_size=(9, 9)),
     lambda m: m.nn.ConvTranspose2d(4, 6, 3, padding_mode="reflect"),
     lambda m: m.nn.ConvTranspose1d(4, 6, 3, padding_mode="zero"),
     lambda m: m.nn.ConvTranspose2d(3, 4, 3, groups=2),

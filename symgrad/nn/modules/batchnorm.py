@@ -1,4 +1,4 @@
-"""``BatchNorm1d`` and ``BatchNorm2d`` as PyTorch's: affine weight (ones) and bias
+"""``BatchNorm1d``, ``BatchNorm2d`` and ``BatchNorm3d`` as PyTorch's: affine weight (ones) and bias
 (zeros, optional), buffers ``running_mean`` / ``running_var`` / ``num_batches_tracked``
 when tracking running statistics, momentum (``None``: a cumulative average over the
 batches seen), train / eval behaviour, input checks and repr; a state dict without
@@ -15,7 +15,7 @@ from ..normalization import batch_norm
 from ..parameter import Parameter
 from .module import Module
 
-__all__ = ["BatchNorm1d", "BatchNorm2d"]
+__all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d"]
 
 
 class _BatchNorm(Module):
@@ -114,3 +114,11 @@ class BatchNorm2d(_BatchNorm):
     def _check_input_dim(self, input) -> None:
         if input.dim() != 4:
             raise ValueError(f"expected 4D input (got {input.dim()}D input)")
+
+
+class BatchNorm3d(_BatchNorm):
+    """Batch normalisation of (N, C, D, H, W) inputs, per channel."""
+
+    def _check_input_dim(self, input) -> None:
+        if input.dim() != 5:
+            raise ValueError(f"expected 5D input (got {input.dim()}D input)")

@@ -1,4 +1,5 @@
-"""``Conv1d``, ``Conv2d``, ``ConvTranspose1d`` and ``ConvTranspose2d`` as PyTorch's:
+"""``Conv1d``, ``Conv2d``, ``Conv3d``, ``ConvTranspose1d``, ``ConvTranspose2d`` and
+``ConvTranspose3d`` as PyTorch's:
 constructor checks and texts, weight (out, in / groups, *kernel) -- transposed: (in,
 out / groups, *kernel) -- and bias with PyTorch's default initialisation
 (``kaiming_uniform_(a=sqrt(5))``, bias uniform in ±1/sqrt(fan_in), fan_in = weight.shape[1]
@@ -18,7 +19,7 @@ from ..parameter import Parameter
 from .linear import _factory
 from .module import Module
 
-__all__ = ["Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d"]
+__all__ = ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d"]
 
 
 class _ConvNd(Module):
@@ -117,6 +118,17 @@ class Conv2d(_ConvNd):
     _name, _rank = "conv2d", 2
 
 
+class Conv3d(_ConvNd):
+    """3-D convolution over (N, C, D, H, W) or (C, D, H, W) inputs.
+
+    >>> import symgrad as torch
+    >>> torch.nn.Conv3d(3, 4, 3, padding=1)
+    Conv3d(3, 4, kernel_size=(3, 3, 3), stride=(1, 1, 1), padding=(1, 1, 1))
+    """
+
+    _name, _rank = "conv3d", 3
+
+
 class _ConvTransposeNd(_ConvNd):
     """What ConvTranspose1d and ConvTranspose2d share (PyTorch's ``_ConvTransposeNd``)."""
 
@@ -179,3 +191,9 @@ class ConvTranspose2d(_ConvTransposeNd):
     """
 
     _name, _rank = "conv_transpose2d", 2
+
+
+class ConvTranspose3d(_ConvTransposeNd):
+    """3-D transposed convolution over (N, C, D, H, W) or (C, D, H, W) inputs."""
+
+    _name, _rank = "conv_transpose3d", 3
