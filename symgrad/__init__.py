@@ -40,6 +40,8 @@ from .functions.selection import (argsort, chunk, gather, index_select, masked_f
                                   split, square, topk, tril, triu)
 from .functions.statistics import cumsum, std, var
 from .functions.linalg import bmm, dot, matmul, mm, mv, outer
+from .functions.matrix import diag, diag_embed, diagonal, trace
+from .functions.einsum import einsum
 from .functions.shape import (cat, clone, flatten, movedim, permute, reshape, squeeze, stack,
                               t, transpose, unsqueeze)
 from .functions import elementwise as _E

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from ..graph import dtypes
 from ..ops import lax
 from . import elementwise as E
-from . import indexing, inplace, linalg, reduction, selection, shape, statistics
+from . import indexing, inplace, linalg, matrix, reduction, selection, shape, statistics
 from .common import Tensor, is_scalar, to_tensor
 from ..autograd import grad_mode
 from ..device import check_device
@@ -281,6 +281,8 @@ _METHODS = {
     # linear algebra
     "matmul": linalg.matmul, "mm": linalg.mm, "mv": linalg.mv, "dot": linalg.dot,
     "bmm": linalg.bmm,
+    "diagonal": matrix.diagonal, "diag": matrix.diag, "diag_embed": matrix.diag_embed,
+    "trace": matrix.trace,
     # layout
     "view": shape.view, "reshape": shape.reshape, "flatten": shape.flatten,
     "unflatten": shape.unflatten,
