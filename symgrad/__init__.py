@@ -42,6 +42,8 @@ from .functions.statistics import cumsum, std, var
 from .functions.linalg import bmm, dot, matmul, mm, mv, outer
 from .functions.matrix import diag, diag_embed, diagonal, trace
 from .functions.einsum import einsum
+from .functions.solvers import _torch_slogdet as slogdet, det, inverse, logdet
+from . import linalg
 from .functions.shape import (cat, clone, flatten, movedim, permute, reshape, squeeze, stack,
                               t, transpose, unsqueeze)
 from .functions import elementwise as _E

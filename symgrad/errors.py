@@ -4,11 +4,20 @@ from __future__ import annotations
 import sys
 import traceback
 
-__all__ = ["traced_value_error", "TracerBoolError"]
+__all__ = ["traced_value_error", "TracerBoolError", "LinAlgError"]
 
 
 class TracerBoolError(TypeError):
     """Python needed a concrete value from a symbolic (traced) tensor."""
+
+
+class _LinAlgError(RuntimeError):
+    """A linear-algebra routine failed on its input (a singular matrix to invert or solve
+    with, a matrix that is not positive-definite for a Cholesky factor): PyTorch's
+    ``torch.linalg.LinAlgError``, a RuntimeError (its class is named ``_LinAlgError``)."""
+
+
+LinAlgError = _LinAlgError
 
 
 def _user_frame() -> str:

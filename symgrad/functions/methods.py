@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from ..graph import dtypes
 from ..ops import lax
 from . import elementwise as E
-from . import indexing, inplace, linalg, matrix, reduction, selection, shape, statistics
+from . import (indexing, inplace, linalg, matrix, reduction, selection, shape, solvers,
+               statistics)
 from .common import Tensor, is_scalar, to_tensor
 from ..autograd import grad_mode
 from ..device import check_device
@@ -283,6 +284,8 @@ _METHODS = {
     "bmm": linalg.bmm,
     "diagonal": matrix.diagonal, "diag": matrix.diag, "diag_embed": matrix.diag_embed,
     "trace": matrix.trace,
+    "det": solvers.det, "inverse": solvers.inverse, "logdet": solvers.logdet,
+    "slogdet": solvers._torch_slogdet,
     # layout
     "view": shape.view, "reshape": shape.reshape, "flatten": shape.flatten,
     "unflatten": shape.unflatten,

@@ -22,11 +22,12 @@ __all__ = ["sum", "mean", "prod", "max", "min", "amax", "amin", "argmax", "argmi
            "logsumexp", "norm", "return_types"]
 
 
-def _ret_type(name):
-    base = namedtuple(name, ["values", "indices"])
+def _ret_type(name, fields=("values", "indices")):
+    base = namedtuple(name, fields)
 
     def __repr__(self):
-        return f"torch.return_types.{name}(\nvalues={self.values!r},\nindices={self.indices!r})"
+        parts = ",\n".join(f"{f}={v!r}" for f, v in zip(fields, self))
+        return f"torch.return_types.{name}(\n{parts})"
     return type(name, (base,), {"__repr__": __repr__, "__slots__": ()})
 
 
@@ -35,6 +36,8 @@ class return_types:
     min = _ret_type("min")
     sort = _ret_type("sort")
     topk = _ret_type("topk")
+    slogdet = _ret_type("slogdet", ("sign", "logabsdet"))
+    linalg_slogdet = _ret_type("linalg_slogdet", ("sign", "logabsdet"))
 
 
 def _acc_dtype(x, dtype):

@@ -1,10 +1,12 @@
 """Linear-algebra primitives: matmul (numpy.matmul's broadcasting and PyTorch's error
-texts) -- its shape rule, numpy rule, what the eager tape saves and its VJP, declared once
-(:func:`symgrad.ops.define.primitive`)."""
+texts) and the dense solvers numpy's LAPACK runs (inv, solve, det and its cofactor
+matrix, slogdet's sign and log, cholesky) -- for each, its shape rule, numpy rule, what
+the eager tape saves and its VJP, declared once (:func:`symgrad.ops.define.primitive`)."""
 from __future__ import annotations
 
 import numpy as np
 
+from ..graph import dtypes
 from ..graph.shapes import broadcast_shapes, numel
 from . import lax
 from .define import primitive
@@ -87,3 +89,186 @@ def _batch_mismatch(batch, k, b):
 
 primitive("matmul", 2, _matmul_shape, lambda a, b: np.matmul(a, b), saves=(0, 1),
           grad_name="MmBackward0", family="linalg", vjp=_matmul_vjp)
+
+
+# ---- dense solvers: numpy's LAPACK routines (run by their numpy rule in compiled code) ----
+# Each gradient is written with primitives (matmul, these solvers, where), so it is
+# differentiable again.  The user-facing functions (symgrad.functions.solvers) check
+# shapes and dtypes first; a singular or indefinite matrix raises PyTorch's LinAlgError.
+def _mT(x):
+    return lax.transpose_last(x)
+
+
+def _batch_text(a: np.ndarray, index: int) -> str:
+    if a.ndim <= 2:
+        return ""
+    return f"(Batch element {index}): "
+
+
+def _first_failure(a: np.ndarray, routine: str) -> tuple[int, int]:
+    """(batch index, LAPACK info > 0) of the first matrix of ``a`` on which LAPACK's
+    ``getrf`` (a zero pivot) or ``potrf`` (a leading minor that is not positive-definite)
+    fails, as PyTorch reports it."""
+    from scipy.linalg import lapack       # late: only an error message needs LAPACK's info
+    mats = a.reshape((-1,) + a.shape[-2:])
+    fn = lapack.get_lapack_funcs(routine, (mats,))
+    for i, m in enumerate(mats):
+        info = fn(m, lower=1)[-1] if routine == "potrf" else fn(m)[-1]
+        if info > 0:
+            return i, int(info)
+    return 0, 0
+
+
+def _singular(op: str, a: np.ndarray):
+    from ..errors import LinAlgError      # late: errors is a leaf the front end shares
+    i, info = _first_failure(a, "getrf")
+    if op == "inv":
+        return LinAlgError(f"linalg.inv: {_batch_text(a, i)}The diagonal element {info} is "
+                           f"zero, the inversion could not be completed because the input "
+                           f"matrix is singular.")
+    return LinAlgError(f"torch.linalg.solve: {_batch_text(a, i)}The solver failed because the "
+                       f"input matrix is singular.")
+
+
+def _inv_numpy(a):
+    try:
+        return np.linalg.inv(a)
+    except np.linalg.LinAlgError:
+        raise _singular("inv", a) from None
+
+
+def _inv_vjp(ctx, g):
+    """d(A⁻¹) = -A⁻¹ dA A⁻¹, so Ā = -A⁻ᵀ ḡ A⁻ᵀ."""
+    inv_t = _mT(ctx.out)
+    return (lax.neg(lax.matmul(lax.matmul(inv_t, g), inv_t)),)
+
+
+def _square_shape(av):
+    return av[0][0], av[0][1]
+
+
+primitive("inv", 1, _square_shape, _inv_numpy, saves_out=True, grad_name="LinalgInvExBackward0",
+          family="other", vjp=_inv_vjp)
+
+
+def _solve_numpy(a, b):
+    try:
+        return np.linalg.solve(a, b)
+    except np.linalg.LinAlgError:
+        raise _singular("solve", np.broadcast_to(a, np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+                                                 + a.shape[-2:])) from None
+
+
+def _solve_shape(av):
+    (a, da), (b, _) = av
+    return broadcast_shapes(a[:-2], b[:-2]) + tuple(b[-2:]), da
+
+
+def _solve_vjp(ctx, g):
+    """X = A⁻¹B: B̄ = A⁻ᵀ ḡ (another solve), Ā = -B̄ Xᵀ."""
+    gb = lax.apply("solve", _mT(ctx.input(0)), g)
+    ga = None
+    if ctx.needs_input_grad[0]:
+        ga = lax.sum_to(lax.neg(lax.matmul(gb, _mT(ctx.out))), ctx.in_avals[0][0])
+    return ga, lax.sum_to(gb, ctx.in_avals[1][0]) if ctx.needs_input_grad[1] else None
+
+
+primitive("solve", 2, _solve_shape, _solve_numpy, saves=(0,), saves_out=True,
+          grad_name="LinalgSolveExBackward0", family="other", vjp=_solve_vjp)
+
+
+def _as_matrices(g, like_shape):
+    """A value per matrix, broadcast over the matrix: (..., ) -> (..., n, n)."""
+    return lax.expand(lax.reshape(g, tuple(g.shape) + (1, 1)), like_shape)
+
+
+def _det_vjp(ctx, g):
+    """d det = tr(cof(A)ᵀ dA): Ā = ḡ cof(A), the cofactor matrix (exact for singular A)."""
+    shape = ctx.in_avals[0][0]
+    return (lax.mul(_as_matrices(g, shape), lax.apply("cofactor", ctx.input(0))),)
+
+
+primitive("det", 1, lambda av: (av[0][0][:-2], av[0][1]), lambda a: np.asarray(np.linalg.det(a)),
+          saves=(0,), grad_name="LinalgDetBackward0", family="other", vjp=_det_vjp)
+
+
+def _cofactor_numpy(a):
+    """cof(A) = det(A) A⁻ᵀ, through the SVD A = U S Vᵀ (defined for singular A too):
+    det(U) det(Vᵀ) U diag(prod_{j != i} s_j) Vᵀ."""
+    n = a.shape[-1]
+    if a.size == 0:
+        return np.zeros_like(a)
+    if n == 1:
+        return np.ones_like(a)
+    u, s, vh = np.linalg.svd(a)
+    ones = np.ones(s.shape[:-1] + (1,), dtype=s.dtype)
+    left = np.cumprod(np.concatenate([ones, s[..., :-1]], -1), -1)
+    right = np.flip(np.cumprod(np.concatenate([ones, np.flip(s, -1)[..., :-1]], -1), -1), -1)
+    scale = (np.linalg.det(u) * np.linalg.det(vh))[..., None, None]
+    return (scale * (u * (left * right)[..., None, :]) @ vh).astype(a.dtype)
+
+
+def _cofactor_vjp(ctx, u):
+    """C = det(A) A⁻ᵀ: dC = tr(A⁻¹dA) C - C dAᵀ A⁻ᵀ, so Ā = <Ū, C> A⁻ᵀ - C Ūᵀ A⁻ᵀ
+    (for invertible A)."""
+    c = ctx.out
+    inv_t = _mT(lax.apply("inv", ctx.input(0)))
+    n = len(ctx.in_avals[0][0])
+    dot = lax.sum(lax.mul(u, c), (n - 2, n - 1), keepdim=True)
+    return (lax.sub(lax.mul(dot, inv_t), lax.matmul(lax.matmul(c, _mT(u)), inv_t)),)
+
+
+primitive("cofactor", 1, _square_shape, _cofactor_numpy, saves=(0,), saves_out=True,
+          family="other", vjp=_cofactor_vjp)
+
+
+def _slogdet_sign_vjp(ctx, g):
+    return (lax.zeros(ctx.in_avals[0][0], g.dtype),)       # piecewise constant
+
+
+def _slogdet_vjp(ctx, g):
+    """d log|det A| = tr(A⁻¹ dA): Ā = ḡ A⁻ᵀ."""
+    shape = ctx.in_avals[0][0]
+    return (lax.mul(_as_matrices(g, shape), _mT(lax.apply("inv", ctx.input(0)))),)
+
+
+primitive("slogdet_sign", 1, lambda av: (av[0][0][:-2], av[0][1]),
+          lambda a: np.asarray(np.linalg.slogdet(a)[0]), family="other",
+          grad_name="LinalgSlogdetBackward0", vjp=_slogdet_sign_vjp)
+primitive("slogdet_logabs", 1, lambda av: (av[0][0][:-2], av[0][1]),
+          lambda a: np.asarray(np.linalg.slogdet(a)[1]), saves=(0,), family="other",
+          grad_name="LinalgSlogdetBackward0", vjp=_slogdet_vjp)
+
+
+def _cholesky_numpy(a):
+    from ..errors import LinAlgError      # late: errors is a leaf the front end shares
+    try:
+        return np.linalg.cholesky(a)
+    except np.linalg.LinAlgError:
+        i, info = _first_failure(a, "potrf")
+        raise LinAlgError(f"linalg.cholesky: {_batch_text(a, i)}The factorization could not be "
+                          f"completed because the input is not positive-definite (the leading "
+                          f"minor of order {info} is not positive-definite).") from None
+
+
+def _lower(x, k=0):
+    """The lower triangle of the last two dims (diagonals up to ``k``), zeros above."""
+    shape = tuple(x.shape)
+    n = len(shape)
+    rows = lax.apply("iota", shape=shape, axis=n - 2, dtype=dtypes.int64)
+    cols = lax.apply("iota", shape=shape, axis=n - 1, dtype=dtypes.int64)
+    return lax.where(lax.apply("le", lax.sub(cols, rows), k), x, 0)
+
+
+def _cholesky_vjp(ctx, g):
+    """PyTorch's (Murray 2016): Φ = tril(Lᵀ ḡ) with its strict lower part mirrored, halved;
+    Ā = L⁻ᵀ Φ L⁻¹ (two solves)."""
+    low = ctx.out
+    phi = _lower(lax.matmul(_mT(low), g))
+    phi = lax.mul(lax.add(phi, _mT(_lower(phi, -1))), 0.5)
+    y = lax.apply("solve", _mT(low), phi)
+    return (_mT(lax.apply("solve", _mT(low), _mT(y))),)
+
+
+primitive("cholesky", 1, _square_shape, _cholesky_numpy, saves_out=True,
+          grad_name="LinalgCholeskyExBackward0", family="other", vjp=_cholesky_vjp)
