@@ -38,10 +38,12 @@ from .functions.control_flow import fori_loop, scan, while_loop
 from .functions.branching import cond
 from .functions.selection import (argsort, chunk, gather, index_select, masked_fill, sort,
                                   split, square, topk, tril, triu)
-from .functions.statistics import cumsum, std, var
+from .functions.statistics import cumprod, cumsum, std, var
 from .functions.linalg import bmm, dot, matmul, mm, mv, outer
 from .functions.matrix import diag, diag_embed, diagonal, trace
 from .functions.einsum import einsum
+from .functions.repeat import repeat_interleave, tile
+from .functions.scatter import index_add, scatter, scatter_add
 from .functions.solvers import _torch_slogdet as slogdet, det, inverse, logdet
 from . import linalg
 from .functions.shape import (cat, clone, flatten, movedim, permute, reshape, squeeze, stack,

@@ -12,6 +12,8 @@ import numpy as np
 
 from ..autograd import engine, grad_mode, saved_hooks
 from ..autograd.nodes import FREED_MESSAGE, SavedTensor, accumulator, new_function, save_order
+from ..dispatch import bind
+from ..graph.primitives import PRIMITIVES as P
 from ..tensor import Tensor
 
 __all__ = ["named"]
@@ -73,10 +75,13 @@ class _Inner:
         if type(g) is np.ndarray:
             grads = engine.vjp_arrays(self.out, wrt, g)
         elif grad_mode.is_grad_enabled():     # create_graph: differentiate the real inputs
-            real = [x for x, n in zip(self.inputs, self.needs) if n]
-            out = self.fn(*self.inputs)
-            grads = engine.grad([out], real, [g], retain_graph=True, create_graph=True,
-                                allow_unused=True)
+            # through one identity node each, so that each input gets its own partial
+            # derivative (an input computed from another one must not pass its gradient on)
+            alias = [bind(P["reshape"], x, shape=tuple(x.shape)) if n else x
+                     for x, n in zip(self.inputs, self.needs)]
+            out = self.fn(*alias)
+            grads = engine.grad([out], [a for a, n in zip(alias, self.needs) if n], [g],
+                                retain_graph=True, create_graph=True, allow_unused=True)
         else:
             grads = engine.grad([self.out], wrt, [g], retain_graph=True, allow_unused=True)
         it = iter(grads)

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from ..graph import dtypes
 from ..ops import lax
 from . import elementwise as E
-from . import (indexing, inplace, linalg, matrix, reduction, selection, shape, solvers,
-               statistics)
+from . import (indexing, inplace, linalg, matrix, reduction, repeat, scatter, selection, shape,
+               solvers, statistics)
 from .common import Tensor, is_scalar, to_tensor
 from ..autograd import grad_mode
 from ..device import check_device
@@ -272,6 +272,7 @@ _METHODS = {
     "any": reduction.any, "argmin": reduction.argmin,
     "logsumexp": reduction.logsumexp, "norm": reduction.norm,
     "var": statistics.var, "std": statistics.std, "cumsum": statistics.cumsum,
+    "cumprod": statistics.cumprod,
     # selection
     "masked_fill": selection.masked_fill, "tril": selection.tril, "triu": selection.triu,
     "gather": selection.gather, "index_select": selection.index_select,
@@ -286,6 +287,9 @@ _METHODS = {
     "trace": matrix.trace,
     "det": solvers.det, "inverse": solvers.inverse, "logdet": solvers.logdet,
     "slogdet": solvers._torch_slogdet,
+    "repeat": repeat.repeat, "tile": repeat.tile, "repeat_interleave": repeat.repeat_interleave,
+    "scatter": scatter.scatter, "scatter_add": scatter.scatter_add,
+    "index_add": scatter.index_add,
     # layout
     "view": shape.view, "reshape": shape.reshape, "flatten": shape.flatten,
     "unflatten": shape.unflatten,
@@ -310,7 +314,8 @@ _INPLACE = {
     "tanh_": "tanh", "sigmoid_": "sigmoid", "relu_": "relu", "abs_": "abs", "neg_": "neg",
     "__iadd__": "add", "__isub__": "sub", "__imul__": "mul", "__itruediv__": "div",
     "__ipow__": "pow", "masked_fill_": "masked_fill", "tril_": "tril", "triu_": "triu",
-    "atan2_": "atan2",
+    "atan2_": "atan2", "scatter_": "scatter", "scatter_add_": "scatter_add",
+    "index_add_": "index_add",
 }
 _INPLACE.update({f"{n}_": n for n in E.UNARY_NAMES
                  if n not in ("isnan", "logical_not") and f"{n}_" not in _INPLACE})

@@ -1,5 +1,6 @@
 """Statistics and running totals as PyTorch names them: ``var``, ``std`` (with
-``correction`` / ``unbiased``), ``cumsum``; each recorded under PyTorch's backward name."""
+``correction`` / ``unbiased``), ``cumsum``, ``cumprod``; each recorded under PyTorch's
+backward name."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -16,7 +17,7 @@ from .composite import named
 if TYPE_CHECKING:
     from ..types import DTypeLike
 
-__all__ = ["var", "std", "cumsum"]
+__all__ = ["var", "std", "cumsum", "cumprod"]
 
 
 def _correction(unbiased, correction) -> float:
@@ -66,9 +67,9 @@ def std(input: Tensor, dim: int | tuple[int, ...] | list[int] | None = None,
                  saves=(0,), saves_output=True)
 
 
-def cumsum(input: Tensor, dim: int, *, dtype: DTypeLike | None = None) -> Tensor:
-    """Running sums along ``dim`` (``CumsumBackward0``); integer and bool inputs sum in
-    int64 as in PyTorch."""
+def _scan(prim: str, input, dim: int, dtype) -> Tensor:
+    """A running total along ``dim``; integer and bool inputs accumulate in int64 as in
+    PyTorch."""
     x = to_tensor(input)
     if dtype is not None:
         x = lax.cast(x, dtypes.as_dtype(dtype))
@@ -76,5 +77,16 @@ def cumsum(input: Tensor, dim: int, *, dtype: DTypeLike | None = None) -> Tensor
         x = lax.cast(x, dtypes.int64)
     if x.dim() == 0:
         wrap_dim(dim, 1)
-        return bind(P["cumsum"], x.reshape(1), axis=0).reshape(())
-    return bind(P["cumsum"], x, axis=wrap_dim(dim, x.dim()))
+        return bind(P[prim], x.reshape(1), axis=0).reshape(())
+    return bind(P[prim], x, axis=wrap_dim(dim, x.dim()))
+
+
+def cumsum(input: Tensor, dim: int, *, dtype: DTypeLike | None = None) -> Tensor:
+    """Running sums along ``dim`` (``CumsumBackward0``)."""
+    return _scan("cumsum", input, dim, dtype)
+
+
+def cumprod(input: Tensor, dim: int, *, dtype: DTypeLike | None = None) -> Tensor:
+    """Running products along ``dim`` (``CumprodBackward0``); the gradient is exact where
+    the input has zeros."""
+    return _scan("cumprod", input, dim, dtype)

@@ -253,3 +253,56 @@ def _cumsum_numpy(x, *, axis):
 
 primitive("cumsum", 1, lambda av, *, axis: (av[0][0], av[0][1]), _cumsum_numpy,
           grad_name="CumsumBackward0", family="scan", vjp=_cumsum_vjp)
+
+
+# ---- cumprod: numpy's scan; its gradient exact where the input has zeros --------------------
+def _cumprod_numpy(x, *, axis):
+    return np.cumprod(x, axis=axis, dtype=x.dtype)
+
+
+def _cumprod_grad_values(x, g, out, axis):
+    """d/dx_i of sum_k g_k out_k = sum_{k >= i} g_k prod_{j <= k, j != i} x_j, in O(n) per
+    lane (numpy, for a backward that builds no graph): before a lane's first zero z it is
+    the reversed cumulative sum of g * out divided by x; at z, out_{z-1} times
+    sum_{k >= z} g_k prod_{z < j <= k} x_j; after z, 0 -- PyTorch's case analysis."""
+    x, g, out = (np.moveaxis(np.asarray(a), axis, -1) for a in (x, g, out))
+    zero = x == 0
+    seen = np.cumsum(zero, axis=-1)
+    before, first = seen == 0, zero & (seen == 1)
+    with np.errstate(all="ignore"):
+        rev = np.flip(np.cumsum(np.flip(np.where(before, g * out, 0), -1), -1), -1)
+        grad = np.where(before, rev / np.where(before, x, 1), 0)
+        after = np.cumprod(np.where(before | first, 1, x), axis=-1)
+        at_zero = np.sum(np.where(before, 0, g * after), -1, keepdims=True) * \
+            np.prod(np.where(before, x, 1), -1, keepdims=True)
+    grad = np.where(first, at_zero, grad).astype(x.dtype)
+    return np.moveaxis(grad, -1, axis)
+
+
+def _cumprod_vjp(ctx, g):
+    """With no graph of the backward being built, the O(n) values above; otherwise the
+    same sum as a formula of primitives, differentiable again: for each i, the cumulative
+    product of x with x_i set to 1, read at k >= i (O(n^2) per lane, as PyTorch's
+    double-backward path)."""
+    axis = ctx.kwargs["axis"]
+    x = ctx.input(0)
+    if type(g) is np.ndarray:
+        return (_cumprod_grad_values(getattr(x, "_data", x), g,
+                                     getattr(ctx.out, "_data", ctx.out), axis),)
+    shape = tuple(x.shape)
+    n, last = shape[axis], len(shape)
+    perm = tuple(i for i in range(last) if i != axis) + (axis,)
+    xl, gl = lax.permute(x, perm), lax.permute(g, perm)
+    rows = xl.shape[:-1] + (n, n)                        # (.., i, k)
+    i_idx = lax.apply("iota", shape=rows, axis=last - 1, dtype=_INT64())
+    k_idx = lax.apply("iota", shape=rows, axis=last, dtype=_INT64())
+    wide = lax.expand(lax.reshape(xl, xl.shape[:-1] + (1, n)), rows)
+    others = lax.apply("cumprod", lax.where(lax.eq(i_idx, k_idx), 1, wide), axis=last)
+    gk = lax.expand(lax.reshape(gl, gl.shape[:-1] + (1, n)), rows)
+    terms = lax.where(lax.apply("ge", k_idx, i_idx), lax.mul(gk, others), 0)
+    grad = lax.sum(terms, (last,))
+    return (lax.permute(grad, tuple(np.argsort(perm).tolist())),)
+
+
+primitive("cumprod", 1, lambda av, *, axis: (av[0][0], av[0][1]), _cumprod_numpy, saves=(0,),
+          saves_out=True, grad_name="CumprodBackward0", family="other", vjp=_cumprod_vjp)
