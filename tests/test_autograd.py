@@ -126,6 +126,17 @@ STRUCTURAL_SAMPLES = {
     "cast": ([(3, 2)], lambda x: sg.apply(P["cast"], x, dtype=sg.float64)),
     "loop": ([(3,), (4, 3), (3,)], lambda c, xs, k: sg.apply(P["loop"], c, xs, k, **_LOOP)),
     "custom_vjp": ([(3, 2)], lambda x: sg.apply(P["custom_vjp"], x * x, x, rule=_TwiceRule(x))),
+    "cumprod": ([(3, 4)], lambda x: sg.apply(P["cumprod"], x, axis=1)),
+    # the dense solvers, on matrices kept well conditioned (x + 3 I) / positive-definite
+    "inv": ([(2, 3, 3)], lambda x: sg.apply(P["inv"], x + 3 * sg.eye(3, dtype=x.dtype))),
+    "solve": ([(3, 3), (2, 3, 2)], lambda a, b: sg.apply(P["solve"], a + 3 * sg.eye(3, dtype=a.dtype),
+                                                         b)),
+    "det": ([(2, 3, 3)], lambda x: sg.apply(P["det"], x + 3 * sg.eye(3, dtype=x.dtype))),
+    "cofactor": ([(3, 3)], lambda x: sg.apply(P["cofactor"], x + 3 * sg.eye(3, dtype=x.dtype))),
+    "slogdet_sign": ([(3, 3)], lambda x: sg.apply(P["slogdet_sign"], x - 3 * sg.eye(3, dtype=x.dtype))),
+    "slogdet_logabs": ([(2, 3, 3)], lambda x: sg.apply(P["slogdet_logabs"],
+                                                       x - 3 * sg.eye(3, dtype=x.dtype))),
+    "cholesky": ([(2, 3, 3)], lambda x: sg.apply(P["cholesky"], x @ x.mT + 3 * sg.eye(3, dtype=x.dtype))),
 }
 
 # while: forward only (its reverse rule raises JAX's error: tests/compiler/test_loops.py)
