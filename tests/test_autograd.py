@@ -137,6 +137,10 @@ STRUCTURAL_SAMPLES = {
     "slogdet_logabs": ([(2, 3, 3)], lambda x: sg.apply(P["slogdet_logabs"],
                                                        x - 3 * sg.eye(3, dtype=x.dtype))),
     "cholesky": ([(2, 3, 3)], lambda x: sg.apply(P["cholesky"], x @ x.mT + 3 * sg.eye(3, dtype=x.dtype))),
+    "svdvals": ([(2, 3, 4)], lambda x: sg.apply(P["svdvals"], x)),
+    # U and Vᵀ up to the sign of each singular pair: products that do not depend on it
+    "svd_u": ([(4, 3)], lambda x: sg.apply(P["svd_u"], x) * sg.apply(P["svd_u"], x)[..., :1, :]),
+    "svd_vh": ([(3, 4)], lambda x: sg.apply(P["svd_vh"], x) * sg.apply(P["svd_vh"], x)[..., :, :1]),
 }
 
 # while: forward only (its reverse rule raises JAX's error: tests/compiler/test_loops.py)

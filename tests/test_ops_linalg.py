@@ -1,5 +1,5 @@
 """torch.linalg (issue 15 item 4) against torch 2.13: inv / inverse, solve, det,
-slogdet / logdet, cholesky and the norms -- values, grad_fn names and gradients in
+slogdet / logdet, cholesky, svdvals and the norms -- values, grad_fn names and gradients in
 float32 and float64 over batches, a second derivative, the compiled gradient on both
 backends, and PyTorch's errors (LinAlgError for singular / indefinite matrices)."""
 from __future__ import annotations
@@ -55,6 +55,13 @@ OPS = {
     "matrix_norm_1": (lambda m, a: m.linalg.matrix_norm(a, 1), [AB]),
     "matrix_norm_m1": (lambda m, a: m.linalg.matrix_norm(a, -1, dim=(2, 0)), [AB]),
     "matrix_norm_minf": (lambda m, a: m.linalg.matrix_norm(a, -float("inf"), keepdim=True), [AB]),
+    "svdvals_wide": (lambda m, a: m.linalg.svdvals(a), [R.standard_normal((2, 3, 4))]),
+    "svdvals_tall": (lambda m, a: m.linalg.svdvals(a), [R.standard_normal((4, 3))]),
+    "matrix_norm_nuc": (lambda m, a: m.linalg.matrix_norm(a, "nuc"), [R.standard_normal((2, 3, 4))]),
+    "matrix_norm_2": (lambda m, a: m.linalg.matrix_norm(a, 2), [R.standard_normal((2, 4, 3))]),
+    "norm_m2": (lambda m, a: m.linalg.norm(a, -2), [A]),
+    "matrix_norm_nuc_keepdim": (lambda m, a: m.linalg.matrix_norm(a, "nuc", dim=(2, 0), keepdim=True),
+                                [R.standard_normal((2, 3, 4))]),
 }
 
 

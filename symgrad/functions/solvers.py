@@ -1,5 +1,5 @@
 """Dense linear algebra as ``torch.linalg`` names it: ``inv`` (``inverse``), ``solve``,
-``det``, ``slogdet`` / ``logdet``, ``cholesky`` and the norms ``vector_norm`` /
+``det``, ``slogdet`` / ``logdet``, ``cholesky``, ``svdvals`` and the norms ``vector_norm`` /
 ``matrix_norm`` / ``norm``, over batches of matrices, with PyTorch's checks, error texts
 (a singular or indefinite matrix raises ``LinAlgError``) and backward names.
 
@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from ..dispatch import bind
 from ..errors import LinAlgError
 from ..graph import dtypes
@@ -23,13 +25,13 @@ from ..ops import lax
 from .common import Tensor, dims_arg, to_tensor, wrap_dim
 from .composite import named
 from .elementwise import where
-from .reduction import amax, amin, norm as _vector_norm, return_types
+from .reduction import amax, amin, norm as _vector_norm, return_types, sum as _sum
 
 if TYPE_CHECKING:
     from ..types import DTypeLike
 
-__all__ = ["inv", "inverse", "solve", "det", "slogdet", "logdet", "cholesky", "vector_norm",
-           "matrix_norm", "norm", "LinAlgError"]
+__all__ = ["inv", "inverse", "solve", "det", "slogdet", "logdet", "cholesky", "svdvals",
+           "vector_norm", "matrix_norm", "norm", "LinAlgError"]
 
 
 def _matrices(name: str, a, *, square: bool = True, floating: bool = True) -> Tensor:
@@ -130,6 +132,11 @@ def cholesky(A: Tensor, *, upper: bool = False) -> Tensor:
     return bind(P["cholesky"], a)
 
 
+def svdvals(A: Tensor) -> Tensor:
+    """The singular values of each matrix, in descending order (``LinalgSvdBackward0``)."""
+    return bind(P["svdvals"], _matrices("linalg.svdvals", A, square=False))
+
+
 # ---- norms ----------------------------------------------------------------------------------
 def _dim_list(dim) -> list[int] | None:
     if dim is None:
@@ -165,8 +172,9 @@ def _order_text(ord) -> str:
 def matrix_norm(A: Tensor, ord: float | str = "fro",
                 dim: tuple[int, int] | list[int] = (-2, -1), keepdim: bool = False, *,
                 dtype: DTypeLike | None = None) -> Tensor:
-    """The ``ord`` norm of each matrix in dims ``dim``: 'fro' (Frobenius), 1 / -1 (max /
-    min column sum of |A|), inf / -inf (max / min row sum)."""
+    """The ``ord`` norm of each matrix in dims ``dim``: 'fro' (Frobenius), 'nuc' (sum of
+    the singular values), 2 / -2 (largest / smallest singular value), 1 / -1 (max / min
+    column sum of |A|), inf / -inf (max / min row sum)."""
     name = "linalg.matrix_norm"
     if ord not in ("fro", "nuc", 1, -1, 2, -2, float("inf"), float("-inf")):
         raise RuntimeError(f"{name}: Order {_order_text(ord)} not supported.")
@@ -183,8 +191,12 @@ def matrix_norm(A: Tensor, ord: float | str = "fro",
     if ord == "fro":
         return _vector_norm(a, 2, (d0, d1), keepdim)
     if ord in ("nuc", 2, -2):
-        raise NotImplementedError(f"{name}: the {ord} norm needs singular values, which "
-                                  f"symgrad does not compute yet")
+        perm = [i for i in range(a.dim()) if i not in (d0, d1)] + [d0, d1]
+        s = svdvals(a.permute(*perm))
+        out = _sum(s, -1) if ord == "nuc" else amax(s, -1) if ord == 2 else amin(s, -1)
+        if keepdim:
+            out = out.unsqueeze(-1).unsqueeze(-1).permute(*np.argsort(perm).tolist())
+        return out
     if abs(ord) == float("inf"):
         d0, d1 = d1, d0
     if not keepdim and d0 < d1:

@@ -1,7 +1,8 @@
 """Linear-algebra primitives: matmul (numpy.matmul's broadcasting and PyTorch's error
 texts) and the dense solvers numpy's LAPACK runs (inv, solve, det and its cofactor
-matrix, slogdet's sign and log, cholesky) -- for each, its shape rule, numpy rule, what
-the eager tape saves and its VJP, declared once (:func:`symgrad.ops.define.primitive`)."""
+matrix, slogdet's sign and log, cholesky, the thin SVD's U, S and Vᵀ) -- for each, its
+shape rule, numpy rule, what the eager tape saves and its VJP, declared once
+(:func:`symgrad.ops.define.primitive`)."""
 from __future__ import annotations
 
 import numpy as np
@@ -272,3 +273,74 @@ def _cholesky_vjp(ctx, g):
 
 primitive("cholesky", 1, _square_shape, _cholesky_numpy, saves_out=True,
           grad_name="LinalgCholeskyExBackward0", family="other", vjp=_cholesky_vjp)
+
+
+# ---- the singular value decomposition (thin): U, S, Vᵀ as three primitives ------------------
+def _eye_mask(shape):
+    n = len(shape)
+    return lax.eq(lax.apply("iota", shape=shape, axis=n - 2, dtype=dtypes.int64),
+                  lax.apply("iota", shape=shape, axis=n - 1, dtype=dtypes.int64))
+
+
+def _row(v):
+    return lax.reshape(v, tuple(v.shape[:-1]) + (1, v.shape[-1]))
+
+
+def _col(v):
+    return lax.reshape(v, tuple(v.shape) + (1,))
+
+
+def _svd_backward(a, gu, gs, gvh):
+    """PyTorch's svd_backward (real case) for A = U diag(S) Vᵀ, thin; one cotangent of
+    (gU, gS, gVᵀ) given, the others None:
+    Ā = U [(skew(UᵀḠ_U) S + S skew(Vᵀ Ḡ_V)) / E + diag(Ḡ_S)] Vᵀ (+ the parts of Ḡ_U / Ḡ_V
+    outside the span of U / V), E_jk = S_k² - S_j² (1 on the diagonal)."""
+    u, s, vh = (lax.apply(p, a) for p in ("svd_u", "svdvals", "svd_vh"))
+    m, n = a.shape[-2], a.shape[-1]
+    if gu is None and gvh is None:
+        return lax.matmul(u, lax.mul(_col(gs), vh)) if m >= n else \
+            lax.matmul(lax.mul(u, _row(gs)), vh)
+    k = s.shape[-1]
+    square = tuple(s.shape[:-1]) + (k, k)
+    s2 = lax.mul(s, s)
+    e = lax.where(_eye_mask(square), 1, lax.sub(lax.expand(_row(s2), square),
+                                                lax.expand(_col(s2), square)))
+    if gu is not None:
+        uhgu = lax.matmul(_mT(u), gu)
+        inner = lax.mul(lax.sub(uhgu, _mT(uhgu)), lax.div(_row(s), e))
+    else:
+        vhgv = lax.matmul(vh, _mT(gvh))
+        inner = lax.mul(lax.div(_col(s), e), lax.sub(vhgv, _mT(vhgv)))
+    if gu is not None and m > n:
+        gus = lax.div(gu, _row(s))
+        out = lax.add(lax.matmul(u, inner), lax.sub(gus, lax.matmul(u, lax.matmul(_mT(u), gus))))
+        return lax.matmul(out, vh)
+    if gvh is not None and m < n:
+        sgvh = lax.div(gvh, _col(s))
+        out = lax.add(lax.matmul(inner, vh),
+                      lax.sub(sgvh, lax.matmul(lax.matmul(sgvh, _mT(vh)), vh)))
+        return lax.matmul(u, out)
+    return lax.matmul(u, lax.matmul(inner, vh))
+
+
+def _svd_part(i):
+    def rule(a):
+        return np.linalg.svd(a, full_matrices=False)[i]
+    return rule
+
+
+def _svd_shape(part):
+    def rule(av):
+        shape, dt = av[0]
+        m, n = shape[-2], shape[-1]
+        k = min(m, n)
+        return shape[:-2] + ((m, k), (k,), (k, n))[part], dt
+    return rule
+
+
+for _i, (_name, _vjp) in enumerate((
+        ("svd_u", lambda ctx, g: (_svd_backward(ctx.input(0), g, None, None),)),
+        ("svdvals", lambda ctx, g: (_svd_backward(ctx.input(0), None, g, None),)),
+        ("svd_vh", lambda ctx, g: (_svd_backward(ctx.input(0), None, None, g),)))):
+    primitive(_name, 1, _svd_shape(_i), _svd_part(_i), saves=(0,),
+              grad_name="LinalgSvdBackward0", family="other", vjp=_vjp)
