@@ -66,6 +66,29 @@ class Size(tuple):
 
     __str__ = __repr__
 
+    # slices, concatenations and repeats of a Size are Sizes, as torch.Size's
+    def __getitem__(self, i):
+        out = tuple.__getitem__(self, i)
+        return Size(out) if isinstance(i, slice) else out
+
+    def __add__(self, other):
+        if not isinstance(other, tuple):
+            raise TypeError(f"can only concatenate tuple (not {type(other).__name__}) to "
+                            "torch.Size")
+        return Size(tuple.__add__(self, other))
+
+    def __radd__(self, other):
+        if not isinstance(other, tuple):
+            return NotImplemented
+        return Size(tuple.__add__(other, self))
+
+    def __mul__(self, n):
+        if not hasattr(n, "__index__"):
+            return NotImplemented           # Python's "can't multiply sequence by non-int"
+        return Size(tuple.__mul__(self, n))
+
+    __rmul__ = __mul__
+
     def numel(self) -> int:
         n = 1
         for s in self:

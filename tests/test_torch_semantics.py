@@ -1019,3 +1019,18 @@ def test_setitem_through_a_view(view, key):
         (y * y).sum().backward()
         return out + (repr(a.grad),)
     check(snippet)
+
+
+@pytest.mark.parametrize("expr", ["s[1:]", "s[::-1]", "s[0]", "s[-1]", "s + (1,)", "(1,) + s",
+                                  "s + s", "s * 2", "2 * s", "s[:0]", "s + [1]", "s + 1",
+                                  "s * 1.5"])
+def test_size_arithmetic_keeps_size_as_torch(expr):
+    results = []
+    for lib in (real_torch, symgrad):
+        s = lib.zeros(2, 3, 4).shape
+        try:
+            v = eval(expr, {"s": s})
+            results.append((type(v).__name__, repr(v)))
+        except TypeError as e:
+            results.append(("TypeError", str(e)))
+    assert results[0] == results[1]
