@@ -84,7 +84,7 @@ class Size(tuple):
 
     def __mul__(self, n):
         if not hasattr(n, "__index__"):
-            return NotImplemented           # Python's "can't multiply sequence by non-int"
+            raise TypeError(f"can't multiply sequence by non-int of type '{type(n).__name__}'")
         return Size(tuple.__mul__(self, n))
 
     __rmul__ = __mul__
