@@ -65,7 +65,7 @@ def _overwrite(self, name, make, *srcs):
     if not grad_mode.is_grad_enabled() or not (
             self.requires_grad or any(isinstance(s, Tensor) and s.requires_grad for s in srcs)):
         return inplace.update(self, make(*srcs))
-    shape, dt = tuple(self.shape), self.dtype
+    shape = tuple(self.shape)
 
     def f(old, *ss):
         return lax.where(lax.full(shape, True, dtypes.bool_), make(*ss), old)
