@@ -117,7 +117,7 @@ def export(f, *example_args) -> Exported:
     c = f if isinstance(f, Compiled) else Compiled(f)
     key, leaves, names = c._signature(example_args)
     tr = c._trace(example_args, key, names)
-    if tr.effects is not None and tr.effects.outputs and tr.effects.n_outputs:
+    if tr.effects is not None and tr.effects.n_outputs:
         raise ValueError(f"cannot export {getattr(c.fn, '__name__', 'the function')}: it "
                          "updates state (tensors in place, .grad), which an exported program, "
                          "a pure function of its arguments, cannot")

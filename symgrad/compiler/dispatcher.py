@@ -230,7 +230,7 @@ class Compiled:
                       for v in leaves)
         key = (structure, specs, static)
         tr = self._trace(args, key, names)
-        if tr.effects is not None and tr.effects.outputs and tr.effects.n_outputs:
+        if tr.effects is not None and tr.effects.n_outputs:
             raise RuntimeError(f"{getattr(self.fn, '__qualname__', 'a function')} updates "
                                "state (tensors in place, .grad); called inside another "
                                "trace, call the Python function itself")
@@ -270,6 +270,7 @@ class Compiled:
         if entry.native_ok is None:
             entry.native_ok = bool(
                 entry.native_counted and entry.numpy_out and not entry.closure
+                and entry.effects is None     # guards and effects run in _call / _run
                 and not entry.aux and not self.static_argnums
                 and entry.native_name == getattr(entry.exe, "structured_entry_name", None))
         if (not entry.native_ok or getattr(type(self), "_native_for", None) is entry
@@ -311,11 +312,12 @@ class Compiled:
         if entry.native_counted:      # the native entry returns the outputs' own nesting
             outs = pytree.flatten(outs)[0]
         structure = entry.structure
-        if effects is not None and effects.outputs:   # trailing outputs: the new state
+        if effects is not None:       # trailing outputs (if any): the new state
             n = effects.n_outputs
             effects.apply(outs[len(outs) - n:], fresh=entry.fresh_outputs)
-            outs = outs[:len(outs) - n]
-            structure = pytree.children(structure)[0]
+            if n:
+                outs = outs[:len(outs) - n]
+                structure = pytree.children(structure)[0]
         if entry.numpy_out:
             res = list(outs)
         else:

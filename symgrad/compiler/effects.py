@@ -39,13 +39,13 @@ class Effects:
     guards: list = field(default_factory=list)    # (description, getter, value)
     scalars: list = field(default_factory=list)   # (input tensor, getter): runtime values
     one_shot: bool = False
-    outputs: bool = True     # the program returns (results, effect values); False: results
 
     _traced_values = True    # the runtime values still hold what the trace got: the first
                              # call uses them (a mask is drawn once per call, as eagerly)
 
     def __post_init__(self):
-        # how many trailing outputs of the program are effect values
+        # how many trailing outputs of the program are effect values; with none, the
+        # program returns its results alone, else (results, effect values)
         self.n_outputs = len(self.writes) + sum(kind == "output" for _, kind, _ in self.grads)
 
     def stale(self) -> str | None:
@@ -105,7 +105,7 @@ def collect(tracer, stateful: bool = True):
     if not (writes or grads or tracer.guards or tracer.scalars or tracer.one_shot):
         return None, []
     eff = Effects([t for t, _ in writes], grads, list(tracer.guards), list(tracer.scalars),
-                  tracer.one_shot, stateful)
+                  tracer.one_shot)
     return eff, [n for _, n in writes] + grad_nodes
 
 

@@ -277,7 +277,7 @@ def trace(fn, args: tuple, static_argnums: tuple[int, ...], leaves_specs: list[L
         dispatch.set_lifter(prev)
         tracer.restore_grads()
     out_names = pytree.leaf_paths(out_structure, "out")
-    if effects is not None and effects.outputs:
+    if effect_nodes:
         out_nodes += effect_nodes
         out_names += [f"state{k}" for k in range(len(effect_nodes))]
         out_structure = pytree.tuple_of([out_structure,

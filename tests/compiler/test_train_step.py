@@ -393,3 +393,39 @@ def test_aliases_of_a_closed_over_tensor_are_read_per_call():
         tx = torch.tensor(x)
         assert float(f(x)) == ((tw.detach() * tx).sum() + (tw.data * tx).sum()).item()
     assert f.cache_info().misses == 1
+
+
+@pytest.mark.parametrize("backend", ["llvm", "numpy"])
+def test_a_compiled_function_calling_a_module_inside_another(backend):
+    # a module call records a guard (Module.training) but no state output: the inner
+    # function inlined into the outer trace returned (result, ()) instead of its result
+    lin = sg.nn.Tanh()
+    inner = sg.compile(lambda x: lin(x), backend=backend)
+    outer = sg.compile(lambda x: inner(x) * 2, backend=backend)
+    x = np.linspace(-1, 1, 5)
+    want = (torch.tanh(torch.tensor(x)) * 2).numpy()
+    np.testing.assert_allclose(inner(x), np.tanh(x), rtol=1e-12)
+    np.testing.assert_allclose(outer(x), want, rtol=1e-12)
+
+
+def test_guards_hold_on_the_native_fast_path():
+    # plain numpy arguments take the native entry after the first call: it must still
+    # check the guards (train / eval) and perform the effects (zero_grad)
+    drop = sg.nn.Dropout(0.5)
+    f = sg.compile(lambda x: drop(x) * 0 + x.sum())
+    x = np.ones(4)
+    for _ in range(3):
+        f(x)
+    drop.eval()
+    np.testing.assert_allclose(f(x), np.full(4, 4.0))
+    w = sg.tensor([1.0, 2.0], requires_grad=True)
+    opt = sg.optim.SGD([w], lr=0.1)
+
+    def g(x):
+        opt.zero_grad()
+        return x * 2
+    gc = sg.compile(g)
+    for _ in range(3):
+        w.grad = sg.tensor([5.0, 5.0])
+        np.testing.assert_allclose(gc(x), 2 * x)
+        assert w.grad is None      # torch: zero_grad() sets .grad to None
