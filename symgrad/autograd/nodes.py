@@ -61,7 +61,8 @@ class SavedTensor:
                 "use `torch.no_grad()` instead of `torch.inference_mode()`.")
         self.is_output = is_output
         self.output_nr = output_nr
-        hooks = saved_hooks.current() if tensor._data is not None else None
+        hooks = (saved_hooks.current() if saved_hooks.used and tensor._data is not None
+                 else None)     # (no hooks were ever set: no per-save lookup)
         if hooks is not None:
             self.tensor = None
             self.version = 0

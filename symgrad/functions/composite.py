@@ -30,7 +30,10 @@ def named(name: str, fn, *inputs, saves: tuple = (), saves_output: bool = False)
     if traced or not any(needs) or not grad_mode.is_grad_enabled():
         return fn(*inputs)
     stand_ins = tuple(x.detach().requires_grad_() if n else x for x, n in zip(inputs, needs))
-    with saved_hooks.paused():          # only what the named node saves meets the hooks
+    if saved_hooks.used:                # only what the named node saves meets the hooks
+        with saved_hooks.paused():
+            inner_out = fn(*stand_ins)
+    else:
         inner_out = fn(*stand_ins)
     out = inner_out.detach()
     nexts = tuple(((x.grad_fn, x._output_nr) if x.grad_fn is not None else (accumulator(x), 0))
@@ -39,8 +42,9 @@ def named(name: str, fn, *inputs, saves: tuple = (), saves_output: bool = False)
     saved = ()
     if saves:
         saved = [None] * len(inputs)
-        for i in save_order(name, [i for i in saves
-                                   if i < len(inputs) and isinstance(inputs[i], Tensor)]):
+        present = [i for i in saves if i < len(inputs) and isinstance(inputs[i], Tensor)]
+        # the order of saving matters only to pack hooks
+        for i in save_order(name, present) if saved_hooks.used else present:
             saved[i] = SavedTensor(inputs[i])
         saved = tuple(saved)
     f = new_function(name, None, (), in_avals, (out.shape, out.dtype), nexts, needs,

@@ -175,7 +175,6 @@ class Optimizer:
     def _closure_loss(self, closure):
         if closure is None:
             return None
-        from ..autograd import grad_mode      # (a leaf module; kept lazy for the import order)
         with grad_mode.enable_grad():
             return closure()
 
