@@ -54,10 +54,8 @@ def _sublists(args: tuple) -> tuple[str, list]:
     def sub(n):
         if n is Ellipsis:
             return "..."
-        if 0 <= n < _LETTERS:
-            return chr(ord("A") + n)
-        if _LETTERS <= n < 2 * _LETTERS:
-            return chr(ord("a") + n - _LETTERS)
+        if 0 <= n < 2 * _LETTERS:
+            return _label(n)
         raise ValueError("einsum(): subscript in subscript list is not within the valid "
                          "range [0, 52)")
     equation = ",".join("".join(sub(s) for s in lst) for lst in args[1::2])

@@ -75,10 +75,9 @@ def _check(x, w, b, stride, padding, output_padding, dilation, groups, r):
                            "MKLDNN tensor and bias is a dense tensor")
     if groups <= 0:
         raise RuntimeError("non-positive groups is not supported")
-    for what, bad, text in (("padding", min(padding) < 0, "negative padding"),
-                            ("output_padding", min(output_padding) < 0,
-                             "negative output_padding"),
-                            ("stride", min(stride) <= 0, "non-positive stride")):
+    for bad, text in ((min(padding) < 0, "negative padding"),
+                      (min(output_padding) < 0, "negative output_padding"),
+                      (min(stride) <= 0, "non-positive stride")):
         if bad:
             raise RuntimeError(f"{text} is not supported")
     if min(dilation) < 0:
