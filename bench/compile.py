@@ -16,7 +16,9 @@ Programs (all float64; Python loops are unrolled by tracing):
 * ``scan``: the same RNN written with ``scan`` (``symgrad.scan``, ``jax.lax.scan``; torch
   has no scan: its cell is the unrolled loop, as ``rnn``);
 * ``hessian``: the n x n hessian of ``sum(sin(x) x^2) + (sum x)^2``;
-* ``jacobian``: the n x n jacobian of ``tanh(A x)``.
+* ``jacobian``: the n x n jacobian of ``tanh(A x)``;
+* ``dynamic``: one MLP gradient called with many batch sizes in one process (total
+  compile time over all sizes, steady call; :mod:`bench.compile_dynamic`).
 
 Example::
 
@@ -34,15 +36,17 @@ import sys
 import time
 from pathlib import Path
 
+from .compile_dynamic import BATCHES, QUICK_BATCHES
+
 __all__ = ["PROGRAMS", "SIZES", "QUICK_SIZES", "SYSTEMS", "main", "slope"]
 
-PROGRAMS = ("chain", "mlp", "rnn", "scan", "hessian", "jacobian")
+PROGRAMS = ("chain", "mlp", "rnn", "scan", "hessian", "jacobian", "dynamic")
 SIZES = {"chain": (100, 300, 1000, 3000), "mlp": (8, 16, 32, 64), "rnn": (25, 50, 100, 200),
          "scan": (25, 200, 1600, 12800),
-         "hessian": (30, 100, 300), "jacobian": (100, 200, 400)}
+         "hessian": (30, 100, 300), "jacobian": (100, 200, 400), "dynamic": BATCHES}
 QUICK_SIZES = {"chain": (30, 100), "mlp": (4, 8), "rnn": (10, 20), "scan": (10, 200),
                "hessian": (10, 30),
-               "jacobian": (20, 40)}
+               "jacobian": (20, 40), "dynamic": QUICK_BATCHES}
 SYSTEMS = ("symgrad", "jax", "torch")
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -188,11 +192,16 @@ def _numpy(out):
     return np.asarray(out)
 
 
-def _worker(system: str, program: str, n: int) -> None:
-    import resource
+def _cold_caches() -> None:
+    """Every system starts cold: no disk cache of symgrad, JAX or inductor."""
     os.environ["SYMGRAD_DISK_CACHE"] = "0"
     os.environ["JAX_ENABLE_COMPILATION_CACHE"] = "false"
     os.environ["TORCHINDUCTOR_FORCE_DISABLE_CACHES"] = "1"
+
+
+def _worker(system: str, program: str, n: int) -> None:
+    import resource
+    _cold_caches()
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     seconds, check = _first_call(system, program, n)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -200,8 +209,10 @@ def _worker(system: str, program: str, n: int) -> None:
 
 
 # ---- the parent: fresh processes, table, slopes, plot ---------------------------------------
-def _cell(system: str, program: str, n: int, timeout: float) -> dict:
-    cmd = [sys.executable, "-m", "bench.compile", "--worker", system, program, str(n)]
+def _cell(system: str, program: str, n, timeout: float) -> dict:
+    """One fresh process; ``n``: the size (for ``dynamic``: the sequence of batch sizes)."""
+    size = ",".join(map(str, n)) if isinstance(n, (tuple, list)) else str(n)
+    cmd = [sys.executable, "-m", "bench.compile", "--worker", system, program, size]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(Path(__file__).resolve().parent.parent)] + os.environ.get("PYTHONPATH", "").split(os.pathsep)))
     t0 = time.perf_counter()
@@ -261,6 +272,9 @@ def run(programs, systems, sizes, timeout: float, json_path: Path | None,
             live.append(s)
     results: dict = {"systems": live, "programs": {}}
     for program in programs:
+        if program == "dynamic":
+            results["programs"][program] = _run_dynamic(live, sizes[program], timeout)
+            continue
         rows = []
         print(f"\n== {program}: first call in a fresh process (seconds); ratio = symgrad / jax")
         head = f"{'n':>6}  " + "  ".join(f"{s:>28}" for s in live) + "   ratio  peak MB (symgrad/jax)  answers"
@@ -293,6 +307,34 @@ def run(programs, systems, sizes, timeout: float, json_path: Path | None,
     return results
 
 
+def _run_dynamic(systems, batches, timeout: float) -> dict:
+    """The ``dynamic`` program: one process per system calls the gradient at every batch
+    size in turn (see :mod:`bench.compile_dynamic`)."""
+    print(f"\n== dynamic: MLP 32-64-10 value_and_grad at {len(batches)} batch sizes "
+          f"({batches[0]}..{batches[-1]}) in one process; ratio = symgrad / other")
+    print(f"{'system':>8}  {'total compile':>13}  {'first size':>10}  {'later (mean)':>12}  "
+          f"{'compiles':>8}  {'steady call':>11}  answers")
+    cells = {s: _cell(s, "dynamic", tuple(batches), timeout) for s in systems}
+    ok = [c for c in cells.values() if "per_size" in c]
+    agree = all(_agree(a, b) for c in ok[1:] for a, b in zip(ok[0]["per_size"], c["per_size"])) \
+        if ok else None
+    for s, c in cells.items():
+        if "error" in c:
+            print(f"{s:>8}  {c['error']}")
+            continue
+        later = f"{c['later_mean']:.3f} s" if c.get("later_mean") is not None else "-"
+        print(f"{s:>8}  {c['seconds']:>11.2f} s  {c['first']:>8.2f} s  {later:>12}  "
+              f"{c['compiles']:>8}  {c['steady_us']:>8.1f} us  "
+              + ("ok" if agree else "DIFFER" if agree is False else "-"))
+    sg = cells.get("symgrad", {})
+    ratios = {s: sg["seconds"] / c["seconds"] for s, c in cells.items()
+              if s != "symgrad" and "seconds" in c and "seconds" in sg}
+    if ratios:
+        print("   total compile ratio: " + ", ".join(f"symgrad / {s} {r:.2f}x"
+                                                     for s, r in ratios.items()))
+    return {"batches": list(batches), "cells": cells, "agree": agree, "ratios": ratios}
+
+
 def _plot(results: dict, path: Path) -> str | None:
     try:
         import matplotlib
@@ -300,7 +342,7 @@ def _plot(results: dict, path: Path) -> str | None:
         import matplotlib.pyplot as plt
     except Exception as exc:
         return f"matplotlib not importable ({type(exc).__name__}: {exc})"
-    progs = list(results["programs"])
+    progs = [p for p in results["programs"] if p != "dynamic"]      # (a table, no curve)
     if not progs:
         return "nothing to plot"
     fig, axes = plt.subplots(1, len(progs), figsize=(3.6 * len(progs), 3.4), squeeze=False)
@@ -335,7 +377,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--worker", nargs=3, metavar=("SYSTEM", "PROGRAM", "N"), help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.worker:
-        _worker(a.worker[0], a.worker[1], int(a.worker[2]))
+        if a.worker[1] == "dynamic":
+            from .compile_dynamic import main_worker
+            _cold_caches()
+            main_worker(a.worker[0], [int(v) for v in a.worker[2].split(",")])
+        else:
+            _worker(a.worker[0], a.worker[1], int(a.worker[2]))
         return 0
     programs = [x for x in a.programs.split(",") if x]
     systems = [x for x in a.systems.split(",") if x]
@@ -345,6 +392,8 @@ def main(argv: list[str] | None = None) -> int:
     sizes = dict(QUICK_SIZES if a.quick else SIZES)
     if a.sizes:
         sizes = {k: tuple(int(v) for v in a.sizes.split(",")) for k in sizes}
+        if "dynamic" in programs and len(sizes["dynamic"]) < 2:
+            p.error("the dynamic program needs at least two batch sizes")
     run(programs, systems, sizes, a.timeout, a.json, None if a.no_plot else a.plot)
     return 0
 

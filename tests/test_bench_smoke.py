@@ -112,6 +112,21 @@ def test_compile_bench_runs_in_fresh_processes(tmp_path: Path) -> None:
     assert all(row["cells"]["symgrad"]["seconds"] > 0 for row in rows)
 
 
+def test_compile_bench_dynamic_program(tmp_path: Path) -> None:
+    """``dynamic``: one process per system calls the gradient at every batch size; the
+    answers of symgrad and jax.jit agree size by size (the table says ok)."""
+    pytest.importorskip("jax")
+    out = tmp_path / "compile.json"
+    r = _run(["compile", "--programs", "dynamic", "--systems", "symgrad,jax", "--sizes",
+              "5,6", "--no-plot", "--json", str(out)])
+    assert r.returncode == 0, r.stderr
+    assert "total compile ratio: symgrad / jax" in r.stdout
+    data = json.loads(out.read_text())["programs"]["dynamic"]
+    assert data["batches"] == [5, 6] and data["agree"] is True
+    cell = data["cells"]["symgrad"]
+    assert cell["seconds"] > 0 and cell["steady_us"] > 0 and len(cell["per_size"]) == 2
+
+
 def test_compile_bench_slope() -> None:
     from bench.compile import slope
     assert abs(slope([(10, 2.0), (100, 200.0)]) - 2.0) < 1e-12
