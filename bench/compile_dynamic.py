@@ -66,13 +66,13 @@ def _build(system: str):
         return (lambda *a: jax.block_until_ready(g(*a))), jnp.asarray, (lambda: g._cache_size())
     if system == "torch":
         import torch
-        import torch.nn.functional as F
+        import torch.nn.functional as TF
         torch.set_num_threads(max(1, os.cpu_count() or 1))
         from torch.func import grad_and_value
 
         def loss(params, x, y):
             W1, b1, W2, b2 = params
-            return F.cross_entropy(torch.tanh(x @ W1 + b1) @ W2 + b2, y)
+            return TF.cross_entropy(torch.tanh(x @ W1 + b1) @ W2 + b2, y)
         g = torch.compile(grad_and_value(loss))      # dynamic=None: automatic dynamic shapes
 
         def call(params, x, y):
