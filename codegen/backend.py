@@ -34,12 +34,14 @@ from symgrad.version import __version__
 
 from . import binding, cache, callconv, jit, runtime, target as targets, worker
 from .executable import ENTRY_SUFFIX, STRUCTURED_SUFFIX, Interface, LLVMExecutable
+from .dynamic.errors import NotGeneric
 from .target import Target
 
 __all__ = ["compile_program", "load_executable", "reload", "make_target", "schedule",
            "native_calls", "entry_key", "source_digest", "load_entry", "store_entry",
            "LLVMExecutable", "ENTRY_SUFFIX", "portable", "from_portable",
-           "STRUCTURED_SUFFIX", "stats", "set_threads", "max_threads", "on_blas_load"]
+           "STRUCTURED_SUFFIX", "stats", "set_threads", "max_threads", "on_blas_load",
+           "compile_dynamic", "NotGeneric"]
 
 stats = {"compiled": 0, "from_cache": 0}
 _TEXTS = ("llvm", "llvm-opt")
@@ -239,3 +241,12 @@ entry_key = cache.derived_key
 source_digest = cache.source_digest
 load_entry = cache.load
 store_entry = cache.store
+
+
+def compile_dynamic(program, dims, target: Target | None = None,
+                    on_stage: Callable[[str], None] | None = None):
+    """One kernel for ``program`` at every value of its runtime extent (``dims``: a
+    :class:`symgrad.graph.dynamic_dims.DynamicDims`); raises :class:`NotGeneric` naming
+    the operation that has no such lowering (see :mod:`codegen.dynamic`)."""
+    from .dynamic.executable import compile_dynamic as build   # late: IR builders
+    return build(program, dims, target, on_stage)

@@ -7,6 +7,8 @@
 * ``SYMGRAD_SANITIZE`` — ``1`` compiles kernels with a bounds check on every load and
   store of a planned buffer: an out-of-range access is not made (it reads element 0)
   and the call raises ``RuntimeError`` (a test mode; the differential tester uses it).
+* ``SYMGRAD_DYNAMIC_SHAPES`` — ``0`` turns off automatic dynamic shapes (a size that
+  changes between calls then compiles per size; see :mod:`symgrad.compiler.dynamic`).
 * ``SYMGRAD_BACKEND`` — default backend of ``symgrad.compile`` (``llvm`` or ``numpy``).
 * ``SYMGRAD_TARGET_TRIPLE``, ``SYMGRAD_TARGET_CPU``, ``SYMGRAD_TARGET_FEATURES``,
   ``SYMGRAD_TARGET_VECTOR_BITS`` — the machine compiled code is built for (default: this
@@ -51,6 +53,7 @@ class Settings:
     backend: str = "llvm"
     cache_size: int = 64
     sanitize: bool = False
+    dynamic_shapes: bool = True
     target_triple: str = ""
     target_cpu: str = ""
     target_features: str = ""
@@ -67,6 +70,7 @@ class Settings:
             disk_cache=env.get("SYMGRAD_DISK_CACHE", "1") not in ("0", "false", "no"),
             backend=env.get("SYMGRAD_BACKEND", "llvm"),
             sanitize=env.get("SYMGRAD_SANITIZE", "0") not in ("0", "", "false", "no"),
+            dynamic_shapes=env.get("SYMGRAD_DYNAMIC_SHAPES", "1") not in ("0", "false", "no"),
             target_triple=env.get("SYMGRAD_TARGET_TRIPLE", ""),
             target_cpu=env.get("SYMGRAD_TARGET_CPU", ""),
             target_features=env.get("SYMGRAD_TARGET_FEATURES", ""),

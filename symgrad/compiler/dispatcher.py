@@ -22,7 +22,7 @@ from ..graph import pytree
 from ..graph.interpret import evaluate
 from ..functions.creation import as_tensor
 from ..tensor import Tensor
-from . import persist
+from . import dynamic, persist
 from .backends import get_backend
 from .progress import StageClock
 from .replay import replay
@@ -58,7 +58,7 @@ _Aval = namedtuple("_Aval", "shape dtype")
 class _Entry:
     __slots__ = ("exe", "call", "closure", "guards", "aux", "aux_avals", "numpy_out",
                  "structure", "lowered", "key", "native_ok", "native_counted", "native_name",
-                 "specs", "effects", "fresh_outputs")
+                 "specs", "effects", "fresh_outputs", "dynamic")
 
     def __init__(self, lowered: Lowered, exe, closure, numpy_out, aux):
         self.lowered = lowered
@@ -80,6 +80,7 @@ class _Entry:
         self.numpy_out = numpy_out
         self.effects = None
         self.fresh_outputs = lowered.backend == "llvm"    # native code allocates outputs
+        self.dynamic = None            # a shape-generic entry: its (leaf, axis) pairs
         _, self.specs, self.structure = lowered.signature
 
     def stale(self) -> str | None:
@@ -115,6 +116,8 @@ class Compiled:
         self._py_native = 0            # native-entry calls made by the Python dispatcher
         self._evicted_native = 0       # native-entry calls of entries evicted since
         self.last_miss_reason: str | None = None
+        self._dynamic_patterns: list = []   # (signature, dims, entry) of generic kernels
+        self._not_generic: dict = {}        # dims -> why they compile per size
         # name and doc only: copying a compiled fn's __dict__ would make this object that
         # one (its transform, cache, function): jacobian(grad(f)) returned grad(f)'s value
         functools.update_wrapper(self, fn, updated=())
@@ -188,9 +191,11 @@ class Compiled:
             return self._inline(args)
         key, leaves, names = self._signature(args)
         entry = self._cache.get(key)
+        if entry is None and stale is None:
+            entry = self._generic_for(key)
         if entry is not None and entry.stale() is None:   # known, new fast key
             self.hits += 1
-            self._cache.move_to_end(key)
+            self._cache.move_to_end(entry.key)
             self._fast[fkey] = entry
             out = self._run(entry, leaves)
             self._install_fast_path(entry, leaves, args)
@@ -200,7 +205,11 @@ class Compiled:
         elif entry is not None:
             self._miss(entry.stale())
         elif self._cache:
-            self._miss(self._explain(key))
+            generic, why = self._dynamic(args, key, leaves, names)
+            self._miss(why or self._explain(key))
+            if generic is not None:
+                self._fast[fkey] = generic
+                return self._run(generic, leaves)
         elif self.__dict__.pop("_one_shot_ran", False):
             self._miss("the previous call created state (an optimizer's first step): it ran "
                        "once, uncompiled")
@@ -288,8 +297,86 @@ class Compiled:
                         reason)
 
     def _explain(self, key) -> str:
-        last = next(reversed(self._cache))
-        return explain_difference(last, key, self._last_names)
+        last = self._last_exact_key()
+        return explain_difference(last, key, self._last_names) if last is not None \
+            else "signature changed"
+
+    def _last_exact_key(self):
+        """The most recently used signature compiled for its exact shapes, or None."""
+        return next((k for k, e in reversed(self._cache.items()) if e.dynamic is None), None)
+
+    # ---- automatic dynamic shapes (symgrad.compiler.dynamic) ----------------------------
+    def _generic_for(self, key) -> "_Entry | None":
+        """The shape-generic entry whose kernel takes this signature, if any."""
+        for pattern, dims, entry in self._dynamic_patterns:
+            if entry.key in self._cache and pattern[0] == key[0] and pattern[2] == key[2] \
+                    and dynamic.matches(key[1], pattern[1], dims) is not None:
+                return entry
+        return None
+
+    def _dynamic(self, args, key, leaves, names) -> tuple["_Entry | None", str | None]:
+        """On a miss that only changed sizes: (a shape-generic entry or None, the reason
+        to log); (None, None) when the miss is not about sizes."""
+        last = self._last_exact_key()
+        found = dynamic.candidate(last, key, names) if last is not None else "no previous call"
+        if isinstance(found, str):
+            return None, None
+        dims, before, after = found
+        what = " and ".join(f"{names[k]} dim {d}" for k, d in dims)
+        base = explain_difference(last, key, names)
+        if self.backend != "llvm":         # (its compile is tracing and graph passes)
+            return None, None
+        if not settings.dynamic_shapes:
+            return None, f"{base}; dynamic shapes are off (SYMGRAD_DYNAMIC_SHAPES=0)"
+        if after < 2:
+            return None, (f"{base}; sizes 0 and 1 are specialised (compiled for their exact "
+                          f"shapes, as torch.compile does)")
+        if dims in self._not_generic:
+            return None, f"{base}; compiling per size: {self._not_generic[dims]}"
+        try:
+            entry = self._build_generic(args, key, leaves, names, dims)
+        except get_backend("llvm").NotGeneric as e:
+            self._not_generic[dims] = str(e)
+            return None, f"{base}; compiling per size: {e}"
+        return entry, (f"{base}; {what} is now a dynamic size: one kernel serves every "
+                       f"size >= 2")
+
+    def _build_generic(self, args, key, leaves, names, dims) -> "_Entry":
+        """Trace at the sentinel sizes, find how the program's sizes follow them and
+        compile one kernel (raises NotGeneric, saying why not)."""
+        backend = get_backend("llvm")
+        what = getattr(self.fn, "__qualname__", "function")
+        with StageClock(f"{what} (dynamic)") as clock:
+            traced = []
+            for size in dynamic.SENTINELS:
+                skey = (key[0], dynamic.with_size(key[1], dims, size), key[2])
+                with clock.stage("trace"):
+                    tr = self._trace(args, skey, names)
+                if tr.effects is not None:
+                    raise backend.NotGeneric("the function updates state (its effects are "
+                                             "guarded per shape)")
+                lowered = self._lowered(tr, skey, names, clock)
+                if lowered.aux:
+                    raise backend.NotGeneric("the program has placeholder inputs")
+                traced.append((tr, lowered))
+            dd = dynamic.generalize([lw.optimized for _, lw in traced], dynamic.SENTINELS)
+            if isinstance(dd, str):
+                raise backend.NotGeneric(dd)
+            if self.target is not None:
+                self.target.check_runnable()
+            tr, lowered = traced[0]
+            exe = backend.compile_dynamic(lowered.optimized, dd, self.target, clock.enter)
+            clock.enter(None)
+        numpy_out = not any(isinstance(v, Tensor) for v in leaves)
+        entry = _Entry(lowered, exe, tr.closure, numpy_out, [])
+        entry.dynamic = dims
+        entry.key = ("dynamic", key[0], dims, key[2])
+        self._cache[entry.key] = entry
+        self._dynamic_patterns.append((key, dims, entry))
+        self._last_names = names
+        while len(self._cache) > self._maxsize:
+            self._evict(self._cache.popitem(last=False)[1])
+        return entry
 
     def _run(self, entry: _Entry, leaves):
         arrays = []
@@ -433,6 +520,8 @@ class Compiled:
             self._evict(entry)
         self._cache.clear()
         self._fast.clear()
+        self._dynamic_patterns.clear()
+        self._not_generic.clear()
         self.hits = self.misses = self._py_native = self._evicted_native = 0
 
     def __repr__(self) -> str:
@@ -462,8 +551,8 @@ class Compiled:
         out = []
         backend = get_backend("llvm")
         for key, entry in self._cache.items():
-            if entry.effects is not None:     # its guards and state live in this process
-                continue
+            if entry.effects is not None or entry.dynamic is not None:
+                continue     # guards and state of this process; shape-generic kernels
             payload = backend.portable(entry.exe)
             if payload is None:
                 continue

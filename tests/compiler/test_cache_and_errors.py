@@ -16,7 +16,8 @@ def test_cache_hits_and_misses(backend):
     f(np.ones(16))
     info = f.cache_info()
     assert (info.hits, info.misses, info.entries) == (1, 2, 2)
-    assert f.last_miss_reason == "x: shape (8,) → (16,)"
+    # (llvm: the size is dynamic from now on, which the reason goes on to say)
+    assert f.last_miss_reason.startswith("x: shape (8,) → (16,)")
 
 
 def test_new_shape_never_reuses_code(backend):

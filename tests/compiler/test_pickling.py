@@ -154,4 +154,4 @@ def test_a_copy_explains_a_new_signature():
     f(np.ones(2))
     g = pickle.loads(cloudpickle.dumps(f))
     np.testing.assert_array_equal(np.asarray(g(np.ones(3))), [2.0, 2.0, 2.0])
-    assert g.last_miss_reason == "x: shape (2,) → (3,)"
+    assert g.last_miss_reason.startswith("x: shape (2,) → (3,)")

@@ -85,8 +85,10 @@ def test_hessian_through_detach_matches_torch():
     np.testing.assert_allclose(sg.hessian(lambda a: fn(sg, a))(x), want, rtol=1e-12, atol=1e-12)
 
 
-def test_evicted_entries_release_their_machine_code_and_counts_stay_true():
+def test_evicted_entries_release_their_machine_code_and_counts_stay_true(monkeypatch):
     import gc
+    from symgrad.config import settings
+    monkeypatch.setattr(settings, "dynamic_shapes", False)     # one entry per size
     import weakref
     from symgrad.compiler.api import Compiled
     from symgrad.compiler.transforms import Grad
