@@ -118,6 +118,7 @@ class Compiled:
         self.last_miss_reason: str | None = None
         self._dynamic_patterns: list = []   # (signature, dims, entry) of generic kernels
         self._not_generic: dict = {}        # dims -> why they compile per size
+        self._size_calls: dict = {}         # fast key -> calls served by a generic kernel
         # name and doc only: copying a compiled fn's __dict__ would make this object that
         # one (its transform, cache, function): jacobian(grad(f)) returned grad(f)'s value
         functools.update_wrapper(self, fn, updated=())
@@ -178,6 +179,8 @@ class Compiled:
         stale = None
         if entry is not None and entry.key in self._cache:
             stale = entry.stale()
+            if stale is None and entry.dynamic is not None:
+                entry = self._maybe_specialise(entry, fkey, args)
             if stale is None:
                 self.hits += 1
                 self._cache.move_to_end(entry.key)
@@ -340,6 +343,24 @@ class Compiled:
             return None, f"{base}; compiling per size: {e}"
         return entry, (f"{base}; {what} is now a dynamic size: one kernel serves every "
                        f"size >= 2")
+
+    def _maybe_specialise(self, entry: "_Entry", fkey, args) -> "_Entry":
+        """Count the calls of one size served by a shape-generic kernel; the
+        :data:`~symgrad.compiler.dynamic.SPECIALISE_AFTER`-th compiles that size's own
+        kernel (fused loops, its native entry), which serves it from then on."""
+        if len(self._size_calls) > 4 * self._maxsize:      # (many sizes: count afresh)
+            self._size_calls.clear()
+        calls = self._size_calls[fkey] = self._size_calls.get(fkey, 0) + 1
+        if calls < dynamic.SPECIALISE_AFTER:
+            return entry
+        del self._size_calls[fkey]
+        key, leaves, names = self._signature(args)
+        self._miss(f"{explain_difference(self._last_exact_key() or key, key, names)}; "
+                   f"this size ran {calls} times on the shape-generic kernel: compiling its own")
+        self.hits -= 1                    # (the caller counts a hit)
+        special = self._build(args, key, leaves, names)
+        self._fast[fkey] = special
+        return special
 
     def _build_generic(self, args, key, leaves, names, dims) -> "_Entry":
         """Trace at the sentinel sizes, find how the program's sizes follow them and
@@ -522,6 +543,7 @@ class Compiled:
         self._fast.clear()
         self._dynamic_patterns.clear()
         self._not_generic.clear()
+        self._size_calls.clear()
         self.hits = self.misses = self._py_native = self._evicted_native = 0
 
     def __repr__(self) -> str:

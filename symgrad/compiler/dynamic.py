@@ -7,7 +7,11 @@ some dimensions that all had one value and now all have another (a batch size, a
 sequence length), those dimensions become one symbolic size ``n``: the dispatcher
 asks for one kernel serving every ``n >= 2`` (:func:`candidate`).  Sizes 0 and 1 are
 specialised (compiled for their exact shape, as torch does): broadcasting and empty
-reductions behave differently there.
+reductions behave differently there.  A size that keeps coming back (the full batch of
+an epoch) is compiled for its exact shape after :data:`SPECIALISE_AFTER` calls on the
+generic kernel: its steady calls then run the fixed-shape code (fused loops, register
+tiles, the native CPython entry) -- a JIT's tiers; the generic kernel keeps serving
+every other size.
 
 How the sizes of the program follow ``n`` is found by tracing (and transforming,
 optimising) the function at three sizes (:data:`SENTINELS`) and comparing the three
@@ -31,6 +35,7 @@ from ..graph.node import Constant, toposort
 __all__ = ["SENTINELS", "candidate", "generalize", "with_size", "matches"]
 
 SENTINELS = (37, 38, 43)    # sizes the generic program is traced at: mixed parity, rare dims
+SPECIALISE_AFTER = 200      # calls of one size on the generic kernel before it gets its own
 _SHAPE_ATTRS = ("shape",)
 
 

@@ -185,3 +185,24 @@ def test_two_sizes_changing_independently_compile_per_size():
     assert f.cache_info().misses == 2
     assert f.last_miss_reason == "a: shape (3, 2) → (4, 2); b: shape (5,) → (6,)"
     np.testing.assert_allclose(f(np.ones((4, 2)), np.ones(6)), 4.0 ** 2 * 2 + 6)
+
+
+def test_a_size_called_often_gets_its_own_kernel(monkeypatch):
+    """After SPECIALISE_AFTER calls of one size on the generic kernel, that size is
+    compiled for its exact shape (one more compile); other sizes stay generic."""
+    from symgrad.compiler import dynamic
+    monkeypatch.setattr(dynamic, "SPECIALISE_AFTER", 5)
+    params = _params(np.float64)
+    f = symgrad.value_and_grad(_mlp)
+    rng = np.random.default_rng(8)
+    data = {n: (rng.normal(size=(n, 32)), rng.integers(0, 10, size=n)) for n in (10, 11, 12, 13)}
+    f(params, *data[10])
+    f(params, *data[11])
+    for _ in range(7):
+        _check(f(params, *data[12]), _torch_mlp(params, *data[12]), np.float64)
+    assert f.cache_info().misses == 3
+    assert "ran 5 times on the shape-generic kernel" in f.last_miss_reason
+    assert f._fast and any(e.dynamic is None and e.key[1][4].shape == (12, 32)
+                           for e in f._cache.values())
+    _check(f(params, *data[13]), _torch_mlp(params, *data[13]), np.float64)
+    assert f.cache_info().misses == 3
