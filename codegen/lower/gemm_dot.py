@@ -36,10 +36,12 @@ def tile(dtype: DType) -> tuple[int, int, int]:
 
 class Kernels:
     """The kernels of one product, made on first use:
-    ``void @"<prefix>.dk<cols>"(ptr A, ptr B, ptr C, i64 valid_rows)`` (the whole of K)."""
+    ``void @"symgrad.gemm.dk...<cols>"(ptr A, ptr B, ptr C, i64 valid_rows)`` (the whole
+    of K), named by everything their code depends on, so one function serves every
+    product of the module with the same shapes and strides."""
 
-    def __init__(self, module: ir.Module, prefix: str, dtype: DType, A, B, C) -> None:
-        self.module, self.prefix, self.dtype = module, prefix, dtype
+    def __init__(self, module: ir.Module, dtype: DType, A, B, C) -> None:
+        self.module, self.dtype = module, dtype
         self.A, self.B, self.C = A, B, C
         self.rows, self.panel, self.lanes = tile(dtype)
         self.fns: dict[int, ir.Function] = {}
@@ -51,16 +53,18 @@ class Kernels:
         assert kc == self.A.cols and not accumulate
         fn = self.fns.get(cols)
         if fn is None:
-            fn = self.fns[cols] = self._build(cols)
+            A, B, C = self.A, self.B, self.C
+            name = f"symgrad.gemm.dk.{self.dtype.name}.a{A.rs}.k{A.cols}.b{B.cs}.c{C.rs}.dk{cols}"
+            fn = self.fns[cols] = self.module.globals.get(name) or self._build(name, cols)
         return fn
 
-    def _build(self, cols: int) -> ir.Function:
+    def _build(self, name: str, cols: int) -> ir.Function:
         A, B, C, mr, lanes, dt = self.A, self.B, self.C, self.rows, self.lanes, self.dtype
         ety = T.storage_type(dt)
         vty = ir.VectorType(ety, lanes)
         k = A.cols
         fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [T.PTR, T.PTR, T.PTR, T.I64]),
-                         f"{self.prefix}.dk{cols}")
+                         name)
         fn.linkage = "internal"
         fn.attributes.add("nounwind")
         for arg, nm in zip(fn.args, ("A", "B", "C", "rows")):

@@ -107,11 +107,11 @@ def _row_block(dtype: DType, kc: int, mr: int) -> int:
 
 
 class _Kernels:
-    """The micro-kernel functions of one product, made on first use:
-    ``void @"<prefix>.mk<kc>.<nv>v<last>.<st|acc>"(ptr A, ptr B, ptr C, i64 valid_rows)``."""
+    """The micro-kernel functions of one product, made on first use (shared in the
+    module, see :func:`shared_tile_kernel`)."""
 
-    def __init__(self, module: ir.Module, prefix: str, dtype: DType, A, B, C) -> None:
-        self.module, self.prefix, self.dtype = module, prefix, dtype
+    def __init__(self, module: ir.Module, dtype: DType, A, B, C) -> None:
+        self.module, self.dtype = module, dtype
         self.A, self.B, self.C = A, B, C
         self.mr, _, self.lanes = tile(dtype)
         self.ety = T.storage_type(dtype)
@@ -144,9 +144,27 @@ class _Kernels:
 
     def _build(self, kc: int, nv: int, last: int, accumulate: bool) -> ir.Function:
         """``nv`` vectors per row, the last with ``last`` lanes (``lanes``: unmasked)."""
-        name = f"{self.prefix}.mk{kc}.{nv}v{last}.{'acc' if accumulate else 'st'}"
-        return tile_kernel(self.module, name, self.dtype, nv, last, accumulate,
-                           a_step=(self.A.rs, self.A.cs), b_rs=self.B.rs, c_rs=self.C.rs, kc=kc)
+        return shared_tile_kernel(self.module, "mk", self.dtype, nv, last, accumulate,
+                                  a_step=(self.A.rs, self.A.cs), b_rs=self.B.rs,
+                                  c_rs=self.C.rs, kc=kc)
+
+
+def shared_tile_kernel(module: ir.Module, tag: str, dtype: DType, nv: int, last: int,
+                       accumulate: bool, a_step: tuple[int, int] | None, b_rs: int, c_rs: int,
+                       kc: int | None, b_padded: bool = False) -> ir.Function:
+    """:func:`tile_kernel` made once per module for each set of parameters: named by all
+    of them (``symgrad.gemm.<tag>...``), so every product with the same tile shape and
+    strides -- the layers of a deep network, the steps of an unrolled loop -- calls one
+    function, built, optimised and compiled once, and step functions that differ only in
+    their buffers stay identical text (:mod:`codegen.reuse`)."""
+    a = "p" if a_step is None else f"{a_step[0]}x{a_step[1]}"
+    name = (f"symgrad.gemm.{tag}.{dtype.name}.{nv}v{last}.{'acc' if accumulate else 'st'}"
+            f".a{a}.b{b_rs}{'p' if b_padded else ''}.c{c_rs}.k{'n' if kc is None else kc}")
+    fn = module.globals.get(name)
+    if fn is None:
+        fn = tile_kernel(module, name, dtype, nv, last, accumulate, a_step, b_rs, c_rs, kc,
+                         b_padded)
+    return fn
 
 
 def tile_kernel(module: ir.Module, name: str, dtype: DType, nv: int, last: int, accumulate: bool,
@@ -213,20 +231,19 @@ def tile_kernel(module: ir.Module, name: str, dtype: DType, nv: int, last: int, 
     return fn
 
 
-def emit(ctx: StepContext, dtype: DType, A, B, C, offs, rows: tuple[ir.Value, ir.Value] | None = None,
-         prefix: str = "gemm") -> None:
+def emit(ctx: StepContext, dtype: DType, A, B, C, offs,
+         rows: tuple[ir.Value, ir.Value] | None = None) -> None:
     """``C = A @ B`` (one batch element at element offsets ``offs``), rows [lo, hi) only
-    when ``rows`` is given; the micro-kernels are internal functions named after ``prefix``.
+    when ``rows`` is given; the micro-kernels are internal functions shared in the module.
     Loops: row blocks (A rows of at most ``A_BLOCK_BYTES``), K blocks, column panels,
     row tiles (the last one clamped)."""
     b = ctx.b
     m, n = A.rows, B.cols
     lo, hi = rows if rows is not None else (T.I64(0), T.I64(m))
-    prefix = _unique(b.module, prefix)
     if kind(dtype, A, B, C) == "outer":
-        kernels = _Kernels(b.module, prefix, dtype, A, B, C)
+        kernels = _Kernels(b.module, dtype, A, B, C)
     else:
-        kernels = gemm_dot.Kernels(b.module, prefix, dtype, A, B, C)
+        kernels = gemm_dot.Kernels(b.module, dtype, A, B, C)
     mr, nr = kernels.rows, kernels.panel
     full_panels, rest = divmod(n, nr)
     blocks = kernels.blocks()
@@ -263,10 +280,3 @@ def emit(ctx: StepContext, dtype: DType, A, B, C, offs, rows: tuple[ir.Value, ir
             tiles(T.I64(full_panels * nr), rest)
     rbl.close()
 
-
-def _unique(module: ir.Module, prefix: str) -> str:
-    name, n = prefix, 1
-    while any(g.startswith(name + ".mk") for g in module.globals):
-        n += 1
-        name = f"{prefix}.{n}"
-    return name

@@ -84,7 +84,7 @@ def _shape(dtype: DType, A, B) -> tuple[int, int, int, int]:
 
 
 def emit(ctx: StepContext, dtype: DType, A, B, C, offs, rows: tuple[ir.Value, ir.Value] | None,
-         prefix: str, fallback) -> None:
+         fallback) -> None:
     """Rows [lo, hi) of ``C = A @ B`` (all rows when ``rows`` is None), packed."""
     b, module = ctx.b, ctx.b.module
     mr, nv, lanes = gemm_kernel.tile(dtype)
@@ -105,11 +105,11 @@ def emit(ctx: StepContext, dtype: DType, A, B, C, offs, rows: tuple[ir.Value, ir
             bbuf = b.gep(raw, [mis], inbounds=True, source_etype=T.I8, name="gemm.packB")
             abuf = b.gep(bbuf, [T.I64(-(-b_bytes // 64) * 64)], inbounds=True, source_etype=T.I8,
                          name="gemm.packA") if a_packed else None
-            _loops(ctx, dtype, A, B, C, offs, rows, prefix, kc, nc, bbuf, abuf)
+            _loops(ctx, dtype, A, B, C, offs, rows, kc, nc, bbuf, abuf)
             b.call(free, [raw])
 
 
-def _loops(ctx: StepContext, dtype: DType, A, B, C, offs, rows, prefix: str, kc: int, nc: int,
+def _loops(ctx: StepContext, dtype: DType, A, B, C, offs, rows, kc: int, nc: int,
            bbuf: ir.Value, abuf: ir.Value | None) -> None:
     b = ctx.b
     mr, nv, lanes = gemm_kernel.tile(dtype)
@@ -124,9 +124,8 @@ def _loops(ctx: StepContext, dtype: DType, A, B, C, offs, rows, prefix: str, kc:
         last = cols - (nvc - 1) * lanes
         key = (nvc, last, accumulate)
         if key not in kernels:
-            name = f"{prefix}.pk.{nvc}v{last}.{'acc' if accumulate else 'st'}"
-            kernels[key] = gemm_kernel.tile_kernel(
-                b.module, name, dtype, nvc, last, accumulate,
+            kernels[key] = gemm_kernel.shared_tile_kernel(
+                b.module, "pk", dtype, nvc, last, accumulate,
                 a_step=None if abuf is not None else (A.rs, A.cs), b_rs=nr, c_rs=C.rs, kc=None,
                 b_padded=True)
         return kernels[key]

@@ -151,10 +151,6 @@ def _kernel_kind(node: Node, A: Operand, B: Operand, C: Operand) -> str | None:
     return gemm_kernel.kind(node.dtype, A, B, C)
 
 
-def _kernel_prefix(ctx: StepContext) -> str:
-    return f"{ctx.b.function.name}.gemm"
-
-
 def emit(ctx: StepContext, node: Node, step_id: int) -> None:
     A, B, C, batch = operands(ctx.plan, node)
     b = ctx.b
@@ -162,10 +158,10 @@ def emit(ctx: StepContext, node: Node, step_id: int) -> None:
     offs = [strided_offset(b, X.offset, X.batch_strides, nest.indices) for X in (A, B, C)]
     how = _kernel_kind(node, A, B, C)
     if how == "packed":
-        gemm_packed.emit(ctx, node.dtype, A, B, C, offs, None, _kernel_prefix(ctx),
+        gemm_packed.emit(ctx, node.dtype, A, B, C, offs, None,
                          fallback=lambda: _blas(ctx, node, A, B, C, offs))
     elif how:
-        gemm_kernel.emit(ctx, node.dtype, A, B, C, offs, prefix=_kernel_prefix(ctx))
+        gemm_kernel.emit(ctx, node.dtype, A, B, C, offs)
     elif _use_blas(node, A, B):
         _blas(ctx, node, A, B, C, offs)
     else:
@@ -319,10 +315,10 @@ def emit_rows(ctx: StepContext, node: Node, lo: ir.Value, hi: ir.Value) -> None:
     offs = [strided_offset(b, X.offset, X.batch_strides, nest.indices) for X in (A, B, C)]
     how = _kernel_kind(node, A, B, C)
     if how == "packed":
-        gemm_packed.emit(ctx, node.dtype, A, B, C, offs, (lo, hi), _kernel_prefix(ctx),
+        gemm_packed.emit(ctx, node.dtype, A, B, C, offs, (lo, hi),
                          fallback=lambda: _blas(ctx, node, A, B, C, offs, rows=(lo, hi)))
     elif how:
-        gemm_kernel.emit(ctx, node.dtype, A, B, C, offs, rows=(lo, hi), prefix=_kernel_prefix(ctx))
+        gemm_kernel.emit(ctx, node.dtype, A, B, C, offs, rows=(lo, hi))
     else:
         _blas(ctx, node, A, B, C, offs, rows=(lo, hi))
     nest.close()

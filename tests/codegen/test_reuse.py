@@ -142,3 +142,35 @@ def test_layers_sliced_from_one_stacked_array_share_code():
         np.testing.assert_allclose(gx, tx.grad.numpy(), rtol=1e-10, atol=1e-13)
         np.testing.assert_allclose(gW, tW.grad.numpy(), rtol=1e-10, atol=1e-13)
     assert counts[0] == counts[1]
+
+
+def _mixed_mlp(x, *Ws):
+    for i, W in enumerate(Ws):
+        x = (sg.tanh if i % 2 else sg.sin)(x @ W) * (1.0 + i / 10)
+    return x.sum()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_products_of_different_steps_share_their_micro_kernels(dtype):
+    # Each layer's step differs (its own activation and scale), so no step function is
+    # shared; the GEMM micro-kernels of equal tile shapes and strides still are: a deeper
+    # network defines no more of them.
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(16, 64)).astype(dtype)
+    kernels = []
+    for depth in (2, 6):
+        Ws = [w.astype(dtype) / 3 for w in _weights(depth, rng, 64)]
+        f = sg.value_and_grad(_mixed_mlp, argnums=tuple(range(depth + 1)))
+        text = f.lower(x, *Ws).as_text("llvm")
+        kernels.append(sorted(d for d in _defined(text) if ".gemm." in d))
+        value, grads = f(x, *Ws)
+        tx = [torch.tensor(a, requires_grad=True) for a in (x, *Ws)]
+        h = tx[0]
+        for i, W in enumerate(tx[1:]):
+            h = (torch.tanh if i % 2 else torch.sin)(h @ W) * (1.0 + i / 10)
+        h.sum().backward()
+        tol = dict(rtol=2e-4, atol=2e-5) if dtype == np.float32 else dict(rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(value, h.sum().item(), **tol)
+        for g, t in zip(grads, tx):
+            np.testing.assert_allclose(g, t.grad.numpy(), **tol)
+    assert kernels[0] and kernels[0] == kernels[1]
