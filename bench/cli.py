@@ -77,6 +77,9 @@ def main(argv: list[str] | None = None) -> int:
     if args[:1] == ["compile"]:           # python -m bench compile ...: first-call times
         from bench.compile import main as compile_main
         return compile_main(args[1:])
+    if args[:1] == ["eager"]:             # python -m bench eager ...: eager op costs vs torch
+        from bench.eager import main as eager_main
+        return eager_main(args[1:])
     if args[:1] == ["train"]:             # python -m bench train ...: training steps
         from bench.train import main as train_main
         return train_main(args[1:])

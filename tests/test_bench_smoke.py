@@ -145,3 +145,16 @@ def test_train_bench_runs_and_losses_agree(workload, systems) -> None:
     losses = [float(row[-1]) for row in rows]
     for loss in losses[:-1]:                   # same data, same updates as torch's
         assert abs(loss - losses[-1]) < 1e-4 * abs(losses[-1])
+
+
+def test_eager_bench_table_and_json(tmp_path: Path) -> None:
+    out = tmp_path / "eager.json"
+    r = _run(["eager", "--size", "small", "--ops", "add,softmax,cross_entropy", "--modes",
+              "no_grad,backward", "--sample", "0.0005", "--rounds", "2", "--json", str(out)])
+    assert r.returncode == 0, r.stderr
+    assert "geomean" in r.stdout and "seed step" in r.stdout and "DIFFERS" not in r.stdout
+    data = json.loads(out.read_text())
+    ops = data["ops"]["small"]
+    assert set(ops) == {"add", "softmax", "cross_entropy"}
+    assert all(o["agree"] and o["backward"]["symgrad"] > 0 for o in ops.values())
+    assert set(data["steps"]) == {"seed step", "mlp step"}
