@@ -11,20 +11,31 @@ from __future__ import annotations
 import numpy as np
 
 from ..autograd import engine, grad_mode, saved_hooks
+from ..autograd.anomaly_mode import _state as _anomaly
+from ..autograd.grad_mode import _state as _grad_state
 from ..autograd.nodes import FREED_MESSAGE, SavedTensor, accumulator, new_function, save_order
-from ..dispatch import bind
+from ..dispatch import _lifter, bind
+from ..graph.fpstate import enter as fp_enter, leave as fp_leave
 from ..graph.primitives import PRIMITIVES as P
 from ..tensor import Tensor
 
 __all__ = ["named"]
 
 
-def named(name: str, fn, *inputs, saves: tuple = (), saves_output: bool = False):
+def named(name: str, fn, *inputs, saves: tuple = (), saves_output: bool = False,
+          kernel=None):
     """Apply `fn(*inputs)` (primitives only) recorded as a single Function `name`.
 
     `saves` (input positions) and `saves_output` say what PyTorch's backward for `name`
     saves: those tensors are version-checked when the backward runs (an in-place update
-    in between raises PyTorch's error) and read back as ``grad_fn._saved_self`` etc."""
+    in between raises PyTorch's error) and read back as ``grad_fn._saved_self`` etc.
+    `kernel` (a :class:`~symgrad.functions.kernels.Kernel`) computes the same function on
+    eager arrays in one pass, with a closed-form backward (see there)."""
+    if kernel is not None and _lifter[0] is None and not saved_hooks.used \
+            and not _anomaly["enabled"]:
+        out = _run_kernel(name, kernel, fn, inputs, saves, saves_output)
+        if out is not None:
+            return out
     needs = tuple(isinstance(x, Tensor) and x.requires_grad for x in inputs)
     traced = any(isinstance(x, Tensor) and x._node is not None for x in inputs)
     if traced or not any(needs) or not grad_mode.is_grad_enabled():
@@ -56,6 +67,115 @@ def named(name: str, fn, *inputs, saves: tuple = (), saves_output: bool = False)
     return out
 
 
+def _run_kernel(name, kernel, fn, inputs, saves, saves_output):
+    """`named` on eager inputs through `kernel` (None when an input is not an eager
+    tensor: the generic path then runs)."""
+    arrays = []
+    needs = []
+    dt = None
+    for x in inputs:
+        if not isinstance(x, Tensor) or x._data is None:
+            return None
+        arrays.append(x._data)
+        needs.append(x._requires_grad or x.grad_fn is not None)
+        if dt is None:
+            dt = x._dtype
+    token = fp_enter()          # exp(inf - inf): no warnings, as in PyTorch
+    try:
+        res = kernel.forward(*arrays)
+    finally:
+        fp_leave(token)
+    if type(res) is not np.ndarray or res.dtype != dt.np:
+        res = np.asarray(res, dtype=dt.np)
+    out = Tensor._from_array(res, dt)
+    if not (_grad_state.enabled and any(needs)):
+        return out
+    needs = tuple(needs)
+    nexts = tuple(((x.grad_fn, x._output_nr) if x.grad_fn is not None else (accumulator(x), 0))
+                  if n else (None, 0) for x, n in zip(inputs, needs))
+    in_avals = tuple((x._data.shape, x._dtype) for x in inputs)
+    saved = ()
+    if saves:
+        saved = [None] * len(inputs)
+        for i in saves:
+            if i < len(inputs):
+                saved[i] = SavedTensor(inputs[i])
+        saved = tuple(saved)
+    f = new_function(name, None, (), in_avals, (res.shape, dt), nexts, needs, saved, None)
+    f._inner = _KernelInner(kernel, fn, inputs, needs)
+    out.grad_fn = f
+    if saves_output:
+        f._saved_out = SavedTensor(out, is_output=True)
+    return out
+
+
+def _saved_arrays(owner):
+    """The saved inputs' and output's arrays of `owner`, version-checked."""
+    ins = tuple(None if s is None else s.unpack(owner)._data for s in owner._saved)
+    out = owner._saved_out
+    return ins, (None if out is None else out.unpack(owner)._data)
+
+
+def _graph_backward(owner, fn, inputs, needs, g, create_graph=True):
+    """The backward of a named composite through its primitives: `fn` re-run on the
+    real inputs through one identity node each, so that each input gets its own partial
+    derivative (an input computed from another one must not pass its gradient on).
+    `create_graph`: the backward is recorded (else: a traced cotangent, vmap's)."""
+    with grad_mode.enable_grad():
+        alias = [bind(P["reshape"], x, shape=tuple(x.shape)) if n else x
+                 for x, n in zip(inputs, needs)]
+        out = fn(*alias)
+    grads = engine.grad([out], [a for a, n in zip(alias, needs) if n], [g],
+                        retain_graph=True, create_graph=create_graph, allow_unused=True)
+    it = iter(grads)
+    return tuple(next(it) if n else None for n in needs)
+
+
+class _KernelInner:
+    """The backward of a named composite run by its eager kernel: the kernel's
+    closed-form backward on arrays (a Tensor cotangent without grad mode: wrapped back
+    into Tensors); with grad mode on (create_graph), the composite's primitives."""
+
+    __slots__ = ("kernel", "fn", "inputs", "needs")
+    takes_arrays = True
+
+    def __init__(self, kernel, fn, inputs, needs):
+        self.kernel, self.fn, self.inputs, self.needs = kernel, fn, inputs, needs
+
+    def __call__(self, owner, g):
+        if self.inputs is None:
+            raise RuntimeError(FREED_MESSAGE)
+        ins, out = _saved_arrays(owner)
+        if type(g) is np.ndarray:
+            return self._arrays(g, ins, out)
+        recorded = grad_mode.is_grad_enabled()
+        if recorded or g._data is None:
+            return _graph_backward(owner, self.fn, self.inputs, self.needs, g,
+                                   create_graph=recorded)
+        grads = self._arrays(g._data, ins, out)
+        return tuple(None if gi is None else Tensor._from_array(gi, x._dtype)
+                     for gi, x in zip(grads, self.inputs))
+
+    def _arrays(self, g, ins, out):
+        token = fp_enter()
+        try:
+            grads = self.kernel.backward(g, ins, out)
+        finally:
+            fp_leave(token)
+        res = []
+        for gi, x, n in zip(grads, self.inputs, self.needs):
+            if not n or gi is None:
+                res.append(None)
+                continue
+            if type(gi) is not np.ndarray or gi.dtype != x._dtype.np:
+                gi = np.asarray(gi, dtype=x._dtype.np)
+            res.append(gi)
+        return tuple(res)
+
+    def release(self):
+        self.inputs = None
+
+
 class _Inner:
     """The backward of a named composite (what the engine calls as its VJP rule). It
     takes a Tensor cotangent, or an array one when no backward graph is built."""
@@ -79,13 +199,7 @@ class _Inner:
         if type(g) is np.ndarray:
             grads = engine.vjp_arrays(self.out, wrt, g)
         elif grad_mode.is_grad_enabled():     # create_graph: differentiate the real inputs
-            # through one identity node each, so that each input gets its own partial
-            # derivative (an input computed from another one must not pass its gradient on)
-            alias = [bind(P["reshape"], x, shape=tuple(x.shape)) if n else x
-                     for x, n in zip(self.inputs, self.needs)]
-            out = self.fn(*alias)
-            grads = engine.grad([out], [a for a, n in zip(alias, self.needs) if n], [g],
-                                retain_graph=True, create_graph=True, allow_unused=True)
+            return _graph_backward(owner, self.fn, self.inputs, self.needs, g)
         else:
             grads = engine.grad([self.out], wrt, [g], retain_graph=True, allow_unused=True)
         it = iter(grads)

@@ -14,8 +14,9 @@ from .. import dispatch
 from ..dispatch import bind
 from ..functions import elementwise as E
 from ..functions import reduction as R
-from ..functions.common import to_tensor, wrap_dim
+from ..functions.common import Tensor, to_tensor, wrap_dim
 from ..functions.composite import named
+from ..functions import kernels
 from ..ops import lax
 from ..graph.primitives import PRIMITIVES as P
 from ..functions import linalg, shape
@@ -108,13 +109,14 @@ def _softmax_prims(v, axes):
 
 def softmax(input, dim=None, _stacklevel=3, dtype=None):
     x, axes = _prep_softmax(input, dim, dtype, "softmax")
-    return named("SoftmaxBackward0", lambda v: _softmax_prims(v, axes), x, saves_output=True)
+    return named("SoftmaxBackward0", lambda v: _softmax_prims(v, axes), x, saves_output=True,
+                 kernel=kernels.softmax_kernel(axes))
 
 
 def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
     x, axes = _prep_softmax(input, dim, dtype, "log_softmax")
     return named("LogSoftmaxBackward0", lambda v: _log_softmax_prims(v, axes), x,
-                 saves_output=True)
+                 saves_output=True, kernel=kernels.log_softmax_kernel(axes))
 
 
 def linear(input, weight, bias=None):
@@ -291,10 +293,20 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     _no_grad_arg("nll_loss_forward", "weight", weight)
     batched = x.dim() >= 2
     cdim = 1 if batched else 0
-    t = lax.cast(t, dtypes.int64)
-    keep = bind(P["ne"], t, ignore_index)
-    safe_t = lax.where(keep, t, 0)
-    idx = lax.reshape(safe_t, tuple(safe_t.shape[:cdim]) + (1,) + tuple(safe_t.shape[cdim:]))
+    eager = t._data is not None and x._data is not None and not dispatch.tracing()
+    if eager:               # the target's arrays directly (no history to record)
+        tn = t._data.astype(np.int64, copy=False)
+        keep_n = tn != ignore_index
+        safe_n = np.where(keep_n, tn, 0)
+        idx_n = safe_n.reshape(safe_n.shape[:cdim] + (1,) + safe_n.shape[cdim:])
+        keep = Tensor._from_array(keep_n, dtypes.bool_)
+        safe_t = Tensor._from_array(safe_n, dtypes.int64)
+        idx = Tensor._from_array(idx_n, dtypes.int64)
+    else:
+        t = lax.cast(t, dtypes.int64)
+        keep = bind(P["ne"], t, ignore_index)
+        safe_t = lax.where(keep, t, 0)
+        idx = lax.reshape(safe_t, tuple(safe_t.shape[:cdim]) + (1,) + tuple(safe_t.shape[cdim:]))
     wt = to_tensor(weight) if weight is not None else None
     # PyTorch's nll_loss_nd: 2d kernel for >= 3-D input; 'none' results of 3-D and >= 5-D
     # inputs come back through a view
@@ -318,7 +330,10 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
         none = lax.eq(denom, 0.0)
         return lax.where(none, lax.full((), float("nan"), v.dtype),
                          lax.div(total, lax.where(none, 1.0, denom)))
-    out = named(name, f, x, *([wt] if wt is not None else []))
+    kernel = None
+    if eager and wt is None and not view_back:
+        kernel = kernels.nll_loss_kernel(idx_n, keep_n, cdim, reduction)
+    out = named(name, f, x, *([wt] if wt is not None else []), kernel=kernel)
     if view_back:
         out = bind(P["reshape"], out, shape=tuple(safe_t.shape), grad_name="ViewBackward0")
     return out

@@ -1,0 +1,123 @@
+"""Eager kernels of named composites: one numpy pass forward and a closed-form backward
+on arrays, so that ``softmax`` / ``log_softmax`` on eager tensors cost a few ufunc
+calls instead of a chain of recorded primitives.
+
+A :class:`Kernel` is what :func:`symgrad.functions.composite.named` runs when every input
+is an eager tensor, nothing is being traced, and no saved-tensor hooks or anomaly mode
+are in force (those take the generic path, which records the primitives). The forward
+uses the same numpy operations, in the same order, as the primitives the composite is
+written with, so its values are the same bits; the backward is PyTorch's formula for the
+node (``SoftmaxBackward0``: ``y * (g - sum(g * y))``). A backward that builds a graph
+(``create_graph=True``) re-runs the composite's primitives instead, so that second
+derivatives see the true dependencies.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..graph.primitives import NUMPY_RULES
+
+__all__ = ["Kernel", "softmax_kernel", "log_softmax_kernel"]
+
+
+class Kernel:
+    """`forward(*arrays) -> array` and `backward(g, inputs, out) -> tuple of arrays (or
+    None per input)`, where `inputs` are the saved inputs' arrays (None where not saved)
+    and `out` the saved output's (None when not saved)."""
+
+    __slots__ = ("forward", "backward")
+
+    def __init__(self, forward, backward):
+        self.forward, self.backward = forward, backward
+
+
+def _softmax_forward(axes):
+    def forward(x):
+        z = np.subtract(x, NUMPY_RULES["amax"](x, axes=axes, keepdim=True))
+        e = np.exp(z)
+        return np.true_divide(e, np.add.reduce(e, axis=axes, keepdims=True))
+    return forward
+
+
+def _softmax_backward(axes):
+    def backward(g, inputs, y):
+        gy = np.multiply(g, y)
+        return (np.multiply(y, np.subtract(g, np.add.reduce(gy, axis=axes, keepdims=True))),)
+    return backward
+
+
+def _log_softmax_forward(axes):
+    def forward(x):
+        z = np.subtract(x, NUMPY_RULES["amax"](x, axes=axes, keepdim=True))
+        lse = np.log(np.add.reduce(np.exp(z), axis=axes, keepdims=True))
+        return np.subtract(z, lse)
+    return forward
+
+
+def _log_softmax_backward(axes):
+    def backward(g, inputs, y):
+        s = np.add.reduce(g, axis=axes, keepdims=True)
+        return (np.subtract(g, np.multiply(np.exp(y), s)),)
+    return backward
+
+
+_CACHE: dict = {}
+
+
+def _cached(key, make):
+    k = _CACHE.get(key)
+    if k is None:
+        k = _CACHE[key] = make()
+    return k
+
+
+def softmax_kernel(axes: tuple) -> Kernel:
+    """softmax over `axes` (the input's one class axis, or () for a 0-d input)."""
+    return _cached(("softmax", axes),
+                   lambda: Kernel(_softmax_forward(axes), _softmax_backward(axes)))
+
+
+def log_softmax_kernel(axes: tuple) -> Kernel:
+    """log_softmax over `axes`."""
+    return _cached(("log_softmax", axes),
+                   lambda: Kernel(_log_softmax_forward(axes), _log_softmax_backward(axes)))
+
+
+def nll_loss_kernel(idx: np.ndarray, keep: np.ndarray, cdim: int, reduction: str) -> Kernel:
+    """nll_loss without class weights of an input with the class axis `cdim`: `idx` the
+    targets (ignored ones set to 0) with a length-1 class axis, `keep` where a target
+    is not ignored. Backward: ``-g * kept / (number kept)`` (mean; 0 when none is kept)
+    scattered to the targets' classes, as PyTorch's nll_loss_backward."""
+    shape = keep.shape
+    axes = tuple(range(len(shape)))
+
+    def forward(x):
+        w = keep.astype(x.dtype)
+        loss = np.negative(np.multiply(np.take_along_axis(x, idx, axis=cdim).reshape(shape), w))
+        if reduction == "none":
+            return loss
+        total = np.add.reduce(loss, axis=axes)
+        if reduction == "sum":
+            return total
+        denom = np.add.reduce(w, axis=axes)
+        if denom == 0:
+            return np.asarray(np.nan, dtype=x.dtype)
+        return np.true_divide(total, denom)
+
+    def backward(g, inputs, out):
+        dt = g.dtype
+        w = keep.astype(dt)
+        if reduction == "mean":
+            denom = np.add.reduce(w, axis=axes)
+            g = np.zeros((), dt) if denom == 0 else np.true_divide(g, denom)
+        gx = np.zeros(x_shape[0], dt)
+        np.put_along_axis(gx, idx, np.negative(np.multiply(g, w)).reshape(idx.shape),
+                          axis=cdim)
+        return (gx,)
+
+    x_shape = [None]
+
+    def forward_shaped(x):
+        x_shape[0] = x.shape
+        return forward(x)
+    return Kernel(forward_shaped, backward)
