@@ -196,3 +196,31 @@ def test_cross_entropy_second_derivative_and_uint8_target(dtype):
     for a_, b_ in zip(*res):
         assert_close(a_, b_, rtol=1e-4 if dtype == np.float32 else 1e-9,
                      atol=1e-6 if dtype == np.float32 else 1e-12)
+
+
+@D
+@pytest.mark.parametrize("shape", [(4, 5), (), (0,), (2, 3, 2)])
+def test_gelu(shape, dtype):
+    a = _x(shape, dtype)
+    if a.size:
+        a.reshape(-1)[0] = 0.0
+    s, _ = check(lambda m, x: m.nn.functional.gelu(x), a)
+    assert type(s.grad_fn).__name__ == "GeluBackward0"
+    v = _x(shape, dtype, seed=4)
+    res = []
+    for m in (sg, torch):
+        x = m.tensor(a, requires_grad=True)
+        (g,) = m.autograd.grad((m.nn.functional.gelu(x) * m.tensor(v)).sum(), x,
+                               create_graph=True)
+        (h,) = m.autograd.grad((g * g).sum(), x)
+        res.append((g, h))
+    assert_close(res[0], res[1], rtol=1e-4 if dtype == np.float32 else 1e-9,
+                 atol=1e-6 if dtype == np.float32 else 1e-12)
+
+    def modified(m):          # the saved input updated in place: PyTorch's error
+        x = m.tensor(a, requires_grad=True) * 1
+        y = m.nn.functional.gelu(x)
+        x.add_(1)
+        return _error(lambda: y.sum().backward())
+    if a.size:
+        assert modified(sg) == modified(torch)
