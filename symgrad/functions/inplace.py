@@ -80,7 +80,8 @@ def check_overlap(x: Tensor, *others) -> None:
         raise RuntimeError(_OVERLAP_SELF)
     for o in others:
         b = o._data if isinstance(o, Tensor) else None
-        if b is None or b.size == 0 or o is x or not (_dense(a) and _dense(b)):
+        if b is None or b.size == 0 or o is x or not np.may_share_memory(a, b) \
+                or not (_dense(a) and _dense(b)):    # (may_share_memory: bounds, in C)
             continue
         (a0, a1), (b0, b1) = _byte_bounds(a), _byte_bounds(b)
         if (a0, a1) == (b0, b1):
