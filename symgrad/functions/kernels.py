@@ -17,7 +17,8 @@ import numpy as np
 
 from ..graph.primitives import NUMPY_RULES
 
-__all__ = ["Kernel", "softmax_kernel", "log_softmax_kernel", "nll_loss_kernel", "GELU"]
+__all__ = ["Kernel", "softmax_kernel", "log_softmax_kernel", "nll_loss_kernel", "GELU",
+           "gather_kernel"]
 
 
 class Kernel:
@@ -142,3 +143,20 @@ def _gelu_backward(g, inputs, out):
 GELU = Kernel(_gelu_forward, _gelu_backward)
 """gelu(approximate="none"): ``x / 2 (1 + erf(x / sqrt 2))``; PyTorch's GeluBackward0
 formula ``g (cdf + x pdf)``."""
+
+
+def gather_kernel(idx: np.ndarray, axis: int, shape: tuple) -> Kernel:
+    """The elements of the input at `idx` along `axis` (an index array with the input's
+    rank), reshaped to `shape`: ``max(dim)`` / ``min(dim)``'s values. Backward: the
+    cotangent scattered back to those positions, zeros elsewhere."""
+    in_shape = [None]
+
+    def forward(x):
+        in_shape[0] = x.shape
+        return np.take_along_axis(x, idx, axis=axis).reshape(shape)
+
+    def backward(g, inputs, out):
+        gx = np.zeros(in_shape[0], g.dtype)
+        np.put_along_axis(gx, idx, g.reshape(idx.shape), axis=axis)
+        return (gx,)
+    return Kernel(forward, backward)

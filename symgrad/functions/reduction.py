@@ -13,6 +13,7 @@ from ..ops import lax
 from ..graph.primitives import PRIMITIVES as P
 from .common import Tensor, dims_arg, to_tensor, wrap_dim
 from .composite import named
+from .kernels import gather_kernel
 from .elementwise import binary
 
 if TYPE_CHECKING:
@@ -111,10 +112,11 @@ def _extremum(kind, x, dim, keepdim, other):
         return getattr(return_types, kind)(value, idx)
     shape = x.shape[:axis] + ((1,) if keepdim else ()) + x.shape[axis + 1:]
     values = named(f"{kind.capitalize()}Backward0",
-                   lambda v: lax.reshape(bind(P["gather"], v, idx, axis=axis), shape), x)
-    if not keepdim:
-        idx = lax.reshape(idx, shape)
-    return getattr(return_types, kind)(values, idx)
+                   lambda v: lax.reshape(bind(P["gather"], v, idx, axis=axis), shape), x,
+                   kernel=None if idx._data is None else gather_kernel(idx._data, axis, shape))
+    # (a new name: the backward above re-runs its lambda, which reads ``idx``)
+    indices = idx if keepdim else lax.reshape(idx, shape)
+    return getattr(return_types, kind)(values, indices)
 
 
 @overload

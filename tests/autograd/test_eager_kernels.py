@@ -224,3 +224,24 @@ def test_gelu(shape, dtype):
         return _error(lambda: y.sum().backward())
     if a.size:
         assert modified(sg) == modified(torch)
+
+
+@D
+@pytest.mark.parametrize("kind", ["max", "min"])
+@pytest.mark.parametrize("shape,dim,keepdim", [((4, 5), 1, False), ((4, 5), 0, True),
+                                               ((2, 3, 4), -1, False), ((3,), 0, False),
+                                               ((2, 3, 4), 1, True)])
+def test_max_min_dim(kind, shape, dim, keepdim, dtype):
+    a = _x(shape, dtype)
+    a.reshape(-1)[:2] = 7.0           # a tie: the first index, as PyTorch
+    s, _ = check(lambda m, x: getattr(x, kind)(dim, keepdim=keepdim), a)
+    assert type(s[0].grad_fn).__name__ == f"{kind.capitalize()}Backward0"
+    v = _x(s[0].shape, dtype, seed=3)
+    res = []
+    for m in (sg, torch):
+        x = m.tensor(a, requires_grad=True)
+        y = getattr(x * x, kind)(dim, keepdim=keepdim)[0]
+        (g,) = m.autograd.grad((y * m.tensor(v)).sum(), x, create_graph=True)
+        (h,) = m.autograd.grad((g * g).sum(), x)
+        res.append((g, h))
+    assert_close(res[0], res[1])
