@@ -69,13 +69,13 @@ def named(name: str, fn, *inputs, saves: tuple = (), saves_output: bool = False,
 
 def _run_kernel(name, kernel, fn, inputs, saves, saves_output):
     """`named` on eager inputs through `kernel` (None when an input is not an eager
-    tensor: the generic path then runs)."""
+    floating-point tensor: the generic path then runs)."""
     arrays = []
     needs = []
     dt = None
     for x in inputs:
-        if not isinstance(x, Tensor) or x._data is None:
-            return None
+        if not isinstance(x, Tensor) or x._data is None or x._dtype.category != "float":
+            return None     # (integer inputs: the primitives' promotions decide the dtype)
         arrays.append(x._data)
         needs.append(x._requires_grad or x.grad_fn is not None)
         if dt is None:
