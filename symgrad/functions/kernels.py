@@ -91,10 +91,15 @@ def nll_loss_kernel(idx: np.ndarray, keep: np.ndarray, cdim: int, reduction: str
     scattered to the targets' classes, as PyTorch's nll_loss_backward."""
     shape = keep.shape
     axes = tuple(range(len(shape)))
+    # (N, C) input: the picked elements by a plain fancy index (take_along_axis builds
+    # the same index arrays in Python)
+    at = (np.arange(shape[0]), idx.reshape(shape)) if len(shape) == 1 and cdim == 1 else None
 
     def forward(x):
         w = keep.astype(x.dtype)
-        loss = np.negative(np.multiply(np.take_along_axis(x, idx, axis=cdim).reshape(shape), w))
+        picked = x[at] if at is not None else \
+            np.take_along_axis(x, idx, axis=cdim).reshape(shape)
+        loss = np.negative(np.multiply(picked, w))
         if reduction == "none":
             return loss
         total = np.add.reduce(loss, axis=axes)
@@ -112,8 +117,11 @@ def nll_loss_kernel(idx: np.ndarray, keep: np.ndarray, cdim: int, reduction: str
             denom = np.add.reduce(w, axis=axes)
             g = np.zeros((), dt) if denom == 0 else np.true_divide(g, denom)
         gx = np.zeros(x_shape[0], dt)
-        np.put_along_axis(gx, idx, np.negative(np.multiply(g, w)).reshape(idx.shape),
-                          axis=cdim)
+        vals = np.negative(np.multiply(g, w))
+        if at is not None:
+            gx[at] = vals
+        else:
+            np.put_along_axis(gx, idx, vals.reshape(idx.shape), axis=cdim)
         return (gx,)
 
     x_shape = [None]

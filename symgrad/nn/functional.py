@@ -291,6 +291,11 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     _check_reduction(reduction)
     _check_nll(x, t, weight, ignore_index)
     _no_grad_arg("nll_loss_forward", "weight", weight)
+    return _nll_loss(x, t, weight, ignore_index, reduction)
+
+
+def _nll_loss(x, t, weight, ignore_index, reduction):
+    """nll_loss on checked arguments (cross_entropy checked them on its input)."""
     batched = x.dim() >= 2
     cdim = 1 if batched else 0
     eager = t._data is not None and x._data is not None and not dispatch.tracing()
@@ -355,7 +360,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     _check_nll(x, t, weight, ignore_index)
     _no_grad_arg("nll_loss_forward", "weight", weight)
     logp = log_softmax(x, dim=cdim)
-    nll = nll_loss(logp, t, weight=weight, ignore_index=ignore_index, reduction=reduction)
+    nll = _nll_loss(logp, t, weight, ignore_index, reduction)
     if not label_smoothing:
         return nll
     # PyTorch: smooth = -(logp * w).sum(class dim), zero where ignored; the mean divides by
