@@ -173,7 +173,7 @@ class _KernelInner:
         return tuple(res)
 
     def release(self):
-        self.inputs = None
+        self.inputs = self.kernel = None      # (what the kernel kept goes too)
 
 
 class _Inner:

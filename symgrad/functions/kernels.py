@@ -17,7 +17,7 @@ import numpy as np
 
 from ..graph.primitives import NUMPY_RULES
 
-__all__ = ["Kernel", "softmax_kernel", "log_softmax_kernel", "nll_loss_kernel", "GELU",
+__all__ = ["Kernel", "softmax_kernel", "log_softmax_kernel", "nll_loss_kernel", "gelu_kernel",
            "gather_kernel"]
 
 
@@ -136,21 +136,25 @@ _SQRT1_2 = float(1 / np.sqrt(2.0))
 _BETA = float(2 / np.sqrt(np.pi) * (1 / np.sqrt(2.0)) * 0.5)    # PyTorch's kBeta
 
 
-def _gelu_forward(x):
-    return np.multiply(np.multiply(x, 0.5),
-                       np.add(NUMPY_RULES["erf"](np.multiply(x, _SQRT1_2)), 1.0))
+def gelu_kernel() -> Kernel:
+    """gelu(approximate="none"): ``x / 2 (1 + erf(x / sqrt 2))``; PyTorch's GeluBackward0
+    formula ``g (cdf + x pdf)``, with the forward's erf values kept for it (erf is the
+    costly part on larger tensors)."""
+    kept = [None]
 
+    def forward(x):
+        e = NUMPY_RULES["erf"](np.multiply(x, _SQRT1_2))
+        if type(e) is not np.ndarray or e.dtype != x.dtype:
+            e = np.asarray(e, dtype=x.dtype)      # (as the primitive's result)
+        kept[0] = e
+        return np.multiply(np.multiply(x, 0.5), np.add(e, 1.0))
 
-def _gelu_backward(g, inputs, out):
-    x = inputs[0]
-    cdf = np.multiply(np.add(NUMPY_RULES["erf"](np.multiply(x, _SQRT1_2)), 1.0), 0.5)
-    pdf = np.multiply(np.exp(np.multiply(np.multiply(x, x), -0.5)), _BETA)
-    return (np.multiply(g, np.add(cdf, np.multiply(x, pdf))),)
-
-
-GELU = Kernel(_gelu_forward, _gelu_backward)
-"""gelu(approximate="none"): ``x / 2 (1 + erf(x / sqrt 2))``; PyTorch's GeluBackward0
-formula ``g (cdf + x pdf)``."""
+    def backward(g, inputs, out):
+        x = inputs[0]
+        cdf = np.multiply(np.add(kept[0], 1.0), 0.5)
+        pdf = np.multiply(np.exp(np.multiply(np.multiply(x, x), -0.5)), _BETA)
+        return (np.multiply(g, np.add(cdf, np.multiply(x, pdf))),)
+    return Kernel(forward, backward)
 
 
 def gather_kernel(idx: np.ndarray, axis: int, shape: tuple) -> Kernel:

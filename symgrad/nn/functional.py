@@ -434,7 +434,7 @@ def gelu(input, approximate="none"):
             return lax.mul(lax.mul(v, 0.5),
                            lax.add(lax.unary("erf", lax.mul(v, float(1 / np.sqrt(2.0)))), 1.0))
     return named("GeluBackward0", f, x, saves=(0,),
-                 kernel=kernels.GELU if approximate == "none" else None)
+                 kernel=kernels.gelu_kernel() if approximate == "none" else None)
 
 
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
