@@ -5,8 +5,9 @@ values for its symbols, into IR at a builder's position.  Every value is compute
 one *compute dtype* (numpy's result type of the arguments, widened to float64 when the
 formula needs floats), conditions are ``i1``.  Lowering rules:
 
-* Add/Mul in sympy's argument order; negative-coefficient terms become ``fsub``,
-  negative integer powers in a product become one division;
+* Add in sympy's argument order, negative-coefficient terms as ``fsub``; a float product
+  in the order of :mod:`symgrad.graph.division` (compound factors first; with divisions,
+  PyTorch's chain), an integer product in sympy's order;
 * integer powers by repeated squaring, ``x**(1/2)`` -> ``sqrt``, ``x**(-1/2)`` -> ``1/sqrt``,
   other powers -> :func:`codegen.vecmath.pow`;
 * exp/log/log1p/expm1/sin/cos/tan/tanh/floor/ceiling/Abs/round -> :mod:`codegen.vecmath`
@@ -42,7 +43,7 @@ from sympy.codegen.cfunctions import expm1, log1p
 
 from symgrad.graph import dtypes
 from symgrad.graph.dtypes import DType
-from symgrad.graph.division import DivisionChain, division_chain
+from symgrad.graph.division import DivisionChain, product_order
 
 from .. import types as T
 from .. import vecmath
@@ -247,9 +248,8 @@ class FormulaEmitter:
         return out
 
     def _mul(self, e: sympy.Mul) -> ir.Value:
-        chain = division_chain(e) if self.is_float else None
-        if chain is not None:
-            return self._divisions(chain)
+        if self.is_float:
+            return self._product(product_order(e))
         coeff, rest = e.as_coeff_Mul()
         factors = sympy.Mul.make_args(rest)
         if any(f.is_Pow and f.exp.is_Integer and f.exp < 0 for f in factors):
@@ -264,8 +264,11 @@ class FormulaEmitter:
             out = self.const(coeff) if out is None else self.mul(self.const(coeff), out)
         return self.const(1) if out is None else out
 
-    def _divisions(self, chain: DivisionChain) -> ir.Value:
-        """A product with divisions in PyTorch's chain order (symgrad.graph.division)."""
+    def _product(self, chain: DivisionChain) -> ir.Value:
+        """A float product in the order of :mod:`symgrad.graph.division` (a chain with
+        divisions in PyTorch's order)."""
+        if not chain.steps:
+            return self.const(chain.coeff)
         out = self.const(1) if chain.steps[0][0] == "/" else None
         for op, f in chain.steps:
             a = _sigmoid_of(f) if op == "/" else None      # x / (1 + exp(-a)) = x * sigmoid(a)

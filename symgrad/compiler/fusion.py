@@ -1,5 +1,6 @@
 """Elementwise fusion: maximal single-consumer chains of same-shape elementwise nodes
-become one ``fused`` node whose attribute is the composed sympy formula. Bounded: a
+(or one node with a scalar constant argument) become one ``fused`` node whose attribute is
+the composed sympy formula. Bounded: a
 cluster stops growing at MAX_OPS operations, so formulas cannot swell; nodes used more
 than once stay materialised (no recomputation)."""
 from __future__ import annotations
@@ -77,8 +78,13 @@ class _Cluster:
         self.ops += 1
         prim = PRIMITIVES[n.op]
         args = [self._build(a) for a in n.args]
-        expr = prim.formula.expr.xreplace(dict(zip(prim.formula.symbols, args)))
-        if not _faithful(prim.formula, expr, args):
+        try:
+            expr = prim.formula.expr.xreplace(dict(zip(prim.formula.symbols, args)))
+        except (TypeError, ValueError):
+            # sympy's evaluation of the composition failed (a branch folded to zoo, then
+            # compared: relu -> floor -> rsqrt -> where): materialise the arguments
+            expr = None
+        if expr is None or not _faithful(prim.formula, expr, args):
             # sympy's automatic evaluation rewrote across the arguments (x - x -> 0,
             # x/x -> 1, sqrt(x)**2 -> x, exp(log x) -> x, (x**1.5)**2 -> x**3): exact
             # for real numbers, not for inf, NaN or negative x.  Materialise them.
@@ -143,7 +149,10 @@ def fuse(outputs: list[Node]) -> list[Node]:
             continue
         if _fusible(n) and not absorbable(n):
             expr, inputs, ops = cluster_formula(n, absorbable)
-            if ops > 1 and _real_finite(expr):
+            # one operation is fused too when it absorbs a scalar constant: the formula
+            # then holds the number (x**0.5 is a square root, as in PyTorch's pow)
+            if (ops > 1 or ops == 1 and len(inputs) < len({id(a) for a in n.args})) \
+                    and _real_finite(expr):
                 args = tuple(memo[id(i)] for i in inputs)
                 memo[id(n)] = make_node("fused", args, (("dtype", n.dtype), ("expr", expr),
                                                         ("shape", n.shape)), n.shape, n.dtype)

@@ -16,12 +16,20 @@ partial is formed -- a zero cotangent times an infinite partial is NaN, as in Py
 power k <= :data:`SEQUENTIAL_DIVISIONS` of a divisor is k divisions; the numerator
 factors that share a symbol with a divisor come after the others (the inner chain-rule
 factors), the numeric coefficient last.
+
+A product that divides by nothing multiplies its compound factors first (powers, functions,
+sums: in PyTorch each is an operation of its own, formed before the product that uses
+it), then the formula's inputs in name order, the coefficient last (:func:`product_order`).
+``-2*g*x*r**2`` (the gradient of ``c / (x*x + 1)``, r its reciprocal) is ``r*r`` first, as
+in PyTorch, not ``g*x`` (which overflows for float32 x = 3e38, and times r*r = 0 is NaN).
+The association of a product of several inputs is not kept by fusion: ``x*(y*z)`` runs
+as ``(x*y)*z``, which differs from PyTorch only where a partial product overflows.
 """
 from __future__ import annotations
 
 from typing import NamedTuple
 
-__all__ = ["SEQUENTIAL_DIVISIONS", "DivisionChain", "division_chain"]
+__all__ = ["SEQUENTIAL_DIVISIONS", "DivisionChain", "division_chain", "product_order"]
 
 SEQUENTIAL_DIVISIONS = 3
 
@@ -58,3 +66,16 @@ def division_chain(e) -> DivisionChain | None:
             steps.append(("*", num.pop(0)))
     steps.extend(("*", f) for f in num)
     return DivisionChain(coeff, tuple(steps))
+
+
+def product_order(e) -> DivisionChain:
+    """How to evaluate the sympy product ``e``: its division chain if it divides, else
+    its compound factors, then its symbols (each group in sympy's order), then the
+    coefficient."""
+    chain = division_chain(e)
+    if chain is not None:
+        return chain
+    coeff, rest = e.as_coeff_Mul()
+    factors = type(e).make_args(rest)
+    ordered = [f for f in factors if not f.is_Symbol] + [f for f in factors if f.is_Symbol]
+    return DivisionChain(coeff, tuple(("*", f) for f in ordered))

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 from . import dtypes
-from .division import division_chain
+from .division import product_order
 from .fpstate import enter as fp_enter, leave as fp_leave
 from .shapes import broadcast_shapes
 
@@ -396,14 +396,15 @@ def lambdify(syms, expr, cse: bool = False) -> Callable:
 
 @functools.lru_cache(maxsize=1)
 def _printer():
-    """sympy's numpy printer, printing a product with divisions as a chain of divisions."""
+    """sympy's numpy printer, printing a product in the order of
+    :mod:`symgrad.graph.division` (as the LLVM backend evaluates it)."""
     from sympy.printing.numpy import NumPyPrinter     # late: sympy loads when first needed
 
     class ChainPrinter(NumPyPrinter):
         def _print_Mul(self, expr):
-            chain = division_chain(expr)
-            if chain is None:
-                return super()._print_Mul(expr)
+            chain = product_order(expr)
+            if not chain.steps or chain.steps == (("*", chain.steps[0][1]),):
+                return super()._print_Mul(expr)         # one multiplication: any order
             out = "1.0" if chain.steps[0][0] == "/" else None
             for op, f in chain.steps:
                 out = f"({self._print(f)})" if out is None else f"({out}){op}({self._print(f)})"

@@ -40,21 +40,10 @@ ELEMENTWISE = {**{k: v for k, v in UNARY.items() if k not in ("detach", "contigu
                **BINARY}
 
 
-# x**1.5's gradient 1.5 x**0.5 at x = -inf: PyTorch takes a scalar exponent 0.5 as
-# sqrt (NaN), symgrad's runtime pow follows C pow (+inf).  Open (issue 13).
-_KNOWN = {("pow_frac", None): "pow(-inf, 0.5) is C pow's +inf, PyTorch's sqrt NaN"}
-
-
-def _known(name, dtype):
-    return _KNOWN.get((name, None)) or _KNOWN.get((name, dtype))
-
-
 @pytest.mark.parametrize("backend", ["llvm", "numpy"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("name", sorted(ELEMENTWISE))
-def test_elementwise_on_special_values(name, dtype, backend, request):
-    if _known(name, dtype):
-        request.applymarker(pytest.mark.xfail(strict=True, reason=_known(name, dtype)))
+def test_elementwise_on_special_values(name, dtype, backend):
     fn = ELEMENTWISE[name]
     p = {"lo": -1.0, "hi": 2.0, "c": 0.75, "d": -0.25}
     x = _values(dtype)
