@@ -255,6 +255,10 @@ BATCHED = {
     "an unused input": lambda a, b: a.tanh(),
     "two outputs": lambda a, b: (a.sum(0) * b, a.cos()),
     "norm logsumexp": lambda a, b: a.norm() + b.logsumexp(0) + (a / b).pow(3).mean(),
+    # max / min along a dim without keepdim: their create_graph backward re-ran the
+    # gather with the squeezed indices (a closure rebound after it was made) and crashed
+    "max min along a dim": lambda a, b: a.max(1)[0].sum() * b + (a * b).min(0).values,
+    "max keepdim": lambda a, b: a.max(0, keepdim=True)[0] * b,
 }
 
 
