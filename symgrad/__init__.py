@@ -46,8 +46,8 @@ from .functions.repeat import repeat_interleave, tile
 from .functions.scatter import index_add, scatter, scatter_add
 from .functions.solvers import _torch_slogdet as slogdet, det, inverse, logdet
 from . import linalg
-from .functions.shape import (cat, clone, flatten, movedim, permute, reshape, squeeze, stack,
-                              t, transpose, unsqueeze)
+from .functions.shape import (cat, clone, flatten, flip, fliplr, flipud, movedim, permute,
+                              reshape, squeeze, stack, t, transpose, unsqueeze)
 from .functions import elementwise as _E
 from .autograd import (enable_grad, inference_mode, is_grad_enabled, no_grad,
                        set_grad_enabled)

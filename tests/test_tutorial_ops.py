@@ -33,6 +33,9 @@ OPS = {
     "sort_descending": lambda m, t: tuple(t.sort(dim=0, descending=True)),
     "topk": lambda m, t: tuple(m.topk(t, 2, dim=1)),
     "topk_smallest": lambda m, t: tuple(t.topk(2, 0, largest=False)),
+    "flip": lambda m, t: m.flip(t, [0, -1]), "flip_method": lambda m, t: t.flip(1),
+    "flip_list": lambda m, t: t.flip([0]) * t, "flip_none": lambda m, t: m.flip(t, ()),
+    "fliplr": lambda m, t: m.fliplr(t), "flipud": lambda m, t: t.flipud(),
 }
 
 
@@ -108,3 +111,30 @@ def test_sort_orders_nan_and_ties_as_torch():
     assert repr(sg.sort(sg.tensor([3.0, 1.0]))) == repr(torch.sort(torch.tensor([3.0, 1.0])))
     with pytest.raises(RuntimeError, match="selected index k out of range"):
         sg.topk(sg.tensor(X), 9)
+
+
+def test_flip_copies_as_torch():
+    # torch.flip is not a view: writing into the result leaves the input alone, eagerly
+    # and in a compiled function's result
+    for lib in (sg, torch):
+        x = lib.tensor(X.copy())
+        y = x.flip(0)
+        y[0, 0] = 5.0
+        assert float(x[-1, 0]) == X[-1, 0] and y._base is None
+    out = sg.compile(lambda v: v.flip(0))(X.copy())
+    out[0, 0] = 5.0
+    assert not np.shares_memory(out, X)
+    assert float(sg.flip(sg.tensor(2.0), [0])) == 2.0        # a 0-d tensor flips to itself
+
+
+@pytest.mark.parametrize("call", [
+    lambda m, t: m.flip(t, 0), lambda m, t: t.flip(0, 0), lambda m, t: t.flip(2),
+    lambda m, t: t.flip(0.5), lambda m, t: t.flip(), lambda m, t: m.fliplr(m.ones(3)),
+    lambda m, t: m.flipud(m.tensor(1.0)), lambda m, t: m.flip(m.tensor(1.0), [1])])
+def test_flip_errors_as_torch(call):
+    def err(lib):
+        try:
+            call(lib, lib.tensor(X))
+        except Exception as e:      # noqa: BLE001 -- compared below
+            return type(e).__name__, str(e)
+    assert err(sg) == err(torch)

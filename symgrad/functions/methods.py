@@ -296,7 +296,8 @@ _METHODS = {
     "squeeze": shape.squeeze, "unsqueeze": shape.unsqueeze, "transpose": shape.transpose,
     "t": shape.t, "permute": shape.permute, "expand": shape.expand,
     "expand_as": shape.expand_as, "contiguous": shape.contiguous, "clone": shape.clone,
-    "movedim": shape.movedim,
+    "movedim": shape.movedim, "flip": shape.flip_method, "fliplr": shape.fliplr,
+    "flipud": shape.flipud,
     "view_as": _view_as, "reshape_as": _reshape_as,
     # in-place
     "zero_": _zero_, "fill_": _fill_, "copy_": _copy_,

@@ -1,5 +1,5 @@
 """Shape and layout operations: view, reshape, flatten, squeeze / unsqueeze, transpose,
-t, T, permute, expand, contiguous, clone, cat, stack. Results that share storage with
+t, T, permute, expand, contiguous, clone, cat, stack, flip. Results that share storage with
 their input are views: they share its version counter and remember how they were made
 (for in-place updates through them)."""
 from __future__ import annotations
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = ["view", "reshape", "flatten", "squeeze", "unsqueeze", "transpose", "t", "permute",
            "expand", "expand_as", "contiguous", "clone", "cat", "stack", "make_view",
-           "movedim", "unflatten"]
+           "movedim", "unflatten", "flip", "fliplr", "flipud"]
 
 
 def make_view(src: Tensor, out: Tensor, prim_name: str, attrs: dict) -> Tensor:
@@ -83,7 +83,6 @@ def view(x: Tensor, *shape: int | Sequence[int] | DTypeLike) -> Tensor:
 
 
 def _view_compatible(x, shape):
-    import numpy as np
     try:
         v = x._data.view()
         v.shape = shape
@@ -209,6 +208,52 @@ def movedim(x: Tensor, source: int, destination: int) -> Tensor:
     order = [i for i in range(n) if i != s]
     order.insert(d, s)
     return permute(x, *order)
+
+
+def _flip(x: Tensor, dims) -> Tensor:
+    for d in dims:
+        if not isinstance(d, (int, np.integer)) or isinstance(d, bool):
+            raise TypeError(f"flip(): argument 'dims' (position 1) must be tuple of ints, "
+                            f"not {type(d).__name__}")
+    axes = tuple(wrap_dim(int(d), x.dim()) for d in dims)
+    for a in axes:
+        if axes.count(a) > 1:
+            raise RuntimeError(f"dim {a} appears multiple times in the list of dims")
+    axes = tuple(a for a in axes if x.dim())            # a 0-d tensor flips to itself
+    out = bind(P["flip"], x, axes=axes)
+    if out._data is not None and out._data.base is not None:
+        out._data = out._data.copy()    # PyTorch's flip copies: it is not a view
+    return out
+
+
+def flip(x: Tensor, dims: Sequence[int]) -> Tensor:
+    """torch.flip: the elements reversed along ``dims`` (a new tensor, not a view)."""
+    if isinstance(dims, (int, np.integer)) and not isinstance(dims, bool):
+        raise TypeError("flip(): argument 'dims' (position 2) must be tuple of ints, not int")
+    return _flip(to_tensor(x), tuple(dims))
+
+
+def flip_method(x: Tensor, *dims: int | Sequence[int]) -> Tensor:
+    """Tensor.flip(*dims): ``x.flip(0, 1)`` or ``x.flip([0, 1])``."""
+    if not dims:
+        raise TypeError('flip() missing 1 required positional arguments: "dims"')
+    if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
+        dims = tuple(dims[0])
+    return _flip(x, dims)
+
+
+def fliplr(x: Tensor) -> Tensor:
+    x = to_tensor(x)
+    if x.dim() < 2:
+        raise RuntimeError("Input must be >= 2-d.")
+    return _flip(x, (1,))
+
+
+def flipud(x: Tensor) -> Tensor:
+    x = to_tensor(x)
+    if x.dim() < 1:
+        raise RuntimeError("Input must be >= 1-d.")
+    return _flip(x, (0,))
 
 
 def expand(x: Tensor, *sizes: int | Sequence[int]) -> Tensor:
