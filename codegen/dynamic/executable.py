@@ -11,6 +11,8 @@ no such lowering (the caller then compiles per size).
 """
 from __future__ import annotations
 
+import itertools
+
 import ctypes
 import threading
 
@@ -27,7 +29,7 @@ from .poly import affine
 __all__ = ["compile_dynamic", "DynamicExecutable", "NotGeneric"]
 
 OPT_LEVEL = 2
-_count = [0]
+_count = itertools.count(1)     # (next() is atomic: concurrent compiles get distinct names)
 
 
 class DynamicExecutable:
@@ -138,8 +140,7 @@ def compile_dynamic(program, dims, target=None, on_stage=None) -> DynamicExecuta
     stage = on_stage or (lambda name: None)
     with targets.use(target) as t:
         stage("plan")
-        _count[0] += 1
-        name = f"symgrad_dyn{_count[0]}"
+        name = f"symgrad_dyn{next(_count)}"
         dm = DynamicModule(program, dims, name)
         stage("lower")
         runtime.register()

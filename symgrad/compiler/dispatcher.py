@@ -55,10 +55,13 @@ def _leaf_key(v):
 _Aval = namedtuple("_Aval", "shape dtype")
 
 
+_FAST_KEYS_PER_ENTRY = 16    # bound of the fast-key table, per cache entry
+
+
 class _Entry:
     __slots__ = ("exe", "call", "closure", "guards", "aux", "aux_avals", "numpy_out",
                  "structure", "lowered", "key", "native_ok", "native_counted", "native_name",
-                 "specs", "effects", "fresh_outputs", "dynamic")
+                 "specs", "effects", "fresh_outputs", "dynamic", "sentinels")
 
     def __init__(self, lowered: Lowered, exe, closure, numpy_out, aux):
         self.lowered = lowered
@@ -81,6 +84,7 @@ class _Entry:
         self.effects = None
         self.fresh_outputs = lowered.backend == "llvm"    # native code allocates outputs
         self.dynamic = None            # a shape-generic entry: its (leaf, axis) pairs
+        self.sentinels = ()            # ... and its programs at dynamic.SENTINELS
         _, self.specs, self.structure = lowered.signature
 
     def stale(self) -> str | None:
@@ -195,10 +199,12 @@ class Compiled:
         key, leaves, names = self._signature(args)
         entry = self._cache.get(key)
         if entry is None and stale is None:
-            entry = self._generic_for(key)
+            entry = self._generic_for(args, key, names)
         if entry is not None and entry.stale() is None:   # known, new fast key
             self.hits += 1
             self._cache.move_to_end(entry.key)
+            if len(self._fast) > _FAST_KEYS_PER_ENTRY * self._maxsize:
+                self._fast.clear()      # (a generic kernel sees many sizes: rebuilt on use)
             self._fast[fkey] = entry
             out = self._run(entry, leaves)
             self._install_fast_path(entry, leaves, args)
@@ -309,13 +315,28 @@ class Compiled:
         return next((k for k, e in reversed(self._cache.items()) if e.dynamic is None), None)
 
     # ---- automatic dynamic shapes (symgrad.compiler.dynamic) ----------------------------
-    def _generic_for(self, key) -> "_Entry | None":
-        """The shape-generic entry whose kernel takes this signature, if any."""
+    def _generic_for(self, args, key, names) -> "_Entry | None":
+        """The shape-generic entry whose kernel computes this signature's program, if any
+        (checked by :meth:`_verified`)."""
         for pattern, dims, entry in self._dynamic_patterns:
-            if entry.key in self._cache and pattern[0] == key[0] and pattern[2] == key[2] \
-                    and dynamic.matches(key[1], pattern[1], dims) is not None:
-                return entry
+            if entry.key in self._cache and pattern[0] == key[0] and pattern[2] == key[2]:
+                n = dynamic.matches(key[1], pattern[1], dims)
+                if n is not None and self._verified(entry, args, key, names, n):
+                    return entry
         return None
+
+    def _verified(self, entry: "_Entry", args, key, names, n: int) -> bool:
+        """Whether the program traced at size ``n`` is the generic program at ``n``: the
+        sizes fitted on the sentinels hold at ``n`` too (a slice clamped by a small ``n``,
+        an index past it, a Python branch on a shape, a trace that fails at ``n`` all make
+        it another program, compiled for its own shapes)."""
+        try:
+            lowered = self._lowered(self._trace(args, key, names), key, names)
+            found = dynamic.generalize(list(entry.sentinels) + [lowered.optimized],
+                                       dynamic.SENTINELS + (n,))
+        except Exception:     # noqa: BLE001 -- the per-size compile raises it to the user
+            return False
+        return not isinstance(found, str)
 
     def _dynamic(self, args, key, leaves, names) -> tuple["_Entry | None", str | None]:
         """On a miss that only changed sizes: (a shape-generic entry or None, the reason
@@ -353,7 +374,7 @@ class Compiled:
         calls = self._size_calls[fkey] = self._size_calls.get(fkey, 0) + 1
         if calls < dynamic.SPECIALISE_AFTER:
             return entry
-        del self._size_calls[fkey]
+        self._size_calls.pop(fkey, None)
         key, leaves, names = self._signature(args)
         self._miss(f"{explain_difference(self._last_exact_key() or key, key, names)}; "
                    f"this size ran {calls} times on the shape-generic kernel: compiling its own")
@@ -369,18 +390,25 @@ class Compiled:
         what = getattr(self.fn, "__qualname__", "function")
         with StageClock(f"{what} (dynamic)") as clock:
             traced = []
-            for size in dynamic.SENTINELS:
+            n = dynamic.matches(key[1], key[1], dims)
+            for size in dynamic.SENTINELS + (n,):       # (the sentinels, then this size)
                 skey = (key[0], dynamic.with_size(key[1], dims, size), key[2])
-                with clock.stage("trace"):
-                    tr = self._trace(args, skey, names)
+                try:
+                    with clock.stage("trace"):
+                        tr = self._trace(args, skey, names)
+                    lowered = self._lowered(tr, skey, names, clock)
+                    lowered.optimized
+                except Exception as e:    # noqa: BLE001 -- a size this function refuses
+                    raise backend.NotGeneric(f"tracing at size {size} failed: "
+                                             f"{type(e).__name__}: {e}") from None
                 if tr.effects is not None:
                     raise backend.NotGeneric("the function updates state (its effects are "
                                              "guarded per shape)")
-                lowered = self._lowered(tr, skey, names, clock)
                 if lowered.aux:
                     raise backend.NotGeneric("the program has placeholder inputs")
                 traced.append((tr, lowered))
-            dd = dynamic.generalize([lw.optimized for _, lw in traced], dynamic.SENTINELS)
+            programs = [lw.optimized for _, lw in traced]
+            dd = dynamic.generalize(programs, dynamic.SENTINELS + (n,))
             if isinstance(dd, str):
                 raise backend.NotGeneric(dd)
             if self.target is not None:
@@ -391,6 +419,7 @@ class Compiled:
         numpy_out = not any(isinstance(v, Tensor) for v in leaves)
         entry = _Entry(lowered, exe, tr.closure, numpy_out, [])
         entry.dynamic = dims
+        entry.sentinels = tuple(programs[:len(dynamic.SENTINELS)])
         entry.key = ("dynamic", key[0], dims, key[2])
         self._cache[entry.key] = entry
         self._dynamic_patterns.append((key, dims, entry))

@@ -206,3 +206,50 @@ def test_a_size_called_often_gets_its_own_kernel(monkeypatch):
                            for e in f._cache.values())
     _check(f(params, *data[13]), _torch_mlp(params, *data[13]), np.float64)
     assert f.cache_info().misses == 3
+
+
+# Programs whose sizes fit an affine function of n at the sentinel sizes but not at every
+# n (a review found each returning a wrong answer, reading out of bounds or corrupting the
+# heap): every new size is traced and checked against the generic program before the
+# generic kernel runs it; a size where they differ compiles for its own shapes.
+def _size_cases():
+    P = np.arange(50.0)
+    return [
+        ("head slice", lambda L, x: x[:10] * 2, (20, 30, 3, 12, 100)),
+        ("tail slice", lambda L, x: x[-10:] * 2, (20, 30, 5, 40)),
+        ("slice past", lambda L, x: x[50:] * 2, (20, 30, 100, 60)),
+        ("negative size", lambda L, x: L.exp(x[20:]).sum() + L.exp(x * 2).sum() * 3,
+         (30, 40, 3, 25, 90)),
+        ("python branch", lambda L, x: x.sum() if x.shape[0] < 100 else x.mean(),
+         (20, 30, 200, 50)),
+        ("floor division", lambda L, x: x[: x.shape[0] // 50 + 1] * 2, (20, 30, 120, 7)),
+        ("size as number", lambda L, x: x * (x.shape[0] // 50) + x, (20, 30, 120)),
+        ("select", lambda L, x: x[5] * 2 + x[-5], (20, 30, 3, 8, 60)),
+        ("static argument", lambda L, x: x + L.tensor(P)[: x.shape[0]], (5, 7, 40, 100, 50)),
+        ("reshape", lambda L, x: x.reshape(-1, 2).sum(1), (4, 6, 10, 64)),
+    ]
+
+
+@pytest.mark.parametrize("name,fn,sizes", _size_cases(), ids=[c[0] for c in _size_cases()])
+def test_sizes_outside_the_fitted_range_are_right(name, fn, sizes):
+    f = symgrad.compile(lambda x: fn(symgrad, x))
+    rng = np.random.default_rng(1)
+    for n in sizes:
+        x = rng.normal(size=n)
+        try:
+            want = fn(torch, torch.tensor(x)).numpy()
+        except Exception as e:           # noqa: BLE001 -- torch refuses: so must we
+            with pytest.raises(type(e)):
+                f(x)
+            continue
+        got = np.asarray(f(x))
+        assert got.shape == want.shape, (name, n)
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12, err_msg=f"{name} n={n}")
+
+
+def test_a_trace_failing_at_a_sentinel_compiles_per_size_once():
+    f = symgrad.compile(lambda x: x.reshape(-1, 2).sum(1))
+    for n in (4, 6, 10, 12):
+        np.testing.assert_allclose(f(np.ones(n)), np.full(n // 2, 2.0))
+    assert "tracing at size 37 failed" in f.last_miss_reason
+    assert f.cache_info().misses == 4
