@@ -1,10 +1,9 @@
 """Error texts that several modules raise (one place for each message)."""
 from __future__ import annotations
 
-import sys
 import traceback
 
-__all__ = ["traced_value_error", "TracerBoolError", "LinAlgError"]
+__all__ = ["traced_value_error", "TracerBoolError", "LinAlgError", "type_name"]
 
 
 class TracerBoolError(TypeError):
@@ -18,6 +17,16 @@ class _LinAlgError(RuntimeError):
 
 
 LinAlgError = _LinAlgError
+
+
+def type_name(obj) -> str:
+    """The type name CPython's ``tp_name`` gives (what PyTorch's messages quote): a class
+    defined in Python by its name, a builtin or extension type with its module
+    (``int``, ``numpy.ndarray``, ``numpy.float64``)."""
+    cls = type(obj)
+    if cls.__flags__ & (1 << 9) or cls.__module__ == "builtins":    # Py_TPFLAGS_HEAPTYPE
+        return cls.__name__
+    return f"{cls.__module__}.{cls.__name__}"
 
 
 def _user_frame() -> str:

@@ -31,6 +31,7 @@ import threading
 import numpy as np
 
 from .config import settings
+from .errors import type_name
 from .compiler import backends
 
 __all__ = ["set_num_threads", "get_num_threads", "set_num_interop_threads",
@@ -95,20 +96,10 @@ def _default_interop_threads() -> int:
     return _cores(set(range(os.cpu_count() or 1)))
 
 
-def _type_name(value: object) -> str:
-    """The type's name as CPython's ``tp_name`` spells it (``float``, ``numpy.float64``,
-    ``Tensor``): PyTorch's error texts quote it."""
-    cls = type(value)
-    heap = cls.__flags__ & (1 << 9)          # Py_TPFLAGS_HEAPTYPE: classes made in Python
-    if heap or cls.__module__ == "builtins":
-        return cls.__name__
-    return f"{cls.__module__}.{cls.__name__}"
-
-
 def _count(name: str, value: object) -> int:
     """``value`` checked as PyTorch's ``THPUtils_unpackInt`` and a positive count."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise RuntimeError(f"{name} expects an int, but got {_type_name(value)}")
+        raise RuntimeError(f"{name} expects an int, but got {type_name(value)}")
     n = int(value)
     if not _INT64_MIN <= n <= _INT64_MAX:
         raise ValueError("Overflow when unpacking long long")

@@ -19,6 +19,7 @@ from . import anomaly_mode, grad_mode, saved_hooks
 from .anomaly_mode import _state as _anomaly
 from .graph import Node
 from .hooks import HookMixin, NodeHooks
+from ..errors import type_name
 from ..graph import dtypes
 
 __all__ = ["BackwardFunction", "AccumulateGrad", "function_class", "SavedTensor",
@@ -135,7 +136,7 @@ class _Packed:
         data = self.unpack_hook(self.data)
         if not isinstance(data, dispatch.Tensor):
             raise TypeError("Output of saved tensor unpack_hook expected to be a Tensor but "
-                            f"got result of type {saved_hooks.type_name(data)}")
+                            f"got result of type {type_name(data)}")
         fn, nr = (owner, output_nr) if is_output else (self.grad_fn, self.output_nr)
         if fn is None and not self.requires_grad:
             return data if not data.requires_grad else data.detach()

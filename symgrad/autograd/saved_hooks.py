@@ -10,8 +10,7 @@ from __future__ import annotations
 import contextlib
 import threading
 
-__all__ = ["current", "push", "pop", "disabled_message", "set_disabled", "paused",
-           "type_name"]
+__all__ = ["current", "push", "pop", "disabled_message", "set_disabled", "paused"]
 
 
 class _State(threading.local):
@@ -72,12 +71,3 @@ def paused():
     finally:
         _state.paused -= 1
 
-
-def type_name(obj) -> str:
-    """The type name CPython's ``tp_name`` gives (what PyTorch's messages show): a class
-    defined in Python by its name, a builtin or extension type with its module
-    (``int``, ``numpy.ndarray``)."""
-    cls = type(obj)
-    if cls.__flags__ & (1 << 9) or cls.__module__ == "builtins":    # Py_TPFLAGS_HEAPTYPE
-        return cls.__name__
-    return f"{cls.__module__}.{cls.__name__}"

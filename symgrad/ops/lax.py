@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dispatch
+from ..graph import dtypes
 from ..graph.primitives import NUMPY_RULES, PRIMITIVES as P
 from ..graph.shapes import numel
 
@@ -20,7 +21,7 @@ __all__ = ["add", "sub", "mul", "div", "neg", "where", "eq", "cast", "reshape", 
            "permute", "sum", "sum_to", "full", "zeros", "matmul", "transpose_last",
            "slice_", "pad_slice", "shear", "shear_extent", "shear_transpose", "windows",
            "windows_transpose", "take", "scatter_add", "unary", "finite_or_zero", "finite_max",
-           "apply", "as_array"]
+           "apply", "as_array", "matrix_iotas", "eye_mask"]
 
 _ND = np.ndarray
 
@@ -112,6 +113,19 @@ def eq(a, b):
     if type(a) is _ND or type(b) is _ND:
         return as_array(np.equal(_value(a), _value(b)), None)
     return dispatch.bind(P["eq"], a, b)
+
+
+def matrix_iotas(shape: tuple) -> tuple:
+    """(row index, column index) of each element of an array of ``shape`` over its last
+    two axes, as int64 arrays of that shape (two ``iota`` primitives)."""
+    n = len(shape)
+    return (apply("iota", shape=tuple(shape), axis=n - 2, dtype=dtypes.int64),
+            apply("iota", shape=tuple(shape), axis=n - 1, dtype=dtypes.int64))
+
+
+def eye_mask(shape: tuple):
+    """True on the diagonal of the last two axes of ``shape``."""
+    return eq(*matrix_iotas(shape))
 
 
 def cast(x, dtype):

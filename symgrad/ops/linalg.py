@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..graph import dtypes
 from ..graph.shapes import broadcast_shapes, numel
 from . import lax
 from .define import primitive
@@ -254,10 +253,7 @@ def _cholesky_numpy(a):
 
 def _lower(x, k=0):
     """The lower triangle of the last two dims (diagonals up to ``k``), zeros above."""
-    shape = tuple(x.shape)
-    n = len(shape)
-    rows = lax.apply("iota", shape=shape, axis=n - 2, dtype=dtypes.int64)
-    cols = lax.apply("iota", shape=shape, axis=n - 1, dtype=dtypes.int64)
+    rows, cols = lax.matrix_iotas(tuple(x.shape))
     return lax.where(lax.apply("le", lax.sub(cols, rows), k), x, 0)
 
 
@@ -276,12 +272,6 @@ primitive("cholesky", 1, _square_shape, _cholesky_numpy, saves_out=True,
 
 
 # ---- the singular value decomposition (thin): U, S, Vᵀ as three primitives ------------------
-def _eye_mask(shape):
-    n = len(shape)
-    return lax.eq(lax.apply("iota", shape=shape, axis=n - 2, dtype=dtypes.int64),
-                  lax.apply("iota", shape=shape, axis=n - 1, dtype=dtypes.int64))
-
-
 def _row(v):
     return lax.reshape(v, tuple(v.shape[:-1]) + (1, v.shape[-1]))
 
@@ -303,7 +293,7 @@ def _svd_backward(a, gu, gs, gvh):
     k = s.shape[-1]
     square = tuple(s.shape[:-1]) + (k, k)
     s2 = lax.mul(s, s)
-    e = lax.where(_eye_mask(square), 1, lax.sub(lax.expand(_row(s2), square),
+    e = lax.where(lax.eye_mask(square), 1, lax.sub(lax.expand(_row(s2), square),
                                                 lax.expand(_col(s2), square)))
     if gu is not None:
         uhgu = lax.matmul(_mT(u), gu)

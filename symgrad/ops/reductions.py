@@ -91,8 +91,7 @@ def _prod_others_dot_vjp(ctx, u):
         us, _ = _group_last(u, axes)
         n = xs.shape[-1]
         rows = xs.shape[:-1] + (n, n)
-        eye = lax.eq(lax.apply("iota", shape=rows, axis=len(rows) - 2, dtype=_INT64()),
-                     lax.apply("iota", shape=rows, axis=len(rows) - 1, dtype=_INT64()))
+        eye = lax.eye_mask(rows)
 
         def as_rows(t):
             return lax.expand(lax.reshape(t, t.shape[:-1] + (1, n)), rows)
@@ -102,10 +101,6 @@ def _prod_others_dot_vjp(ctx, u):
         h = lax.apply("prod_others_dot", xr, gr, axes=(len(rows) - 1,))
         gx = undo(lax.sum(lax.mul(ur, h), (len(rows) - 1,)))
     return gx, gg
-
-
-def _INT64():
-    return dtypes.int64
 
 
 def _cumsum_vjp(ctx, g):
@@ -294,8 +289,7 @@ def _cumprod_vjp(ctx, g):
     perm = tuple(i for i in range(last) if i != axis) + (axis,)
     xl, gl = lax.permute(x, perm), lax.permute(g, perm)
     rows = xl.shape[:-1] + (n, n)                        # (.., i, k)
-    i_idx = lax.apply("iota", shape=rows, axis=last - 1, dtype=_INT64())
-    k_idx = lax.apply("iota", shape=rows, axis=last, dtype=_INT64())
+    i_idx, k_idx = lax.matrix_iotas(rows)
     wide = lax.expand(lax.reshape(xl, xl.shape[:-1] + (1, n)), rows)
     others = lax.apply("cumprod", lax.where(lax.eq(i_idx, k_idx), 1, wide), axis=last)
     gk = lax.expand(lax.reshape(gl, gl.shape[:-1] + (1, n)), rows)
