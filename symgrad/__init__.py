@@ -43,7 +43,7 @@ from .functions.linalg import bmm, dot, matmul, mm, mv, outer
 from .functions.matrix import diag, diag_embed, diagonal, trace
 from .functions.einsum import einsum
 from .functions.repeat import repeat_interleave, tile
-from .functions.scatter import index_add, scatter, scatter_add
+from .functions.scatter import index_add, scatter, scatter_add, scatter_reduce
 from .functions.solvers import _torch_slogdet as slogdet, det, inverse, logdet
 from . import linalg
 from .functions.shape import (cat, clone, flatten, flip, fliplr, flipud, movedim, permute,

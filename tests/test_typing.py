@@ -132,7 +132,7 @@ def _installed_methods() -> list[tuple[str, object, str]]:
     out += [(u, getattr(symgrad.Tensor, u), "method") for u in E.UNARY_NAMES
             if u not in M._METHODS]
     out += [("T", shape.T, "property"), ("mT", M._mT, "property")]
-    out += [(i, M._METHODS.get(b) or getattr(symgrad.Tensor, b), "inplace")
+    out += [(i, b if callable(b) else M._METHODS.get(b) or getattr(symgrad.Tensor, b), "inplace")
             for i, b in M._INPLACE.items()]
     return out
 

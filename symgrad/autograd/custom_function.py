@@ -549,7 +549,7 @@ class _DelayedError(HookMixin):
     """The node a once_differentiable backward's results hang from when a graph of the
     backward is built: differentiating through it raises PyTorch's error."""
 
-    __slots__ = ("next_functions", "_nout", "_hooks", "_seq", "__weakref__")
+    __slots__ = ("next_functions", "_nout", "_hooks", "_seq", "_message", "__weakref__")
     _inner = None
     _stack = None
 
@@ -568,7 +568,7 @@ class _DelayedError(HookMixin):
 
 
 def _raise_twice(node, g):
-    raise RuntimeError(_TWICE)
+    raise RuntimeError(node._message)
 
 
 _DelayedError._inner = staticmethod(_raise_twice)
@@ -577,12 +577,18 @@ _DelayedError.__module__ = "builtins"
 Node.register(_DelayedError)
 
 
-def _delayed_error(outputs: tuple) -> tuple:
+def delayed_error(outputs: tuple, message: str = _TWICE, link: bool = False) -> tuple:
+    """``outputs`` hanging from an ``Error`` node (PyTorch's ``DelayedError``): using them
+    is fine, differentiating through them raises RuntimeError(message). ``link``: the
+    node's next functions are the outputs' own history (the inputs they were computed
+    from count as used), else detached stand-ins."""
     Tensor = dispatch.Tensor
     node = object.__new__(_DelayedError)
+    node._message = message
     fakes = [None if v is None else v.detach().requires_grad_() for v in outputs]
-    node.next_functions = tuple((accumulator(f), 0) if f is not None else (None, 0)
-                                for f in fakes)
+    node.next_functions = tuple(
+        (None, 0) if f is None else (v.grad_fn, v._output_nr) if link and v.grad_fn is not None
+        else (accumulator(f), 0) for v, f in zip(outputs, fakes))
     node._nout, node._hooks, node._seq = len(outputs), NodeHooks(), next_seq()
     res = []
     for k, f in enumerate(fakes):
@@ -611,7 +617,7 @@ def once_differentiable(fn):
             return outputs
         if not any(isinstance(a, dispatch.Tensor) and a.requires_grad for a in args):
             return outputs
-        res = _delayed_error(outputs if isinstance(outputs, tuple) else (outputs,))
+        res = delayed_error(outputs if isinstance(outputs, tuple) else (outputs,))
         return res if isinstance(outputs, tuple) else res[0]
     return wrapper
 

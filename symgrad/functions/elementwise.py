@@ -90,8 +90,8 @@ def binary(name: str, a: TensorOrScalar | np.ndarray, b: TensorOrScalar | np.nda
     if not isinstance(b, Tensor):
         b = _scalar_as(b, dt)
     out = bind(prim, a, b, grad_name=grad_name or _NAMES.get(name))
-    if grad_name == "NotImplemented" and out.grad_fn is not None:
-        out.grad_fn._inner = _NotImplementedBackward(name)
+    if grad_name == NOT_IMPLEMENTED and out.grad_fn is not None:
+        out.grad_fn._inner = NotImplementedBackward(name)
     return out
 
 
@@ -127,15 +127,18 @@ def _check_integer_division(name, b, dt):
 def _binary_grad_name(name, a, b):
     """PyTorch's backward names that depend on which operands are tensors."""
     if name == "floor_divide":
-        return "NotImplemented"          # no derivative in PyTorch: backward raises
+        return NOT_IMPLEMENTED          # no derivative in PyTorch: backward raises
     if name == "remainder":
         if not isinstance(a, Tensor):
-            return "NotImplemented"
+            return NOT_IMPLEMENTED
         return "RemainderBackward1" if isinstance(b, Tensor) else "RemainderBackward0"
     return None
 
 
-class _NotImplementedBackward:
+NOT_IMPLEMENTED = "torch::autograd::NotImplemented"     # grad_fn=<NotImplemented>
+
+
+class NotImplementedBackward:
     """The backward of an op PyTorch cannot differentiate (``grad_fn=<NotImplemented>``):
     raises PyTorch's error when reached."""
 

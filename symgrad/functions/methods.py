@@ -212,6 +212,14 @@ def _log_softmax(self: Tensor, dim: int, dtype: DTypeLike | None = None) -> Tens
     return _nnf().log_softmax(self, dim, dtype=dtype)
 
 
+def _scatter_reduce_method(name: str) -> Callable[..., Tensor]:
+    def method(self: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str, *,
+               include_self: bool = True) -> Tensor:
+        return scatter.scatter_reduce(self, dim, index, src, reduce, include_self=include_self,
+                                      _name=name, _src_position=3)
+    return method
+
+
 def _view_as(self: Tensor, other: Tensor) -> Tensor:
     return shape.view(self, tuple(other.shape))
 
@@ -289,7 +297,7 @@ _METHODS = {
     "slogdet": solvers._torch_slogdet,
     "repeat": repeat.repeat, "tile": repeat.tile, "repeat_interleave": repeat.repeat_interleave,
     "scatter": scatter.scatter, "scatter_add": scatter.scatter_add,
-    "index_add": scatter.index_add,
+    "scatter_reduce": _scatter_reduce_method("scatter_reduce"), "index_add": scatter.index_add,
     # layout
     "view": shape.view, "reshape": shape.reshape, "flatten": shape.flatten,
     "unflatten": shape.unflatten,
@@ -316,7 +324,7 @@ _INPLACE = {
     "__iadd__": "add", "__isub__": "sub", "__imul__": "mul", "__itruediv__": "div",
     "__ipow__": "pow", "masked_fill_": "masked_fill", "tril_": "tril", "triu_": "triu",
     "atan2_": "atan2", "scatter_": "scatter", "scatter_add_": "scatter_add",
-    "index_add_": "index_add",
+    "scatter_reduce_": _scatter_reduce_method("scatter_reduce_"), "index_add_": "index_add",
 }
 _INPLACE.update({f"{n}_": n for n in E.UNARY_NAMES
                  if n not in ("isnan", "logical_not") and f"{n}_" not in _INPLACE})
@@ -331,6 +339,6 @@ def install() -> None:
     setattr(Tensor, "T", property(shape.T))
     setattr(Tensor, "mT", property(_mT))
     for iname, base in _INPLACE.items():
-        fn = _METHODS.get(base) or getattr(Tensor, base)
+        fn = base if callable(base) else _METHODS.get(base) or getattr(Tensor, base)
         setattr(Tensor, iname, _inplace_op(fn))
     Tensor.__hash__ = _hash  # type: ignore[method-assign,assignment]

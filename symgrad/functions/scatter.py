@@ -1,5 +1,7 @@
-"""Writing into positions as PyTorch names it: ``scatter`` (a source tensor or a value),
-``scatter_add`` and ``index_add`` (their in-place forms are installed as methods), with
+"""Writing into positions as PyTorch names it: ``scatter`` (a source tensor or a value;
+``reduce='add' | 'multiply'``), ``scatter_add``, ``scatter_reduce`` (sum, prod, mean,
+amax, amin; ``include_self``) and ``index_add`` (their in-place forms are installed as
+methods), with
 PyTorch's index rules (an index no larger than the source, and than ``self`` apart from
 ``dim``), error texts and backward names.
 
@@ -15,14 +17,17 @@ tensor([[2., 0., 0.],
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from ..graph import dtypes
 from ..ops import lax
 from .common import Tensor, is_scalar, to_tensor, wrap_dim
 from .composite import named
+from .elementwise import NOT_IMPLEMENTED, NotImplementedBackward
 
-__all__ = ["scatter", "scatter_add", "index_add"]
+__all__ = ["scatter", "scatter_add", "scatter_reduce", "index_add"]
 
 _INDEX_TYPES = (dtypes.int64, dtypes.int32)
 
@@ -99,14 +104,13 @@ def scatter(input: Tensor, dim: int, index: Tensor, src: Tensor | float | None =
     """A copy of ``input`` with ``out[i][index[i][j]] = src[i][j]`` (for ``dim=1``), or
     ``value`` there (``ScatterBackward0`` / ``ScatterBackward1``)."""
     x = to_tensor(input)
-    if reduce is not None:
-        raise NotImplementedError("scatter(reduce=...) is not supported; use scatter_add or "
-                                  "index_add")
     if src is None:
         src = value
     if not is_scalar(src):
         src = to_tensor(src)
     d, idx = _checked("scatter", x, dim, index, src)
+    if reduce is not None:
+        return _scatter_legacy_reduce(x, d, idx, src, reduce)
     if idx.numel() == 0:
         return x.clone()
     pos = _flat_positions(idx, tuple(x.shape), d)
@@ -114,6 +118,87 @@ def scatter(input: Tensor, dim: int, index: Tensor, src: Tensor | float | None =
         fill = lax.full((idx.numel(),), src, x.dtype)
         return named("ScatterBackward1", lambda v: _put(v, pos, fill), x)
     return named("ScatterBackward0", lambda v, s: _put(v, pos, _covered(s, idx)), x, src)
+
+
+_LEGACY = {"add": "sum", "multiply": "prod"}
+_DEPRECATED = ("The reduce argument of torch.scatter with Tensor src is deprecated and will be "
+               "removed in a future PyTorch release. Use torch.scatter_reduce instead for more "
+               "reduction options. (Triggered internally at /__w/pytorch/pytorch/aten/src/ATen/"
+               "native/TensorAdvancedIndexing.cpp:225.)")
+
+
+def _scatter_legacy_reduce(x, d, idx, src, reduce):
+    """``scatter(..., reduce='add' | 'multiply')``: the source (or value) added to or
+    multiplied into ``x``. PyTorch has no derivative for it (``grad_fn=<NotImplemented>``,
+    its backward raises); compiled code differentiates it as ``scatter_reduce``."""
+    if reduce not in _LEGACY:
+        raise RuntimeError("reduce argument must be either add or multiply.")
+    if not is_scalar(src):
+        warnings.warn(_DEPRECATED, UserWarning, stacklevel=3)
+    if idx.numel() == 0:
+        return x.clone()
+    pos = _flat_positions(idx, tuple(x.shape), d)
+
+    def run(v, w):
+        flat = lax.reshape(v, (v.numel(),))
+        out = lax.apply("scatter_reduce", flat, pos, _covered(w, idx), reduce=_LEGACY[reduce],
+                        include_self=True)
+        return lax.reshape(out, tuple(v.shape))
+    if is_scalar(src):            # the value in self's dtype (an int tensor truncates it)
+        fill = lax.full(tuple(idx.shape), x.dtype.np.type(src).item(), x.dtype)
+        out = named(NOT_IMPLEMENTED, lambda v: run(v, fill), x)
+    else:
+        out = named(NOT_IMPLEMENTED, run, x, src)
+    if out.grad_fn is not None:
+        out.grad_fn._inner = NotImplementedBackward("scatter")
+    return out
+
+
+_REDUCTIONS = {"sum": "sum", "prod": "prod", "mean": "mean", "amax": "amax", "amin": "amin",
+               "max": "amax", "min": "amin"}
+
+
+def scatter_reduce(input: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str, *,
+                   include_self: bool = True, _name: str = "scatter_reduce",
+                   _src_position: int = 4) -> Tensor:
+    """``input`` with the values of ``src`` reduced into the positions ``index`` names
+    along ``dim`` (``reduce``: ``"sum"``, ``"prod"``, ``"mean"``, ``"amax"``, ``"amin"``),
+    ``input``'s own value taking part unless ``include_self=False``
+    (``ScatterReduceBackward0``; amax / amin share the gradient evenly among ties).
+
+    >>> import symgrad as torch
+    >>> torch.tensor([1., 2., 3.]).scatter_reduce(0, torch.tensor([0, 0, 2]),
+    ...                                            torch.tensor([5., 4., 1.]), "amax")
+    tensor([5., 2., 3.])
+    """
+    x = to_tensor(input)
+    if not isinstance(src, Tensor):
+        raise TypeError(f"{_name}(): argument 'src' (position {_src_position}) must be Tensor, "
+                        f"not {type(src).__name__}")
+    if not isinstance(reduce, str):
+        raise TypeError(f"{_name}(): argument 'reduce' (position {_src_position + 1}) must be "
+                        f"str, not {type(reduce).__name__}")
+    if not isinstance(include_self, (bool, np.bool_)):
+        raise TypeError(f"{_name}(): argument 'include_self' must be bool, not "
+                        f"{type(include_self).__name__}")
+    d, idx = _checked("scatter", x, dim, index, src)
+    if reduce not in _REDUCTIONS:
+        raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, got "
+                           f"{reduce}")
+    reduce = _REDUCTIONS[reduce]
+    if reduce == "mean" and x.dtype is dtypes.bool_:
+        raise NotImplementedError('"scatter_gather_tensor_cpu_reduce_mean" not implemented '
+                                  "for 'Bool'")
+    if idx.numel() == 0:
+        return x.clone()
+    pos = _flat_positions(idx, tuple(x.shape), d)
+
+    def run(v, w):
+        flat = lax.reshape(v, (v.numel(),))
+        out = lax.apply("scatter_reduce", flat, pos, _covered(w, idx), reduce=reduce,
+                        include_self=bool(include_self))
+        return lax.reshape(out, tuple(v.shape))
+    return named("ScatterReduceBackward0", run, x, src)
 
 
 def scatter_add(input: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:

@@ -1,5 +1,5 @@
 """Indexing primitives: take, gather and their transposes (scatter_add, gather_scatter),
-index_put -- for each, its shape rule, numpy rule, what the eager tape saves and its VJP,
+index_put, scatter_reduce (sum / prod / mean / amax / amin at flat positions) -- for each, its shape rule, numpy rule, what the eager tape saves and its VJP,
 declared once (:func:`symgrad.ops.define.primitive`)."""
 from __future__ import annotations
 
@@ -119,6 +119,117 @@ def _index_put_shape(av):
 
 primitive("index_put", 3, _index_put_shape, _index_put_numpy, saves=(1,),
           grad_name="IndexPutBackward0", family="index", vjp=_index_put_vjp)
+
+
+# ---- scatter_reduce: a reduction of values into flat positions ----------------------------
+_REDUCE_AT = {"sum": np.add, "prod": np.multiply, "mean": np.add, "amax": np.maximum,
+              "amin": np.minimum}
+
+
+def _reduce_identity(dtype, reduce):
+    if reduce in ("sum", "mean"):
+        return 0
+    if reduce == "prod":
+        return 1
+    if dtype.kind == "f":
+        return -np.inf if reduce == "amax" else np.inf
+    info = np.iinfo(dtype) if dtype.kind in "iu" else None
+    if info is None:                                     # bool
+        return reduce == "amin"
+    return info.min if reduce == "amax" else info.max
+
+
+def _scatter_reduce_numpy(x, pos, src, *, reduce, include_self):
+    """A copy of x (1-D) with the values ``src`` reduced into the positions ``pos`` (with
+    x's own value there when ``include_self``); ``mean`` divides by the number of values
+    (integers: floor division, as PyTorch); NaN propagates through amax / amin."""
+    out = np.array(x, copy=True)
+    if not include_self:
+        out[pos] = _reduce_identity(out.dtype, reduce)
+    _REDUCE_AT[reduce].at(out, pos, src)           # (maximum / minimum propagate NaN)
+    if reduce == "mean":
+        count = np.bincount(pos, minlength=out.shape[0]) + int(bool(include_self))
+        count = np.maximum(count, 1).astype(out.dtype)
+        out = out // count if out.dtype.kind in "iub" else (out / count).astype(out.dtype)
+    return out
+
+
+def _scatter_reduce_vjp(ctx, g):
+    """PyTorch's ``scatter_reduce_backward`` (1-D, flat positions): sum and mean pass the
+    cotangent (over the number of values for mean); amax / amin share it evenly among the
+    values equal to the result (self counted whenever it equals the result, as PyTorch
+    does); prod divides the result by the value, with the zeros handled by products taken
+    again with them set to 1. Without include_self, self's covered positions get none."""
+    x, pos, src, out = ctx.input(0), ctx.input(1), ctx.input(2), ctx.out
+    arrays = type(g) is np.ndarray          # no graph of the backward: values only
+    if arrays:
+        x, pos, src, out = (getattr(v, "_data", v) for v in (x, pos, src, out))
+    reduce, include_self = ctx.kwargs["reduce"], ctx.kwargs["include_self"]
+    n = ctx.in_avals[0][0][0]
+    real = dtypes.from_numpy_dtype(g.dtype) if arrays else g.dtype
+    like = g.dtype                          # what lax.full takes: an array's dtype gives one
+
+    def gather(t):
+        return lax.take(t, pos, 0)
+
+    def count(t):          # per position: the sum of the values of t scattered there
+        return lax.scatter_add(t, pos, 0, n)
+
+    if reduce == "sum":
+        gx, gs = g, gather(g)
+    elif reduce == "mean":
+        total = count(lax.full(tuple(src.shape), 1, like))
+        if include_self:
+            total = lax.add(total, 1)
+        total = lax.where(lax.eq(total, 0), 1, total)
+        gx, gs = lax.div(g, total), lax.div(gather(g), gather(total))
+    elif reduce in ("amax", "amin"):
+        self_is = lax.cast(lax.eq(x, out), real)
+        src_is = lax.cast(lax.eq(src, gather(out)), real)
+        shared = lax.div(g, lax.add(self_is, count(src_is)))
+        gx, gs = lax.mul(self_is, shared), lax.mul(src_is, gather(shared))
+    else:
+        gx = gs = None
+        if ctx.needs_input_grad[0]:
+            masked_x = lax.where(lax.eq(x, 0), 1, x)
+            again = lax.apply("scatter_reduce", masked_x, pos, src, reduce="prod",
+                              include_self=include_self)
+            gx = lax.div(lax.mul(g, again), masked_x)
+        if ctx.needs_input_grad[2]:
+            gs = _prod_src_grad(x, pos, src, out, g, include_self, count, gather, real)
+    if gx is not None and not include_self:
+        ones = lax.full(tuple(pos.shape), 1, like)
+        covered = lax.apply("index_put", lax.zeros((n,), like), pos, ones)
+        gx = lax.where(lax.eq(covered, 1), 0, gx)
+    return gx, None, gs
+
+
+_PROD_TWICE = ("scatter_reduce(): Double backward is unsupported for src when >1 zeros in src "
+               "are scattered to the same position in self")
+
+
+def _prod_src_grad(x, pos, src, out, g, include_self, count, gather, real):
+    zero = lax.eq(src, 0)
+    zeros_there = gather(count(lax.cast(zero, real)))
+    single = lax.apply("logical_and", zero, lax.eq(zeros_there, 1))
+    again = lax.apply("scatter_reduce", x, pos, lax.where(single, 1, src), reduce="prod",
+                      include_self=include_self)
+    gs = lax.where(single, gather(lax.mul(g, again)),
+                   lax.div(gather(lax.mul(g, out)), lax.where(zero, 1, src)))
+    several = getattr(zeros_there, "_data", zeros_there)
+    if type(g) is not np.ndarray and several is not None and (several > 1).any():
+        from ..autograd.custom_function import delayed_error   # late: eager-core cycle
+        gs = delayed_error((gs,), _PROD_TWICE, link=True)[0]
+    return gs
+
+
+def _scatter_reduce_shape(av, *, reduce, include_self):
+    return av[0][0], av[0][1]
+
+
+primitive("scatter_reduce", 3, _scatter_reduce_shape, _scatter_reduce_numpy, saves=(0, 1, 2),
+          saves_out=True, grad_name="ScatterReduceBackward0", family="other",
+          vjp=_scatter_reduce_vjp)
 
 
 # ---- sorting -------------------------------------------------------------------------------
