@@ -45,6 +45,7 @@ from .functions.einsum import einsum
 from .functions.repeat import repeat_interleave, tile
 from .functions.scatter import index_add, scatter, scatter_add, scatter_reduce
 from .functions.solvers import _torch_slogdet as slogdet, det, inverse, logdet
+from .functions.solvers import _torch_cholesky as cholesky, _torch_svd as svd
 from . import linalg
 from .functions.shape import (cat, clone, flatten, flip, fliplr, flipud, movedim, permute,
                               reshape, squeeze, stack, t, transpose, unsqueeze)

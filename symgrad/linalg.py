@@ -1,11 +1,11 @@
 """``symgrad.linalg``: PyTorch's ``torch.linalg`` namespace -- ``inv``, ``solve``, ``det``,
-``slogdet``, ``cholesky``, ``svdvals``, ``norm`` / ``vector_norm`` / ``matrix_norm`` and
+``slogdet``, ``cholesky``, ``svd``, ``svdvals``, ``norm`` / ``vector_norm`` / ``matrix_norm`` and
 ``LinAlgError`` (defined in :mod:`symgrad.functions.solvers`), plus the matrix products."""
 from __future__ import annotations
 
 from .functions.linalg import matmul
 from .functions.solvers import (LinAlgError, cholesky, det, inv, matrix_norm, norm, slogdet,
-                                solve, svdvals, vector_norm)
+                                solve, svd, svdvals, vector_norm)
 
-__all__ = ["inv", "solve", "det", "slogdet", "cholesky", "svdvals", "norm", "vector_norm",
+__all__ = ["inv", "solve", "det", "slogdet", "cholesky", "svd", "svdvals", "norm", "vector_norm",
            "matrix_norm", "matmul", "LinAlgError"]

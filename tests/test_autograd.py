@@ -82,6 +82,12 @@ def _loop_attrs():
 _LOOP = _loop_attrs()
 
 
+def _svd_part(name, x, full=False):
+    """U, S or Vᵀ read from the factorisation of x (sign-invariant products are sampled)."""
+    packed = sg.apply(P["svd_factor"], x, full_matrices=full)
+    return sg.apply(P[name], x, packed, full_matrices=full)
+
+
 class _TwiceRule:
     """A custom_vjp rule (the VJP of x -> x * x, written by hand) for its FD sample."""
 
@@ -140,10 +146,11 @@ STRUCTURAL_SAMPLES = {
     "slogdet_logabs": ([(2, 3, 3)], lambda x: sg.apply(P["slogdet_logabs"],
                                                        x - 3 * sg.eye(3, dtype=x.dtype))),
     "cholesky": ([(2, 3, 3)], lambda x: sg.apply(P["cholesky"], x @ x.mT + 3 * sg.eye(3, dtype=x.dtype))),
-    "svdvals": ([(2, 3, 4)], lambda x: sg.apply(P["svdvals"], x)),
+    "svdvals": ([(2, 3, 4)], lambda x: _svd_part("svdvals", x)),
     # U and Vᵀ up to the sign of each singular pair: products that do not depend on it
-    "svd_u": ([(4, 3)], lambda x: sg.apply(P["svd_u"], x) * sg.apply(P["svd_u"], x)[..., :1, :]),
-    "svd_vh": ([(3, 4)], lambda x: sg.apply(P["svd_vh"], x) * sg.apply(P["svd_vh"], x)[..., :, :1]),
+    "svd_u": ([(4, 3)], lambda x: _svd_part("svd_u", x) * _svd_part("svd_u", x)[..., :1, :]),
+    "svd_vh": ([(3, 4)], lambda x: _svd_part("svd_vh", x, True)[..., :3, :]
+                                 * _svd_part("svd_vh", x)[..., :, :1]),
 }
 
 # while: forward only (its reverse rule raises JAX's error: tests/compiler/test_loops.py)

@@ -39,6 +39,8 @@ class return_types:
     topk = _ret_type("topk")
     slogdet = _ret_type("slogdet", ("sign", "logabsdet"))
     linalg_slogdet = _ret_type("linalg_slogdet", ("sign", "logabsdet"))
+    svd = _ret_type("svd", ("U", "S", "V"))
+    linalg_svd = _ret_type("linalg_svd", ("U", "S", "Vh"))
 
 
 def _acc_dtype(x, dtype):

@@ -1,7 +1,8 @@
 """Dense linear algebra as ``torch.linalg`` names it: ``inv`` (``inverse``), ``solve``,
-``det``, ``slogdet`` / ``logdet``, ``cholesky``, ``svdvals`` and the norms ``vector_norm`` /
-``matrix_norm`` / ``norm``, over batches of matrices, with PyTorch's checks, error texts
-(a singular or indefinite matrix raises ``LinAlgError``) and backward names.
+``det``, ``slogdet`` / ``logdet``, ``cholesky`` (and the deprecated ``torch.cholesky``),
+``svd`` / ``svdvals`` (and ``torch.svd``) and the norms ``vector_norm`` / ``matrix_norm`` /
+``norm``, over batches of matrices, with PyTorch's checks, error texts (a singular or
+indefinite matrix raises ``LinAlgError``) and backward names.
 
 The factorisations run as numpy's LAPACK routines (in compiled code too); every
 gradient is a formula of primitives (:mod:`symgrad.ops.linalg`), so it differentiates
@@ -13,6 +14,7 @@ tensor([1.0000, 0.5000])
 """
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -30,7 +32,7 @@ from .reduction import amax, amin, norm as _vector_norm, return_types, sum as _s
 if TYPE_CHECKING:
     from ..types import DTypeLike
 
-__all__ = ["inv", "inverse", "solve", "det", "slogdet", "logdet", "cholesky", "svdvals",
+__all__ = ["inv", "inverse", "solve", "det", "slogdet", "logdet", "cholesky", "svd", "svdvals",
            "vector_norm", "matrix_norm", "norm", "LinAlgError"]
 
 
@@ -132,9 +134,73 @@ def cholesky(A: Tensor, *, upper: bool = False) -> Tensor:
     return bind(P["cholesky"], a)
 
 
+_CHOLESKY_DEPRECATED = (
+    "torch.cholesky is deprecated in favor of torch.linalg.cholesky and will be removed in a "
+    "future PyTorch release.\nL = torch.cholesky(A)\nshould be replaced with\n"
+    "L = torch.linalg.cholesky(A)\nand\nU = torch.cholesky(A, upper=True)\nshould be replaced "
+    "with\nU = torch.linalg.cholesky(A).mH\nThis transform will produce equivalent results for "
+    "all valid (symmetric positive definite) inputs. (Triggered internally at "
+    "/__w/pytorch/pytorch/aten/src/ATen/native/BatchLinearAlgebra.cpp:1765.)")
+
+
+def _torch_cholesky(input: Tensor, upper: bool = False) -> Tensor:
+    """``torch.cholesky`` (deprecated in PyTorch, with its warning): the lower factor, or
+    the upper one (``upper=True``), as ``CholeskyBackward0``."""
+    warnings.warn(_CHOLESKY_DEPRECATED, UserWarning, stacklevel=2)
+    a = to_tensor(input)
+    if a.dim() >= 2 and a.shape[-1] == a.shape[-2] and a.dtype.category in ("int", "bool"):
+        raise NotImplementedError(f'"cholesky_cpu" not implemented for '
+                                  f"'{a.dtype.c_name.capitalize()}'")
+    a = _matrices("cholesky", a)
+    if upper:
+        return named("CholeskyBackward0", lambda v: _mT(lax.apply("cholesky", v, op="cholesky")),
+                     a)
+    return named("CholeskyBackward0", lambda v: lax.apply("cholesky", v, op="cholesky"), a)
+
+
+def _svd_parts(a: Tensor, full_matrices: bool, parts=(0, 1, 2)) -> list[Tensor]:
+    """The asked parts of U, S, Vᵀ of one factorisation (``LinalgSvdBackward0`` each)."""
+    packed = bind(P["svd_factor"], a, full_matrices=full_matrices)
+    return [bind(P[("svd_u", "svdvals", "svd_vh")[i]], a, packed, full_matrices=full_matrices)
+            for i in parts]
+
+
+def svd(A: Tensor, full_matrices: bool = True, *, driver: str | None = None
+        ) -> return_types.linalg_svd:
+    """``(U, S, Vh)`` with ``A = U diag(S) Vh`` for each matrix, singular values in
+    descending order; ``full_matrices=False``: the thin factors (``LinalgSvdBackward0``).
+    The signs of the singular vectors are LAPACK's (numpy's), which may differ from
+    PyTorch's build: only functions invariant to them compare."""
+    if driver is not None:
+        raise RuntimeError("torch.linalg.svd: keyword argument `driver=` is only supported on "
+                           "CUDA inputs with cuSOLVER backend.")
+    a = _matrices("linalg.svd", A, square=False)
+    return return_types.linalg_svd(*_svd_parts(a, bool(full_matrices)))
+
+
+def _torch_svd(input: Tensor, some: bool = True, compute_uv: bool = True
+               ) -> return_types.svd:
+    """``torch.svd``: ``(U, S, V)`` (V, not Vᵀ: a transposed view); ``some=False`` the full
+    factors; ``compute_uv=False`` only S, U and V zeros."""
+    a = to_tensor(input)
+    if a.dim() < 2:
+        raise RuntimeError(f"linalg.svd: input should have at least 2 dimensions, but has "
+                           f"{a.dim()} dimensions instead")
+    a = _matrices("linalg.svd", a, square=False)
+    full = not some
+    if not compute_uv:
+        (s,) = _svd_parts(a, full, (1,))
+        m, n = a.shape[-2], a.shape[-1]
+        lead = tuple(a.shape[:-2])
+        return return_types.svd(lax.zeros(lead + (m, m), a.dtype), s,
+                                lax.zeros(lead + (n, n), a.dtype))
+    u, s, vh = _svd_parts(a, full)
+    return return_types.svd(u, s, vh.mT)
+
+
 def svdvals(A: Tensor) -> Tensor:
     """The singular values of each matrix, in descending order (``LinalgSvdBackward0``)."""
-    return bind(P["svdvals"], _matrices("linalg.svdvals", A, square=False))
+    return _svd_parts(_matrices("linalg.svdvals", A, square=False), False, (1,))[0]
 
 
 # ---- norms ----------------------------------------------------------------------------------

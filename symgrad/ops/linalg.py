@@ -1,8 +1,8 @@
 """Linear-algebra primitives: matmul (numpy.matmul's broadcasting and PyTorch's error
 texts) and the dense solvers numpy's LAPACK runs (inv, solve, det and its cofactor
-matrix, slogdet's sign and log, cholesky, the thin SVD's U, S and Vᵀ) -- for each, its
-shape rule, numpy rule, what the eager tape saves and its VJP, declared once
-(:func:`symgrad.ops.define.primitive`)."""
+matrix, slogdet's sign and log, cholesky, the SVD's factorisation and its U, S and Vᵀ)
+-- for each, its shape rule, numpy rule, what the eager tape saves and its VJP, declared
+once (:func:`symgrad.ops.define.primitive`)."""
 from __future__ import annotations
 
 import numpy as np
@@ -240,13 +240,15 @@ primitive("slogdet_logabs", 1, lambda av: (av[0][0][:-2], av[0][1]),
           grad_name="LinalgSlogdetBackward0", vjp=_slogdet_vjp)
 
 
-def _cholesky_numpy(a):
+def _cholesky_numpy(a, *, op="linalg.cholesky"):
+    """The lower factor; ``op`` names the function in the error (``torch.cholesky``'s is
+    ``cholesky``)."""
     from ..errors import LinAlgError      # late: errors is a leaf the front end shares
     try:
         return np.linalg.cholesky(a)
     except np.linalg.LinAlgError:
         i, info = _first_failure(a, "potrf")
-        raise LinAlgError(f"linalg.cholesky: {_batch_text(a, i)}The factorization could not be "
+        raise LinAlgError(f"{op}: {_batch_text(a, i)}The factorization could not be "
                           f"completed because the input is not positive-definite (the leading "
                           f"minor of order {info} is not positive-definite).") from None
 
@@ -267,11 +269,17 @@ def _cholesky_vjp(ctx, g):
     return (_mT(lax.apply("solve", _mT(low), _mT(y))),)
 
 
-primitive("cholesky", 1, _square_shape, _cholesky_numpy, saves_out=True,
+primitive("cholesky", 1, lambda av, **_: _square_shape(av), _cholesky_numpy, saves_out=True,
           grad_name="LinalgCholeskyExBackward0", family="other", vjp=_cholesky_vjp)
 
 
-# ---- the singular value decomposition (thin): U, S, Vᵀ as three primitives ------------------
+# ---- the singular value decomposition: one factorisation, its parts U, S, Vᵀ ------------
+# ``svd_factor`` runs LAPACK once and packs U, S and Vᵀ along one last axis (it is not
+# differentiable); ``svd_u`` / ``svdvals`` / ``svd_vh`` read their part of it and are
+# differentiable in A, their first operand: each VJP is PyTorch's svd_backward given that
+# part's cotangent (it is linear in the cotangents, so separate parts add up to PyTorch's
+# single backward), computed from the parts of the same factorisation -- nothing is
+# factorised again in a backward pass, of any order.
 def _row(v):
     return lax.reshape(v, tuple(v.shape[:-1]) + (1, v.shape[-1]))
 
@@ -280,12 +288,33 @@ def _col(v):
     return lax.reshape(v, tuple(v.shape) + (1,))
 
 
-def _svd_backward(a, gu, gs, gvh):
-    """PyTorch's svd_backward (real case) for A = U diag(S) Vᵀ, thin; one cotangent of
-    (gU, gS, gVᵀ) given, the others None:
+def _svd_dims(shape, full_matrices):
+    """(m, n, k, columns of U, rows of Vᵀ) of the SVD of matrices of ``shape``."""
+    m, n = shape[-2], shape[-1]
+    k = min(m, n)
+    return m, n, k, (m if full_matrices else k), (n if full_matrices else k)
+
+
+def _thin_parts(a, packed, full_matrices):
+    """U, S, Vᵀ of the thin SVD (differentiable in ``a``), read from ``packed``."""
+    m, n, k, mu, nv = _svd_dims(tuple(a.shape), full_matrices)
+    u, s, vh = (lax.apply(p, a, packed, full_matrices=full_matrices)
+                for p in ("svd_u", "svdvals", "svd_vh"))
+    lead = len(a.shape) - 2
+    if mu != k:
+        u = lax.slice_(u, (0,) * lead + (0, 0), tuple(u.shape[:-1]) + (k,), (1,) * (lead + 2))
+    if nv != k:
+        vh = lax.slice_(vh, (0,) * (lead + 2), tuple(vh.shape[:-2]) + (k, n), (1,) * (lead + 2))
+    return u, s, vh
+
+
+def _svd_backward(a, packed, full_matrices, gu, gs, gvh):
+    """PyTorch's svd_backward (real case) for A = U diag(S) Vᵀ; one cotangent of
+    (gU, gS, gVᵀ) given (of the thin parts: full U / Vᵀ's extra columns / rows get none,
+    as PyTorch narrows them), the others None:
     Ā = U [(skew(UᵀḠ_U) S + S skew(Vᵀ Ḡ_V)) / E + diag(Ḡ_S)] Vᵀ (+ the parts of Ḡ_U / Ḡ_V
     outside the span of U / V), E_jk = S_k² - S_j² (1 on the diagonal)."""
-    u, s, vh = (lax.apply(p, a) for p in ("svd_u", "svdvals", "svd_vh"))
+    u, s, vh = _thin_parts(a, packed, full_matrices)
     m, n = a.shape[-2], a.shape[-1]
     if gu is None and gvh is None:
         return lax.matmul(u, lax.mul(_col(gs), vh)) if m >= n else \
@@ -294,7 +323,7 @@ def _svd_backward(a, gu, gs, gvh):
     square = tuple(s.shape[:-1]) + (k, k)
     s2 = lax.mul(s, s)
     e = lax.where(lax.eye_mask(square), 1, lax.sub(lax.expand(_row(s2), square),
-                                                lax.expand(_col(s2), square)))
+                                                   lax.expand(_col(s2), square)))
     if gu is not None:
         uhgu = lax.matmul(_mT(u), gu)
         inner = lax.mul(lax.sub(uhgu, _mT(uhgu)), lax.div(_row(s), e))
@@ -313,24 +342,67 @@ def _svd_backward(a, gu, gs, gvh):
     return lax.matmul(u, lax.matmul(inner, vh))
 
 
-def _svd_part(i):
-    def rule(a):
-        return np.linalg.svd(a, full_matrices=False)[i]
+def _svd_factor_numpy(a, *, full_matrices):
+    if not np.isfinite(a).all():
+        from ..errors import LinAlgError      # late: errors is a leaf the front end shares
+        raise LinAlgError("linalg.svd: The algorithm failed to converge because the input "
+                          "matrix contained non-finite values.")
+    m, n, k, mu, nv = _svd_dims(a.shape, full_matrices)
+    lead = a.shape[:-2]
+    if a.size == 0:
+        u = np.broadcast_to(np.eye(m, mu, dtype=a.dtype), lead + (m, mu))
+        s = np.zeros(lead + (k,), a.dtype)
+        vh = np.broadcast_to(np.eye(nv, n, dtype=a.dtype), lead + (nv, n))
+    else:
+        u, s, vh = np.linalg.svd(a, full_matrices=full_matrices)
+    return np.concatenate([u.reshape(lead + (m * mu,)), s, vh.reshape(lead + (nv * n,))],
+                          axis=-1).astype(a.dtype, copy=False)
+
+
+def _svd_factor_shape(av, *, full_matrices):
+    shape, dt = av[0]
+    m, n, k, mu, nv = _svd_dims(shape, full_matrices)
+    return shape[:-2] + (m * mu + k + nv * n,), dt
+
+
+primitive("svd_factor", 1, _svd_factor_shape, _svd_factor_numpy, differentiable=False,
+          family="other")
+
+
+def _svd_part_numpy(part):
+    def rule(a, packed, *, full_matrices):
+        m, n, k, mu, nv = _svd_dims(a.shape, full_matrices)
+        bounds = (0, m * mu, m * mu + k, m * mu + k + nv * n)
+        flat = packed[..., bounds[part]:bounds[part + 1]]
+        return flat.reshape(a.shape[:-2] + ((m, mu), (k,), (nv, n))[part])
     return rule
 
 
-def _svd_shape(part):
-    def rule(av):
+def _svd_part_shape(part):
+    def rule(av, *, full_matrices):
         shape, dt = av[0]
-        m, n = shape[-2], shape[-1]
-        k = min(m, n)
-        return shape[:-2] + ((m, k), (k,), (k, n))[part], dt
+        m, n, k, mu, nv = _svd_dims(shape, full_matrices)
+        return shape[:-2] + ((m, mu), (k,), (nv, n))[part], dt
     return rule
 
 
-for _i, (_name, _vjp) in enumerate((
-        ("svd_u", lambda ctx, g: (_svd_backward(ctx.input(0), g, None, None),)),
-        ("svdvals", lambda ctx, g: (_svd_backward(ctx.input(0), None, g, None),)),
-        ("svd_vh", lambda ctx, g: (_svd_backward(ctx.input(0), None, None, g),)))):
-    primitive(_name, 1, _svd_shape(_i), _svd_part(_i), saves=(0,),
-              grad_name="LinalgSvdBackward0", family="other", vjp=_vjp)
+def _svd_part_vjp(part):
+    def rule(ctx, g):
+        full = ctx.kwargs["full_matrices"]
+        a = ctx.input(0)
+        shape = tuple(ctx.in_avals[0][0])
+        m, n, k, mu, nv = _svd_dims(shape, full)
+        lead = len(shape) - 2
+        if part == 0 and mu != k:           # PyTorch narrows full U / Vᵀ to the thin parts
+            g = lax.slice_(g, (0,) * (lead + 2), tuple(g.shape[:-1]) + (k,), (1,) * (lead + 2))
+        if part == 2 and nv != k:
+            g = lax.slice_(g, (0,) * (lead + 2), tuple(g.shape[:-2]) + (k, n), (1,) * (lead + 2))
+        cots = [None, None, None]
+        cots[part] = g
+        return _svd_backward(a, ctx.input(1), full, *cots), None
+    return rule
+
+
+for _i, _name in enumerate(("svd_u", "svdvals", "svd_vh")):
+    primitive(_name, 2, _svd_part_shape(_i), _svd_part_numpy(_i), saves=(0, 1),
+              grad_name="LinalgSvdBackward0", family="other", vjp=_svd_part_vjp(_i))
