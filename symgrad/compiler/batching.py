@@ -9,7 +9,9 @@ row.
 
 Each primitive family has one rule: elementwise (any arity, broadcasting), reductions
 and scans along axes, layout (reshape, expand, permute, slice, select, flip, shear,
-pad_slice, cat), matmul and structured loops (their bodies batched).  A primitive without
+pad_slice, cat), matmul, the dense solvers (inv, solve, det, slogdet, cholesky, the SVD:
+numpy's LAPACK takes leading batch axes) and structured loops (their bodies batched).  A
+primitive without
 a rule (indexing, ...) makes :func:`batch_graph` return None and the caller falls back to
 unbatched graphs.
 
@@ -189,6 +191,23 @@ def _matmul(node, args, flags, size):
     return mk("reshape", product, shape=(size,) + node.shape)
 
 
+def _matrices(node, args, flags, size):
+    """A solver of the last two axes over any leading ones (inv, det, cholesky, ...): the
+    batch is one more leading axis. Several operands (solve's A and B) are lifted to one
+    rank, so that their leading axes broadcast as the primitive's own do."""
+    if len(args) == 1:
+        return mk(node.op, args[0], **dict(node.attrs))
+    rank = max(len(_unbatched_shape(a, f)) for a, f in zip(args, flags))
+    return mk(node.op, *(_lift(a, f, rank, size) for a, f in zip(args, flags)),
+              **dict(node.attrs))
+
+
+def _svd_part(node, args, flags, size):
+    """U, S or Vᵀ read from a factorisation: the matrix and its packed factors, both
+    stacked."""
+    return mk(node.op, *(_stacked(a, f, size) for a, f in zip(args, flags)), **dict(node.attrs))
+
+
 def _custom_vjp(node, args, flags, size):
     """Gradients are built before batching: a custom_vjp node is its forward value."""
     return _stacked(args[0], flags[0], size)
@@ -240,4 +259,7 @@ _RULES: dict[str, Rule] = {
     "reshape": _reshape, "expand": _expand, "permute": _permute, "slice": _slice,
     "pad_slice": _pad_slice, "select": _select, "flip": _flip, "shear": _shear, "cat": _cat,
     "matmul": _matmul, "custom_vjp": _custom_vjp, "loop": _loop,
+    **{op: _matrices for op in ("inv", "solve", "det", "cofactor", "slogdet_sign",
+                                "slogdet_logabs", "cholesky", "svd_factor")},
+    **{op: _svd_part for op in ("svd_u", "svdvals", "svd_vh")},
 }
