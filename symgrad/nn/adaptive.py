@@ -1,16 +1,16 @@
-"""``adaptive_avg_pool1d`` / ``adaptive_avg_pool2d`` / ``adaptive_max_pool1d`` /
-``adaptive_max_pool2d`` of ``nn.functional``: PyTorch's output sizes (``None`` keeps the
-input's), its checks in its order and its error texts, recorded as
-``AdaptiveAvgPool2DBackward0`` / ``AdaptiveMaxPool2DBackward0`` (a 1x1 average as
-``MeanBackward1``, a mean, as PyTorch's).
+"""``adaptive_avg_pool1d/2d/3d`` / ``adaptive_max_pool1d/2d/3d`` of ``nn.functional``:
+PyTorch's output sizes (``None`` keeps the input's), its checks in its order and its
+error texts, recorded as ``AdaptiveAvgPool2DBackward0`` / ``AdaptiveMaxPool2DBackward0``
+(3-D: ``...3DBackward0``; a 1x1(x1) average as ``MeanBackward1``, a mean, as PyTorch's).
 
 Output cell ``i`` of an axis of ``n`` inputs pools inputs ``floor(i*n/out)`` up to
 ``ceil((i+1)*n/out)`` (PyTorch's start and end index).  Where ``out`` divides ``n`` on
-both axes those windows tile the input: a plain pooling (the window view).  Otherwise
-the average is separable -- a constant (out x n) matrix of 1/length per axis, two matrix
-products -- and the maximum gathers each window (``take`` with a fixed index array, a
-window shorter than the longest repeating its last element) and takes its first maximal
-element in row-major order, as PyTorch's kernel, so the gradient reaches that element."""
+every pooled axis those windows tile the input: a plain pooling (the window view).
+Otherwise the average is separable -- a constant (out x n) matrix of 1/length per axis,
+one matrix product per axis -- and the maximum gathers each window (``take`` with a fixed
+index array, a window shorter than the longest repeating its last element) and takes its
+first maximal element in row-major order, as PyTorch's kernel, so the gradient reaches
+that element."""
 from __future__ import annotations
 
 import numpy as np
@@ -20,8 +20,8 @@ from ..functions.composite import named
 from ..ops import lax
 from .pooling import avg_windows, first_max, window_indices
 
-__all__ = ["adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool1d",
-           "adaptive_max_pool2d", "adaptive_bounds"]
+__all__ = ["adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d",
+           "adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d", "adaptive_bounds"]
 
 
 def adaptive_bounds(n: int, out: int) -> tuple[np.ndarray, np.ndarray]:
@@ -35,10 +35,10 @@ def adaptive_bounds(n: int, out: int) -> tuple[np.ndarray, np.ndarray]:
     return (i * n) // out, -((-(i + 1) * n) // out)
 
 
-def _with_default(output_size, shape) -> tuple:
+def _with_default(output_size, shape, d: int = 2) -> tuple:
     """``output_size`` with ``None`` read as the input's size (``_list_with_default``)."""
     if isinstance(output_size, (int, np.integer)) and not isinstance(output_size, bool):
-        return (int(output_size),) * 2
+        return (int(output_size),) * d
     if len(shape) <= len(output_size):
         raise ValueError(f"Input dimension should be at least {len(output_size) + 1}")
     tail = shape[len(shape) - len(output_size):]
@@ -57,14 +57,21 @@ def _avg_matrix(n: int, out: int, dtype) -> np.ndarray:
     return (inside / (end - start)[:, None]).astype(dtype.np)
 
 
-def _adaptive_avg(v, out):
-    h, w = v.shape[-2:]
-    if _uniform((h, w), out):
-        kernel = (h // out[0], w // out[1])
-        return avg_windows(v, kernel, kernel, (0, 0), (0, 0), kernel[0] * kernel[1])
-    rows = to_tensor(_avg_matrix(h, out[0], v.dtype))
-    cols = to_tensor(_avg_matrix(w, out[1], v.dtype))
-    return lax.matmul(rows, lax.matmul(v, lax.transpose_last(cols)))
+def _average(v, out):
+    n, d = len(v.shape), len(out)
+    sizes = tuple(v.shape[n - d:])
+    if _uniform(sizes, out):
+        kernel = tuple(a // o for a, o in zip(sizes, out))
+        return avg_windows(v, kernel, kernel, (0,) * d, (0,) * d, int(np.prod(kernel)))
+    # one product per pooled axis: the last on the right, the others on the left of the
+    # axes after them flattened (2-D: rows @ v @ colsᵀ)
+    v = lax.matmul(v, lax.transpose_last(to_tensor(_avg_matrix(sizes[-1], out[-1], v.dtype))))
+    for a in range(n - 2, n - d - 1, -1):
+        shape = tuple(v.shape)
+        rows = to_tensor(_avg_matrix(shape[a], out[a - n + d], v.dtype))
+        flat = lax.reshape(v, shape[:a] + (shape[a], int(np.prod(shape[a + 1:]))))
+        v = lax.reshape(lax.matmul(rows, flat), shape[:a] + (out[a - n + d],) + shape[a + 1:])
+    return v
 
 
 def _gather_index(n: int, out: int) -> np.ndarray:
@@ -76,34 +83,66 @@ def _gather_index(n: int, out: int) -> np.ndarray:
 
 def _max_windows(v, out):
     """(each window's first maximal element, its position in the window): windows
-    (.., KH, KW, OH, OW) as :func:`symgrad.nn.pooling.first_max` takes them."""
-    n, (h, w) = len(v.shape), v.shape[-2:]
-    if _uniform((h, w), out):
-        kernel = (h // out[0], w // out[1])
-        return first_max(lax.windows(v, (n - 2, n - 1), kernel, kernel, (1, 1)), n)
-    rows, cols = _gather_index(h, out[0]), _gather_index(w, out[1])
-    g = lax.take(lax.take(v, to_tensor(rows.reshape(-1)), n - 2), to_tensor(cols.reshape(-1)),
-                 n - 1)
-    g = lax.reshape(g, tuple(v.shape[:-2]) + rows.shape + cols.shape)     # .. OH KH OW KW
-    lead = tuple(range(n - 2))
-    return first_max(lax.permute(g, lead + (n - 1, n + 1, n - 2, n)), n)
+    (.., K1..Kd, O1..Od) as :func:`symgrad.nn.pooling.first_max` takes them."""
+    n, d = len(v.shape), len(out)
+    sizes = tuple(v.shape[n - d:])
+    if _uniform(sizes, out):
+        kernel = tuple(a // o for a, o in zip(sizes, out))
+        return first_max(lax.windows(v, tuple(range(n - d, n)), kernel, kernel, (1,) * d), n, d)
+    index = [_gather_index(a, o) for a, o in zip(sizes, out)]
+    g = v
+    for i, idx in enumerate(index):
+        g = lax.take(g, to_tensor(idx.reshape(-1)), n - d + i)
+    g = lax.reshape(g, tuple(v.shape[:n - d]) + sum((idx.shape for idx in index), ()))
+    lead = tuple(range(n - d))                     # .. O1 K1 .. Od Kd -> .. K1..Kd O1..Od
+    return first_max(lax.permute(g, lead + tuple(n - d + 2 * i + 1 for i in range(d))
+                                 + tuple(n - d + 2 * i for i in range(d))), n, d)
 
 
-def _index_table(h: int, w: int, out) -> np.ndarray:
-    """[KH*KW, OH, OW]: the flat input position each window element reads."""
-    if _uniform((h, w), out):
-        kh, kw = h // out[0], w // out[1]
-        rows = np.arange(out[0])[:, None] * kh + np.arange(kh)[None, :]
-        cols = np.arange(out[1])[:, None] * kw + np.arange(kw)[None, :]
+def _index_table(sizes, out) -> np.ndarray:
+    """[K1*..*Kd, O1..Od]: the flat input position each window element reads."""
+    d = len(out)
+    if _uniform(sizes, out):
+        index = [np.arange(o)[:, None] * (a // o) + np.arange(a // o)[None, :]
+                 for a, o in zip(sizes, out)]
     else:
-        rows, cols = _gather_index(h, out[0]), _gather_index(w, out[1])
-    table = rows.T[:, None, :, None] * w + cols.T[None, :, None, :]    # KH KW OH OW
+        index = [_gather_index(a, o) for a, o in zip(sizes, out)]
+    table = np.zeros((1,) * (2 * d), np.int64)
+    for i, (a, idx) in enumerate(zip(sizes, index)):
+        shape = [1] * (2 * d)
+        shape[i], shape[d + i] = idx.shape[1], idx.shape[0]
+        table = table * a + idx.T.reshape(shape)
     return table.reshape((-1,) + tuple(out))
 
 
 def _not_implemented(x, name: str) -> None:
     if not x.dtype.is_floating_point:
         raise NotImplementedError(f"\"{name}\" not implemented for '{x.dtype.c_name}'")
+
+
+def _adaptive_avg(x, output_size, d: int):
+    """``d``-D adaptive average pooling with PyTorch's checks in their order (2-D checks
+    the last two dims for emptiness, 3-D every non-batch dim)."""
+    name = f"adaptive_avg_pool{d}d"
+    out = _with_default(output_size, tuple(x.shape), d)
+    if len(out) != d:
+        raise RuntimeError(f"{name}: output_size must be {d}")
+    if min(out) < 0:
+        got = f"{out[0]}, {out[1]}" + (f",{out[2]}" if d == 3 else "")    # (sic)
+        raise RuntimeError(f"{name}: elements of output_size must be greater than or equal to "
+                           f"0 but received {{{got}}}")
+    if out == (1,) * d:
+        return x.mean(tuple(range(-1, -d - 1, -1)), keepdim=True)
+    if x.dim() not in (d + 1, d + 2):
+        raise RuntimeError(f"{name}(): Expected {d + 1}D or {d + 2}D tensor, but got "
+                           f"{list(x.shape)}")
+    for i in ((-2, -1) if d == 2 else range(1, x.dim())):
+        if x.shape[i] == 0:
+            raise RuntimeError(f"{name}(): Expected input to have non-zero size for non-batch "
+                               f"dimensions, but input has sizes {list(x.shape)} with "
+                               f"dimension {i % x.dim()} being empty")
+    _not_implemented(x, name if d == 2 else f"{name}_cpu")
+    return named(f"AdaptiveAvgPool{d}DBackward0", lambda v: _average(v, out), x)
 
 
 def adaptive_avg_pool2d(input, output_size):
@@ -113,53 +152,52 @@ def adaptive_avg_pool2d(input, output_size):
     >>> torch.nn.functional.adaptive_avg_pool2d(torch.arange(6.).reshape(1, 2, 3), (1, 2))
     tensor([[[2., 3.]]])
     """
-    x = to_tensor(input)
-    out = _with_default(output_size, tuple(x.shape))
-    if len(out) != 2:
-        raise RuntimeError("adaptive_avg_pool2d: output_size must be 2")
-    if min(out) < 0:
-        raise RuntimeError(f"adaptive_avg_pool2d: elements of output_size must be greater than "
-                           f"or equal to 0 but received {{{out[0]}, {out[1]}}}")
-    if out == (1, 1):
-        return x.mean((-1, -2), keepdim=True)
-    if x.dim() not in (3, 4):
-        raise RuntimeError(f"adaptive_avg_pool2d(): Expected 3D or 4D tensor, but got "
+    return _adaptive_avg(to_tensor(input), output_size, 2)
+
+
+def _adaptive_max(x, output_size, return_indices: bool, d: int):
+    """``d``-D adaptive max pooling with PyTorch's checks in their order."""
+    name = f"adaptive_max_pool{d}d"
+    out = _with_default(output_size, tuple(x.shape), d)
+    if x.dim() not in (d + 1, d + 2):
+        raise RuntimeError(f"{name}(): Expected {d + 1}D or {d + 2}D tensor, but got: "
                            f"{list(x.shape)}")
-    for i in (-2, -1):
+    for i in range(1, x.dim()):
         if x.shape[i] == 0:
-            raise RuntimeError(f"adaptive_avg_pool2d(): Expected input to have non-zero size "
-                               f"for non-batch dimensions, but input has sizes "
-                               f"{list(x.shape)} with dimension {i + x.dim()} being empty")
-    _not_implemented(x, "adaptive_avg_pool2d")
-    return named("AdaptiveAvgPool2DBackward0", lambda v: _adaptive_avg(v, out), x)
+            raise RuntimeError(f"{name}(): Expected input to have non-zero size for non-batch "
+                               f"dimensions, but input has sizes {list(x.shape)} with "
+                               f"dimension {i} being empty")
+    if len(out) != d:
+        raise RuntimeError(f"{name}(): internal error: output_size.size() must be {d}")
+    for o in out:
+        if o < 0:
+            raise RuntimeError(f"Trying to create tensor with negative dimension {o}: "
+                               f"{list(x.shape[:-d]) + list(out)}")
+    _not_implemented(x, name if d == 2 else f"{name}_cpu")
+    res = named(f"AdaptiveMaxPool{d}DBackward0", lambda v: _max_windows(v, out)[0], x)
+    if not return_indices:
+        return res
+    at = _max_windows(x.detach(), out)[1]
+    table = _index_table(tuple(x.shape[-d:]), out)
+    return res, window_indices(at, table, tuple(res.shape))
 
 
 def adaptive_max_pool2d(input, output_size, return_indices: bool = False):
     """2-D adaptive max pooling over (N, C, H, W) or (C, H, W) inputs, as PyTorch's; with
     ``return_indices`` also each maximum's flat position in its (H, W) plane."""
-    x = to_tensor(input)
-    out = _with_default(output_size, tuple(x.shape))
-    if x.dim() not in (3, 4):
-        raise RuntimeError(f"adaptive_max_pool2d(): Expected 3D or 4D tensor, but got: "
-                           f"{list(x.shape)}")
-    for i in range(1, x.dim()):
-        if x.shape[i] == 0:
-            raise RuntimeError(f"adaptive_max_pool2d(): Expected input to have non-zero size "
-                               f"for non-batch dimensions, but input has sizes "
-                               f"{list(x.shape)} with dimension {i} being empty")
-    if len(out) != 2:
-        raise RuntimeError("adaptive_max_pool2d(): internal error: output_size.size() must be 2")
-    for o in out:
-        if o < 0:
-            raise RuntimeError(f"Trying to create tensor with negative dimension {o}: "
-                               f"{list(x.shape[:-2]) + list(out)}")
-    _not_implemented(x, "adaptive_max_pool2d")
-    res = named("AdaptiveMaxPool2DBackward0", lambda v: _max_windows(v, out)[0], x)
-    if not return_indices:
-        return res
-    at = _max_windows(x.detach(), out)[1]
-    table = _index_table(x.shape[-2], x.shape[-1], out)
-    return res, window_indices(at, table, tuple(res.shape))
+    return _adaptive_max(to_tensor(input), output_size, return_indices, 2)
+
+
+def adaptive_avg_pool3d(input, output_size):
+    """3-D adaptive average pooling over (N, C, T, H, W) or (C, T, H, W) inputs, as
+    PyTorch's."""
+    return _adaptive_avg(to_tensor(input), output_size, 3)
+
+
+def adaptive_max_pool3d(input, output_size, return_indices: bool = False):
+    """3-D adaptive max pooling over (N, C, T, H, W) or (C, T, H, W) inputs, as PyTorch's;
+    with ``return_indices`` also each maximum's flat position in its (T, H, W) volume."""
+    return _adaptive_max(to_tensor(input), output_size, return_indices, 3)
 
 
 def _one(x, output_size, name: str) -> int:

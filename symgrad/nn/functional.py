@@ -593,15 +593,17 @@ __all__ += ["bilinear", "elu", "gelu", "hardtanh", "relu6", "smooth_l1_loss", "h
 
 # convolution, pooling, padding and batch norm live in their own modules (they import nothing of
 # this one); re-exported here as PyTorch's functional namespace has them
-from .adaptive import (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_max_pool1d,  # noqa: E402
-                       adaptive_max_pool2d)
+from .adaptive import (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d,  # noqa: E402
+                       adaptive_max_pool1d, adaptive_max_pool2d, adaptive_max_pool3d)
 from .conv_transpose import conv_transpose1d, conv_transpose2d, conv_transpose3d  # noqa: E402
 from .convolution import conv1d, conv2d, conv3d  # noqa: E402
 from .normalization import batch_norm  # noqa: E402
 from .padding import pad  # noqa: E402
-from .pooling import avg_pool1d, avg_pool2d, max_pool1d, max_pool2d  # noqa: E402
+from .pooling import (avg_pool1d, avg_pool2d, avg_pool3d, max_pool1d, max_pool2d,  # noqa: E402
+                      max_pool3d)
 
 __all__ += ["conv1d", "conv2d", "max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d",
+            "max_pool3d", "avg_pool3d", "adaptive_avg_pool3d", "adaptive_max_pool3d",
             "batch_norm", "pad", "conv_transpose1d", "conv_transpose2d", "adaptive_avg_pool1d",
             "adaptive_avg_pool2d", "adaptive_max_pool1d", "adaptive_max_pool2d", "conv3d",
             "conv_transpose3d"]

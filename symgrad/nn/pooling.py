@@ -1,9 +1,11 @@
-"""``max_pool1d`` / ``max_pool2d`` / ``avg_pool1d`` / ``avg_pool2d`` of
-``nn.functional``: PyTorch's arguments (kernel_size, stride, padding, dilation,
-ceil_mode, return_indices; count_include_pad, divisor_override), its checks and error
-texts, recorded as ``MaxPool2DWithIndicesBackward0`` / ``AvgPool2DBackward0``.
+"""``max_pool1d`` / ``max_pool2d`` / ``max_pool3d`` / ``avg_pool1d`` / ``avg_pool2d`` /
+``avg_pool3d`` of ``nn.functional``: PyTorch's arguments (kernel_size, stride, padding,
+dilation, ceil_mode, return_indices; count_include_pad, divisor_override), its checks and
+error texts, recorded as ``MaxPool2DWithIndicesBackward0`` / ``AvgPool2DBackward0`` (3-D:
+``MaxPool3DWithIndicesBackward0`` / ``AvgPool3DBackward0``).
 
-A pooling is the windows of the padded input (a view, :func:`symgrad.ops.lax.windows`)
+A pooling over the last ``d`` axes (d = 2 or 3; 1-D pooling is 2-D pooling of a unit
+height) is the windows of the padded input (a view, :func:`symgrad.ops.lax.windows`)
 reduced over the kernel axes.  Max pooling takes each window's first maximal element
 (``argmax``, then ``gather``), so its gradient reaches that element only, as
 PyTorch's; padding reads as -inf.  Average pooling sums each window and divides by
@@ -24,28 +26,44 @@ from ..graph.shapes import wrap_dim
 from ..ops import lax
 from .windowing import ntuple, pad, window_count
 
-__all__ = ["max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d", "first_max", "window_indices",
-           "avg_windows"]
+__all__ = ["max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
+           "first_max", "window_indices", "avg_windows"]
 
 
-def _arg(value, name: str, what: str, allow_empty: bool = False) -> tuple[int, ...]:
-    """A 2-D pooling argument as 2 ints: one int, or a sequence of 1 or 2 ints."""
+def _arg(value, name: str, what: str, allow_empty: bool = False, d: int = 2) -> tuple[int, ...]:
+    """A ``d``-D pooling argument as ``d`` ints: one int, or a sequence of 1 or ``d``."""
     values = ntuple(value, 1)
     if allow_empty and not values:
         return ()
-    if len(values) not in (1, 2):
+    if len(values) not in (1, d):
         raise RuntimeError(f"{name}: {what}")
-    return tuple(int(v) for v in values) * (2 // len(values))
+    return tuple(int(v) for v in values) * (d // len(values))
 
 
-def _plan(x, kernel, stride, padding, dilation, ceil_mode):
+_COUNT = {2: "two", 3: "three"}
+
+
+def _pool_args(name, d, kernel_size, stride, padding, either=True):
+    """(kernel, stride -- the kernel when omitted --, padding) of a ``d``-D pooling, with
+    PyTorch's texts (max pooling's and 2-D average pooling's say "must either be")."""
+    e, n = "either " if either else "", _COUNT[d]
+    kernel = _arg(kernel_size, name, f"kernel_size must {e}be a single int, or a tuple of {n} "
+                  f"ints", d=d)
+    stride = () if stride is None else _arg(stride, name, f"stride must {e}be omitted, a single "
+                                            f"int, or a tuple of {n} ints", True, d=d)
+    pads = _arg(padding, name, f"padding must {e}be a single int, or a tuple of {n} ints", d=d)
+    return kernel, stride or kernel, pads
+
+
+def _output_sizes(x, kernel, stride, padding, dilation, ceil_mode):
     """The output size and the extra padding after the input a ceil_mode window needs,
-    per pooled dim, of a 2-D pooling -- after PyTorch's checks (``pooling_output_shape``,
-    ``pool2d_shape_check``) in their order."""
+    per pooled dim (the last ``len(kernel)``), after PyTorch's ``pooling_output_shape``
+    checks."""
     shape = tuple(x.shape)
+    d = len(kernel)
     out, extra = [], []
-    for d in range(2):
-        k, s, p, dl, n = kernel[d], stride[d], padding[d], dilation[d], shape[d - 2]
+    for i in range(d):
+        k, s, p, dl, n = kernel[i], stride[i], padding[i], dilation[i], shape[i - d]
         if s == 0:
             raise RuntimeError("stride should not be zero")
         if p < 0:
@@ -56,6 +74,13 @@ def _plan(x, kernel, stride, padding, dilation, ceil_mode):
         count = window_count(n, k, s, p, p, dl, ceil_mode)
         out.append(count)
         extra.append(max(0, (count - 1) * s + dl * (k - 1) + 1 - n - 2 * p))
+    return out, extra
+
+
+def _plan(x, kernel, stride, padding, dilation, ceil_mode):
+    """:func:`_output_sizes` of a 2-D pooling, then ``pool2d_shape_check`` in its order."""
+    out, extra = _output_sizes(x, kernel, stride, padding, dilation, ceil_mode)
+    shape = tuple(x.shape)
     (kh, kw), (sh, sw), (dh, dw), (ph, pw) = kernel, stride, dilation, padding
     if kh <= 0 or kw <= 0:
         raise RuntimeError(f"kernel size should be greater than zero, but got kH: {kh} kW: {kw}")
@@ -77,54 +102,97 @@ def _plan(x, kernel, stride, padding, dilation, ceil_mode):
     return out, extra
 
 
+def _plan3d(x, kernel, stride, padding, dilation, ceil_mode, fn_name, check_input_size=False):
+    """:func:`_output_sizes` of a 3-D pooling, then ``pool3d_shape_check`` in its order."""
+    out, extra = _output_sizes(x, kernel, stride, padding, dilation, ceil_mode)
+    shape = tuple(x.shape)
+    (kt, kh, kw), (st, sh, sw), (dt, dh, dw), (pt, ph, pw) = kernel, stride, dilation, padding
+    if min(kernel) <= 0:
+        raise RuntimeError(f"kernel size should be greater than zero, but got kT: {kt} kH: {kh} "
+                           f"kW: {kw}")
+    if min(stride) <= 0:
+        raise RuntimeError(f"stride should be greater than zero, but got dT: {st} dH: {sh} "
+                           f"dW: {sw}")
+    if min(dilation) <= 0:
+        raise RuntimeError(f"dilation should be greater than zero, but got dilationT: {dt} "
+                           f"dilationH: {dh} dilationW: {dw}")
+    for i, n in enumerate(shape):
+        if n <= 0 and not (len(shape) == 5 and i == 0):
+            raise RuntimeError(f"{fn_name}: Expected input's non-batch dimensions to have "
+                               f"positive length, but input has a shape of {list(shape)} and "
+                               f"non-batch dimension {n} has length zero!")
+    t, h, w = shape[-3:]
+    if check_input_size and (t < kt or h < kh or w < kw):
+        raise RuntimeError(f"input image (T: {t} H: {h} W: {w}) smaller than kernel size "
+                           f"(kT: {kt} kH: {kh} kW: {kw})")
+    if kt // 2 < pt or kw // 2 < pw or kh // 2 < ph:
+        raise RuntimeError(f"pad should be smaller than or equal to half of kernel size, but got "
+                           f"kT: {kt} kW: {kw} kH: {kh} padT: {pt} padW: {pw} padH: {ph}")
+    if min(out) < 1:
+        c = shape[-4]
+        raise RuntimeError(f"Given input size: ({c}x{t}x{h}x{w}). Calculated output size: "
+                           f"({c}x{out[0]}x{out[1]}x{out[2]}). Output size is too small")
+    return out, extra
+
+
 def _lowest(dtype):
     return -math.inf if dtype.is_floating_point else int(np.iinfo(dtype.np).min)
 
 
-def first_max(win, n: int):
+def first_max(win, n: int, d: int = 2):
     """(each window's first maximal element, its position in the window) of ``win``
-    (.., KH, KW, OH, OW), the windows over the last two axes of an ``n``-dim input."""
-    lead, kernel, spots = tuple(win.shape[:n - 2]), win.shape[n - 2:n], tuple(win.shape[n:])
+    (.., K1..Kd, O1..Od), the windows over the last ``d`` axes of an ``n``-dim input."""
+    lead, kernel, spots = tuple(win.shape[:n - d]), win.shape[n - d:n], tuple(win.shape[n:])
     flat = lax.reshape(win, lead + (math.prod(kernel),) + spots)
-    at = bind(P["argmax"], flat.detach(), axis=n - 2, keepdim=True)
-    return lax.reshape(lax.apply("gather", flat, at, axis=n - 2), lead + spots), at
+    at = bind(P["argmax"], flat.detach(), axis=n - d, keepdim=True)
+    return lax.reshape(lax.apply("gather", flat, at, axis=n - d), lead + spots), at
 
 
 def window_indices(at, table, shape):
     """The flat input position of each window's chosen element (``return_indices``):
-    ``table`` [KH*KW, OH, OW] (what each window element reads) picked by ``at``."""
-    table = lax.expand(to_tensor(table), tuple(at.shape[:-3]) + table.shape)
-    return lax.reshape(lax.apply("gather", table, at, axis=len(at.shape) - 3), shape)
+    ``table`` [K1*..*Kd, O1..Od] (what each window element reads) picked by ``at``."""
+    lead = len(at.shape) - table.ndim
+    table = lax.expand(to_tensor(table), tuple(at.shape[:lead]) + table.shape)
+    return lax.reshape(lax.apply("gather", table, at, axis=lead), shape)
 
 
 def _max_windows(v, kernel, stride, padding, dilation, extra):
     """(each window's first maximal element, its position in the window) over v's last
-    two axes."""
+    ``len(kernel)`` axes."""
     xp = pad(v, padding, tuple(p + e for p, e in zip(padding, extra)), value=_lowest(v.dtype))
-    n = len(v.shape)
-    return first_max(lax.windows(xp, (n - 2, n - 1), kernel, stride, dilation), n)
+    n, d = len(v.shape), len(kernel)
+    return first_max(lax.windows(xp, tuple(range(n - d, n)), kernel, stride, dilation), n, d)
 
 
 def _flat_index(size, kernel, stride, padding, dilation, out):
     """[prod(kernel), *out]: the flat input position (row-major over the pooled axes) each
     window element reads -- PyTorch's ``return_indices``."""
-    w, (kh, kw) = size[1], kernel
-    rows = (np.arange(kh) * dilation[0])[:, None, None, None] + \
-        (np.arange(out[0]) * stride[0] - padding[0])[None, None, :, None]
-    cols = (np.arange(kw) * dilation[1])[None, :, None, None] + \
-        (np.arange(out[1]) * stride[1] - padding[1])[None, None, None, :]
-    return (rows * w + cols).reshape(kh * kw, out[0], out[1])
+    d = len(kernel)
+    flat = np.zeros((1,) * (2 * d), np.int64)
+    for i in range(d):
+        shape = [1] * (2 * d)
+        shape[i] = kernel[i]
+        k = (np.arange(kernel[i]) * dilation[i]).reshape(shape)
+        shape = [1] * (2 * d)
+        shape[d + i] = out[i]
+        o = (np.arange(out[i]) * stride[i] - padding[i]).reshape(shape)
+        flat = flat * size[i] + (k + o)
+    return flat.reshape((math.prod(kernel),) + tuple(out))
+
+
+def _max_pool(name, x, kernel, stride, pads, dil, out, extra, return_indices):
+    res = named(name, lambda v: _max_windows(v, kernel, stride, pads, dil, extra)[0], x)
+    if not return_indices:
+        return res
+    at = _max_windows(x.detach(), kernel, stride, pads, dil, extra)[1]
+    table = _flat_index(tuple(x.shape[-len(kernel):]), kernel, stride, pads, dil, out)
+    return res, window_indices(at, table, tuple(res.shape))
 
 
 def _max_pool2d(x, kernel, stride, pads, dil, ceil_mode, return_indices):
     out, extra = _plan(x, kernel, stride, pads, dil, ceil_mode)
-    res = named("MaxPool2DWithIndicesBackward0",
-                lambda v: _max_windows(v, kernel, stride, pads, dil, extra)[0], x)
-    if not return_indices:
-        return res
-    at = _max_windows(x.detach(), kernel, stride, pads, dil, extra)[1]
-    table = _flat_index(tuple(x.shape[-2:]), kernel, stride, pads, dil, out)
-    return res, window_indices(at, table, tuple(res.shape))
+    return _max_pool("MaxPool2DWithIndicesBackward0", x, kernel, stride, pads, dil, out, extra,
+                     return_indices)
 
 
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
@@ -137,16 +205,32 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
              [13., 15.]]])
     """
     x = to_tensor(input)
-    name = "max_pool2d"
-    kernel = _arg(kernel_size, name, "kernel_size must either be a single int, or a tuple of "
-                  "two ints")
-    stride = () if stride is None else _arg(stride, name, "stride must either be omitted, a "
-                                            "single int, or a tuple of two ints", True)
-    pads = _arg(padding, name, "padding must either be a single int, or a tuple of two ints")
-    dil = _arg(dilation, name, "dilation must be either a single int, or a tuple of two ints")
+    kernel, stride, pads = _pool_args("max_pool2d", 2, kernel_size, stride, padding)
+    dil = _arg(dilation, "max_pool2d", "dilation must be either a single int, or a tuple of two "
+               "ints")
     if x.dim() not in (3, 4):
         raise RuntimeError("non-empty 3D or 4D (batch mode) tensor expected for input")
-    return _max_pool2d(x, kernel, stride or kernel, pads, dil, ceil_mode, return_indices)
+    return _max_pool2d(x, kernel, stride, pads, dil, ceil_mode, return_indices)
+
+
+def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    """3-D max pooling over (N, C, T, H, W) or (C, T, H, W) inputs, as PyTorch's.
+
+    >>> import symgrad as torch
+    >>> torch.nn.functional.max_pool3d(torch.arange(8.).reshape(1, 2, 2, 2), 2)
+    tensor([[[[7.]]]])
+    """
+    x = to_tensor(input)
+    kernel, stride, pads = _pool_args("max_pool3d", 3, kernel_size, stride, padding)
+    dil = _arg(dilation, "max_pool3d", "dilation must be either a single int, or a tuple of "
+               "three ints", d=3)
+    if x.dim() not in (4, 5):
+        raise RuntimeError("non-empty 4D or 5D (batch mode) tensor expected for input")
+    out, extra = _plan3d(x, kernel, stride, pads, dil, ceil_mode,
+                         "max_pool3d_with_indices_out_cpu_template()")
+    return _max_pool("MaxPool3DWithIndicesBackward0", x, kernel, stride, pads, dil, out, extra,
+                     return_indices)
 
 
 def _one(value, what: str, allow_empty: bool = False) -> int | None:
@@ -194,29 +278,43 @@ def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
 
 
 def _divisor(size, kernel, stride, padding, out, count_include_pad):
-    """PyTorch's divisor of each window, [*out] (``avg_pool2d``'s CPU kernel)."""
+    """PyTorch's divisor of each window, [*out] (``avg_pool2d`` / ``avg_pool3d``'s CPU
+    kernels)."""
+    d = len(kernel)
     div = np.ones((), np.int64)
     full = np.ones((), np.int64)
-    for d in range(2):
-        start = np.arange(out[d]) * stride[d] - padding[d]
-        end = np.minimum(start + kernel[d], size[d] + padding[d])
-        shape = [1, 1]
-        shape[d] = out[d]
+    for i in range(d):
+        start = np.arange(out[i]) * stride[i] - padding[i]
+        end = np.minimum(start + kernel[i], size[i] + padding[i])
+        shape = [1] * d
+        shape[i] = out[i]
         full = full * (end - start).reshape(shape)
-        div = div * (np.minimum(end, size[d]) - np.maximum(start, 0)).reshape(shape)
+        div = div * (np.minimum(end, size[i]) - np.maximum(start, 0)).reshape(shape)
     return full if count_include_pad else div
 
 
 def avg_windows(v, kernel, stride, padding, extra, divisor):
-    """The sum of each window over v's last two axes (padded by ``padding`` and the
-    ``extra`` after), divided by ``divisor`` (truncating for integers)."""
-    n = len(v.shape)
+    """The sum of each window over v's last ``len(kernel)`` axes (padded by ``padding`` and
+    the ``extra`` after), divided by ``divisor`` (truncating for integers)."""
+    n, d = len(v.shape), len(kernel)
+    axes = tuple(range(n - d, n))
     xp = pad(v, padding, tuple(p + e for p, e in zip(padding, extra)))
-    total = lax.sum(lax.windows(xp, (n - 2, n - 1), kernel, stride, (1, 1)), (n - 2, n - 1))
+    total = lax.sum(lax.windows(xp, axes, kernel, stride, (1,) * d), axes)
     if not v.dtype.is_floating_point:             # integers: truncated division
         q = lax.apply("floor_divide", lax.unary("abs", total), divisor)
         return lax.mul(lax.unary("sign", total), q)
     return lax.div(total, divisor)
+
+
+def _avg_pool(name, x, kernel, stride, pads, out, extra, count_include_pad, divisor_override):
+    if divisor_override is not None:
+        divisor = divisor_override
+    else:
+        table = _divisor(tuple(x.shape[-len(kernel):]), kernel, stride, pads, out,
+                         count_include_pad)
+        uniform = (table == table.flat[0]).all()
+        divisor = int(table.flat[0]) if uniform else to_tensor(table.astype(x.dtype.np))
+    return named(name, lambda v: avg_windows(v, kernel, stride, pads, extra, divisor), x)
 
 
 def _avg_pool2d(x, kernel, stride, pads, ceil_mode, count_include_pad, divisor_override):
@@ -225,27 +323,30 @@ def _avg_pool2d(x, kernel, stride, pads, ceil_mode, count_include_pad, divisor_o
     if divisor_override is not None and divisor_override == 0:
         raise RuntimeError("divisor must be not zero")
     out, extra = _plan(x, kernel, stride, pads, (1, 1), ceil_mode)
-    if divisor_override is not None:
-        divisor = divisor_override
-    else:
-        table = _divisor(tuple(x.shape[-2:]), kernel, stride, pads, out, count_include_pad)
-        uniform = (table == table.flat[0]).all()
-        divisor = int(table.flat[0]) if uniform else to_tensor(table.astype(x.dtype.np))
-    return named("AvgPool2DBackward0",
-                 lambda v: avg_windows(v, kernel, stride, pads, extra, divisor), x)
+    return _avg_pool("AvgPool2DBackward0", x, kernel, stride, pads, out, extra,
+                     count_include_pad, divisor_override)
 
 
 def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                count_include_pad=True, divisor_override=None):
     """2-D average pooling over (N, C, H, W) or (C, H, W) inputs, as PyTorch's."""
-    name = "avg_pool2d"
-    kernel = _arg(kernel_size, name, "kernel_size must either be a single int, or a tuple of "
-                  "two ints")
-    stride = () if stride is None else _arg(stride, name, "stride must either be omitted, a "
-                                            "single int, or a tuple of two ints", True)
-    pads = _arg(padding, name, "padding must either be a single int, or a tuple of two ints")
-    return _avg_pool2d(to_tensor(input), kernel, stride or kernel, pads, ceil_mode,
-                       count_include_pad, divisor_override)
+    kernel, stride, pads = _pool_args("avg_pool2d", 2, kernel_size, stride, padding)
+    return _avg_pool2d(to_tensor(input), kernel, stride, pads, ceil_mode, count_include_pad,
+                       divisor_override)
+
+
+def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True, divisor_override=None):
+    """3-D average pooling over (N, C, T, H, W) or (C, T, H, W) inputs, as PyTorch's."""
+    x = to_tensor(input)
+    kernel, stride, pads = _pool_args("avg_pool3d", 3, kernel_size, stride, padding, False)
+    if divisor_override is not None and divisor_override == 0:
+        raise RuntimeError("divisor must be not zero")
+    if x.dim() not in (4, 5):
+        raise RuntimeError("non-empty 4D or 5D (batch mode) tensor expected for input")
+    out, extra = _plan3d(x, kernel, stride, pads, (1, 1, 1), ceil_mode, "avg_pool3d()", True)
+    return _avg_pool("AvgPool3DBackward0", x, kernel, stride, pads, out, extra,
+                     count_include_pad, divisor_override)
 
 
 def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,

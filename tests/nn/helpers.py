@@ -167,3 +167,51 @@ def module_eager_matches(tm, sm, x, dtype, **kwargs) -> None:
     close(sx.grad, tx.grad, dtype, "grad input")
     for (k, sp), (_, tp) in zip(sm.named_parameters(), tm.named_parameters()):
         close(sp.grad, tp.grad, dtype, f"grad {k}")
+
+
+def pooling_compiled_matches(name: str, x, kw: dict, c, backend: str) -> None:
+    """symgrad.value_and_grad of sum(out^2 * c) for ``nn.functional.<name>(x, **kw)`` on
+    ``backend`` against torch's eager loss and gradient."""
+    dtype = x.dtype
+    tx = torch.tensor(x, requires_grad=True)
+    t_loss = (getattr(torch.nn.functional, name)(tx, **kw) ** 2 * torch.tensor(c)).sum()
+    t_loss.backward()
+
+    def loss(v):
+        return (getattr(sg.nn.functional, name)(v, **kw) ** 2 * sg.tensor(c)).sum()
+    value, grad = sg.value_and_grad(loss, backend=backend)(x)
+    close(np.asarray(value), t_loss, dtype, "loss", factor=10)
+    close(np.asarray(grad), tx.grad, dtype, "grad input", factor=10)
+
+
+def pooling_second_derivatives_match(name: str, x, kw: dict, c, v) -> None:
+    """d/dx <v, d/dx sum(out^2 * c)> of ``nn.functional.<name>`` as torch's."""
+    res = {}
+    for lib in (torch, sg):
+        xv = lib.tensor(x, requires_grad=True)
+        out = getattr(lib.nn.functional, name)(xv, **kw)
+        gx, = lib.autograd.grad((out * out * lib.tensor(c)).sum(), xv, create_graph=True)
+        res[lib], = lib.autograd.grad((gx * lib.tensor(v)).sum(), xv)
+    close(res[sg], res[torch], np.float64, "second derivative")
+
+
+def pooling_eager_matches(name: str, x, kw: dict, g) -> None:
+    """``nn.functional.<name>(x, **kw)``: output, input gradient for the cotangent ``g``
+    and grad_fn name as torch's."""
+    sx, tx = pair(x)
+    s_out = getattr(sg.nn.functional, name)(sx, **kw)
+    t_out = getattr(torch.nn.functional, name)(tx, **kw)
+    close(s_out, t_out, x.dtype, "output")
+    s_out.backward(sg.tensor(g))
+    t_out.backward(torch.tensor(g))
+    close(sx.grad, tx.grad, x.dtype, "grad input")
+    assert s_out.grad_fn.name() == t_out.grad_fn.name()
+
+
+def pooling_indices_match(name: str, x, kw: dict) -> None:
+    """``return_indices=True``: the values and the int64 indices as torch's."""
+    s_out, s_idx = getattr(sg.nn.functional, name)(sg.tensor(x), return_indices=True, **kw)
+    t_out, t_idx = getattr(torch.nn.functional, name)(torch.tensor(x), return_indices=True, **kw)
+    close(s_out, t_out)
+    assert s_idx.dtype == sg.int64
+    np.testing.assert_array_equal(s_idx.numpy(), t_idx.numpy())

@@ -1,4 +1,5 @@
-"""max_pool1d/2d and avg_pool1d/2d and their modules against PyTorch: values and input
+"""max_pool1d/2d/3d, avg_pool1d/2d/3d (and, among the cases, adaptive_avg_pool3d /
+adaptive_max_pool3d) and their modules against PyTorch: values and input
 gradients over kernel sizes, strides, paddings, dilations, ceil_mode, count_include_pad
 and divisor_override in float32 and float64 (ties included: the gradient goes to each
 window's first maximum, as PyTorch's), return_indices, eager and compiled, second
@@ -11,7 +12,8 @@ import torch
 
 import symgrad as sg
 
-from .helpers import DTYPES, close, pair, same_error
+from .helpers import (DTYPES, close, pooling_compiled_matches, pooling_eager_matches,
+                      pooling_indices_match, pooling_second_derivatives_match, same_error)
 
 rng = np.random.default_rng(1)
 
@@ -43,6 +45,30 @@ AVG1D = [((2, 3, 11), dict(kernel_size=3, stride=2, padding=1, ceil_mode=True,
          ((3, 10), dict(kernel_size=2)), ((2, 2, 9), dict(kernel_size=(4,), stride=(3,)))]
 CASES = ([("max_pool2d", *c) for c in MAX2D] + [("avg_pool2d", *c) for c in AVG2D]
          + [("max_pool1d", *c) for c in MAX1D] + [("avg_pool1d", *c) for c in AVG1D])
+# 3-D pooling (and 3-D adaptive pooling): appended, so the indices above stay
+CASES3D = [
+    ("max_pool3d", (2, 2, 5, 6, 7), dict(kernel_size=2)),
+    ("max_pool3d", (2, 2, 6, 7, 7), dict(kernel_size=3, stride=2, padding=1, ceil_mode=True)),
+    ("max_pool3d", (1, 2, 7, 8, 9), dict(kernel_size=(2, 3, 2), stride=(1, 2, 2),
+                                         padding=(1, 1, 0), dilation=(2, 1, 3))),
+    ("max_pool3d", (2, 5, 6, 5), dict(kernel_size=(2, 2, 3), stride=1)),            # unbatched
+    ("avg_pool3d", (2, 2, 5, 6, 7), dict(kernel_size=2)),
+    ("avg_pool3d", (2, 2, 6, 7, 7), dict(kernel_size=3, stride=2, padding=1, ceil_mode=True)),
+    ("avg_pool3d", (2, 2, 6, 7, 7), dict(kernel_size=3, stride=2, padding=1, ceil_mode=True,
+                                         count_include_pad=False)),
+    ("avg_pool3d", (1, 2, 7, 8, 9), dict(kernel_size=(2, 3, 2), stride=(1, 2, 3),
+                                         padding=(1, 1, 0), divisor_override=5)),
+    ("avg_pool3d", (2, 5, 6, 5), dict(kernel_size=(3, 2, 2), stride=(2, 1, 2))),     # unbatched
+    ("adaptive_avg_pool3d", (2, 2, 5, 6, 7), dict(output_size=(2, 4, 3))),
+    ("adaptive_avg_pool3d", (2, 2, 6, 6, 8), dict(output_size=(3, 2, 4))),          # tiling
+    ("adaptive_avg_pool3d", (2, 5, 6, 7), dict(output_size=(5, None, 3))),
+    ("adaptive_avg_pool3d", (2, 2, 5, 6, 7), dict(output_size=1)),
+    ("adaptive_max_pool3d", (2, 2, 5, 6, 7), dict(output_size=(2, 4, 3))),
+    ("adaptive_max_pool3d", (2, 2, 6, 6, 8), dict(output_size=(3, 2, 4))),          # tiling
+    ("adaptive_max_pool3d", (2, 5, 6, 7), dict(output_size=(None, 4, 7))),
+]
+CASES += CASES3D
+
 
 
 def _input(shape, dtype, ties):
@@ -54,58 +80,33 @@ def _input(shape, dtype, ties):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("name, shape, kw", CASES)
 def test_eager_values_and_gradients_equal_torch(name, shape, kw, dtype, ties):
-    sx, tx = pair(_input(shape, dtype, ties))
-    s_out = getattr(sg.nn.functional, name)(sx, **kw)
-    t_out = getattr(torch.nn.functional, name)(tx, **kw)
-    close(s_out, t_out, dtype, "output")
-    g = rng.normal(size=tuple(t_out.shape)).astype(dtype)
-    s_out.backward(sg.tensor(g))
-    t_out.backward(torch.tensor(g))
-    close(sx.grad, tx.grad, dtype, "grad input")
-    assert type(s_out.grad_fn).__name__ == type(t_out.grad_fn).__name__
+    x = _input(shape, dtype, ties)
+    out_shape = tuple(getattr(torch.nn.functional, name)(torch.tensor(x), **kw).shape)
+    pooling_eager_matches(name, x, kw, rng.normal(size=out_shape).astype(dtype))
 
 
-@pytest.mark.parametrize("name, shape, kw", [c for c in CASES if c[0].startswith("max")])
+@pytest.mark.parametrize("name, shape, kw", [c for c in CASES if "max" in c[0]])
 def test_return_indices_equal_torch(name, shape, kw):
-    x = _input(shape, np.float64, True)
-    s_out, s_idx = getattr(sg.nn.functional, name)(sg.tensor(x), return_indices=True, **kw)
-    t_out, t_idx = getattr(torch.nn.functional, name)(torch.tensor(x), return_indices=True, **kw)
-    close(s_out, t_out)
-    assert s_idx.dtype == sg.int64
-    np.testing.assert_array_equal(s_idx.numpy(), t_idx.numpy())
+    pooling_indices_match(name, _input(shape, np.float64, True), kw)
 
 
 @pytest.mark.parametrize("backend", ["llvm", "numpy"])
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("name, shape, kw", [CASES[i] for i in (1, 2, 3, 9, 10, 11, 12, 16)])
+@pytest.mark.parametrize("name, shape, kw", [CASES[i] for i in (1, 2, 3, 9, 10, 11, 12, 16)]
+                         + [CASES3D[i] for i in (1, 2, 6, 7, 9, 13)])
 def test_compiled_gradients_equal_torch(name, shape, kw, dtype, backend):
     x = _input(shape, dtype, True)
-    tx = torch.tensor(x, requires_grad=True)
-    t_out = getattr(torch.nn.functional, name)(tx, **kw)
-    c = rng.normal(size=tuple(t_out.shape)).astype(dtype)
-    t_loss = (t_out * t_out * torch.tensor(c)).sum()
-    t_loss.backward()
-
-    def loss(v):
-        out = getattr(sg.nn.functional, name)(v, **kw)
-        return (out * out * sg.tensor(c)).sum()
-    value, grad = sg.value_and_grad(loss, backend=backend)(x)
-    close(np.asarray(value), t_loss, dtype, "loss", factor=10)
-    close(np.asarray(grad), tx.grad, dtype, "grad input", factor=10)
+    out_shape = tuple(getattr(torch.nn.functional, name)(torch.tensor(x), **kw).shape)
+    c = rng.uniform(0.5, 1.5, size=out_shape).astype(dtype)     # (no cancellation)
+    pooling_compiled_matches(name, x, kw, c, backend)
 
 
-@pytest.mark.parametrize("name, shape, kw", [CASES[i] for i in (2, 3, 10, 11)])
+@pytest.mark.parametrize("name, shape, kw", [CASES[i] for i in (2, 3, 10, 11)]
+                         + [CASES3D[i] for i in (2, 6, 9, 13)])
 def test_second_derivatives_equal_torch(name, shape, kw):
     x = _input(shape, np.float64, False)
-    res = {}
     c = rng.normal(size=tuple(getattr(torch.nn.functional, name)(torch.tensor(x), **kw).shape))
-    v = rng.normal(size=shape)
-    for lib in (torch, sg):
-        xv = lib.tensor(x, requires_grad=True)
-        out = getattr(lib.nn.functional, name)(xv, **kw)
-        gx, = lib.autograd.grad((out * out * lib.tensor(c)).sum(), xv, create_graph=True)
-        res[lib], = lib.autograd.grad((gx * lib.tensor(v)).sum(), xv)
-    close(res[sg], res[torch], np.float64, "second derivative")
+    pooling_second_derivatives_match(name, x, kw, c, rng.normal(size=shape))
 
 
 def test_integer_pooling_equals_torch():

@@ -1,6 +1,6 @@
-"""``MaxPool1d``, ``MaxPool2d``, ``AvgPool1d``, ``AvgPool2d`` and the adaptive
-``AdaptiveAvgPool1d/2d``, ``AdaptiveMaxPool1d/2d`` as PyTorch's: arguments kept as given
-(``AvgPool1d`` as 1-tuples), stride defaulting to the kernel size, reprs."""
+"""``MaxPool1d/2d/3d``, ``AvgPool1d/2d/3d`` and the adaptive ``AdaptiveAvgPool1d/2d/3d``,
+``AdaptiveMaxPool1d/2d/3d`` as PyTorch's: arguments kept as given (``AvgPool1d`` as
+1-tuples), stride defaulting to the kernel size, reprs."""
 from __future__ import annotations
 
 from .. import adaptive as A
@@ -8,8 +8,9 @@ from .. import pooling as P
 from ..windowing import ntuple
 from .module import Module
 
-__all__ = ["MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool1d",
-           "AdaptiveAvgPool2d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d"]
+__all__ = ["MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d",
+           "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AdaptiveMaxPool1d",
+           "AdaptiveMaxPool2d", "AdaptiveMaxPool3d"]
 
 
 class _MaxPoolNd(Module):
@@ -47,6 +48,17 @@ class MaxPool2d(_MaxPoolNd):
     """
 
 
+class MaxPool3d(_MaxPoolNd):
+    """Max pooling over (N, C, T, H, W) or (C, T, H, W) inputs.
+
+    >>> import symgrad as torch
+    >>> torch.nn.MaxPool3d(2)
+    MaxPool3d(kernel_size=2, stride=2, padding=0, dilation=1, ceil_mode=False)
+    """
+
+    _pool = staticmethod(P.max_pool3d)
+
+
 class _AvgPoolNd(Module):
     def extra_repr(self) -> str:
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
@@ -68,13 +80,8 @@ class AvgPool1d(_AvgPoolNd):
                             self.count_include_pad)
 
 
-class AvgPool2d(_AvgPoolNd):
-    """Average pooling over (N, C, H, W) or (C, H, W) inputs.
-
-    >>> import symgrad as torch
-    >>> torch.nn.AvgPool2d(3, stride=2)
-    AvgPool2d(kernel_size=3, stride=2, padding=0)
-    """
+class _AvgPoolTuple(_AvgPoolNd):
+    _pool = staticmethod(P.avg_pool2d)
 
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
                  count_include_pad: bool = True, divisor_override=None):
@@ -85,8 +92,28 @@ class AvgPool2d(_AvgPoolNd):
         self.count_include_pad, self.divisor_override = count_include_pad, divisor_override
 
     def forward(self, input):
-        return P.avg_pool2d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
-                            self.count_include_pad, self.divisor_override)
+        return self._pool(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                          self.count_include_pad, self.divisor_override)
+
+
+class AvgPool2d(_AvgPoolTuple):
+    """Average pooling over (N, C, H, W) or (C, H, W) inputs.
+
+    >>> import symgrad as torch
+    >>> torch.nn.AvgPool2d(3, stride=2)
+    AvgPool2d(kernel_size=3, stride=2, padding=0)
+    """
+
+
+class AvgPool3d(_AvgPoolTuple):
+    """Average pooling over (N, C, T, H, W) or (C, T, H, W) inputs.
+
+    >>> import symgrad as torch
+    >>> torch.nn.AvgPool3d((2, 3, 1), stride=(1, 2, 1))
+    AvgPool3d(kernel_size=(2, 3, 1), stride=(1, 2, 1), padding=0)
+    """
+
+    _pool = staticmethod(P.avg_pool3d)
 
 
 class _AdaptiveAvgPoolNd(Module):
@@ -119,6 +146,18 @@ class AdaptiveAvgPool2d(_AdaptiveAvgPoolNd):
     """
 
 
+class AdaptiveAvgPool3d(_AdaptiveAvgPoolNd):
+    """Adaptive average pooling over (N, C, T, H, W) or (C, T, H, W) inputs to
+    ``output_size`` (an int, or (T, H, W) where None keeps the input's).
+
+    >>> import symgrad as torch
+    >>> torch.nn.AdaptiveAvgPool3d((None, 2, 3))
+    AdaptiveAvgPool3d(output_size=(None, 2, 3))
+    """
+
+    _pool = staticmethod(A.adaptive_avg_pool3d)
+
+
 class _AdaptiveMaxPoolNd(_AdaptiveAvgPoolNd):
     _pool = staticmethod(A.adaptive_max_pool2d)
 
@@ -143,3 +182,15 @@ class AdaptiveMaxPool2d(_AdaptiveMaxPoolNd):
     >>> torch.nn.AdaptiveMaxPool2d(3, return_indices=True)
     AdaptiveMaxPool2d(output_size=3)
     """
+
+
+class AdaptiveMaxPool3d(_AdaptiveMaxPoolNd):
+    """Adaptive max pooling over (N, C, T, H, W) or (C, T, H, W) inputs to
+    ``output_size``.
+
+    >>> import symgrad as torch
+    >>> torch.nn.AdaptiveMaxPool3d(2, return_indices=True)
+    AdaptiveMaxPool3d(output_size=2)
+    """
+
+    _pool = staticmethod(A.adaptive_max_pool3d)
