@@ -22,14 +22,14 @@ Example::
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import math
 import statistics
-import time
 from pathlib import Path
 
 import numpy as np
+
+from bench.timing import time_calls
 
 __all__ = ["OPS", "MODES", "main"]
 
@@ -178,28 +178,17 @@ def _mlp_step(T):
 STEPS = {"seed step": _seed_step, "mlp step": _mlp_step}
 
 
-def _time(fn, calls):
-    gc.disable()
-    try:
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        return (time.perf_counter() - t0) / calls
-    finally:
-        gc.enable()
-
-
 def _compare(a, b, sample_s, rounds):
     """Median seconds per call of ``a`` and of ``b``, samples interleaved."""
     for f in (a, b):
         f()
         f()
-    one = max(_time(a, 3), _time(b, 3), 1e-7)
+    one = max(time_calls(a, 3), time_calls(b, 3), 1e-7)
     calls = max(1, int(sample_s / one))
     ta, tb = [], []
     for r in range(rounds):
         for f, out in ((a, ta), (b, tb)) if r % 2 == 0 else ((b, tb), (a, ta)):
-            out.append(_time(f, calls))
+            out.append(time_calls(f, calls))
     return statistics.median(ta), statistics.median(tb)
 
 
