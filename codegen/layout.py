@@ -164,7 +164,7 @@ def translate(op: str, attrs: dict, arg_shape: Sequence[int], out_shape: Sequenc
 def reshape_view(v: StridedView, shape: Sequence[int]) -> StridedView | None:
     """``v`` reshaped to ``shape`` without copying (numpy's rule), or None."""
     shape = tuple(shape)
-    if is_contiguous(v):
+    if is_contiguous(v) or 0 in shape:      # (an empty view reads nothing: any strides)
         return StridedView(v.buffer, shape, contiguous_strides(shape), v.offset)
     old = [(n, s) for n, s in zip(v.shape, v.strides) if n != 1]
     new_strides = [0] * len(shape)

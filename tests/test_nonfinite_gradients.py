@@ -1,6 +1,7 @@
-"""Gradients where infinities, NaN and subnormals meet: each case a wrong gradient the
-differential fuzzer found (tests/fuzz), checked eagerly and compiled on both backends,
-both dtypes, against PyTorch (NaN and inf where PyTorch puts them)."""
+"""Gradients where infinities, NaN, subnormals, overflow and cancellation meet: each case a
+wrong gradient (or a failure) the differential fuzzer found (tests/fuzz), checked eagerly
+and compiled on both backends, both dtypes, against PyTorch (NaN and inf where PyTorch
+puts them) or, where PyTorch's own rounding is the difference, JAX or mpmath."""
 import numpy as np
 import pytest
 import torch
@@ -148,3 +149,77 @@ def test_product_of_a_huge_and_a_vanishing_factor(backend, dtype):
     t = torch.tensor(x)
     np.testing.assert_allclose(got_v, fn(torch, t).numpy(), rtol=tol, atol=tol)
 
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_product_gradient_whose_running_products_overflow_float32(backend, dtype):
+    # the product of the other elements, by exclusive running products from both sides:
+    # 1e30 * 1e30 overflowed float32 (inf) before 1e-30 brought it back; PyTorch's CPU
+    # scans accumulate float32 in double, and so do symgrad's (fuzz seeds 2028002799,
+    # 2028007043). The reference: PyTorch in float64 (no zero or infinity: its
+    # result / x is exact there), rounded to the dtype -- in float32 PyTorch's forward
+    # product overflows itself, and its result / x is inf everywhere
+    x = np.array([[1e30, 1e30, 1e-30, 1e-20, 2.0], [3e38, -1.5, 0.5, 1e-10, 4.0]], dtype=dtype)
+    w = np.array([0.75, -1.25], dtype=dtype)
+
+    def fn(L, v):
+        return (v.prod(1) * L.tensor(w.astype(str(v.dtype).split(".")[-1]))).sum()
+    got = _grads(fn, [x], backend)[0]
+    want = _torch_grads(fn, [x.astype(np.float64)])[0].astype(dtype)
+    np.testing.assert_allclose(got, want, rtol=1e-6 if dtype == "float32" else 1e-14)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_cumprod_whose_running_product_overflows_float32(backend, dtype):
+    x = np.array([1e30, 1e30, 1e-30, 1e-20, -3.0], dtype=dtype)
+    if backend == "eager":
+        got = sg.tensor(x).cumprod(0).numpy()
+    else:
+        got = np.asarray(sg.compile(lambda v: v.cumprod(0), backend=backend)(x))
+    want = torch.tensor(x).cumprod(0).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-6 if dtype == "float32" else 1e-14)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_logsumexp_gradient_of_tied_huge_maxima(backend, dtype):
+    # two equal maxima at 3e38: each gets half the cotangent (JAX's answer, the exact
+    # one). PyTorch's g * exp(x - result) reads the result rounded by |result| * eps,
+    # far more than log 2 here, and gives 1 to each (fuzz seed 2028004634)
+    import jax
+    from jax.scipy.special import logsumexp as jlse
+    x = np.array([[3e38, 3e38, 1.0, -2.0], [1e20, -1e20, 1e20, 1e20]], dtype=dtype)
+    w = np.array([1.5, 0.5], dtype=dtype)
+    got = _grads(lambda L, v: (L.logsumexp(v, 1) * L.tensor(w)).sum(), [x], backend)[0]
+    with jax.enable_x64(dtype == "float64"):
+        want = np.asarray(jax.grad(lambda v: (jlse(v, axis=1) * w).sum())(x))
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_tanh_gradient_next_to_saturation(backend, dtype):
+    # 1 - t*t for t = tanh(x) next to +-1: t*t rounded first loses digits (a relative
+    # error up to eps / (1 - t^2): 5e-12 at x = tan(-1.42) in float64, fuzz seed
+    # 2028005510); (1 - t)(1 + t) is within 2 ulps of 1 - t^2 for the t computed, as
+    # PyTorch's fused 1 - t*t (reference: the exact 1 - t^2 of that t, by mpmath; the
+    # backends' t differ from PyTorch's by an ulp, which 1 / (1 - t^2) amplifies)
+    import mpmath
+    x = np.concatenate([np.linspace(2.0, 8.5, 27), -np.linspace(2.0, 8.5, 27)]).astype(dtype)
+    got = _grads(lambda L, v: L.tanh(v).sum(), [x], backend)[0]
+    t = sg.tensor(x).tanh().numpy() if backend == "eager" else \
+        np.asarray(sg.compile(lambda v: v.tanh(), backend=backend)(x))
+    with mpmath.workdps(40):
+        want = np.array([float(1 - mpmath.mpf(float(v)) ** 2) for v in t])
+    np.testing.assert_allclose(got, want, rtol=2 * np.finfo(dtype).eps, atol=0)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("backend", ("numpy", "llvm"))
+def test_empty_strided_slice_flattened(backend, dtype):
+    # a zero-size slice of a non-contiguous view, flattened: the strided reshape walked
+    # past the new shape's dims (IndexError at compile time: fuzz seed 2028001939)
+    x = np.random.default_rng(0).normal(size=(7, 1)).astype(dtype)
+    _check(lambda L, v: (v[:, 0:0:2].flatten().log1p()).sum() + (v * v).sum(), [x], backend)

@@ -175,6 +175,25 @@ primitive("prod", 1, _reduce_shape, _prod_numpy, saves=(0,), saves_out=True,
           grad_name="ProdBackward1", family="reduction", vjp=_prod_vjp)
 
 
+def _scan_dtype(dtype):
+    """The dtype a scan of products or sums accumulates in: float64 for narrower floats,
+    as PyTorch's CPU cumprod / cumsum (at::acc_type: a float32 running product that
+    overflows is finite again in double once a small factor follows), else its own."""
+    dtype = np.dtype(dtype)
+    return np.dtype(np.float64) if dtype.kind == "f" and dtype.itemsize < 8 else dtype
+
+
+def _exclusive_products(flat):
+    """(left, right): for each element of the last axis, the product of the elements
+    before it and of those after it, in :func:`_scan_dtype`."""
+    acc = _scan_dtype(flat.dtype)
+    ones = np.ones(flat.shape[:-1] + (1,), dtype=acc)
+    left = np.cumprod(np.concatenate([ones, flat[..., :-1]], axis=-1), axis=-1, dtype=acc)
+    right = np.flip(np.cumprod(np.concatenate([ones, np.flip(flat, -1)[..., :-1]], -1), -1,
+                               dtype=acc), -1)
+    return left, right
+
+
 def _prod_others_numpy(x, *, axes):
     """For each element, the product of the other elements of its reduction group
     (exact with zeros: exclusive products from both sides)."""
@@ -185,10 +204,8 @@ def _prod_others_numpy(x, *, axes):
     xt = np.transpose(x, perm)
     lead = xt.shape[:len(keep)]
     flat = xt.reshape(lead + (-1,))
-    ones = np.ones(lead + (1,), dtype=x.dtype)
-    left = np.cumprod(np.concatenate([ones, flat[..., :-1]], axis=-1), axis=-1)
-    right = np.flip(np.cumprod(np.concatenate([ones, np.flip(flat, -1)[..., :-1]], -1), -1), -1)
-    res = (left * right).reshape(xt.shape)
+    left, right = _exclusive_products(flat)
+    res = (left * right).astype(x.dtype, copy=False).reshape(xt.shape)
     return np.transpose(res, np.argsort(perm))
 
 
@@ -208,16 +225,15 @@ def _prod_others_dot_numpy(x, g, *, axes):
     lead = xt.shape[:len(keep)]
     xf, gf = xt.reshape(lead + (-1,)), gt.reshape(lead + (-1,))
     n = xf.shape[-1]
-    ones = np.ones(lead + (1,), dtype=x.dtype)
-    left = np.cumprod(np.concatenate([ones, xf[..., :-1]], axis=-1), axis=-1)
-    right = np.flip(np.cumprod(np.concatenate([ones, np.flip(xf, -1)[..., :-1]], -1), -1), -1)
+    left, right = _exclusive_products(xf)
+    xf, gf = xf.astype(left.dtype, copy=False), gf.astype(left.dtype, copy=False)
     a = np.zeros_like(xf)
     b = np.zeros_like(xf)
     for j in range(1, n):
         a[..., j] = a[..., j - 1] * xf[..., j - 1] + gf[..., j - 1] * left[..., j - 1]
     for j in range(n - 2, -1, -1):
         b[..., j] = b[..., j + 1] * xf[..., j + 1] + gf[..., j + 1] * right[..., j + 1]
-    res = (a * right + left * b).reshape(xt.shape)
+    res = (a * right + left * b).astype(x.dtype, copy=False).reshape(xt.shape)
     return np.transpose(res, np.argsort(perm))
 
 
@@ -252,7 +268,7 @@ primitive("cumsum", 1, lambda av, *, axis: (av[0][0], av[0][1]), _cumsum_numpy,
 
 # ---- cumprod: numpy's scan; its gradient exact where the input has zeros --------------------
 def _cumprod_numpy(x, *, axis):
-    return np.cumprod(x, axis=axis, dtype=x.dtype)
+    return np.cumprod(x, axis=axis, dtype=_scan_dtype(x.dtype)).astype(x.dtype, copy=False)
 
 
 def _cumprod_grad_values(x, g, out, axis):
