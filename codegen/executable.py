@@ -22,6 +22,7 @@ not the program or its schedule: an executable reloaded by the front end's disk 
 from __future__ import annotations
 
 import ctypes
+import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -32,6 +33,24 @@ from symgrad.graph.interpret import run_node
 from . import binding, callconv, jit, loops
 
 __all__ = ["LLVMExecutable", "Interface", "Buffer", "check_arrays"]
+
+STACK_ARENA = 32 * 1024     # temporaries up to this many bytes live on the stack
+
+
+def heap_arena(size: int) -> bool:
+    """Whether an arena of ``size`` bytes lives on the heap (else on the stack, or none)."""
+    return size > STACK_ARENA
+
+
+def arena_release_name(name: str) -> str:
+    """The function freeing the heap arena that module ``name`` keeps between calls
+    (defined when :func:`heap_arena` holds for its plan's arena)."""
+    return f"{name}.arena.release"
+
+
+def _release_arena(address: int) -> None:
+    ctypes.CFUNCTYPE(None)(address)()
+
 
 _KERNEL = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p)
 TEXT_KINDS = ("llvm", "llvm-opt", "asm", "program")
@@ -144,6 +163,9 @@ class LLVMExecutable:
                           for k, b in enumerate(interface.inputs)]
         self._segments = [_KERNEL(handle.address(f"{name}.seg{k}"))
                           for k in range(interface.segments)] if handle is not None else None
+        if handle is not None and heap_arena(interface.arena_size):
+            # the arena the code keeps between calls is freed when the code is unloaded
+            weakref.finalize(handle, _release_arena, handle.address(arena_release_name(name)))
 
     @property
     def plan(self):

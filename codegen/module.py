@@ -7,10 +7,12 @@ loaded values are named after inputs and ops)::
     i32 @"<name>.seg<k>"(ptr %bufs, ptr %err)     a native segment: arena + steps in order
     i32 @"<name>.seg<k>.part<j>"(bufs, err, arena) ... of a long segment, 64 steps each
     i32 @"<name>"(ptr %bufs)                      callconv kernel (fully native plans)
+    void @"<name>.arena.release"()                frees the heap arena kept between calls
 
 ``bufs`` holds the data pointers of the inputs, the outputs, then (hybrid plans only)
 the external buffers shared with numpy steps.  Temporaries live in one arena per call:
-on the stack up to :data:`STACK_ARENA` bytes, else one ``malloc``.  Each step is a
+on the stack up to :data:`STACK_ARENA` bytes, else on the heap: one ``malloc``, kept
+for the next call (see ``_Builder.arena``) until the code is unloaded.  Each step is a
 function whose buffers are distinct ``noalias`` parameters; a step called once is
 inlined by LLVM, which turns ``noalias`` into alias scopes so loops vectorise without
 runtime alias checks.  Status: 0 ok, 1 index error (record in ``err``), 2 out of memory.
@@ -25,13 +27,13 @@ from . import types as T
 from .lower import indexing, matmul, misc, parallel
 from .lower.context import ConstPool, StepContext
 from .lower.fused_loop import FusedLoop
+from .executable import STACK_ARENA, arena_release_name, heap_arena
 from .plan import CopyStep, LoopStep, NodeStep, Plan, Storage
 from .reuse import Reuse
 from .runtime import FREE, MALLOC
 
 __all__ = ["build_module", "STACK_ARENA", "segment_name"]
 
-STACK_ARENA = 32 * 1024
 PART_STEPS = 64          # steps called from one function of a long segment
 # the lowering of each family of opaque primitives (codegen.classify.OPAQUE_OPS); an index
 # kernel can fail at run time (an index out of range)
@@ -41,8 +43,6 @@ _FALLIBLE = "index"
 
 def segment_name(name: str, k: int) -> str:
     return f"{name}.seg{k}"
-
-
 
 
 def _step_label(i: int, step) -> str:
@@ -255,21 +255,64 @@ class _Builder:
                     b.ret(status)
 
     def arena(self, b: ir.IRBuilder, fn: ir.Function):
+        """The arena of one call (see :func:`arena_release_name`): (pointer, a function
+        emitting its release).  A heap arena is the one the last call left in the
+        module's cache slot, taken with an atomic exchange (a concurrent call finds the
+        slot empty and allocates its own), else ``malloc``'d; released, it goes back to
+        the slot if that is empty, else it is freed.  Fresh memory for every call cost
+        as much as the work: ``malloc`` maps blocks this large anew each time, and the
+        kernel zero-fills every page on its first touch."""
         size = self.plan.arena_size
         if size == 0:
             return ir.Constant(T.PTR, None), lambda: None
-        if size <= STACK_ARENA:
+        if not heap_arena(size):
             slot = b.alloca(ir.ArrayType(T.I8, size), name="arena")
             slot.align = 64
             return slot, lambda: None
         malloc = self.declare(MALLOC, ir.FunctionType(T.PTR, [T.I64]))
         free = self.declare(FREE, ir.FunctionType(ir.VoidType(), [T.PTR]))
-        raw = b.call(malloc, [T.I64(size + 64)], name="arena.raw")
-        with b.if_then(b.icmp_unsigned("==", raw, ir.Constant(T.PTR, None)), likely=False):
+        null = ir.Constant(T.PTR, None)
+        cache = self.arena_cache()
+        cached = b.atomic_rmw("xchg", cache, null, "acquire", name="arena.cached")
+        before = b.block
+        with b.if_then(b.icmp_unsigned("==", cached, null), likely=False):
+            fresh = b.call(malloc, [T.I64(size + 64)], name="arena.fresh")
+            allocated = b.block
+        raw = b.phi(T.PTR, name="arena.raw")
+        raw.add_incoming(cached, before)
+        raw.add_incoming(fresh, allocated)
+        with b.if_then(b.icmp_unsigned("==", raw, null), likely=False):
             b.ret(T.I32(2))
         mis = b.and_(b.sub(T.I64(0), b.ptrtoint(raw, T.I64)), T.I64(63))
         arena = b.gep(raw, [mis], inbounds=True, source_etype=T.I8, name="arena")
-        return arena, lambda: b.call(free, [raw])
+
+        def release():
+            kept = b.extract_value(b.cmpxchg(cache, null, raw, "release", "monotonic"), 1)
+            with b.if_then(b.not_(kept), likely=False):
+                b.call(free, [raw])
+        return arena, release
+
+    def arena_cache(self) -> ir.GlobalVariable:
+        """The module's slot for a heap arena kept between calls (null: none kept)."""
+        name = f"{self.name}.arena.cache"
+        slot = self.module.globals.get(name)
+        if slot is None:
+            slot = ir.GlobalVariable(self.module, T.PTR, name)
+            slot.initializer, slot.linkage, slot.align = ir.Constant(T.PTR, None), "internal", 8
+        return slot
+
+    def arena_release(self) -> None:
+        """``void @<name>.arena.release()``: frees the arena kept in the cache slot (the
+        executable calls it when its code is unloaded)."""
+        fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), []),
+                         arena_release_name(self.name))
+        fn.attributes.add("nounwind")
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        kept = b.atomic_rmw("xchg", self.arena_cache(), ir.Constant(T.PTR, None), "acquire")
+        free = self.declare(FREE, ir.FunctionType(ir.VoidType(), [T.PTR]))
+        with b.if_then(b.icmp_unsigned("!=", kept, ir.Constant(T.PTR, None))):
+            b.call(free, [kept])
+        b.ret_void()
 
     def declare(self, name: str, fnty: ir.FunctionType) -> ir.Function:
         return self.module.globals.get(name) or ir.Function(self.module, fnty, name)
@@ -290,4 +333,6 @@ def build_module(plan: Plan, name: str) -> tuple[ir.Module, ir.Function | None]:
     for k, indices in enumerate(plan.segments):
         builder.segment(k, indices)
     kernel = builder.kernel() if not plan.hybrid else None
+    if heap_arena(plan.arena_size):
+        builder.arena_release()
     return builder.module, kernel

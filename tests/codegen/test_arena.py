@@ -1,0 +1,100 @@
+"""The heap arena a compiled function keeps between calls (codegen.module, _Builder.arena):
+repeated and concurrent calls give torch's answers, the arena is freed when the code is
+unloaded; both dtypes."""
+from __future__ import annotations
+
+import gc
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+import symgrad
+from codegen.executable import heap_arena
+
+TOL = {np.float64: dict(rtol=1e-10, atol=1e-12), np.float32: dict(rtol=2e-5, atol=2e-5)}
+
+
+def _loss(L, x, w):
+    """Temporaries far larger than the stack arena: a product and elementwise work on it."""
+    h = L.tanh(x @ w)
+    return (h * h.sin()).sum() + (L.exp(-x) * x).mean()
+
+
+def _torch(x, w):
+    xt, wt = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    v = _loss(torch, xt, wt)
+    gx, gw = torch.autograd.grad(v, [xt, wt])
+    return v.item(), gx.numpy(), gw.numpy()
+
+
+def _check(got, want, dtype):
+    v, (gx, gw) = got
+    np.testing.assert_allclose(float(v), want[0], **TOL[dtype])
+    np.testing.assert_allclose(np.asarray(gx), want[1], **TOL[dtype])
+    np.testing.assert_allclose(np.asarray(gw), want[2], **TOL[dtype])
+
+
+def _compiled():
+    return symgrad.compile(symgrad.value_and_grad(lambda x, w: _loss(symgrad, x, w), (0, 1)))
+
+
+def _inputs(rng, dtype, n=193, k=71, m=129):
+    return (rng.normal(size=(n, k)).astype(dtype), (rng.normal(size=(k, m)) / 9).astype(dtype))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_repeated_calls_reuse_the_arena_and_stay_right(dtype):
+    rng = np.random.default_rng(0)
+    f = _compiled()
+    args = [_inputs(rng, dtype) for _ in range(4)]
+    lowered = f.lower(*args[0])
+    assert heap_arena(lowered.compile().interface.arena_size)
+    for x, w in args + args[::-1]:         # the kept arena holds the last call's values
+        _check(f(x, w), _torch(x, w), dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_concurrent_calls_each_get_an_arena(dtype):
+    rng = np.random.default_rng(1)
+    f = _compiled()
+    args = [_inputs(rng, dtype) for _ in range(4)]
+    want = [_torch(x, w) for x, w in args]
+    f(*args[0])
+    errors = []
+
+    def work(i):
+        try:
+            for _ in range(15):
+                _check(f(*args[i]), want[i], dtype)
+        except Exception as e:       # noqa: BLE001 -- reported by the main thread
+            errors.append(e)
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
+
+
+def test_unloading_the_code_frees_its_arena(monkeypatch):
+    """The arena kept by an executable's code is released (once) when that code is
+    unloaded."""
+    from codegen import executable
+    released = []
+
+    def release(address):
+        released.append(address)
+        real(address)
+    real = executable._release_arena
+    monkeypatch.setattr(executable, "_release_arena", release)
+    rng = np.random.default_rng(2)
+    x, w = _inputs(rng, np.float64)
+    lowered = _compiled().lower(x, w)
+    exe = lowered.compile()
+    v, gx, gw = exe([x, w])
+    _check((v, (gx, gw)), _torch(x, w), np.float64)
+    del exe, lowered
+    gc.collect()
+    assert len(released) == 1
