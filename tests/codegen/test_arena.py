@@ -4,7 +4,7 @@ unloaded; both dtypes."""
 from __future__ import annotations
 
 import gc
-import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -62,20 +62,12 @@ def test_concurrent_calls_each_get_an_arena(dtype):
     args = [_inputs(rng, dtype) for _ in range(4)]
     want = [_torch(x, w) for x, w in args]
     f(*args[0])
-    errors = []
 
     def work(i):
-        try:
-            for _ in range(15):
-                _check(f(*args[i]), want[i], dtype)
-        except Exception as e:       # noqa: BLE001 -- reported by the main thread
-            errors.append(e)
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors[0]
+        for _ in range(15):
+            _check(f(*args[i]), want[i], dtype)
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(work, range(4)))         # re-raises a failed check
 
 
 def test_unloading_the_code_frees_its_arena(monkeypatch):
