@@ -25,7 +25,8 @@ def _weights(depth, rng, n=24):
 
 def test_a_deeper_network_adds_no_functions():
     rng = np.random.default_rng(0)
-    x = rng.normal(size=(9, 24))
+    x = rng.normal(size=(90, 24))      # temporaries on the heap at either depth (its arena
+                                       # brings one function of its own: arena.release)
     counts = []
     for depth in (3, 12):
         f = sg.value_and_grad(_mlp, argnums=tuple(range(depth + 1)))
