@@ -89,8 +89,15 @@ class _Builder:
         if isinstance(step, LoopStep) and parallel.wants_threads(lowering):
             parallel.emit_parallel(self.module, fn, storages, lowering, self.plan, self.consts)
             return fn, storages, fallible
-        rows = matmul.parallel_rows(self.plan, step.node) if not isinstance(step, LoopStep) \
-            and step.node.op == "matmul" else None
+        product = not isinstance(step, LoopStep) and step.node.op == "matmul"
+        cols = matmul.parallel_cols(self.plan, step.node) if product else None
+        if cols is not None:
+            node = step.node
+            parallel.emit_parallel_rows(self.module, fn, storages, cols, matmul.COLS_PER_CHUNK,
+                                        lambda ctx, lo, hi: matmul.emit_cols(ctx, node, lo, hi),
+                                        self.plan, self.consts, wake=matmul.wakes(self.plan, node))
+            return fn, storages, fallible
+        rows = matmul.parallel_rows(self.plan, step.node) if product else None
         if rows is not None:
             node = step.node
             per_chunk, granule = matmul.row_chunking(self.plan, node)

@@ -18,10 +18,11 @@ Each batch element is one ``C[m, n] = A[m, k] @ B[k, n]`` on strided views:
   dimension >= ``BLAS_MIN_DIM``: OpenBLAS's gemm takes ~1 s for a 1e6x5 @ 5x1 product
   that a loop does in a few ms) when each operand has a unit stride in one of its two
   dimensions -- a transposed view is passed as ``'T'``, never copied.  Row-major
-  C = A B is column-major C^T = B^T A^T.  Products below ``BLAS_THREADED_WORK``
-  multiply-adds run on the calling thread (``openblas_set_num_threads_local(1)``
-  around the call): on this (shared, busy) 2-core machine OpenBLAS's spinning pool made
-  the MLP's 64x784x256 products 20x slower than one thread.  Products of at least
+  C = A B is column-major C^T = B^T A^T.  Every BLAS call runs on the calling thread
+  only (``openblas_set_num_threads_local(1)`` around the call): on a shared, busy
+  2-core machine OpenBLAS's spinning pool made the MLP's 64x784x256 products 20x
+  slower than one thread, and a CNN's 32x144x12544 convolution products 4-8x slower
+  (its threads wait for each other when one gets no CPU).  Products of at least
   ``PARALLEL_GEMM_WORK`` multiply-adds are instead split between the calling thread
   and the process's helper thread (:mod:`.parallel`), each calling single-threaded
   BLAS: a helper that does not get a CPU does not delay the call.  Products below
@@ -31,8 +32,10 @@ Each batch element is one ``C[m, n] = A[m, k] @ B[k, n]`` on strided views:
   all of B again (K*N per extra chunk: 64x784 @ 784x256, 1.6 MB of B, costs ~32 us
   more in two row halves); along K (:func:`k_split`), two halves of the shared
   dimension, the second into a private partial product added after both (M*N, ~1 us
-  for the barrier), then the loop fused after the product runs on row chunks.  (A
-  column split, which packs A again, is never the cheapest of the three here.)
+  for the barrier), then the loop fused after the product runs on row chunks; by
+  column blocks when there are too few rows for row blocks (a convolution's
+  ``weight @ columns``, 16 or 32 rows): each call packs all of A again (M*K, small
+  there).
 * otherwise an IR loop nest whose order comes from the strides (:func:`loop_order`):
   the innermost loop walks its operands contiguously (vectorised), a ``k`` innermost
   loop is a ``reassoc`` dot product in registers, and the skinny operand of a
@@ -61,13 +64,14 @@ __all__ = ["storages", "emit", "BLAS_MIN_WORK", "Operand", "operands"]
 
 BLAS_MIN_WORK = 1 << 15
 BLAS_MIN_DIM = 8      # skinny products (matrix-vector) are far slower in OpenBLAS's gemm
-BLAS_THREADED_WORK = 1 << 25   # smaller products run BLAS on the calling thread only
 PARALLEL_GEMM_WORK = 1 << 16   # larger products are split by rows when the helper spins
 WAKE_GEMM_WORK = 1 << 21       # ... and wake (or start) a sleeping helper from this much on
 ROW_BLOCK = 32                 # a split product has at least two blocks of this many rows
 ROWS_PER_CHUNK = 256           # ... and chunks of at least about this many rows: each BLAS call
                                # repacks B (784x64 @ 64x256 on two threads: 2 calls of 392 rows
                                # 263 us per thread, 3 of 131 rows 276 us)
+COL_BLOCK = 64                 # a product split by columns has at least two blocks of this many
+COLS_PER_CHUNK = 256           # columns, in chunks of at least about this many
 K_MERGE_COST = 2               # a K split: units per output element (write the partial, add it)
 K_SYNC_COST = 8192             # ... and for its barrier (both halves before any merge), ~1 us
 K_PARTIAL_MAX_BYTES = 1 << 22  # ... whose partial product (malloc'd per call) is at most this
@@ -186,10 +190,11 @@ def _entry_alloca(b: ir.IRBuilder, ty: ir.Type) -> ir.Value:
 
 def _blas(ctx: StepContext, node: Node, A: Operand, B: Operand, C: Operand, offs,
           rows: tuple[ir.Value, ir.Value] | None = None, ks: tuple[int, int] | None = None,
-          out: ir.Value | None = None) -> None:
-    """One GEMM; ``rows`` = (lo, hi) restricts it to rows [lo, hi) of A and C, ``ks`` =
-    (lo, hi) to columns [lo, hi) of A and rows of B (a partial product), ``out`` writes
-    to that contiguous ``m x n`` buffer instead of C."""
+          out: ir.Value | None = None, cols: tuple[ir.Value, ir.Value] | None = None) -> None:
+    """One GEMM on the calling thread; ``rows`` = (lo, hi) restricts it to rows [lo, hi)
+    of A and C, ``cols`` = (lo, hi) to columns [lo, hi) of B and C, ``ks`` = (lo, hi) to
+    columns [lo, hi) of A and rows of B (a partial product), ``out`` writes to that
+    contiguous ``m x n`` buffer instead of C."""
     b, module = ctx.b, ctx.b.module
     ety = T.storage_type(node.dtype)
     name = BLAS_GEMM[node.dtype.name]
@@ -202,7 +207,7 @@ def _blas(ctx: StepContext, node: Node, A: Operand, B: Operand, C: Operand, offs
         return slot
 
     m, k, n = A.rows, A.cols, B.cols
-    aoff, boff, coff, mv = offs[0], offs[1], offs[2], T.I32(m)
+    aoff, boff, coff, mv, nv = offs[0], offs[1], offs[2], T.I32(m), T.I32(n)
     if ks is not None:
         aoff = b.add(aoff, T.I64(ks[0] * A.cs))
         boff = b.add(boff, T.I64(ks[0] * B.rs))
@@ -212,8 +217,13 @@ def _blas(ctx: StepContext, node: Node, A: Operand, B: Operand, C: Operand, offs
         aoff = b.add(aoff, b.mul(lo, T.I64(A.rs)))
         coff = b.add(coff, b.mul(lo, T.I64(C.rs)))
         mv = b.trunc(b.sub(hi, lo), T.I32)
+    if cols is not None:
+        lo, hi = cols
+        boff = b.add(boff, b.mul(lo, T.I64(B.cs)))
+        coff = b.add(coff, b.mul(lo, T.I64(C.cs)))
+        nv = b.trunc(b.sub(hi, lo), T.I32)
     args = [_const_char(module, ta), _const_char(module, tb),
-            cell(T.I32, T.I32(n)), cell(T.I32, mv), cell(T.I32, T.I32(k)),
+            cell(T.I32, nv), cell(T.I32, mv), cell(T.I32, T.I32(k)),
             cell(ety, ir.Constant(ety, 1.0)),
             ctx.elem(B.storage, boff), cell(T.I32, T.I32(lda)),
             ctx.elem(A.storage, aoff), cell(T.I32, T.I32(ldb)),
@@ -222,9 +232,9 @@ def _blas(ctx: StepContext, node: Node, A: Operand, B: Operand, C: Operand, offs
     if k == 0:
         _zero(ctx, node, C, offs[2])
         return
-    single = (rows is not None or ks is not None or m * n * k < BLAS_THREADED_WORK) and runtime.blas_thread_control() is not None
-    if single:        # OpenBLAS's thread pool costs more than it brings here (and thrashes
-        control = module.globals.get(runtime.BLAS_THREADS_LOCAL) or ir.Function(    # under load)
+    single = runtime.blas_thread_control() is not None
+    if single:        # OpenBLAS's thread pool costs more than it brings (see the docstring)
+        control = module.globals.get(runtime.BLAS_THREADS_LOCAL) or ir.Function(
             module, ir.FunctionType(T.I32, [T.I32]), runtime.BLAS_THREADS_LOCAL)
         previous = b.call(control, [T.I32(1)])
     b.call(fn, args)
@@ -232,20 +242,36 @@ def _blas(ctx: StepContext, node: Node, A: Operand, B: Operand, C: Operand, offs
         b.call(control, [previous])
 
 
-def parallel_rows(plan: Plan, node: Node) -> int | None:
-    """Rows of a product split between two threads (each calling BLAS on its own row
-    blocks, or on one half of the shared dimension: :func:`k_split`, with one OpenBLAS
-    thread), or None to call BLAS once."""
+def split_way(plan: Plan, node: Node) -> str | None:
+    """How a product is shared between two threads: ``"rows"`` (row chunks), ``"k"``
+    (two halves of the shared dimension, :func:`k_split`), ``"cols"`` (column chunks,
+    for products with too few rows to split: a convolution's ``weight @ columns``), or
+    None (one call on the calling thread).  Among the splits a product allows, the
+    cheapest by :func:`split_costs`."""
     A, B, C, batch = operands(plan, node)
     m, k, n = A.rows, A.cols, B.cols
     if threads() < 2 or not _use_blas(node, A, B) or m * n * k < PARALLEL_GEMM_WORK:
         return None
     how = _kernel_kind(node, A, B, C)
     if how:
-        return m if m >= 2 * gemm_kernel.row_granule(node.dtype, how) else None
-    if m < 2 * ROW_BLOCK or runtime.blas_thread_control() is None:
+        return "rows" if m >= 2 * gemm_kernel.row_granule(node.dtype, how) else None
+    if runtime.blas_thread_control() is None:
         return None
-    return m
+    costs = split_costs(plan, node)
+    return min(costs, key=costs.get) if costs else None
+
+
+def parallel_rows(plan: Plan, node: Node) -> int | None:
+    """Rows of a product split between two threads by rows or along K (each thread
+    calling BLAS on its own row blocks, or on one half of the shared dimension:
+    :func:`k_split`, with one OpenBLAS thread), or None."""
+    return operands(plan, node)[0].rows if split_way(plan, node) in ("rows", "k") else None
+
+
+def parallel_cols(plan: Plan, node: Node) -> int | None:
+    """Columns of a product split between two threads by columns (each BLAS call packs
+    all of A again: cheap when A has few rows), or None."""
+    return operands(plan, node)[1].cols if split_way(plan, node) == "cols" else None
 
 
 def row_chunking(plan: Plan, node: Node) -> tuple[int, int]:
@@ -265,16 +291,22 @@ def row_chunking(plan: Plan, node: Node) -> tuple[int, int]:
 def split_costs(plan: Plan, node: Node) -> dict[str, int]:
     """Extra work (in elements packed by BLAS, ~0.16 ns each here) of each way to split a
     product between the two threads: ``rows`` -- every row chunk's GEMM packs all of B
-    again (K*N per extra chunk); ``k`` -- the private partial product is written and
-    added (``K_MERGE_COST`` per output element) after a barrier (``K_SYNC_COST``); only
-    without batch dimensions and with halves of at least ``BLAS_MIN_DIM``.  (A column
-    split would pack A again, M*K: never cheaper than both here, not implemented.)  A
-    product on the IR GEMM (:mod:`.gemm_kernel`) packs nothing: rows cost 0."""
+    again (K*N per extra chunk), at least two blocks of ``ROW_BLOCK`` rows; ``k`` -- the
+    private partial product is written and added (``K_MERGE_COST`` per output element)
+    after a barrier (``K_SYNC_COST``); only without batch dimensions and with halves of
+    at least ``BLAS_MIN_DIM``; ``cols`` -- every column chunk's GEMM packs all of A
+    again (M*K per extra chunk), only for products with too few rows for a row split
+    (the others were tuned with rows and K).  A product on the IR GEMM
+    (:mod:`.gemm_kernel`) packs nothing: rows cost 0."""
     A, B, C, batch = operands(plan, node)
     m, k, n = A.rows, A.cols, B.cols
     if _kernel_kind(node, A, B, C):
         return {"rows": 0}                    # the IR GEMM packs nothing
-    costs = {"rows": (row_chunks(m, ROWS_PER_CHUNK) - 1) * k * n}
+    costs = {}
+    if m >= 2 * ROW_BLOCK:
+        costs["rows"] = (row_chunks(m, ROWS_PER_CHUNK) - 1) * k * n
+    elif n >= 2 * COL_BLOCK:
+        costs["cols"] = (row_chunks(n, COLS_PER_CHUNK) - 1) * m * k
     if not batch and k >= 2 * BLAS_MIN_DIM and m * n * node.dtype.itemsize <= K_PARTIAL_MAX_BYTES:
         costs["k"] = K_MERGE_COST * m * n + K_SYNC_COST
     return costs
@@ -286,10 +318,7 @@ def k_split(plan: Plan, node: Node) -> int | None:
     computes ``C = A[:, :k0] @ B[:k0]``, chunk 1 ``P = A[:, k0:] @ B[k0:]`` into a
     private buffer, then row chunks add ``C += P`` (always in this order) and run the
     fused loop.  ``k0`` is a multiple of 8 for large K (aligned halves)."""
-    if parallel_rows(plan, node) is None:
-        return None
-    costs = split_costs(plan, node)
-    if "k" not in costs or costs["k"] >= costs["rows"]:
+    if split_way(plan, node) != "k":
         return None
     k = operands(plan, node)[0].cols
     k0 = (k + 1) // 2
@@ -321,6 +350,17 @@ def emit_rows(ctx: StepContext, node: Node, lo: ir.Value, hi: ir.Value) -> None:
         gemm_kernel.emit(ctx, node.dtype, A, B, C, offs, rows=(lo, hi))
     else:
         _blas(ctx, node, A, B, C, offs, rows=(lo, hi))
+    nest.close()
+
+
+def emit_cols(ctx: StepContext, node: Node, lo: ir.Value, hi: ir.Value) -> None:
+    """Columns [lo, hi) of every batch element (the range function of a product split by
+    columns: BLAS only, see :func:`split_way`)."""
+    A, B, C, batch = operands(ctx.plan, node)
+    b = ctx.b
+    nest = LoopNest(b, batch, "b")
+    offs = [strided_offset(b, X.offset, X.batch_strides, nest.indices) for X in (A, B, C)]
+    _blas(ctx, node, A, B, C, offs, cols=(lo, hi))
     nest.close()
 
 

@@ -247,3 +247,58 @@ def test_both_operands_transposed(dtype):
     f = symgrad.compile(lambda xt, wt, b: (xt.T @ wt.T + b).tanh(), backend="llvm")
     assert ".gemm.pk" in f.lower(xt, wt, b).compile().as_text("llvm")
     np.testing.assert_allclose(f(xt, wt, b), np.tanh(_ref(x, w) + b), **TOL[dtype])
+
+
+# (batch, m, k, n) of BLAS products with too few rows for row chunks: a convolution's
+# weight @ columns (32 x 144 @ 144 x 12544), odd sizes, a batch with A broadcast
+COLUMN_SHAPES = [((), 32, 144, 12544), ((), 20, 77, 13631), ((), 9, 301, 4099),
+                 ((2,), 17, 120, 9001)]
+
+
+@pytest.mark.parametrize("layout", ["w", "T"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("batch,m,k,n", COLUMN_SHAPES)
+def test_short_wide_blas_product_split_by_columns(batch, m, k, n, dtype, layout):
+    """Too few rows for row chunks: column chunks, each a single-threaded BLAS call
+    (none on OpenBLAS's own pool), bias and tanh after; the same bits call after call."""
+    rng = np.random.default_rng(7)
+    w = (rng.standard_normal((m, k)) / np.sqrt(k)).astype(dtype)
+    x = rng.standard_normal(batch + (k, n)).astype(dtype)
+    b = rng.standard_normal((m, 1)).astype(dtype)
+    if layout == "w":
+        args, f = (w, x, b), symgrad.compile(lambda w, x, b: (w @ x + b).tanh(), backend="llvm")
+    else:
+        xt = np.ascontiguousarray(np.swapaxes(x, -1, -2))
+        args = (np.ascontiguousarray(w.T), xt, b)
+        f = symgrad.compile(lambda wt, xt, b: (wt.T @ xt.transpose(-1, -2) + b).tanh(),
+                            backend="llvm")
+    exe = f.lower(*args).compile()
+    node = next(s.node for s in exe.plan.steps if getattr(getattr(s, "node", None), "op", "") == "matmul")
+    text = exe.as_text("llvm")
+    assert ".gemm." not in text
+    if SPLITS:
+        assert matmul.split_way(exe.plan, node) == "cols"
+        assert re.search(r'define internal void @"[^"]*\.matmul\.chunks"', text)
+        assert not [n for n in _functions(text) if n.endswith(".kpart")]
+    ref = np.tanh(w.astype(np.float64) @ x.astype(np.float64) + b)
+    first = f(*args)
+    np.testing.assert_allclose(first, ref, **TOL[dtype])
+    for _ in range(5):
+        assert np.array_equal(f(*args), first)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_short_product_with_long_k_splits_along_k(dtype):
+    """A convolution's weight gradient (32 x 12544 @ 12544 x 144): too few rows for row
+    chunks, a K split beats column chunks; torch's gradient."""
+    rng = np.random.default_rng(8)
+    g = rng.standard_normal((32, 12544)).astype(dtype)
+    cols = (rng.standard_normal((144, 12544)) / 100).astype(dtype)
+    f = symgrad.compile(lambda g, c: g @ c.T, backend="llvm")
+    exe = f.lower(g, cols).compile()
+    if SPLITS:
+        node = next(s.node for s in exe.plan.steps if getattr(getattr(s, "node", None), "op", "") == "matmul")
+        assert matmul.split_way(exe.plan, node) == "k"
+    want = (torch.tensor(g, dtype=torch.float64) @ torch.tensor(cols, dtype=torch.float64).T).numpy()
+    tol = dict(rtol=TOL[dtype]["rtol"] * 4, atol=TOL[dtype]["atol"] * 4)
+    np.testing.assert_allclose(f(g, cols), want, **tol)
