@@ -39,7 +39,7 @@ from ..lower.context import ConstPool, sanitize_fault_global
 from ..lower.loops import Loop
 from ..lower.reduce import acc_dtype, combine, identity
 from ..lower.sympy_ir import FormulaEmitter, compute_dtype
-from ..lower.matmul import BLAS_MIN_DIM, BLAS_MIN_WORK, BLAS_THREADED_WORK
+from ..lower.matmul import BLAS_MIN_DIM, BLAS_MIN_WORK
 from .errors import NotGeneric
 from .poly import Poly, affine
 from .views import RView, broadcast_to, contiguous, needs_copy, view_of
@@ -413,7 +413,7 @@ def _emit_matmul(f: _Fn, node: Node) -> None:
             with loops:
                 _matmul_loops(f, node, A, B, C, m, k, n)
             with blas:
-                _blas_call(f, node, A, B, C, m, k, n, layouts, work)
+                _blas_call(f, node, A, B, C, m, k, n, layouts)
     else:
         _matmul_loops(f, node, A, B, C, m, k, n)
 
@@ -482,7 +482,7 @@ def _positive(p: Poly) -> bool:
     return p.value >= 1 if p.is_const else (all(c >= 0 for c in p.c) and p.c[-1] > 0)
 
 
-def _blas_call(f: _Fn, node: Node, A: RView, B: RView, C: RView, m, k, n, layouts, work) -> None:
+def _blas_call(f: _Fn, node: Node, A: RView, B: RView, C: RView, m, k, n, layouts) -> None:
     b, module = f.b, f.b.module
     dt = node.dtype
     ety = T.storage_type(dt)
@@ -517,14 +517,10 @@ def _blas_call(f: _Fn, node: Node, A: RView, B: RView, C: RView, m, k, n, layout
     if control is None:
         b.call(fn, args)
         return
-    # one OpenBLAS thread below BLAS_THREADED_WORK, as codegen.lower.matmul does
-    previous = cell(T.I32, T.I32(-1))
-    with b.if_then(b.icmp_signed("<", work, T.I64(BLAS_THREADED_WORK))):
-        b.store(b.call(control, [T.I32(1)]), previous)
+    # one OpenBLAS thread, as codegen.lower.matmul does (its pool thrashes under load)
+    previous = b.call(control, [T.I32(1)])
     b.call(fn, args)
-    before = b.load(previous)
-    with b.if_then(b.icmp_signed(">=", before, T.I32(0))):
-        b.call(control, [before])
+    b.call(control, [previous])
 
 
 def _emit_index(f: _Fn, node: Node, node_id: int) -> None:
