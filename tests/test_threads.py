@@ -329,3 +329,24 @@ def test_native_limit_is_applied_and_restored_in_this_process():
     assert symgrad.get_num_threads() == 3
     if worker.mailbox() is not None:
         assert worker.mailbox()["solo"] == 0
+
+
+def test_eager_products_run_on_one_openblas_thread_and_restore_it():
+    """Eager products of moderate size run with OpenBLAS's per-thread count at 1 (its
+    spinning pool thrashes on a busy machine) and leave the count as it was; the values
+    are numpy's (1-D, batched, both dtypes)."""
+    from symgrad import blas_local
+    rng = np.random.default_rng(3)
+    cases = [((300, 200), (200, 100)), ((7, 64, 40), (40, 50)), ((500,), (500, 300)),
+             ((3, 1, 90, 80), (2, 80, 70))]
+    for dtype in (np.float32, np.float64):
+        for sa, sb in cases:
+            a, b = rng.standard_normal(sa).astype(dtype), rng.standard_normal(sb).astype(dtype)
+            got = blas_local.matmul(a, b)
+            assert got.dtype == dtype
+            np.testing.assert_allclose(got, torch.matmul(torch.tensor(a), torch.tensor(b)).numpy(),
+                                       rtol=1e-4 if dtype == np.float32 else 1e-10, atol=1e-4)
+    for fn in blas_local._controls():
+        before = fn(3)
+        blas_local.matmul(np.ones((400, 400)), np.ones((400, 400)))
+        assert fn(before) == 3

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import blas_local
 from ..graph.shapes import broadcast_shapes, numel
 from . import lax
 from .define import primitive
@@ -87,7 +88,7 @@ def _batch_mismatch(batch, k, b):
                            f"[{n}, {k}] but got: [{n}, {b[-2]}].")
 
 
-primitive("matmul", 2, _matmul_shape, lambda a, b: np.matmul(a, b), saves=(0, 1),
+primitive("matmul", 2, _matmul_shape, blas_local.matmul, saves=(0, 1),
           grad_name="MmBackward0", family="linalg", vjp=_matmul_vjp)
 
 
