@@ -4,6 +4,10 @@ unloaded; both dtypes."""
 from __future__ import annotations
 
 import gc
+import os
+import subprocess
+import sys
+import textwrap
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -90,3 +94,33 @@ def test_unloading_the_code_frees_its_arena(monkeypatch):
     del exe, lowered
     gc.collect()
     assert len(released) == 1
+
+
+def test_a_forked_child_uses_its_copy_of_the_kept_arena():
+    """After a call the module's slot holds the arena; a forked child (which inherits the
+    slot and a copy of the memory) and the parent both keep computing torch's answers."""
+    code = textwrap.dedent("""
+        import os, sys, numpy as np, symgrad, torch
+        sys.path.insert(0, %r)
+        from test_arena import _compiled, _inputs, _torch, _check
+        rng = np.random.default_rng(4)
+        args = [_inputs(rng, np.float64) for _ in range(3)]
+        want = [_torch(x, w) for x, w in args]
+        f = _compiled()
+        _check(f(*args[0]), want[0], np.float64)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                for i in (1, 2, 0, 1):
+                    _check(f(*args[i]), want[i], np.float64)
+            except BaseException:
+                os._exit(1)
+            os._exit(0)
+        for i in (2, 1, 0):
+            _check(f(*args[i]), want[i], np.float64)
+        _, status = os.waitpid(pid, 0)
+        print("ok" if os.waitstatus_to_exitcode(status) == 0 else "child failed")
+    """ % os.path.dirname(os.path.abspath(__file__)))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() == "ok"
