@@ -3,13 +3,14 @@
 Kinds (one per node):
 
 * ``leaf``   -- ``input`` and ``const`` (storage provided by the caller / the module);
-* ``view``   -- reshape, expand, permute, slice, select, flip: index arithmetic only;
+* ``view``   -- reshape, expand, permute, slice, select, flip, shear, windows: index
+  arithmetic only;
 * ``ew``     -- elementwise (``fused``, every formula primitive, cast, full, iota):
   computed inside a loop at any index, never needs storage of its own unless chosen;
 * ``reduce`` -- sum, mean, amax, amin, prod: accumulated inside a loop over its input;
 * ``window`` -- pad_slice, cat: storage whose parts are written by loops;
 * ``opaque`` -- matmul, take, gather, gather_scatter, scatter_add, index_put, argmax,
-  argmin, cumsum: a lowering of its own reading materialised arguments;
+  argmin, cumsum, col2im: a lowering of its own reading materialised arguments;
 * ``numpy``  -- anything generated code does not handle (other dtypes, formulas with
   functions the emitter lacks, prod_others, ...): run by its numpy rule in a hybrid
   executable.  :func:`numpy_reason` says why.
@@ -32,7 +33,7 @@ __all__ = ["VIEW_OPS", "REDUCE_OPS", "WINDOW_OPS", "OPAQUE_OPS", "kind_of", "num
 VIEW_OPS = family_ops("view")                  # index arithmetic on the argument, no loop
 REDUCE_OPS = family_ops("reduction")           # reduction loops (codegen.lower.reduce)
 WINDOW_OPS = family_ops("window")              # piecewise reads (codegen.windows)
-OPAQUE_OPS = family_ops("linalg", "index", "arg-reduction", "scan")   # their own kernels
+OPAQUE_OPS = family_ops("linalg", "index", "arg-reduction", "scan", "window-sum")   # own kernels
 EW_STRUCTURAL = family_ops("creation") | {"cast"}   # elementwise loops without a formula
 
 

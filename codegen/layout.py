@@ -2,7 +2,7 @@
 
 A loop nest over a shape has loop indices ``i0, i1, ...``.  Inside it, a node is read
 at an *index map*: one :data:`Affine` expression of the loop indices per dimension of
-the node.  Layout primitives (expand, permute, slice, select, flip, shear, reshape that
+the node.  Layout primitives (expand, permute, slice, select, flip, shear, windows, reshape that
 only adds or removes size-1 dimensions) never move data: :func:`translate` rewrites the map
 of their result into the map of their argument.  A materialised array is a
 :class:`StridedView` (buffer, offset, strides in elements); the address of an element
@@ -150,6 +150,11 @@ def translate(op: str, attrs: dict, arg_shape: Sequence[int], out_shape: Sequenc
         for axis, by, stride, coef, offset, _ in attrs["pairs"]:
             out[axis] = add(scale(m[axis], stride, offset), scale(m[by], coef))
         return tuple(out)
+    if op == "windows":                     # kernel axes, then positions: x[.., s*p + d*i]
+        r = len(attrs["kernel"])
+        lead = len(arg_shape) - r
+        return m[:lead] + tuple(add(scale(m[lead + r + a], s), scale(m[lead + a], d))
+                                for a, (s, d) in enumerate(zip(attrs["stride"], attrs["dilation"])))
     if op == "reshape":
         pairs = squeeze_pairs(arg_shape, out_shape)
         if pairs is None:

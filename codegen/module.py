@@ -24,7 +24,7 @@ import llvmlite.ir as ir
 from symgrad.graph.primitives import family_of
 
 from . import types as T
-from .lower import indexing, matmul, misc, parallel
+from .lower import col2im, indexing, matmul, misc, parallel
 from .lower.context import ConstPool, StepContext
 from .lower.fused_loop import FusedLoop
 from .executable import STACK_ARENA, arena_release_name, heap_arena
@@ -37,7 +37,8 @@ __all__ = ["build_module", "STACK_ARENA", "segment_name"]
 PART_STEPS = 64          # steps called from one function of a long segment
 # the lowering of each family of opaque primitives (codegen.classify.OPAQUE_OPS); an index
 # kernel can fail at run time (an index out of range)
-_OPAQUE = {"linalg": matmul, "index": indexing, "arg-reduction": misc, "scan": misc}
+_OPAQUE = {"linalg": matmul, "index": indexing, "arg-reduction": misc, "scan": misc,
+           "window-sum": col2im}
 _FALLIBLE = "index"
 
 

@@ -147,3 +147,96 @@ def test_matmul_of_a_permuted_reshape_compiles():
     x, w = rng.normal(size=(2, 3, 4)), rng.normal(size=(5, 6))
     got = sg.compile(lambda a, b: b @ a.permute(1, 0, 2).reshape(6, 4))(x, w)
     np.testing.assert_allclose(got, w @ x.transpose(1, 0, 2).reshape(6, 4), rtol=1e-12)
+
+
+# ---- the windows view and col2im (windows along the last axes, one primitive each) -------
+# (input shape, kernel, stride, dilation): 1-D to 3-D, strides and dilations, odd sizes,
+# windows that leave the end unread, one window, kernel 1
+LAST_AXES = [
+    ((2, 3, 11), (3,), (2,), (2,)),
+    ((2, 3, 9, 8), (3, 3), (1, 1), (1, 1)),
+    ((1, 2, 13, 10), (2, 4), (3, 2), (2, 3)),
+    ((3, 7, 7), (5, 5), (1, 1), (1, 1)),
+    ((2, 5, 6), (5, 6), (1, 1), (1, 1)),
+    ((2, 1, 9, 9), (1, 1), (2, 3), (1, 1)),
+    ((2, 2, 5, 6, 7), (3, 2, 3), (1, 2, 1), (1, 1, 2)),
+]
+
+
+def _torch_windows(t, kernel, stride, dilation):
+    """The windows of ``t``'s last axes as torch's as_strided: kernel axes, then positions."""
+    r = len(kernel)
+    size, st = t.shape[-r:], t.stride()
+    spots = [(n - d * (k - 1) - 1) // s + 1 for n, k, s, d in zip(size, kernel, stride, dilation)]
+    shape = tuple(t.shape[:-r]) + tuple(kernel) + tuple(spots)
+    strides = st[:-r] + tuple(d * x for d, x in zip(dilation, st[-r:])) + \
+        tuple(s * x for s, x in zip(stride, st[-r:]))
+    return t.as_strided(shape, strides)
+
+
+def _col2im_torch(g, shape, kernel, stride, dilation):
+    """col2im by torch's autograd: the gradient of the windows (as_strided) view."""
+    x = torch.zeros(shape, dtype=torch.float64, requires_grad=True)
+    (_torch_windows(x, kernel, stride, dilation) * torch.tensor(g, dtype=torch.float64)).sum().backward()
+    return x.grad.numpy()
+
+
+def _col2im(g, size, stride, dilation):
+    return lax.apply("col2im", g, size=tuple(size), stride=tuple(stride),
+                     dilation=tuple(dilation))
+
+
+@pytest.mark.parametrize("shape, kernel, stride, dilation", LAST_AXES)
+def test_windows_of_the_last_axes_are_one_view(shape, kernel, stride, dilation):
+    x = rng.normal(size=shape)
+    r = len(kernel)
+    axes = tuple(range(len(shape) - r, len(shape)))
+    want = _torch_windows(torch.tensor(x), kernel, stride, dilation).numpy()
+    np.testing.assert_array_equal(lax.windows(sg.tensor(x), axes, kernel, stride, dilation).numpy(),
+                                  want)
+    f = sg.compile(lambda v: lax.windows(v, axes, kernel, stride, dilation) * 2, backend="llvm")
+    ops = [line.split("=")[1].split()[0] for line in f.lower(x).as_text("graph-raw").splitlines()
+           if " = " in line]
+    assert "windows" in ops and "shear" not in ops and "expand" not in ops
+    np.testing.assert_array_equal(f(x), want * 2)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("shape, kernel, stride, dilation", LAST_AXES)
+def test_col2im_is_torchs_window_gradient(shape, kernel, stride, dilation, dtype, sanitized):
+    """col2im eager (numpy rule) and compiled (LLVM, every access bounds-checked) equal
+    torch's gradient of the same windows; its own gradient is the windows again."""
+    r = len(kernel)
+    wshape = tuple(_torch_windows(torch.zeros(shape), kernel, stride, dilation).shape)
+    g = rng.normal(size=wshape).astype(dtype)
+    want = _col2im_torch(g, shape, kernel, stride, dilation)
+    tol = dict(rtol=1e-12, atol=1e-12) if dtype == np.float64 else dict(rtol=1e-5, atol=1e-5)
+    size = shape[-r:]
+    eager = _col2im(sg.tensor(g), size, stride, dilation).numpy()
+    assert eager.dtype == dtype
+    np.testing.assert_allclose(eager, want, **tol)
+    compiled = sg.compile(lambda v: _col2im(v, size, stride, dilation), backend="llvm")(g)
+    np.testing.assert_allclose(compiled, want, **tol)
+    u = rng.normal(size=shape).astype(dtype)            # <u, col2im(g)> = <windows(u), g>
+    _, dg = sg.value_and_grad(lambda v: (_col2im(v, size, stride, dilation) * sg.tensor(u)).sum(),
+                              backend="llvm")(g)
+    np.testing.assert_allclose(dg, _torch_windows(torch.tensor(u), kernel, stride, dilation).numpy(),
+                               **tol)
+
+
+def test_col2im_is_batched():
+    """vmap over col2im (and the windows in its gradient) is one program, equal to a loop."""
+    g = rng.normal(size=(4, 2, 3, 3, 5, 5))
+    f = lambda v: _col2im(v, (7, 7), (1, 1), (1, 1)).sum(0) ** 2           # noqa: E731
+    got = np.asarray(sg.vmap(f)(g))
+    want = np.stack([_col2im_torch(gi, (2, 7, 7), (3, 3), (1, 1), (1, 1)).sum(0) ** 2 for gi in g])
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    jac = np.asarray(sg.jacobian(lambda v: _col2im(v, (4,), (1,), (1,)).sum())(rng.normal(size=(2, 3))))
+    np.testing.assert_array_equal(jac, np.ones((2, 3)))
+
+
+def test_bad_col2im_and_windows_attributes_raise():
+    with pytest.raises(ValueError, match="reach past"):
+        _col2im(sg.tensor(np.ones((2, 3, 3, 5, 5))), (6, 6), (1, 1), (1, 1))
+    with pytest.raises(ValueError, match="do not fit"):
+        lax.apply("windows", sg.tensor(np.ones((2, 4))), kernel=(5,), stride=(1,), dilation=(1,))

@@ -8,7 +8,9 @@
     latch: br (i+1 < stop), body, exit
     exit:  results = phi [init, pre], [next, latch]
 
-``interleave=k`` tags the latch with ``llvm.loop.interleave.count`` k: the vectoriser
+``hints`` tag the latch with ``llvm.loop.<name>`` values (``{"unroll.count": 1}``: a
+short constant-trip loop stays a loop, so the vectoriser takes it rather than the loop
+around it); ``interleave=k`` is ``llvm.loop.interleave.count`` k: the vectoriser
 then runs k independent vector iterations side by side.  Loops whose body is one long
 dependency chain (vector exp/log/tanh polynomials, divisions) are latency-bound
 otherwise -- the out-of-order window holds barely more than one iteration of such a
@@ -62,9 +64,12 @@ class Loop:
     """One counted loop; the builder is left inside the body until :meth:`close`."""
 
     def __init__(self, b: ir.IRBuilder, start: ir.Value | int, stop: ir.Value | int, name: str,
-                 carried: Sequence[ir.Value] = (), interleave: int = 0) -> None:
+                 carried: Sequence[ir.Value] = (), interleave: int = 0,
+                 hints: dict[str, int] | None = None) -> None:
         self.b = b
-        self.interleave = interleave
+        self.hints = dict(hints or {})
+        if interleave > 1:
+            self.hints["interleave.count"] = interleave
         self.start, self.stop = as_i64(start), as_i64(stop)
         self.init = list(carried)
         fn = b.function
@@ -90,8 +95,8 @@ class Loop:
         for phi, v in zip(self.carried, next_values):
             phi.add_incoming(v, latch)
         br = b.cbranch(b.icmp_signed("<", nxt, self.stop), self.body, self.exit)
-        if self.interleave > 1:
-            br.set_metadata("llvm.loop", loop_id(b.module, {"interleave.count": self.interleave}))
+        if self.hints:
+            br.set_metadata("llvm.loop", loop_id(b.module, self.hints))
         b.position_at_end(self.exit)
         out = []
         for init, v in zip(self.init, next_values):

@@ -9,11 +9,10 @@ row.
 
 Each primitive family has one rule: elementwise (any arity, broadcasting), reductions
 and scans along axes, layout (reshape, expand, permute, slice, select, flip, shear,
-pad_slice, cat), matmul, the dense solvers (inv, solve, det, slogdet, cholesky, the SVD:
-numpy's LAPACK takes leading batch axes) and structured loops (their bodies batched).  A
-primitive without
-a rule (indexing, ...) makes :func:`batch_graph` return None and the caller falls back to
-unbatched graphs.
+pad_slice, cat, windows, col2im), matmul, the dense solvers (inv, solve, det, slogdet,
+cholesky, the SVD: numpy's LAPACK takes leading batch axes) and structured loops (their
+bodies batched).  A primitive without a rule (indexing, ...) makes :func:`batch_graph`
+return None and the caller falls back to unbatched graphs.
 
 >>> import numpy as np
 >>> from symgrad.graph.node import const
@@ -170,6 +169,11 @@ def _shear(node, args, flags, size):
                                             for a, b, *rest in node.attr("pairs")))
 
 
+def _trailing(node, args, flags, size):
+    """Primitives on an array's last axes (windows, col2im): the same attributes."""
+    return mk(node.op, args[0], **dict(node.attrs))
+
+
 def _cat(node, args, flags, size):
     rank = len(node.shape)
     parts = [_stacked(a, f, size) for a, f in zip(args, flags)]
@@ -258,6 +262,7 @@ def _loop(node, args, flags, size):
 _RULES: dict[str, Rule] = {
     "reshape": _reshape, "expand": _expand, "permute": _permute, "slice": _slice,
     "pad_slice": _pad_slice, "select": _select, "flip": _flip, "shear": _shear, "cat": _cat,
+    "windows": _trailing, "col2im": _trailing,
     "matmul": _matmul, "custom_vjp": _custom_vjp, "loop": _loop,
     **{op: _matrices for op in ("inv", "solve", "det", "cofactor", "slogdet_sign",
                                 "slogdet_logabs", "cholesky", "svd_factor")},

@@ -150,8 +150,9 @@ def _sanitize(d: "sympy.Expr") -> "sympy.Expr":
 # A primitive's family: what kind of computation it is, for every pass that treats a kind
 # alike (the backend's lowering, batching, fusion). Elementwise primitives are "elementwise"
 # ("fused" too: one elementwise kernel); the others are declared with theirs.
-FAMILIES = ("elementwise", "view", "window", "index", "reduction", "reduction-gradient",
-            "arg-reduction", "scan", "linalg", "conversion", "creation", "control", "other")
+FAMILIES = ("elementwise", "view", "window", "window-sum", "index", "reduction",
+            "reduction-gradient", "arg-reduction", "scan", "linalg", "conversion", "creation",
+            "control", "other")
 
 
 @dataclass(eq=False)

@@ -255,7 +255,9 @@ def windows(x, axes, kernel, stride, dilation):
     contiguous rows).  The windows must fit (``n >= dilation*(k - 1) + 1``).
 
     Windows that tile the axes (stride = kernel, no dilation: 2x2 max pooling) are a
-    reshape and a permute instead of a shear: their gradient is a copy, not a col2im."""
+    reshape and a permute: their gradient is a copy, not a col2im.  Other windows along
+    an array's last axes are the ``windows`` view (its gradient: ``col2im``), others a
+    broadcast, a permute and a shear."""
     shape, r, first = tuple(x.shape), len(axes), axes[0]
     plan = _windows_plan(shape, axes, kernel, stride, dilation)
     if plan[0] == "tiles":
@@ -265,6 +267,9 @@ def windows(x, axes, kernel, stride, dilation):
         split = shape[:first] + tuple(v for c, k in zip(counts, kernel) for v in (c, k))
         tiles = reshape(x, split)            # .., OH, KH, OW, KW
         return permute(tiles, order)
+    if tuple(axes) == tuple(range(len(shape) - r, len(shape))):   # convolutions, poolings
+        return apply("windows", x, kernel=tuple(kernel), stride=tuple(stride),
+                     dilation=tuple(dilation))
     # the kernel axes are broadcast last, then moved before the positions: the gradient
     # of the broadcast sums over trailing axes (unrolled in compiled loops that run
     # along the positions' contiguous rows; numpy reduces in memory order either way)
@@ -275,9 +280,10 @@ def windows(x, axes, kernel, stride, dilation):
 
 def windows_transpose(g, shape, axes, kernel, stride, dilation):
     """The transpose of :func:`windows` for an input of ``shape``, applied to ``g`` (of the
-    windows' shape): every window element's value added back where it was read (col2im)
-    -- the views' transposes and a sum over the kernel axes, primitives with VJPs of
-    their own (so this is differentiable again: its VJP is the windows)."""
+    windows' shape): every window element's value added back where it was read --
+    ``col2im`` for windows along the last axes, else the views' transposes and a sum over
+    the kernel axes; primitives with VJPs of their own (so this is differentiable again:
+    its VJP is the windows)."""
     shape, r = tuple(shape), len(axes)
     plan = _windows_plan(shape, axes, kernel, stride, dilation)
     if plan[0] == "tiles":
@@ -286,8 +292,11 @@ def windows_transpose(g, shape, axes, kernel, stride, dilation):
         if tiled != shape:
             x = pad_slice(x, shape, (0,) * len(shape), tiled, (1,) * len(shape))
         return x
-    _, perm, pairs = plan
     n = len(shape)
+    if tuple(axes) == tuple(range(n - r, n)):          # convolutions' and poolings' windows
+        return apply("col2im", g, size=shape[n - r:], stride=tuple(stride),
+                     dilation=tuple(dilation))
+    _, perm, pairs = plan
     y = shear_transpose(g, tuple(np.array(shape + tuple(kernel))[list(perm)].tolist()), pairs)
     y = permute(y, tuple(np.argsort(perm).tolist()))
     return sum(y, tuple(range(n, n + r)))

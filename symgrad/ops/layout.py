@@ -1,5 +1,5 @@
-"""Layout primitives: views (reshape, expand, permute, slice, select, flip, shear) and
-windows (pad_slice, cat) -- for each, its shape rule, numpy rule, what the eager tape
+"""Layout primitives: views (reshape, expand, permute, slice, select, flip, shear,
+windows), windows (pad_slice, cat) and the window sum (col2im) -- for each, its shape rule, numpy rule, what the eager tape
 saves and its VJP, declared once (:func:`symgrad.ops.define.primitive`).
 
 ``shear`` is the sliding-window view: along each of its ``pairs`` (axis, by, stride,
@@ -7,8 +7,16 @@ coef, offset, size), ``out[.., p, .., j, ..] = x[.., stride*p + coef*j + offset,
 (``p`` indexes ``axis``, ``j`` indexes ``by``).  On an input broadcast along new kernel
 axes it is every window of a convolution or a pooling (:func:`symgrad.ops.lax.windows`),
 without a copy; its VJP is a zero-filled (dilating) ``pad_slice`` read through a
-unit-stride shear the other way, so a window's gradient (col2im) is views, one pad and
-the sum over the kernel axes that undoes the broadcast -- primitives every backend has."""
+unit-stride shear the other way, so a window's gradient is views, one pad and the sum
+over the kernel axes that undoes the broadcast -- primitives every backend has.
+
+``windows`` is the sliding-window view of an array's last axes in one primitive (every
+convolution's and pooling's): ``out[.., i, .., p, ..] = x[.., s*p + d*i, ..]`` (kernel
+axes, then window positions).  Its VJP is ``col2im``: each window element's value
+added where the windows read it, ``out[.., s*p + d*i, ..] += g[.., i, .., p, ..]``,
+without the padded copy K times the input's size that the pad-and-shear form
+materialises (in eager numpy as much as in compiled loops); col2im's VJP is the
+windows of the cotangent."""
 from __future__ import annotations
 
 import numpy as np
@@ -198,6 +206,89 @@ def _cat_shape(av, *, axis):
 # detach() of a traced tensor (and any result computed under no_grad in a trace): the
 # value unchanged, no gradient through it -- JAX's stop_gradient.  simplify() removes it
 # once the gradient graph is built.
+
+
+def _windows_shape(av, *, kernel, stride, dilation):
+    shape, r = av[0][0], len(kernel)
+    if not (r >= 1 and len(stride) == len(dilation) == r and len(shape) >= r
+            and min(stride) >= 1 and min(dilation) >= 1 and min(kernel) >= 1):
+        raise ValueError(f"windows: invalid kernel {kernel}, stride {stride}, dilation "
+                         f"{dilation} for shape {tuple(shape)}")
+    lead, size = tuple(shape[:len(shape) - r]), shape[len(shape) - r:]
+    spans = [d * (k - 1) + 1 for k, d in zip(kernel, dilation)]
+    if any(n < span for n, span in zip(size, spans)):
+        raise ValueError(f"windows: kernel spans {spans} do not fit in {tuple(size)}")
+    spots = tuple((n - span) // s + 1 for n, span, s in zip(size, spans, stride))
+    return lead + tuple(kernel) + spots, av[0][1]
+
+
+def _windows_numpy(x, *, kernel, stride, dilation):
+    """A strided view of x (no copy)."""
+    shape = _windows_shape((((x.shape), None),), kernel=kernel, stride=stride,
+                           dilation=dilation)[0]
+    r = len(kernel)
+    lead, last = x.strides[:x.ndim - r], x.strides[x.ndim - r:]
+    strides = lead + tuple(d * t for d, t in zip(dilation, last)) + \
+        tuple(s * t for s, t in zip(stride, last))
+    if 0 in shape:
+        return np.zeros(shape, x.dtype)
+    return np.lib.stride_tricks.as_strided(x, shape, strides, writeable=False)
+
+
+def _windows_vjp(ctx, g):
+    k = ctx.kwargs
+    shape = ctx.in_avals[0][0]
+    return (lax.apply("col2im", g, size=tuple(shape[len(shape) - len(k["kernel"]):]),
+                      stride=k["stride"], dilation=k["dilation"]),)
+
+
+primitive("windows", 1, _windows_shape, _windows_numpy, grad_name="AsStridedBackward0",
+          family="view", vjp=_windows_vjp)
+
+
+def _col2im_parts(shape, size):
+    """(leading dims, kernel, window counts) of a col2im operand of ``shape``."""
+    r = len(size)
+    lead = tuple(shape[:len(shape) - 2 * r])
+    return lead, tuple(shape[len(lead):len(lead) + r]), tuple(shape[len(lead) + r:])
+
+
+def _col2im_shape(av, *, size, stride, dilation):
+    shape, r = av[0][0], len(size)
+    if not (r >= 1 and len(stride) == len(dilation) == r and len(shape) >= 2 * r
+            and min(stride) >= 1 and min(dilation) >= 1):
+        raise ValueError(f"col2im: invalid size {size}, stride {stride}, dilation {dilation} "
+                         f"for an operand of shape {tuple(shape)}")
+    lead, kernel, spots = _col2im_parts(shape, size)
+    for n, k, p, s, d in zip(size, kernel, spots, stride, dilation):
+        if k and p and s * (p - 1) + d * (k - 1) >= n:
+            raise ValueError(f"col2im: {p} windows of {k} (stride {s}, dilation {d}) reach "
+                             f"past {n}")
+    return lead + tuple(size), av[0][1]
+
+
+def _col2im_numpy(g, *, size, stride, dilation):
+    """One strided add per kernel element (each a plain slice: no overlap within it)."""
+    lead, kernel, spots = _col2im_parts(g.shape, size)
+    out = np.zeros(lead + tuple(size), g.dtype)
+    if 0 in kernel or 0 in spots:
+        return out
+    rest = (slice(None),) * len(size)
+    for at in np.ndindex(*kernel):
+        region = tuple(slice(d * i, d * i + s * (p - 1) + 1, s)
+                       for i, s, d, p in zip(at, stride, dilation, spots))
+        out[(Ellipsis,) + region] += g[(Ellipsis,) + at + rest]
+    return out
+
+
+def _col2im_vjp(ctx, g):
+    k = ctx.kwargs
+    kernel = _col2im_parts(ctx.in_avals[0][0], k["size"])[1]
+    return (lax.apply("windows", g, kernel=kernel, stride=k["stride"], dilation=k["dilation"]),)
+
+
+primitive("col2im", 1, _col2im_shape, _col2im_numpy, grad_name="Col2ImBackward0",
+          family="window-sum", vjp=_col2im_vjp)
 
 
 primitive("cat", -1, _cat_shape, lambda *xs, axis: np.concatenate(xs, axis=axis),
