@@ -1,8 +1,9 @@
 """Indexing with runtime int64 indices: take, gather, gather_scatter, scatter_add,
 index_put.
 
-Safety first: every step validates *all* its indices before touching memory.  numpy
-semantics: an index ``v`` in ``[-n, n)`` wraps (``v + n`` when negative); anything else
+Safety first: every step validates *all* its indices before touching memory -- except
+indices an argmax / argmin along an axis of the indexed length produced (max pooling's
+gather and its gradient): those are in ``[0, n)`` by construction.  numpy semantics: an index ``v`` in ``[-n, n)`` wraps (``v + n`` when negative); anything else
 stops the kernel with status 1 and an error record ``(step, v, axis, n)`` from which the
 caller raises ``IndexError: index v is out of bounds for axis a with size n`` -- never
 an out-of-bounds read or write.  Scatters accumulate in C order (``np.add.at``).
@@ -59,7 +60,28 @@ def _validate(ctx: StepContext, idx_node: Node, view: L.StridedView, size: int, 
     nest.close()
 
 
-def _wrap(b: ir.IRBuilder, v: ir.Value, size: int) -> ir.Value:
+def _in_range(idx_node: Node, size: int) -> bool:
+    """Whether every index ``idx_node`` holds is in ``[0, size)`` by construction: the
+    position an argmax / argmin found along an axis of ``size`` elements."""
+    if idx_node.op not in ("argmax", "argmin"):
+        return False
+    x = idx_node.args[0]
+    return len(x.shape) > 0 and x.shape[idx_node.attr("axis") % len(x.shape)] == size
+
+
+def _checked(ctx: StepContext, idx_node: Node, view: L.StridedView, size: int, axis: int,
+             step_id: int) -> bool:
+    """Validate the indices (see :func:`_validate`) unless they are in range by
+    construction; returns whether they may need wrapping (negative ones)."""
+    if _in_range(idx_node, size):
+        return False
+    _validate(ctx, idx_node, view, size, axis, step_id)
+    return True
+
+
+def _wrap(b: ir.IRBuilder, v: ir.Value, size: int, wrap: bool = True) -> ir.Value:
+    if not wrap:
+        return v
     return b.select(b.icmp_signed("<", v, T.I64(0)), b.add(v, T.I64(size)), v)
 
 
@@ -75,12 +97,12 @@ def _read_by_index(ctx: StepContext, node: Node, step_id: int):
     axis = node.attr("axis") % len(x.shape)
     vx, vi = ctx.plan.view(x), ctx.plan.view(idx)
     n = x.shape[axis]
-    _validate(ctx, idx, vi, n, axis, step_id)
-    return x, idx, axis, vx, vi, n, ctx.b, ctx.plan.storage[id(node)]
+    wrap = _checked(ctx, idx, vi, n, axis, step_id)
+    return x, idx, axis, vx, vi, n, ctx.b, ctx.plan.storage[id(node)], wrap
 
 
 def _take(ctx: StepContext, node: Node, step_id: int) -> None:
-    x, idx, axis, vx, vi, n, b, out = _read_by_index(ctx, node, step_id)
+    x, idx, axis, vx, vi, n, b, out, _ = _read_by_index(ctx, node, step_id)
     nest = LoopNest(b, node.shape, "t")
     ind = nest.indices
     k = len(idx.shape)
@@ -93,12 +115,12 @@ def _take(ctx: StepContext, node: Node, step_id: int) -> None:
 
 
 def _gather(ctx: StepContext, node: Node, step_id: int) -> None:
-    x, idx, axis, vx, vi, n, b, out = _read_by_index(ctx, node, step_id)
+    x, idx, axis, vx, vi, n, b, out, wrap = _read_by_index(ctx, node, step_id)
     strides = tuple(0 if x.shape[d] == 1 and d != axis else s for d, s in enumerate(vx.strides))
     vx = L.StridedView(vx.buffer, vx.shape, strides, vx.offset)
     nest = LoopNest(b, node.shape, "g")
     ind = list(nest.indices)
-    pos = _wrap(b, _index(ctx, vi, ind, idx.dtype), n)
+    pos = _wrap(b, _index(ctx, vi, ind, idx.dtype), n, wrap)
     value = _load(ctx, vx, ind[:axis] + [pos] + ind[axis + 1:], x.dtype)
     off = strided_offset(b, 0, L.contiguous_strides(node.shape), ind)
     T.store(b, value, ctx.elem(out, off), out.dtype)
@@ -117,12 +139,12 @@ def _gather_scatter(ctx: StepContext, node: Node, step_id: int) -> None:
     size = node.attr("size")
     vg, vi = ctx.plan.view(g), ctx.plan.view(idx)
     vg = L.StridedView(vg.buffer, idx.shape, _broadcast_strides(vg, idx.shape), vg.offset)
-    _validate(ctx, idx, vi, size, axis, step_id)
+    wrap = _checked(ctx, idx, vi, size, axis, step_id)
     b, out = ctx.b, ctx.plan.storage[id(node)]
     ctx.memset0(out)
     nest = LoopNest(b, idx.shape, "s")
     ind = list(nest.indices)
-    pos = _wrap(b, _index(ctx, vi, ind, idx.dtype), size)
+    pos = _wrap(b, _index(ctx, vi, ind, idx.dtype), size, wrap)
     cs = L.contiguous_strides(node.shape)
     off = strided_offset(b, 0, cs, ind[:axis] + [pos] + ind[axis + 1:])
     _accumulate(ctx, out, off, _load(ctx, vg, ind, g.dtype))

@@ -560,3 +560,30 @@ def test_costly_loops_are_interleaved_cheap_ones_left_to_llvm():
     assert "llvm.loop.interleave.count" not in cheap.lower(x).compile().as_text("llvm")
     assert abs(float(costly(x)) - math.fsum(np.exp(x) + np.tanh(x))) <= 1e-13 * x.size
     assert abs(float(cheap(x)) - math.fsum(x * 3 + 1)) <= 1e-13 * x.size
+
+
+@pytest.mark.usefixtures("machine")
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_argmax_indices_need_no_bounds_check(dtype):
+    """A gather (and its gradient, gather_scatter) by the positions an argmax found along
+    an axis of the same length skips the index check (in range by construction); max
+    pooling's value and gradient still equal torch's."""
+    x = RNG.standard_normal((3, 5, 4, 7)).astype(dtype)
+    g = RNG.standard_normal((3, 5, 1, 7)).astype(dtype)
+
+    def pool(lib, v):
+        at = v.argmax(2, keepdim=True)
+        return lib.gather(v, 2, at)
+    f = symgrad.compile(lambda v: pool(symgrad, v), backend="llvm")
+    vg = symgrad.value_and_grad(lambda v, w: (pool(symgrad, v) * w).sum(), backend="llvm")
+    assert "index.error" not in f.lower(x).compile().as_text("llvm")
+    assert "index.error" not in vg.lower(x, g).compile().as_text("llvm")
+    xt = torch.tensor(x, requires_grad=True)
+    want = pool(torch, xt)
+    (want * torch.tensor(g)).sum().backward()
+    _close(f(x), want.detach().numpy(), dtype)
+    value, grad = vg(x, g)
+    _close(grad, xt.grad.numpy(), dtype)
+    bad = symgrad.compile(lambda v, i: symgrad.gather(v, 2, i), backend="llvm")
+    with pytest.raises(IndexError):                        # other indices are still checked
+        bad(x, np.full((3, 5, 1, 7), 4))
