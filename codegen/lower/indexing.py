@@ -3,7 +3,8 @@ index_put.
 
 Safety first: every step validates *all* its indices before touching memory -- except
 indices an argmax / argmin along an axis of the indexed length produced (max pooling's
-gather and its gradient): those are in ``[0, n)`` by construction.  numpy semantics: an index ``v`` in ``[-n, n)`` wraps (``v + n`` when negative); anything else
+gather and its gradient): those are in ``[0, n)`` by construction.  numpy semantics: an
+index ``v`` in ``[-n, n)`` wraps (``v + n`` when negative); anything else
 stops the kernel with status 1 and an error record ``(step, v, axis, n)`` from which the
 caller raises ``IndexError: index v is out of bounds for axis a with size n`` -- never
 an out-of-bounds read or write.  Scatters accumulate in C order (``np.add.at``).
@@ -62,8 +63,10 @@ def _validate(ctx: StepContext, idx_node: Node, view: L.StridedView, size: int, 
 
 def _in_range(idx_node: Node, size: int) -> bool:
     """Whether every index ``idx_node`` holds is in ``[0, size)`` by construction: the
-    position an argmax / argmin found along an axis of ``size`` elements."""
-    if idx_node.op not in ("argmax", "argmin"):
+    position an argmax / argmin found along an axis of ``size`` > 0 elements (its kernel
+    starts at position 0 and only ever moves to a position of its loop over that axis;
+    an empty axis keeps the check)."""
+    if idx_node.op not in ("argmax", "argmin") or size <= 0:
         return False
     x = idx_node.args[0]
     return len(x.shape) > 0 and x.shape[idx_node.attr("axis") % len(x.shape)] == size
