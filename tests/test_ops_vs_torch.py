@@ -587,6 +587,23 @@ def test_argmax_argmin(op, shape):
         check(lambda m, t: getattr(m, op)(t, dim=d, keepdim=True), x)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64, np.uint8])
+@pytest.mark.parametrize("shape,dim", [((64, 3, 4, 7, 9), 2), ((4099, 2), 1), ((3, 9, 301), 0),
+                                       ((2, 16, 130), 1)], ids=str)
+def test_argmax_along_a_short_axis_of_a_large_array(shape, dim, dtype):
+    """Short axes of large arrays take a whole-array pass per element (max pooling's
+    windows): first maximum on ties, NaN wins (its first occurrence), infinities."""
+    rng = np.random.default_rng(11)
+    x = (rng.standard_normal(shape) * 2).astype(dtype) if dtype != np.uint8 else \
+        rng.integers(0, 4, shape).astype(dtype)
+    if np.dtype(dtype).kind == "f":
+        flat = x.reshape(-1)
+        for value in (np.nan, np.inf, -np.inf, 0.0, -0.0):
+            flat[rng.integers(0, x.size, 40)] = value
+    check(lambda m, t: m.argmax(t, dim), x)
+    check(lambda m, t: m.argmax(t, dim, keepdim=True), x)
+
+
 def test_argmax_ties_pick_the_first():
     x = np.array([[1.0, 3.0, 3.0], [2.0, 2.0, 2.0]])
     check(lambda m, t: m.argmax(t, 1), x)
