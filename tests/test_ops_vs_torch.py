@@ -1481,3 +1481,33 @@ def test_random_reductions(seed):
             _run_both(lambda t: f(torch_or_sg(t), t), lambda m: m.tensor(x))
             continue
         check(f, x)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.int64, np.int32,
+                                   np.uint8])
+def test_large_selects_equal_numpys_where_bit_for_bit(dtype):
+    """The eager backward's where on large arrays (a bit-mask select): numpy's where's
+    values and dtype, bit for bit (NaN, -0.0, infinities), scalars and broadcasting."""
+    from symgrad.ops import lax
+    rng = np.random.default_rng(12)
+    c = rng.random((64, 3, 41)) < 0.5
+    a = (rng.standard_normal((64, 3, 41)) * 50).astype(dtype)
+    b = (rng.standard_normal((3, 41)) * 50).astype(dtype)
+    if np.dtype(dtype).kind == "f":
+        a.reshape(-1)[:6] = [np.nan, -0.0, np.inf, -np.inf, 0.0, np.nan]
+    for args in ((c, a, b), (c, 0, a), (c, a, 0), (c, 2, b), (c[:, :1], a, b)):
+        got = lax.where(*args)
+        like = args[2].dtype if isinstance(args[2], np.ndarray) else args[1].dtype
+        want = np.where(*args).astype(like)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        assert got.tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_relu_gradient_of_a_large_tensor_with_nan_cotangents(dtype):
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal((64, 8, 20)).astype(dtype)
+    g = rng.standard_normal(x.shape).astype(dtype)
+    g.reshape(-1)[::97] = np.nan
+    g.reshape(-1)[::101] = np.inf
+    check(lambda m, t: m.autograd.grad(m.relu(t), t, m.tensor(g))[0], x, grad=False)
