@@ -56,6 +56,7 @@ _Aval = namedtuple("_Aval", "shape dtype")
 
 
 _FAST_KEYS_PER_ENTRY = 16    # bound of the fast-key table, per cache entry
+_VARIANTS_PER_KEY = 4        # programs kept per signature whose guards no longer hold
 
 
 class _Entry:
@@ -90,8 +91,9 @@ class _Entry:
     def stale(self) -> str | None:
         """Why this entry's program does not fit the world now (a closed-over tensor's
         shape or dtype, a guard of its effects), or None."""
-        for t, (shape, dt) in zip(self.closure, self.guards):
-            if tuple(t.shape) != shape or t.dtype is not dt:
+        for t, (shape, dt) in zip(self.closure, self.guards):     # (per call: no Size)
+            if (t._data.shape if t._node is None else t._node.shape) != shape \
+                    or t._dtype is not dt:
                 return (f"closed-over tensor of shape {list(shape)} {dt.name} changed to "
                         f"{list(t.shape)} {t.dtype.name}")
         return self.effects.stale() if self.effects is not None else None
@@ -114,6 +116,8 @@ class Compiled:
             self._target = make_target(target)      # a bad target fails here, clearly
         self.transform = transform or Identity()
         self._cache: OrderedDict = OrderedDict()       # full signature -> entry (LRU)
+        self._variants: dict = {}    # signature -> entries kept for another state of the
+                                     # world (a module's train / eval mode), oldest first
         self._fast: dict = {}                          # cheap per-call key -> entry
         self._maxsize = maxsize or settings.cache_size
         self.hits = self.misses = 0
@@ -183,6 +187,9 @@ class Compiled:
         stale = None
         if entry is not None and entry.key in self._cache:
             stale = entry.stale()
+            if stale is not None and (other := self._variant_for(entry)) is not None:
+                entry, stale = other, None
+                self._fast[fkey] = other
             if stale is None and entry.dynamic is not None:
                 entry = self._maybe_specialise(entry, fkey, args)
             if stale is None:
@@ -192,14 +199,15 @@ class Compiled:
                 self._install_fast_path(entry, leaves, args)
                 return out
             self._miss(stale)
-            del self._cache[entry.key]
-            self._evict(entry)
+            self._park(self._cache.pop(entry.key))
         if any(isinstance(v, Tensor) and v._data is None for v in leaves):
             return self._inline(args)
         key, leaves, names = self._signature(args)
         entry = self._cache.get(key)
         if entry is None and stale is None:
             entry = self._generic_for(args, key, names)
+        elif entry is not None and entry.stale() is not None:
+            entry = self._variant_for(entry) or entry
         if entry is not None and entry.stale() is None:   # known, new fast key
             self.hits += 1
             self._cache.move_to_end(entry.key)
@@ -487,6 +495,8 @@ class Compiled:
                 persist.store(disk_key, exe, lowered.signature[2], lowered.aux)
         entry.effects = tr.effects
         entry.key = key
+        if key in self._cache:            # a program for another state of the world
+            self._park(self._cache.pop(key))
         self._cache[key] = entry
         self._last_names = names
         while len(self._cache) > self._maxsize:
@@ -495,9 +505,39 @@ class Compiled:
             self._fast = {k: e for k, e in self._fast.items() if e.key in self._cache}
         return entry
 
+    def _variant_for(self, entry: _Entry) -> "_Entry | None":
+        """A kept program of ``entry``'s signature that fits the world now (the guards it
+        was traced under hold again: ``model.train()`` after an ``eval()`` call), swapped
+        into the cache in place of ``entry`` (kept in turn); None if there is none."""
+        kept = self._variants.get(entry.key, ())
+        other = next((v for v in kept if v.stale() is None), None)
+        if other is None:
+            return None
+        kept.remove(other)
+        self._park(self._cache.pop(entry.key))
+        self._cache[other.key] = other
+        return other
+
+    def _park(self, entry: _Entry) -> None:
+        """Keep an entry that left the cache because the world changed (its guards, a
+        closed-over tensor's shape): a later call may fit it again.  At most
+        :data:`_VARIANTS_PER_KEY` per signature; the oldest is forgotten."""
+        self._fast = {k: e for k, e in self._fast.items() if e is not entry}
+        kept = self._variants.setdefault(entry.key, [])
+        kept.append(entry)
+        if len(kept) > _VARIANTS_PER_KEY:
+            self._forget(kept.pop(0))
+
     def _evict(self, entry: _Entry) -> None:
-        """Forget an entry that left the cache so its machine code can be freed: its
-        calls stay counted, no fast key or native fast path refers to it any more."""
+        """Forget an entry that left the cache, and the programs kept for other states of
+        its signature (see :meth:`_park`)."""
+        self._forget(entry)
+        for other in self._variants.pop(entry.key, ()):
+            self._forget(other)
+
+    def _forget(self, entry: _Entry) -> None:
+        """Forget an entry so its machine code can be freed: its calls stay counted, no
+        fast key or native fast path refers to it any more."""
         self._evicted_native += self._entry_native_calls(entry)
         self._fast = {k: e for k, e in self._fast.items() if e is not entry}
         if getattr(type(self), "_native_for", None) is entry:
@@ -550,8 +590,9 @@ class Compiled:
                          self._maxsize)
 
     def _native_hits(self) -> int:
+        kept = [e for es in self._variants.values() for e in es]
         return self._evicted_native + sum(self._entry_native_calls(e)
-                                          for e in self._cache.values())
+                                          for e in [*self._cache.values(), *kept])
 
     @staticmethod
     def _entry_native_calls(entry: _Entry) -> int:
@@ -568,6 +609,10 @@ class Compiled:
             variant.cache_clear()
         for entry in list(self._cache.values()):
             self._evict(entry)
+        for kept in list(self._variants.values()):
+            for entry in kept:
+                self._forget(entry)
+        self._variants.clear()
         self._cache.clear()
         self._fast.clear()
         self._dynamic_patterns.clear()

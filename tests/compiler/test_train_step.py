@@ -134,6 +134,59 @@ def test_batchnorm_running_statistics_update_in_the_compiled_step(dtype, momentu
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+def test_train_and_eval_programs_are_both_kept(dtype):
+    """A compiled function called in train and eval mode by turns compiles once per mode
+    (the program of the other mode is kept), not once per switch; each call equals torch
+    eager, and train mode's running statistics updates are those of torch."""
+    model, tmodel = _model(sg, dtype, True), _model(torch, dtype, True)
+    opt = sg.optim.SGD(model.parameters(), lr=0.1)
+    topt = torch.optim.SGD(tmodel.parameters(), lr=0.1)
+    step = _compiled_step(model, opt)
+
+    @sg.compile
+    def forward(x):
+        return model(x)
+    for i, (x, y) in enumerate(_batches(dtype, 8)):
+        mode = i % 2 == 0
+        model.train(mode)
+        tmodel.train(mode)
+        want = tmodel(torch.tensor(x)).detach().numpy()
+        np.testing.assert_allclose(forward(x), want, **TOL[dtype])
+        if mode:                     # a training step between, as a training loop has
+            want = _torch_steps(tmodel, topt, [(x, y)])
+            np.testing.assert_allclose(float(step(x, y)), want[0], **TOL[dtype])
+    assert forward.cache_info().misses == 2
+    assert forward.cache_info().hits == 6
+    assert step.cache_info().misses == 1 and step.cache_info().hits == 3
+    _same_state(model, opt, tmodel, topt, dtype)
+
+
+def test_kept_programs_per_signature_are_bounded():
+    """Programs kept for other states of a signature's world are bounded: with eight
+    combinations of three modules' modes, the last few are kept (a call in one of those
+    compiles nothing), older ones compile again; every call answers as torch does."""
+    from symgrad.compiler import dispatcher
+    model, tmodel = _model(sg, np.float64), _model(torch, np.float64)
+    f = sg.compile(lambda x: model(x))
+    x = _batches(np.float64, 1)[0][0]
+    want = tmodel(torch.tensor(x)).detach().numpy()
+    combos = [tuple(bool(k >> j & 1) for j in range(3)) for k in range(8)]
+
+    def call(combo):
+        for module, mode in zip(model, combo):
+            module.train(mode)
+        np.testing.assert_allclose(f(x), want, rtol=1e-12, atol=1e-14)
+    for combo in combos:
+        call(combo)
+    assert sum(map(len, f._variants.values())) == dispatcher._VARIANTS_PER_KEY
+    assert f.cache_info().misses == 8
+    call(combos[-2])                       # kept: no compile
+    assert f.cache_info().misses == 8
+    call(combos[0])                        # forgotten: compiled again
+    assert f.cache_info().misses == 9
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_options_changed_between_calls_are_read_per_call(dtype):
     """A scheduler's lr, a changed momentum or betas: no recompile, the update uses the
     new values, as torch's eager step does."""
