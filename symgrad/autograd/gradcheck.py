@@ -28,6 +28,7 @@ import numpy as np
 from .. import dispatch
 from ..errors import TracerBoolError
 from ..graph import dtypes
+from ..functions.torch_rng import TorchRNG
 from . import engine
 from .custom_function import BackwardCFunction, _backward
 
@@ -276,22 +277,15 @@ def _slow_gradcheck(func, func_out, inputs, outputs, eps, rtol, atol, check_grad
                 raise GradcheckError(_notallclose_msg(_tensor(a), _tensor(n), i, j))
 
 
-def _torch_rand(n: int, state: np.random.RandomState) -> np.ndarray:
-    """``torch.rand(n, generator=g)`` (float32) for PyTorch's CPU generator `g`, which
-    draws 24 bits of each 32-bit Mersenne Twister output."""
-    raw = state._bit_generator.random_raw(n)
-    return (raw & ((1 << 24) - 1)).astype(np.float32) * np.float32(2.0 ** -24)
-
-
-def _unit_vector(t, state) -> np.ndarray:
-    vec = _torch_rand(t.numel(), state).astype(t.dtype.np)
+def _unit_vector(t, state: TorchRNG) -> np.ndarray:
+    vec = state.random((t.numel(),), np.float32).astype(t.dtype.np)   # torch.rand(n, generator=g)
     return vec / np.sqrt(np.sum(vec * vec, dtype=vec.dtype), dtype=vec.dtype)
 
 
 def _fast_gradcheck(func, func_out, inputs, outputs, eps, rtol, atol, check_grad_dtypes,
                     nondet_tol) -> None:
     idx = [i for i, t in enumerate(inputs) if _is_tensor(t) and t.requires_grad]
-    state = np.random.RandomState(_SEED & 0xFFFFFFFF)
+    state = TorchRNG(_SEED)
     all_u = [_unit_vector(inputs[i], state) for i in idx]
     all_v = [_unit_vector(o, state) for o in outputs]
     func_out_t = _as_tuple(func_out)

@@ -106,7 +106,8 @@ def _random_fill(kind: str) -> Callable[..., Tensor]:
                generator: Generator | None = None) -> Tensor:
         inplace.check_inplace(self)
         g = gen(generator)
-        vals = g.normal(a, b, tuple(self.shape)) if kind == "normal" else g.uniform(a, b, tuple(self.shape))
+        draw = g.normal if kind == "normal" else g.uniform
+        vals = draw(a, b, tuple(self.shape), self.dtype.np)
         return inplace.update(self, as_tensor(vals.astype(self.dtype.np)))
     return method
 

@@ -1,5 +1,9 @@
 """Random tensors from one seeded generator: manual_seed, rand, randn, randint,
-rand_like, randn_like, and the in-place fills normal_ / uniform_."""
+rand_like, randn_like, and the in-place fills normal_ / uniform_.  The generator is
+PyTorch's CPU generator (:class:`~symgrad.functions.torch_rng.TorchRNG`): after
+``manual_seed(s)``, ``rand``, ``randint``, ``randperm``, ``uniform_`` and the layers'
+initialisation give PyTorch's numbers, ``randn`` / ``normal_`` PyTorch's up to the last
+bit or so."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -9,6 +13,7 @@ import numpy as np
 from ..graph import dtypes
 from .common import shape_arg
 from .creation import _finish
+from .torch_rng import TorchRNG
 from ..device import check_device
 
 if TYPE_CHECKING:
@@ -19,12 +24,17 @@ if TYPE_CHECKING:
 __all__ = ["manual_seed", "seed", "rand", "randn", "randint", "rand_like", "randn_like",
            "randperm", "generator", "Generator"]
 
-_gen = [np.random.default_rng()]
+_gen = [TorchRNG()]         # PyTorch's default seed
+
+
+def _fresh_seed() -> int:
+    """A nondeterministic seed, as ``torch.seed()`` draws."""
+    return int(np.random.SeedSequence().entropy % (2 ** 63))
 
 
 class Generator:
-    """A random-number generator object, as ``torch.Generator`` (numpy's PCG64 inside:
-    its draws differ from PyTorch's for one seed).
+    """A random-number generator object, as ``torch.Generator``: PyTorch's CPU generator
+    (its numbers for one seed).
 
     >>> a = rand(3, generator=Generator().manual_seed(0))
     >>> b = rand(3, generator=Generator().manual_seed(0))
@@ -34,43 +44,43 @@ class Generator:
 
     def __init__(self, device="cpu"):
         check_device(device)
-        self._seed = int(np.random.SeedSequence().entropy % (2 ** 63))
-        self._rng = np.random.default_rng(self._seed)
+        self._seed = 67280421310721            # PyTorch's default seed
+        self._rng = TorchRNG(self._seed)
         self.device = device
 
     def manual_seed(self, seed: int) -> "Generator":
         self._seed = int(seed)
-        self._rng = np.random.default_rng(self._seed)
+        self._rng = TorchRNG(self._seed)
         return self
 
     def seed(self) -> int:
-        self.manual_seed(int(np.random.SeedSequence().entropy % (2 ** 63)))
+        self.manual_seed(_fresh_seed())
         return self._seed
 
     def initial_seed(self) -> int:
         return self._seed
 
     def get_state(self):
-        return self._rng.bit_generator.state
+        return self._rng.state
 
     def set_state(self, state) -> "Generator":
-        self._rng.bit_generator.state = state
+        self._rng.state = state
         return self
 
 
-def generator(g: Generator | None = None) -> np.random.Generator:
-    """numpy's generator behind ``g`` (None: the global one ``manual_seed`` seeds)."""
+def generator(g: Generator | None = None) -> TorchRNG:
+    """The generator behind ``g`` (None: the global one ``manual_seed`` seeds)."""
     return g._rng if g is not None else _gen[0]
 
 
-def manual_seed(s: int) -> np.random.Generator:
-    """Seed symgrad's generator (numpy PCG64: its draws differ from PyTorch's)."""
-    _gen[0] = np.random.default_rng(int(s))
+def manual_seed(s: int) -> TorchRNG:
+    """Seed symgrad's generator as ``torch.manual_seed(s)`` seeds PyTorch's."""
+    _gen[0] = TorchRNG(int(s))
     return _gen[0]
 
 
 def seed() -> int:
-    s = int(np.random.SeedSequence().entropy % (2 ** 63))
+    s = _fresh_seed()
     manual_seed(s)
     return s
 
@@ -99,8 +109,7 @@ def rand(*size: int | Sequence[int], dtype: DTypeLike | None = None,
     size = _size_kw(size, kw, "rand")
     check_device(device)
     dt = _float_dt(dtype)
-    return _finish(_generator_fn(generator).random(shape_arg(size)).astype(dt.np), dt,
-                   requires_grad)
+    return _finish(_generator_fn(generator).random(shape_arg(size), dt.np), dt, requires_grad)
 
 
 def randn(*size: int | Sequence[int], dtype: DTypeLike | None = None,
@@ -109,7 +118,7 @@ def randn(*size: int | Sequence[int], dtype: DTypeLike | None = None,
     size = _size_kw(size, kw, "randn")
     check_device(device)
     dt = _float_dt(dtype)
-    return _finish(_generator_fn(generator).standard_normal(shape_arg(size)).astype(dt.np), dt,
+    return _finish(_generator_fn(generator).standard_normal(shape_arg(size), dt.np), dt,
                    requires_grad)
 
 
@@ -117,7 +126,9 @@ def randint(low: int, high: int | None = None, size: int | Sequence[int] | None 
             generator: Generator | None = None, dtype: DTypeLike | None = None,
             device: DeviceLike | None = None, requires_grad: bool = False) -> Tensor:
     check_device(device)
-    if high is None:
+    if size is None and high is not None and not isinstance(high, (int, np.integer)):
+        low, high, size = 0, low, high            # randint(high, size)
+    elif high is None:
         low, high = 0, low
     if size is None:
         raise TypeError("randint() missing 1 required positional argument: 'size'")

@@ -1,7 +1,8 @@
 """``nn.init``: in-place initialisers with PyTorch's fan and gain rules. Each fills the
 tensor under ``no_grad`` and returns it. Random draws come from symgrad's generator
-(``symgrad.manual_seed``), so values differ from PyTorch's for one seed; distributions and
-bounds are PyTorch's."""
+(``symgrad.manual_seed``), PyTorch's CPU generator: after one seed, ``uniform_`` and the
+initialisers built on it (``xavier_uniform_``, ``kaiming_uniform_``, every layer's default)
+give PyTorch's values, ``normal_`` PyTorch's up to the last bit or so."""
 from __future__ import annotations
 
 import math
@@ -75,27 +76,49 @@ def _fan(tensor: Tensor, mode: str) -> int:
 
 
 def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0, generator=None) -> Tensor:
-    return _fill(tensor, _rng(generator).uniform(a, b, tuple(tensor.shape)))
+    return _fill(tensor, _rng(generator).uniform(a, b, tuple(tensor.shape), tensor.dtype.np))
 
 
 def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, generator=None) -> Tensor:
-    return _fill(tensor, _rng(generator).normal(mean, std, tuple(tensor.shape)))
+    return _fill(tensor, _rng(generator).normal(mean, std, tuple(tensor.shape), tensor.dtype.np))
 
 
 def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0,
                   b: float = 2.0, generator=None) -> Tensor:
-    """Normal(mean, std) restricted to [a, b] (inverse-CDF sampling, as PyTorch)."""
-    from scipy.special import erfinv       # late: scipy loads only for this initialiser
-
+    """Normal(mean, std) restricted to [a, b], drawn as PyTorch 2.13 draws it (so one seed
+    gives its values): when the interval holds more than 30% of the mass, normals with the
+    out-of-range ones redrawn (whole-tensor draws) until none is left; otherwise uniforms
+    on [a, b] accepted with probability pdf / pdf's peak (rejection), redrawn likewise."""
     def cdf(x):
         return (1.0 + math.erf(x / math.sqrt(2.0))) / 2.0
     if mean < a - 2 * std or mean > b + 2 * std:
         warnings.warn("mean is more than 2 std from [a, b] in nn.init.trunc_normal_. "
                       "The distribution of values may be incorrect.", stacklevel=2)
-    lo, hi = cdf((a - mean) / std), cdf((b - mean) / std)
-    u = _rng(generator).uniform(2 * lo - 1, 2 * hi - 1, tuple(tensor.shape))
-    values = np.clip(erfinv(u) * std * math.sqrt(2.0) + mean, a, b)
-    return _fill(tensor, values)
+    rng, shape, dt = _rng(generator), tuple(tensor.shape), tensor.dtype.np
+    if cdf((b - mean) / std) - cdf((a - mean) / std) > 0.3:
+        lo, hi = float(np.asarray(a, dt)), float(np.asarray(b, dt))
+        result = rng.normal(mean, std, shape, dt)
+        while True:
+            mask = (result < lo) | (result > hi)
+            if not mask.any():
+                break
+            result = np.where(mask, rng.normal(mean, std, shape, dt), result)
+        return _fill(tensor, result)
+    mode = max(a, min(mean, b))
+    log_peak = -0.5 * ((mode - mean) / std) ** 2
+
+    def log_pdf(v):                               # in the tensor's dtype, as PyTorch's ops
+        return ((v - mean) / std) ** 2 * -0.5 - log_peak
+
+    def accepted_not(v):
+        return np.log(rng.uniform(0.0, 1.0, shape, dt)) > log_pdf(v)
+    result = rng.uniform(a, b, shape, dt)
+    pending = accepted_not(result)
+    while pending.any():
+        candidates = rng.uniform(a, b, shape, dt)
+        result = np.where(pending, candidates, result)
+        pending = np.where(pending, accepted_not(candidates), pending)
+    return _fill(tensor, result)
 
 
 def constant_(tensor: Tensor, val: float) -> Tensor:
@@ -135,7 +158,8 @@ def dirac_(tensor: Tensor, groups: int = 1) -> Tensor:
 
 def xavier_uniform_(tensor: Tensor, gain: float = 1.0, generator=None) -> Tensor:
     fan_in, fan_out = _fans(tensor)
-    bound = math.sqrt(3.0) * gain * math.sqrt(2.0 / float(fan_in + fan_out))
+    std = gain * math.sqrt(2.0 / float(fan_in + fan_out))
+    bound = math.sqrt(3.0) * std                  # (PyTorch's order of operations)
     return uniform_(tensor, -bound, bound, generator)
 
 
@@ -172,7 +196,7 @@ def orthogonal_(tensor: Tensor, gain: float = 1.0, generator=None) -> Tensor:
         return tensor
     rows = tensor.shape[0]
     cols = tensor.numel() // rows
-    flat = _rng(generator).normal(0.0, 1.0, (rows, cols))
+    flat = _rng(generator).normal(0.0, 1.0, (rows, cols), tensor.dtype.np)
     if rows < cols:
         flat = flat.T
     q, r = np.linalg.qr(flat)
@@ -187,7 +211,7 @@ def sparse_(tensor: Tensor, sparsity: float, std: float = 0.01, generator=None) 
         raise ValueError("Only tensors with 2 dimensions are supported")
     rows, cols = tensor.shape
     rng = _rng(generator)
-    values = rng.normal(0.0, std, (rows, cols))
+    values = rng.normal(0.0, std, (rows, cols), tensor.dtype.np)
     zeros = int(math.ceil(sparsity * rows))
     for c in range(cols):
         values[rng.permutation(rows)[:zeros], c] = 0

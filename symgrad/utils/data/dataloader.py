@@ -8,6 +8,7 @@ import numbers
 import numpy as np
 
 from ...functions.creation import as_tensor, tensor
+from ...functions.random import generator as random_generator
 from ...functions.shape import stack
 from ...graph import dtypes
 from ...tensor import Tensor
@@ -107,6 +108,9 @@ class DataLoader:
             else (lambda x: x))
 
     def __iter__(self):
+        # PyTorch's loader iterator draws its workers' base seed (one int64) first: the
+        # shuffled order after a manual_seed is PyTorch's
+        random_generator(self.generator).random_int64()
         if self._iterable:
             if self.batch_size is None:
                 yield from (self.collate_fn(x) for x in self.dataset)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Iterator, Sized
 
-from ...functions.random import randint, randperm
+from ...functions.random import Generator, generator, randint, randperm
 
 __all__ = ["Sampler", "SequentialSampler", "RandomSampler", "BatchSampler"]
 
@@ -47,12 +47,15 @@ class RandomSampler(Sampler):
 
     def __iter__(self) -> Iterator[int]:
         n = len(self.data_source)
+        gen = self.generator
+        if gen is None:        # as PyTorch: a generator seeded by one draw of the global one
+            gen = Generator().manual_seed(generator().random_int64())
         if self.replacement:
-            return iter(randint(0, n, (self.num_samples,), generator=self.generator).tolist())
+            return iter(randint(0, n, (self.num_samples,), generator=gen).tolist())
         out: list[int] = []
         for _ in range(self.num_samples // n):
-            out += randperm(n, generator=self.generator).tolist()
-        out += randperm(n, generator=self.generator).tolist()[:self.num_samples % n]
+            out += randperm(n, generator=gen).tolist()
+        out += randperm(n, generator=gen).tolist()[:self.num_samples % n]
         return iter(out)
 
     def __len__(self) -> int:
