@@ -42,7 +42,7 @@ from ..lower.sympy_ir import FormulaEmitter, compute_dtype
 from ..lower.matmul import BLAS_MIN_DIM, BLAS_MIN_WORK
 from .errors import NotGeneric
 from .poly import Poly, affine
-from .views import RView, broadcast_to, contiguous, needs_copy, view_of
+from .views import VIEW_OPS, RView, broadcast_to, contiguous, needs_copy, view_of
 
 __all__ = ["NotGeneric", "DynamicModule", "build"]
 
@@ -135,7 +135,7 @@ class DynamicModule:
             raise NotGeneric(f"{op} runs through numpy ({why})")
         kind = kind_of(node)
         if kind == "view":
-            if op not in ("expand", "permute", "reshape", "slice", "select", "flip"):
+            if op not in VIEW_OPS:
                 raise NotGeneric(f"view {op}")
             arg = self.views[id(node.args[0])]
             shape = self.shape[id(node)]

@@ -1,7 +1,7 @@
 """Strided views whose sizes, strides and offset are polynomials in the runtime extent.
 
 Every node of a shape-generic kernel that is not a view gets a contiguous buffer; a
-layout op (expand, permute, reshape, slice, select, flip) is index arithmetic on its
+layout op (expand, permute, reshape, slice, select, flip, windows) is index arithmetic on its
 argument's view (:func:`view_of`), as in :mod:`codegen.layout` but with
 :class:`~codegen.dynamic.poly.Poly` numbers.  A reshape of a view that is not
 contiguous (and does not only add or drop size-1 dims) has no view: its argument is
@@ -17,7 +17,7 @@ from .poly import Poly, affine
 
 __all__ = ["RView", "contiguous", "view_of", "broadcast_to", "VIEW_OPS", "needs_copy"]
 
-VIEW_OPS = frozenset({"expand", "permute", "reshape", "slice", "select", "flip"})
+VIEW_OPS = frozenset({"expand", "permute", "reshape", "slice", "select", "flip", "windows"})
 ONE = Poly.const(1)
 
 
@@ -111,4 +111,10 @@ def view_of(node: Node, arg: RView, shape: tuple[Poly, ...], sym_attrs: dict) ->
             offset = offset + (arg.shape[d] - 1) * arg.strides[d]
             strides[d] = -arg.strides[d]
         return RView(arg.buffer, shape, tuple(strides), offset)
+    if op == "windows":          # kernel axes, then positions: x[.., s*p + d*i]
+        r = len(node.attr("kernel"))
+        lead, last = arg.strides[:len(arg.strides) - r], arg.strides[len(arg.strides) - r:]
+        return RView(arg.buffer, shape,
+                     lead + tuple(t * d for t, d in zip(last, node.attr("dilation")))
+                     + tuple(t * s for t, s in zip(last, node.attr("stride"))), arg.offset)
     raise KeyError(op)

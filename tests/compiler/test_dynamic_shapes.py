@@ -253,3 +253,23 @@ def test_a_trace_failing_at_a_sentinel_compiles_per_size_once():
         np.testing.assert_allclose(f(np.ones(n)), np.full(n // 2, 2.0))
     assert "tracing at size 37 failed" in f.last_miss_reason
     assert f.cache_info().misses == 4
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_convolution_windows_with_a_dynamic_batch(dtype):
+    """A convolution (stride, dilation) and an average pooling read their input through
+    the windows view: with a batch size that changes, one shape-generic kernel computes
+    them (the view's strides over the runtime extent), equal to torch at every size."""
+    rng = np.random.default_rng(5)
+    w = rng.normal(size=(4, 2, 3, 3)).astype(dtype)
+
+    def net(L, F_, x, w_):
+        h = F_.relu(F_.conv2d(x, w_, padding=1, stride=(1, 2), dilation=(2, 1)))
+        return F_.avg_pool2d(h, 3, 2).sum((1, 2, 3))
+    f = symgrad.compile(lambda x: net(symgrad, F, x, symgrad.tensor(w)))
+    for b in (3, 5, 7, 2, 9):
+        x = rng.normal(size=(b, 2, 10, 11)).astype(dtype)
+        want = net(torch, torch.nn.functional, torch.tensor(x), torch.tensor(w)).numpy()
+        np.testing.assert_allclose(np.asarray(f(x)), want, **TOL[dtype])
+    assert "dynamic size" in f.last_miss_reason
+    assert f.cache_info().misses == 2
