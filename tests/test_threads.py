@@ -335,7 +335,7 @@ def test_eager_products_run_on_one_openblas_thread_and_restore_it():
     """Eager products of moderate size run with OpenBLAS's per-thread count at 1 (its
     spinning pool thrashes on a busy machine) and leave the count as it was; the values
     are numpy's (1-D, batched, both dtypes)."""
-    from symgrad import blas_local
+    from symgrad.ops import blas_local
     rng = np.random.default_rng(3)
     cases = [((300, 200), (200, 100)), ((7, 64, 40), (40, 50)), ((500,), (500, 300)),
              ((3, 1, 90, 80), (2, 80, 70))]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import blas_local
+from . import blas_local
 from ..graph.shapes import broadcast_shapes, numel
 from . import lax
 from .define import primitive
