@@ -146,3 +146,42 @@ def test_shuffled_loader_and_random_split_are_torchs(seed):
     want = [b[0].numpy().tolist() for b in torch.utils.data.DataLoader(
         torch.utils.data.TensorDataset(torch.tensor(x)), batch_size=6, shuffle=True, generator=tg)]
     assert got == want
+
+
+@pytest.mark.parametrize("seed", SEEDS[:2])
+@pytest.mark.parametrize("dt,tdt", DTYPES)
+def test_normal_and_bernoulli_functions_are_torchs(seed, dt, tdt):
+    """torch.normal's four forms (tensor / number mean and std, broadcast; two numbers
+    with a size) and torch.bernoulli of a probability tensor: PyTorch's draws."""
+    _seed(seed)
+    tol = {k: 4 * v for k, v in NORMAL_TOL[tdt].items()}
+    m, s = np.linspace(-2, 2, 20).reshape(4, 5), np.linspace(0.5, 3, 5)
+    cases = [(sg.tensor(m, dtype=dt), sg.tensor(s, dtype=dt), torch.tensor(m, dtype=tdt),
+              torch.tensor(s, dtype=tdt)),
+             (sg.tensor(m, dtype=dt), 2.5, torch.tensor(m, dtype=tdt), 2.5),
+             (1.5, sg.tensor(s, dtype=dt), 1.5, torch.tensor(s, dtype=tdt))]
+    for a, b, ta, tb in cases:
+        got, want = sg.normal(a, b), torch.normal(ta, tb)
+        assert got.dtype == dt and tuple(got.shape) == tuple(want.shape)
+        np.testing.assert_allclose(got.numpy(), want.numpy(), **tol)
+    np.testing.assert_allclose(sg.normal(2.0, 3.0, size=(3, 7), dtype=dt).numpy(),
+                               torch.normal(2.0, 3.0, size=(3, 7), dtype=tdt).numpy(), **tol)
+    p = np.random.default_rng(seed).uniform(size=(6, 7))
+    got, want = sg.bernoulli(sg.tensor(p, dtype=dt)), torch.bernoulli(torch.tensor(p, dtype=tdt))
+    assert got.dtype == dt
+    _same(got, want)
+    _same(sg.rand(3, dtype=dt), torch.rand(3, dtype=tdt))
+
+
+def test_normal_and_bernoulli_errors_are_torchs():
+    cases = [lambda L: L.bernoulli(L.tensor([1.5])),
+             lambda L: L.bernoulli(L.tensor([1, 0])),
+             lambda L: L.normal(L.zeros(2), L.tensor([-1.0, 1.0])),
+             lambda L: L.normal(0.0, -1.0, size=(2,)),
+             lambda L: L.normal(L.zeros(2), L.ones(3))]
+    for case in cases:
+        with pytest.raises(Exception) as want:
+            case(torch)
+        with pytest.raises(type(want.value)) as got:
+            case(sg)
+        assert str(got.value) == str(want.value)

@@ -15,14 +15,14 @@ from .common import shape_arg
 from .creation import _finish
 from .torch_rng import TorchRNG
 from ..device import check_device
+from ..tensor import Tensor
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
-    from ..tensor import Tensor
     from ..types import DeviceLike, DTypeLike
 
 __all__ = ["manual_seed", "seed", "rand", "randn", "randint", "rand_like", "randn_like",
-           "randperm", "generator", "Generator"]
+           "randperm", "normal", "bernoulli", "generator", "Generator"]
 
 _gen = [TorchRNG()]         # PyTorch's default seed
 
@@ -158,6 +158,64 @@ def randn_like(x: Tensor, *, dtype: DTypeLike | None = None, device: DeviceLike 
                requires_grad: bool = False) -> Tensor:
     check_device(device)
     return randn(tuple(x.shape), dtype=dtype or x.dtype, requires_grad=requires_grad)
+
+
+def normal(mean: Tensor | float, std: Tensor | float = 1.0,
+           size: int | Sequence[int] | None = None, *, generator: Generator | None = None,
+           dtype: DTypeLike | None = None, device: DeviceLike | None = None,
+           requires_grad: bool = False) -> Tensor:
+    """``torch.normal``: normals of tensor means and / or standard deviations (their
+    broadcast shape; PyTorch's draws: standard normals scaled, then shifted), or of two
+    numbers with a ``size``."""
+    check_device(device)
+    rng = _generator_fn(generator)
+    if not isinstance(mean, Tensor) and not isinstance(std, Tensor):
+        if size is None:
+            raise TypeError("normal() received an invalid combination of arguments: two "
+                            "numbers need a size")
+        if std < 0:
+            raise RuntimeError(f"normal expects std >= 0.0, but found std {std:g}")
+        dt = _float_dt(dtype)
+        shape = shape_arg((size,) if isinstance(size, int) else size)
+        return _finish(rng.normal(float(mean), float(std), shape, dt.np), dt, requires_grad)
+    dt = (mean if isinstance(mean, Tensor) else std).dtype
+    if not dt.is_floating_point:
+        raise RuntimeError(f"\"normal_kernel_cpu\" not implemented for '{dt.c_name}'")
+    mv = mean.detach().numpy() if isinstance(mean, Tensor) else np.asarray(mean, dt.np)
+    sv = std.detach().numpy() if isinstance(std, Tensor) else np.asarray(std, dt.np)
+    if isinstance(std, Tensor) and not (sv >= 0).all():
+        raise RuntimeError("normal expects all elements of std >= 0.0")
+    if not isinstance(std, Tensor) and float(std) < 0:
+        raise RuntimeError(f"normal expects std >= 0.0, but found std {float(std):g}")
+    if isinstance(mean, Tensor) and isinstance(std, Tensor):
+        try:
+            shape = np.broadcast_shapes(mv.shape, sv.shape)
+        except ValueError:
+            from ..graph.shapes import broadcast_shapes     # PyTorch's error text
+            shape = broadcast_shapes(mv.shape, sv.shape)
+    else:
+        shape = mv.shape if isinstance(mean, Tensor) else sv.shape
+    z = rng.standard_normal(shape, dt.np)
+    return _finish((z * sv + mv).astype(dt.np), dt, requires_grad)
+
+
+def bernoulli(input: Tensor, p: float | None = None, *,
+              generator: Generator | None = None) -> Tensor:
+    """``torch.bernoulli``: 1 with probability ``input`` (or ``p``) per element, else 0,
+    in the input's dtype; PyTorch's draws for probabilities in a tensor (a uniform of the
+    dtype's precision below the probability).  (A number ``p``, which PyTorch draws
+    through MKL, gives other, equally distributed, numbers.)"""
+    dt = input.dtype
+    if not dt.is_floating_point:
+        raise NotImplementedError(f"\"bernoulli_tensor_cpu_p_\" not implemented for "
+                                  f"'{dt.c_name}'")
+    probs = input.detach().numpy() if p is None else np.full(tuple(input.shape), p, dt.np)
+    if not ((probs >= 0) & (probs <= 1)).all():
+        raise RuntimeError("Expected p_in >= 0 && p_in <= 1 to be true, but got false.  "
+                           "(Could this error message be improved?  If so, please report an "
+                           "enhancement request to PyTorch.)")
+    u = _generator_fn(generator).random(probs.shape, dt.np)
+    return _finish((u < probs).astype(dt.np), dt, False)
 
 
 _generator_fn = generator   # (the functions above take a `generator` argument)
