@@ -223,3 +223,24 @@ def test_empty_strided_slice_flattened(backend, dtype):
     # past the new shape's dims (IndexError at compile time: fuzz seed 2028001939)
     x = np.random.default_rng(0).normal(size=(7, 1)).astype(dtype)
     _check(lambda L, v: (v[:, 0:0:2].flatten().log1p()).sum() + (v * v).sum(), [x], backend)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_pow_base_gradient_under_an_infinite_cotangent_at_exponent_zero(backend, dtype):
+    # |c| ** (|b| ** a): at a = 0 the inner power is 1 and the outer one's cotangent is
+    # inf * log|c|; PyTorch's pow_backward_self selects 0 where the exponent is 0 (the
+    # base's gradient was inf * 0 = NaN, fuzz seed 2029001560), while its exponent's
+    # gradient is the product grad * partial (NaN at base 0 and exponent >= 0) as before
+    a = np.array([0.0, 0.0, 2.0, 1.0, 0.0], dtype=dtype)
+    b = np.array([1.75, 0.0, 0.0, 1.0, -3.0], dtype=dtype)
+    c = np.array([-np.inf, 3.0, np.inf, np.inf, np.nan], dtype=dtype)
+    _check(lambda L, x, y, z: (z.abs() ** (y.abs() ** x)).sum(), [a, b, c], backend)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("exponent", [0, 0.0, 2.0])
+def test_pow_by_a_scalar_exponent_under_an_infinite_cotangent(backend, dtype, exponent):
+    x = np.array([0.0, 2.0, -1.5, np.inf], dtype=dtype)
+    _check(lambda L, v: (L.exp(v ** exponent * 1000.0)).sum(), [x], backend)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..graph.primitives import elementwise
-from .vjp import masked_vjp, relu_vjp, where_vjp
+from .vjp import masked_vjp, pow_vjp, relu_vjp, where_vjp
 from ..graph.fpstate import quiet
 
 __all__ = ["BUILTIN_ELEMENTWISE"]
@@ -96,7 +96,8 @@ _ew("neg", lambda x: -x, numpy=np.negative)
 _ew("copy", lambda x: x, numpy=lambda x: np.array(x, copy=True), grad_name="CloneBackward0")
 _ew("pow", lambda x, y: x ** y, numpy=np.power,
     grads=lambda x, y, out: (_pw((0, S.Eq(y, 0)), (y * x ** (y - 1), True)),
-                             _pw((0, S.Eq(x, 0) & (y >= 0)), (out * S.log(x), True))))
+                             _pw((0, S.Eq(x, 0) & (y >= 0)), (out * S.log(x), True))),
+    vjp=pow_vjp)
 _ew("remainder", lambda x, y: x - y * S.floor(x / y), numpy=np.remainder,
     grads=lambda x, y, out: (1, -S.floor(x / y)))
 _ew("floor_divide", lambda x, y: S.floor(x / y), numpy=np.floor_divide,

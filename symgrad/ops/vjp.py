@@ -22,7 +22,7 @@ from .. import dispatch
 from ..graph.primitives import NUMPY_RULES, PRIMITIVES, VJP_RULES, derivative_primitive, out_symbol
 from . import lax
 
-__all__ = ["elementwise_vjp", "masked_vjp", "relu_vjp", "where_vjp", "no_vjp", "rule",
+__all__ = ["elementwise_vjp", "masked_vjp", "pow_vjp", "relu_vjp", "where_vjp", "no_vjp", "rule",
            "ARRAY_RULES"]
 
 
@@ -31,6 +31,23 @@ def masked_vjp(ctx, g):
     partial is 0, as PyTorch's relu / clamp / maximum backward do: an inf or NaN cotangent
     does not leak into positions the result does not depend on."""
     return elementwise_vjp(ctx, g, masked=True)
+
+
+def pow_vjp(ctx, g):
+    """pow(x, y) as PyTorch's pow_backward_self: the cotangent of x is selected to 0
+    where y == 0, not multiplied by the partial's 0, so an inf or NaN cotangent gives 0
+    there (fuzz seed 2029001560). PyTorch's pow_backward_exponent multiplies the
+    cotangent by its partial (0 where x == 0 and y >= 0): the generic rule's product."""
+    return elementwise_vjp(ctx, g, masked=_pow_selected_away)
+
+
+def _pow_selected_away(ctx, i):
+    if i != 0:
+        return False
+    y = ctx.input(1)
+    if isinstance(y, (int, float, np.generic)):
+        return bool(y == 0)
+    return lax.eq(y, 0)
 
 
 def relu_vjp(ctx, g):
@@ -47,7 +64,8 @@ def relu_vjp(ctx, g):
 
 def elementwise_vjp(ctx, g, masked=False):
     """The generic rule of every formula-defined primitive: g * d f / d x_i, summed over
-    broadcast dimensions."""
+    broadcast dimensions. ``masked``: True selects the cotangent away where the partial
+    is 0; a function ``(ctx, i)`` gives where (a boolean, or a Python bool for all)."""
     plan = _PLANS.get(ctx.prim)
     if plan is None:
         plan = _PLANS[ctx.prim] = _vjp_plan(ctx.prim)
@@ -74,8 +92,15 @@ def elementwise_vjp(ctx, g, masked=False):
         else:
             d = _derivative(ctx, *payload, type(g) is np.ndarray)
             gi = lax.mul(g, d)
-            if masked and not isinstance(d, float):
+            if masked is True and not isinstance(d, float):
                 gi = lax.where(lax.eq(d, 0), 0, gi)
+            elif masked:                # the rule's own selection (pow_vjp)
+                away = masked(ctx, i)
+                if away is True:
+                    grads.append(lax.zeros(*ctx.in_avals[i]))
+                    continue
+                if away is not False:
+                    gi = lax.where(away, 0, gi)
         grads.append(lax.sum_to(gi, ctx.in_avals[i][0]))
     return tuple(grads)
 
@@ -161,4 +186,4 @@ def rule(name: str) -> Callable:
 # calls only, on an array they compute with numpy directly (the backward engine's fast
 # path). Every built-in primitive's rule joins (symgrad.ops.define); a rule not in this set
 # (user-supplied, composites) always gets Tensors.
-ARRAY_RULES: set[Callable] = {elementwise_vjp, masked_vjp, relu_vjp, where_vjp, no_vjp}
+ARRAY_RULES: set[Callable] = {elementwise_vjp, masked_vjp, pow_vjp, relu_vjp, where_vjp, no_vjp}
