@@ -244,3 +244,14 @@ def test_pow_base_gradient_under_an_infinite_cotangent_at_exponent_zero(backend,
 def test_pow_by_a_scalar_exponent_under_an_infinite_cotangent(backend, dtype, exponent):
     x = np.array([0.0, 2.0, -1.5, np.inf], dtype=dtype)
     _check(lambda L, v: (L.exp(v ** exponent * 1000.0)).sum(), [x], backend)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("shape", [(0,), (2, 0)])
+def test_index_list_into_an_empty_expanded_axis(backend, dtype, shape):
+    # the gradient of x.expand(3, ...)[list] when the other axes are empty: its
+    # scatter-add reshaped an empty array with an axis of -1 (ValueError eagerly: fuzz
+    # seed 2029004365)
+    x = np.zeros(shape, dtype=dtype)
+    _check(lambda L, v: (v.expand(3, *shape)[[-3, -2, -3, 2, 0]] * 2).sum(), [x], backend)

@@ -58,7 +58,8 @@ primitive("take", 2, _take_shape, _take_numpy, saves=(1,), grad_name="IndexBackw
 def _scatter_add_numpy(g, idx, *, axis, size):
     shape = g.shape[:axis] + (size,) + g.shape[axis + idx.ndim:]
     out = np.zeros(shape, dtype=g.dtype)
-    gm = np.moveaxis(g.reshape(g.shape[:axis] + (-1,) + g.shape[axis + idx.ndim:]), axis, 0)
+    # (idx.size, not -1: numpy cannot infer an axis of an empty array)
+    gm = np.moveaxis(g.reshape(g.shape[:axis] + (idx.size,) + g.shape[axis + idx.ndim:]), axis, 0)
     om = np.moveaxis(out, axis, 0)
     np.add.at(om, idx.reshape(-1), gm)
     return out
