@@ -13,9 +13,12 @@ numerator factors go in reverse name order: fusion names a formula's inputs in t
 it meets them from the root, and a gradient's cotangent is the first operand of the
 rules' products (``g * partial``), so it is ``a0`` and is multiplied last, after the
 partial is formed -- a zero cotangent times an infinite partial is NaN, as in PyTorch. A
-power k <= :data:`SEQUENTIAL_DIVISIONS` of a divisor is k divisions; the numerator
-factors that share a symbol with a divisor come after the others (the inner chain-rule
-factors), the numeric coefficient last.
+power k <= :data:`SEQUENTIAL_DIVISIONS` of a divisor is k divisions, and such a power of
+a numerator symbol k factors (``-2*g*x**2*(x**2 + 1)**-2``, the gradient of
+``x / (x*x + 1)``, is ``g / d * x / d * x``: PyTorch's ``(x / d) / d`` first, 0 at
+x = 1e300, where ``x**2 / d / d`` was inf / inf = NaN: fuzz seed 2029003166); the
+numerator factors that share a symbol with a divisor come after the others (the inner
+chain-rule factors), the numeric coefficient last.
 
 A product that divides by nothing multiplies its compound factors first (powers, functions,
 sums: in PyTorch each is an operation of its own, formed before the product that uses
@@ -51,6 +54,9 @@ def division_chain(e) -> DivisionChain | None:
                 divisors.extend([f.base] * k)
             else:
                 divisors.append(f.base ** k)
+        elif f.is_Pow and f.base.is_Symbol and f.exp.is_Integer \
+                and 0 < f.exp <= SEQUENTIAL_DIVISIONS:
+            num.extend([f.base] * int(f.exp))   # x**2 as x, x: each after a division
         else:
             num.append(f)
     if not divisors:
