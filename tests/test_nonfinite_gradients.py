@@ -267,3 +267,55 @@ def test_gradient_of_a_ratio_to_its_own_square_at_huge_values(backend, dtype):
     x = np.array([big, -big, 2.0, -0.5, 1e150 if dtype == "float64" else 1e19], dtype=dtype)
     w = np.array([0.75, 1.25, -1.0, 2.0, 0.5], dtype=dtype)
     _check(lambda L, v: ((v / (v * v + 1)) * L.tensor(w)).sum(), [x], backend)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("op", ["maximum", "minimum"])
+def test_extremum_of_a_value_and_its_negation_keeps_nan(backend, dtype, op):
+    # maximum(s, -s): fused, the tie branch (s + (-s)) / 2 was folded to 0 by sympy, so
+    # a NaN s (sqrt of a negative number) gave 0 on the compiled backends (fuzz seed
+    # 2028006050); such a cluster now keeps its arguments apart
+    x = np.array([-1.0, 4.0, np.nan, np.inf, 0.25, 9.0], dtype=dtype)
+    w = np.array([1.0, 0.5, 2.0, 1.5, -1.0, 0.75], dtype=dtype)
+
+    def fn(L, v):
+        return (getattr(L, op)(v.sqrt(), -v.sqrt()) * L.tensor(w)).sum()
+    got_v, got_g = _values_and_grads(fn, [x], backend)
+    t = torch.tensor(x, requires_grad=True)
+    want = fn(torch, t)
+    want.backward()
+    np.testing.assert_allclose(got_v, want.detach().numpy(), rtol=1e-6)
+    np.testing.assert_allclose(got_g[0], t.grad.numpy(), rtol=1e-6)
+    each = (lambda v: getattr(sg, op)(v.sqrt(), -v.sqrt()))
+    got = each(sg.tensor(x)).numpy() if backend == "eager" else \
+        np.asarray(sg.compile(each, backend=backend)(x))
+    tx = torch.tensor(x)
+    np.testing.assert_allclose(got, getattr(torch, op)(tx.sqrt(), -tx.sqrt()).numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_float32_quotient_gradient_with_the_cotangent_last(backend):
+    # d/dy of w * x / y is -w * ((x / y) / y) in PyTorch: the cotangent after both
+    # divisions; fused, w * (x / y) overflowed first at x = 3e38 (fuzz seed 2028007955)
+    x = np.array([3e38, 3e38, -3e38, 1e30, 2.0], dtype=np.float32)
+    y = np.array([1.1507828, 1.75, 1.2, 1e-5, 0.5], dtype=np.float32)
+    w = np.array([1.4763182, 1.9, 1.3, 0.5, 2.0], dtype=np.float32)
+    _check(lambda L, a, b: ((a / b) * L.tensor(w)).sum(), [x, y], backend)
+
+
+@pytest.mark.parametrize("backend", ("eager", "numpy"))
+def test_float32_sum_whose_partial_sums_overflow(backend):
+    # numpy's float32 sums accumulate in float64, as the LLVM backend's block sums and
+    # PyTorch's float64 reference: a partial sum 3e38 + 3e38 no longer overflows to inf
+    # before a -3e38 or a -inf term (inf - inf = NaN where the sum is finite or -inf:
+    # fuzz seed 2028003556). Reference: PyTorch in float64, rounded to float32
+    x = np.array([[3e38, 3e38, -np.inf, 1.0], [3e38, 3e38, -3e38, -2.5e38],
+                  [-3e38, -3e38, np.inf, 0.5], [1e8, 1.0, 1.0, 1.0]], dtype=np.float32)
+
+    def fn(v):
+        return v.sum(1) + v.mean(1)
+    got = fn(sg.tensor(x)).numpy() if backend == "eager" else \
+        np.asarray(sg.compile(fn, backend=backend)(x))
+    want = fn(torch.tensor(x.astype(np.float64))).numpy().astype(np.float32)
+    np.testing.assert_allclose(got, want, rtol=1e-6)

@@ -100,16 +100,32 @@ def _faithful(formula, expr, args) -> bool:
     formula uses: no free symbol lost (a cancellation) and every argument that applies
     a function or a fractional power still present."""
     sympy = _sympy()
-    free = expr.free_symbols
-    used = formula.expr.free_symbols
-    for s, a in zip(formula.symbols, args):
+    if not _kept(formula.expr, expr, formula.symbols, args):
+        return False
+    # each branch too: maximum's tie branch (x + y) / 2 is 0 for y = -x, NaN in IEEE
+    # arithmetic where x is NaN (fuzz seed 2028006050)
+    mapping = dict(zip(formula.symbols, args))
+    for pw in formula.expr.atoms(sympy.Piecewise):
+        for e, _ in pw.args:
+            if not _kept(e, e.xreplace(mapping), formula.symbols, args):
+                return False
+    return True
+
+
+def _kept(part, composed, symbols, args) -> bool:
+    """Whether ``composed`` (``part`` of a formula over ``args``) still holds every
+    argument ``part`` uses: their symbols, and each function or fractional power."""
+    sympy = _sympy()
+    free = composed.free_symbols
+    used = part.free_symbols
+    for s, a in zip(symbols, args):
         if s not in used:
             continue
         if not a.free_symbols <= free:
             return False
         if isinstance(a, sympy.Function) or (
                 isinstance(a, sympy.Pow) and not a.exp.is_integer):
-            if not expr.has(a):
+            if not composed.has(a):
                 return False
     return True
 

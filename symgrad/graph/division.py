@@ -63,14 +63,19 @@ def division_chain(e) -> DivisionChain | None:
         return None
     den_symbols = set().union(*(d.free_symbols for d in divisors))
     num.reverse()       # sympy's order is by name: the cotangent a0 comes last
-    num = ([f for f in num if not (f.free_symbols & den_symbols)]
-           + [f for f in num if f.free_symbols & den_symbols])
+    free = [f for f in num if not (f.free_symbols & den_symbols)]
+    inner = [f for f in num if f.free_symbols & den_symbols]
+    # the cotangent after the partial it scales, as PyTorch's -g * ((x / y) / y) (g *
+    # (x / y) overflowed first at float32 x = 3e38: fuzz seeds 2028007955, 2028003556)
+    # -- unless it is the only numerator factor: g / y, not g * (1 / y)
+    last = [free.pop()] if free and (free[:-1] or inner) else []
+    num = free + inner
     steps = [("*", num.pop(0))] if num else []
     for d in divisors:
         steps.append(("/", d))
         if num:
             steps.append(("*", num.pop(0)))
-    steps.extend(("*", f) for f in num)
+    steps.extend(("*", f) for f in num + last)
     return DivisionChain(coeff, tuple(steps))
 
 

@@ -117,7 +117,10 @@ def _reduce_shape(av, *, axes, keepdim):
 # reductions call the ufunc reductions directly: np.sum / np.mean / np.amax add a few µs of
 # Python-level dispatch per call, which dominates small eager tensors
 def _sum_numpy(x, *, axes, keepdim):
-    return np.add.reduce(x, axis=axes, keepdims=keepdim)
+    acc = _accumulator(x.dtype)
+    if acc == x.dtype:
+        return np.add.reduce(x, axis=axes, keepdims=keepdim)
+    return np.add.reduce(x, axis=axes, keepdims=keepdim, dtype=acc).astype(x.dtype)
 
 
 primitive("sum", 1, _reduce_shape, _sum_numpy, grad_name="SumBackward1",
@@ -157,10 +160,13 @@ def _mean_numpy(x, *, axes, keepdim):
     n = 1
     for a in axes:
         n *= x.shape[a]
-    total = np.add.reduce(x, axis=axes, keepdims=keepdim, dtype=x.dtype)
+    acc = _accumulator(x.dtype)
+    total = np.add.reduce(x, axis=axes, keepdims=keepdim, dtype=acc)
+    if not n:
+        return np.full_like(total, np.nan, dtype=x.dtype)
     # the operator, not np.true_divide: ~10x cheaper on the numpy scalar of a full
     # reduction, and a Python int divisor keeps x's dtype
-    return total / n if n else np.full_like(total, np.nan)
+    return total / n if acc == x.dtype else (total / n).astype(x.dtype)
 
 
 primitive("mean", 1, _reduce_shape, _mean_numpy, grad_name="MeanBackward1",
@@ -175,18 +181,21 @@ primitive("prod", 1, _reduce_shape, _prod_numpy, saves=(0,), saves_out=True,
           grad_name="ProdBackward1", family="reduction", vjp=_prod_vjp)
 
 
-def _scan_dtype(dtype):
-    """The dtype a scan of products or sums accumulates in: float64 for narrower floats,
-    as PyTorch's CPU cumprod / cumsum (at::acc_type: a float32 running product that
-    overflows is finite again in double once a small factor follows), else its own."""
+def _accumulator(dtype):
+    """The dtype a sum, a mean or a scan of products accumulates in: float64 for
+    narrower floats, else its own. PyTorch's CPU cumprod / cumsum do (at::acc_type: a
+    float32 running product that overflows is finite again in double once a small
+    factor follows), the LLVM backend's sums do (float64 block sums); for numpy's sums
+    it keeps partial sums from overflowing float32 (inf + -inf = NaN where the sum is
+    inf: fuzz seed 2028003556)."""
     dtype = np.dtype(dtype)
     return np.dtype(np.float64) if dtype.kind == "f" and dtype.itemsize < 8 else dtype
 
 
 def _exclusive_products(flat):
     """(left, right): for each element of the last axis, the product of the elements
-    before it and of those after it, in :func:`_scan_dtype`."""
-    acc = _scan_dtype(flat.dtype)
+    before it and of those after it, in :func:`_accumulator`."""
+    acc = _accumulator(flat.dtype)
     ones = np.ones(flat.shape[:-1] + (1,), dtype=acc)
     left = np.cumprod(np.concatenate([ones, flat[..., :-1]], axis=-1), axis=-1, dtype=acc)
     right = np.flip(np.cumprod(np.concatenate([ones, np.flip(flat, -1)[..., :-1]], -1), -1,
@@ -296,7 +305,7 @@ primitive("cumsum", 1, lambda av, *, axis: (av[0][0], av[0][1]), _cumsum_numpy,
 
 # ---- cumprod: numpy's scan; its gradient exact where the input has zeros --------------------
 def _cumprod_numpy(x, *, axis):
-    return np.cumprod(x, axis=axis, dtype=_scan_dtype(x.dtype)).astype(x.dtype, copy=False)
+    return np.cumprod(x, axis=axis, dtype=_accumulator(x.dtype)).astype(x.dtype, copy=False)
 
 
 def _cumprod_grad_values(x, g, out, axis):

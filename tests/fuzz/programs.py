@@ -467,7 +467,8 @@ def _compare(name, got, same, ref, pert, dtype, n_ops, probe=None, guarded=False
     ``probe``: PyTorch in float32 for a float64 program -- its distance from the
     float64 result, scaled by the ratio of the epsilons, measures rounding amplified
     inside the program (cancellations).  ``guarded``: the compiled where() guards its
-    untaken branch, so a NaN gradient PyTorch leaks through it may be finite here."""
+    untaken branch, so a NaN gradient PyTorch leaks through it may be a number (finite or
+    infinite: the sum of the other paths) here."""
     eps = float(np.finfo(np.dtype(dtype)).eps)
     labels = ["value"] + [f"grad[{i}]" for i in range(len(ref) - 1)]
     with np.errstate(all="ignore"):
@@ -485,8 +486,8 @@ def _compare(name, got, same, ref, pert, dtype, n_ops, probe=None, guarded=False
         nonfin = ~np.isfinite(s) & ~(np.isfinite(r) & np.isfinite(q) & (dtype != "float64"))
         with np.errstate(invalid="ignore"):
             bad = nonfin & ~((np.isnan(g) & np.isnan(s)) | (g == s))
-            if guarded:
-                bad &= ~(np.isnan(s) & np.isfinite(g))
+            if guarded:         # (the other paths' sum remains: finite or +-inf, seed
+                bad &= ~(np.isnan(s) & ~np.isnan(g))        # 2028007332)
         if bad.any():
             k = tuple(np.argwhere(bad)[0])
             return f"{name} {lab}{list(k)}: {g[k]!r}, PyTorch {s[k]!r}"
