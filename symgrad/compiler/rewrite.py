@@ -35,6 +35,12 @@ from ..graph.primitives import PRIMITIVES, SHAPE_RULES
 __all__ = ["rebuild", "simplify", "stabilize", "transpose_products", "mk", "count_nodes"]
 
 FOLD_LIMIT = 1 << 16
+# Folding never makes constant data out of (almost) nothing: a fold's result holds at most
+# this many elements or no more than its largest constant operand.  An iota-built mask or
+# identity (a jacobian's or hessian's seed rows, eye(100) = 10,000 doubles) stays a
+# formula the kernel computes from its indices: as a constant it was ~250 kB of IR text
+# that Python printed and LLVM parsed and copied, a third of such a compile.
+FOLD_GROW = 256
 _DOMAIN_RESTRICTED = {"log", "log1p", "sqrt", "rsqrt", "div", "pow", "reciprocal", "tan"}
 
 
@@ -118,7 +124,10 @@ def _fold(n: Node) -> Node | None:
             return mk("expand", folded, shape=n.shape) if folded is not None else None
     if n.size > FOLD_LIMIT and n.op != "full":
         return None
-    if n.args and all(a.op == "const" for a in n.args) or (not n.args and n.op in ("full", "iota")):
+    if n.args and all(a.op == "const" for a in n.args) and \
+            n.size <= max([FOLD_GROW] + [a.size for a in n.args]) or \
+            (not n.args and n.op == "iota" and n.size <= FOLD_GROW) or \
+            (not n.args and n.op == "full"):
         with np.errstate(all="ignore"):
             value = run_node(n, [a.attr("value").value for a in n.args])
         if value.ndim and value.size > 1 and (value == value.flat[0]).all():
