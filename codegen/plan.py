@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -305,6 +306,43 @@ def _base(node: Node, kinds: dict, roots=frozenset()) -> Node:
     return node
 
 
+class _Room:
+    """How full the steps of one assignment are, per block of :data:`BLOCK` steps: the
+    smallest :meth:`key` in each block, so :meth:`_Planner.place` skips a block in which
+    no step has room for an item."""
+
+    BLOCK = 64
+
+    def __init__(self) -> None:
+        self.steps: list | None = None
+        self.mins: list[float] = []
+        self.seen = 0
+
+    @staticmethod
+    def key(st) -> float:
+        """A step takes an item of cost c under limit L iff key <= L - c."""
+        if not isinstance(st, LoopStep):
+            return math.inf
+        return st.cost if st.items else -math.inf
+
+    def sync(self, steps: list) -> "_Room":
+        """Follow ``steps`` (a new assignment starts over; appended steps are added)."""
+        if self.steps is not steps:
+            self.steps, self.mins, self.seen = steps, [], 0
+        for i in range(self.seen, len(steps)):
+            b = i // self.BLOCK
+            if b == len(self.mins):
+                self.mins.append(math.inf)
+            self.mins[b] = min(self.mins[b], self.key(steps[i]))
+        self.seen = len(steps)
+        return self
+
+    def update(self, steps: list, i: int) -> None:
+        """Step ``i`` took an item: its block's minimum again."""
+        b = i // self.BLOCK
+        self.mins[b] = min(self.key(st) for st in steps[b * self.BLOCK:(b + 1) * self.BLOCK])
+
+
 class _Planner:
     def __init__(self, program) -> None:
         self.program = program
@@ -313,6 +351,7 @@ class _Planner:
         for n in program.inputs:
             self.kinds.setdefault(id(n), "leaf")
         self.forced: set[int] = self.bounded_cones()
+        self.room = _Room()
 
     def bounded_cones(self) -> set[int]:
         """Nodes materialised so that no item's formula cone costs more than
@@ -461,26 +500,34 @@ class _Planner:
                       top=item.produces is item.node)
         cost = 1 + sum(ew_cost(n) for n, _ in visits if self.kinds[id(n)] == "ew")
         chosen = None
-        for idx in range(len(steps) - 1, -1, -1):
+        # no step before the latest producer of a dependency can take the item; between
+        # it and the end, whole blocks of steps too full for the item are skipped (a long
+        # chain's gradient items would otherwise look at every step: quadratic)
+        latest = max((produced[id(n)] for n, _ in deps), default=-1)
+        room = self.room.sync(steps)
+        threshold = cone_limit(item.shape) - cost
+        idx, lo = len(steps) - 1, max(latest, 0)
+        while idx >= lo:
+            if room.mins[idx // _Room.BLOCK] > threshold:    # no room in this block
+                idx -= idx % _Room.BLOCK + 1
+                continue
             st = steps[idx]
-            shape = self.joined_shape(st, item) if isinstance(st, LoopStep) \
-                and (not st.items or st.cost + cost <= cone_limit(item.shape)) else None
-            if shape is not None:
-                ok = all(produced[id(n)] < idx or (produced[id(n)] == idx
-                                                     and self.reusable(st, n, len(shape))
-                                                     and same_point(m, len(shape)))
-                         for n, m in deps)
-                if ok:
-                    chosen = idx
-                    st.shape = shape
-                    break
-            if any(produced[id(n)] >= idx for n, _ in deps):
+            shape = self.joined_shape(st, item) if room.key(st) <= threshold else None
+            if shape is not None and (idx > latest or all(
+                    produced[id(n)] < idx or (self.reusable(st, n, len(shape))
+                                              and same_point(m, len(shape)))
+                    for n, m in deps)):
+                chosen = idx
+                st.shape = shape
                 break
+            idx -= 1
         if chosen is None:
             steps.append(LoopStep(item.shape))
             chosen = len(steps) - 1
+            room.sync(steps)
         steps[chosen].items.append(item)
         steps[chosen].cost += cost
+        room.update(steps, chosen)
         cuts = steps[chosen].cuts
         cuts.update(self.item_cuts)
         segments = 1
