@@ -24,10 +24,10 @@ import llvmlite.ir as ir
 
 __all__ = ["Reuse"]
 
-_LOCAL = re.compile(r'%("(?:[^"\\]|\\.)*"|[-a-zA-Z$._0-9]+)')
-_GLOBAL = re.compile(r'@("(?:[^"\\]|\\.)*"|[-a-zA-Z$._0-9]+)')
-_META = re.compile(r"!(\d+)\b")
-_LABEL = re.compile(r'^("(?:[^"\\]|\\.)*"|[-a-zA-Z$._0-9]+):', re.M)
+_NAME = r'("(?:[^"\\]|\\.)*"|[-a-zA-Z$._0-9]+)'
+# one left-to-right pass: a local (%x), a label at the start of a line (x:), a global
+# (@x), a metadata reference (!7)
+_TOKEN = re.compile(rf"%{_NAME}|^{_NAME}:|@{_NAME}|!(\d+)\b", re.M)
 
 
 def _unquote(name: str) -> str:
@@ -73,39 +73,30 @@ class Reuse:
     def _canonical(self, g: ir.GlobalValue, prefix: str) -> str:
         text = str(g)
         names: dict[str, str] = {}
+        module_globals = self.module.globals
 
-        def local(m: re.Match) -> str:
-            return "%" + names.setdefault(_unquote(m.group(1)), f"v{len(names)}")
-
-        def label(m: re.Match) -> str:
-            return names.setdefault(_unquote(m.group(1)), f"v{len(names)}") + ":"
-
-        def glob(m: re.Match) -> str:
-            name = _unquote(m.group(1))
+        def token(m: re.Match) -> str:
+            # Locals and labels share one numbering (one namespace in LLVM), in order of
+            # appearance; globals of this family are SELF, constants are named by content,
+            # metadata references are spelled out.
+            local, label, glob, meta = m.groups()
+            if local is not None:
+                return "%" + names.setdefault(_unquote(local), f"v{len(names)}")
+            if label is not None:
+                return names.setdefault(_unquote(label), f"v{len(names)}") + ":"
+            if meta is not None:
+                return "!{" + self._meta(meta) + "}"
+            name = _unquote(glob)
             if name == prefix or name.startswith(prefix + "."):
                 return "@SELF" + name[len(prefix):]
-            other = self.module.globals.get(name)
+            other = module_globals.get(name)
             if isinstance(other, ir.GlobalVariable) and other.global_constant \
                     and other.initializer is not None:
                 content = f"{other.value_type}|{other.initializer}|{other.align}"
                 return "@const." + hashlib.blake2b(content.encode(), digest_size=16).hexdigest()
             return m.group(0)
 
-        # Labels are numbered with the values they share a namespace with, so both
-        # substitutions run in one left-to-right pass over the text.
-        out, pos = [], 0
-        tokens = sorted([(m.start(), m.end(), local, m) for m in _LOCAL.finditer(text)]
-                        + [(m.start(), m.end(), label, m) for m in _LABEL.finditer(text)],
-                        key=lambda t: t[0])
-        for start, end, fn, m in tokens:
-            if start < pos:
-                continue
-            out.append(text[pos:start])
-            out.append(fn(m))
-            pos = end
-        out.append(text[pos:])
-        text = _GLOBAL.sub(glob, "".join(out))
-        return _META.sub(lambda m: "!{" + self._meta(m.group(1)) + "}", text)
+        return _TOKEN.sub(token, text)
 
     def _meta(self, name: str) -> str:
         """The contents of metadata node ``!name``, references spelled out."""
