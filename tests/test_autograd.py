@@ -700,3 +700,34 @@ def test_fill_of_an_expanded_view_writes_its_base():
         e.zero_()
         return b + e.sum(0)
     _both(f)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_named_composite_without_a_differentiable_path_gives_no_gradient(dtype):
+    """A named composite whose result does not depend differentiably on its input (a
+    comparison inside) gave the input the output's cotangent as its gradient: torch's
+    backward of such a function (e.g. vector_norm's ord 0) gives none."""
+    from symgrad.functions.composite import named
+    from symgrad.ops import lax
+
+    def fn(v):
+        return lax.cast(lax.apply("ne", v, 0.0), v.dtype) * 3.0
+
+    data = np.array([0.0, 1.0, 2.0], dtype)
+    x = sg.tensor(data, requires_grad=True)
+    named("TestBackward0", fn, x).sum().backward()
+    assert x.grad is None
+    x = sg.tensor(data, requires_grad=True)
+    (named("TestBackward0", fn, x).sum() + (x * x).sum()).backward()
+    xt = torch.tensor(data, requires_grad=True)
+    (xt * xt).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), xt.grad.numpy())
+    x = sg.tensor(data, requires_grad=True)
+    (g,) = sg.autograd.grad(named("TestBackward0", fn, x).sum() + (x ** 3).sum(), x,
+                            create_graph=True)
+    np.testing.assert_allclose(g.detach().numpy(), 3 * data ** 2)
+    # two inputs, the result depending on one only
+    x, y = sg.tensor(data, requires_grad=True), sg.tensor(data + 1, requires_grad=True)
+    named("TestBackward0", lambda a, b: a * fn(b), x, y).sum().backward()
+    assert y.grad is None
+    np.testing.assert_array_equal(x.grad.numpy(), 3.0 * (data + 1 != 0))

@@ -150,3 +150,60 @@ BAD = [
 @pytest.mark.parametrize("snippet", BAD)
 def test_linalg_errors_as_torch(snippet):
     same_error(snippet)
+
+
+ZEROS = np.array([[0.0, 1.0, -2.0], [0.0, 0.0, 0.0], [0.5, 3.0, 1.0]])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("ord", [0, -1, -0.5, -1 / 3, 0.5, 3])
+def test_vector_norm_of_orders_zero_and_negative_at_zeros_as_torch(dtype, ord):
+    """ord 0 counts non-zeros and has no gradient (it passed the output's cotangent on as
+    the input's gradient); a negative order is 0 where an element is 0 (it was finite)."""
+    for dim, keepdim in [(None, False), (1, False), (1, True), (0, False)]:
+        res = []
+        for m in (torch, sg):
+            x = m.tensor(ZEROS.astype(dtype), requires_grad=True)
+            y = m.linalg.vector_norm(x, ord, dim=dim, keepdim=keepdim)
+            w = m.arange(1.0, y.numel() + 1, dtype=y.dtype).reshape(y.shape)
+            ((y * w).sum() + (x * x).sum()).backward()
+            res.append((y.detach().numpy(), x.grad.numpy(), type(y.grad_fn).__name__))
+        (ys, gs, ns), (yt, gt, nt) = res
+        assert ns == nt
+        np.testing.assert_allclose(ys, yt, rtol=1e-6)
+        np.testing.assert_allclose(gs, gt, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_norm_of_order_zero_has_no_gradient_as_torch(dtype):
+    for fn in (lambda m, x: m.linalg.vector_norm(x, 0), lambda m, x: x.norm(0),
+               lambda m, x: x.norm(p=0, dim=1, keepdim=True), lambda m, x: m.norm(x, 0, dim=0),
+               lambda m, x: m.linalg.norm(x[0], 0), lambda m, x: m.linalg.norm(x, 0, dim=1)):
+        res = []
+        for m in (torch, sg):
+            x = m.tensor(ZEROS.astype(dtype), requires_grad=True)
+            y = fn(m, x)
+            y.sum().backward()
+            res.append((y.detach().numpy(), x.grad, type(y.grad_fn).__name__))
+        assert res[1][1] is None and res[0][1] is None
+        assert res[1][2] == res[0][2]
+        np.testing.assert_array_equal(res[1][0], res[0][0])
+        g = sg.grad(lambda v: fn(sg, v).sum())(ZEROS.astype(dtype))
+        np.testing.assert_array_equal(g, np.zeros_like(ZEROS))
+        x = sg.tensor(ZEROS.astype(dtype), requires_grad=True)
+        (g,) = sg.autograd.grad(fn(sg, x).sum() + (x ** 3).sum(), x, create_graph=True)
+        xt = torch.tensor(ZEROS.astype(dtype), requires_grad=True)
+        (gt,) = torch.autograd.grad(fn(torch, xt).sum() + (xt ** 3).sum(), xt, create_graph=True)
+        np.testing.assert_allclose(sg.autograd.grad(g.sum(), x)[0].numpy(),
+                                   torch.autograd.grad(gt.sum(), xt)[0].numpy())
+
+
+@pytest.mark.parametrize("snippet", [
+    lambda m: m.linalg.vector_norm(m.zeros(0), -1),
+    lambda m: m.linalg.vector_norm(m.zeros(0), -1 / 3),
+    lambda m: m.linalg.vector_norm(m.zeros(2, 0), -2.0, dim=1),
+    lambda m: m.zeros(0).norm(-0.5),
+    lambda m: m.linalg.vector_norm(m.tensor([1, 2]), 0),
+])
+def test_vector_norm_negative_order_errors_as_torch(snippet):
+    same_error(snippet)

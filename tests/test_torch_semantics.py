@@ -692,6 +692,51 @@ def test_section4_texts_are_the_reference():
             assert f"{expected[0]}: {expected[1]}" in sec, expected
 
 
+def _returned_indices_modified(kind, keepdim=False, create_graph=False, dtype="float32"):
+    """max / min / sort / topk's backward reads the indices they return: an in-place
+    update of those raises PyTorch's version error (it silently moved the gradient)."""
+    def snippet(T):
+        x = T.tensor([[1.0, 2.0, 3.0], [6.0, 5.0, 4.0]], dtype=getattr(T, dtype),
+                     requires_grad=True)
+        if kind in ("max", "min"):
+            v, i = getattr(x, kind)(1, keepdim=keepdim)
+        elif kind == "sort":
+            v, i = T.sort(x, 0, descending=True)
+        else:
+            v, i = x.topk(2)
+        i.zero_()
+        if create_graph:
+            return repr(T.autograd.grad(v.sum(), x, create_graph=True)[0])
+        v.sum().backward()
+        return repr(x.grad)
+    return snippet
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("create_graph", [False, True])
+@pytest.mark.parametrize(("kind", "keepdim"), [("max", False), ("min", False), ("max", True),
+                                               ("min", True), ("sort", False), ("topk", False)])
+def test_returned_indices_modified_in_place(kind, keepdim, create_graph, dtype):
+    want, _ = check(_returned_indices_modified(kind, keepdim, create_graph, dtype))
+    assert want.error is not None and "inplace operation" in want.error[1]
+
+
+def test_returned_indices_saved_and_unmodified():
+    def snippet(T):
+        x = T.tensor([[1.0, 2.0, 3.0], [6.0, 5.0, 4.0]], requires_grad=True)
+        v, i = x.max(1)
+        saved = repr(v.grad_fn._saved_indices)
+        i.add(1)                        # (not in place: no error)
+        v.sum().backward()
+        s, j = x.sort(1)
+        j.view(3, 2).add_(0)
+        try:
+            s.grad_fn._saved_indices
+        except RuntimeError as e:
+            return saved, repr(x.grad), str(e)
+    check(snippet)
+
+
 # ============================================================ 5. shape / dtype / NaN
 
 def _add_mismatch(T):

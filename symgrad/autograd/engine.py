@@ -346,9 +346,13 @@ def vjp_arrays(out, wrt, g):
     """The cotangents (arrays, or None where unused) of tensors `wrt` given the array
     cotangent `g` of `out`, through the recorded graph between them, which is kept
     (retain_graph): the backward of a named composite when no backward graph is built."""
-    keys = [_edge_key(_root_edge(t)) for t in wrt]
+    if not out.requires_grad:       # (its value does not depend differentiably on wrt)
+        return [None] * len(wrt)
+    root = _root_edge(out)
+    edges = [_root_edge(t) for t in wrt]    # held while running: their ids are the keys
+    keys = [_edge_key(e) for e in edges]
     capture = {k: None for k in keys}
-    got = _run([_root_edge(out)], [g], retain_graph=True, create_graph=False, capture=capture,
+    got = _run([root], [g], retain_graph=True, create_graph=False, capture=capture,
                accumulate=False, arrays=True)
     grads = []
     for t, k in zip(wrt, keys):
@@ -455,7 +459,8 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         for t in inputs:            # a non-leaf input gets .grad as PyTorch gives it one
             if t.grad_fn is not None:
                 hooks.retain_grad(t)
-        capture = {_edge_key(_root_edge(t)): t for t in inputs}
+        edges = [_root_edge(t) for t in inputs]     # held while running (ids are keys)
+        capture = {_edge_key(e): t for e, t in zip(edges, inputs)}
         _run(roots, seeds, retain_graph=retain_graph, create_graph=create_graph,
              capture=capture, accumulate=True, arrays=arrays)
         return
@@ -479,7 +484,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     arrays = _array_mode(outputs, grad_outputs, create_graph)
     seeds = _seeds(outputs, grad_outputs, arrays)
     roots = [_root_edge(t) for t in outputs]
-    keys = [_edge_key(_root_edge(t)) for t in inputs_t]
+    edges = [_root_edge(t) for t in inputs_t]   # held while running: their ids are the keys
+    keys = [_edge_key(e) for e in edges]
     capture = {k: None for k in keys}
     got = _run(roots, seeds, retain_graph=retain_graph, create_graph=create_graph,
                capture=capture, accumulate=False, arrays=arrays)

@@ -276,7 +276,10 @@ _SAVED_NAMES = {"PowBackward0": ("self", "exponent"), "PowBackward1": ("self", "
                 "AddmmBackward0": ("self", "mat1", "mat2"),
                 "MseLossBackward0": ("self", "target"),
                 "BinaryCrossEntropyBackward0": ("self", "target", "weight"),
-                "BinaryCrossEntropyWithLogitsBackward0": ("self", "target")}
+                "BinaryCrossEntropyWithLogitsBackward0": ("self", "target"),
+                # (named composites that keep the indices they return, not their input)
+                "MaxBackward0": (None, "indices"), "MinBackward0": (None, "indices"),
+                "SortBackward0": (None, "indices"), "TopkBackward0": (None, "indices")}
 _SCALAR_OVERLOADS = {"PowBackward0", "PowBackward2", "ClampBackward1"}
 
 

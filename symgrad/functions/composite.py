@@ -23,17 +23,19 @@ __all__ = ["named"]
 
 
 def named(name: str, fn, *inputs, saves: tuple = (), saves_output: bool = False,
-          kernel=None):
+          kernel=None, keeps: tuple = ()):
     """Apply `fn(*inputs)` (primitives only) recorded as a single Function `name`.
 
     `saves` (input positions) and `saves_output` say what PyTorch's backward for `name`
     saves: those tensors are version-checked when the backward runs (an in-place update
     in between raises PyTorch's error) and read back as ``grad_fn._saved_self`` etc.
+    `keeps`: tensors `fn` reads that are not inputs (the indices max(dim) returns), saved
+    after the inputs and version-checked the same way.
     `kernel` (a :class:`~symgrad.functions.kernels.Kernel`) computes the same function on
     eager arrays in one pass, with a closed-form backward (see there)."""
     if kernel is not None and _lifter[0] is None and not saved_hooks.used \
             and not _anomaly["enabled"]:
-        out = _run_kernel(name, kernel, fn, inputs, saves, saves_output)
+        out = _run_kernel(name, kernel, fn, inputs, saves, saves_output, keeps)
         if out is not None:
             return out
     needs = tuple(isinstance(x, Tensor) and x.requires_grad for x in inputs)
@@ -50,16 +52,8 @@ def named(name: str, fn, *inputs, saves: tuple = (), saves_output: bool = False,
     nexts = tuple(((x.grad_fn, x._output_nr) if x.grad_fn is not None else (accumulator(x), 0))
                   if n else (None, 0) for x, n in zip(inputs, needs))
     in_avals = tuple((x.shape, x.dtype) if isinstance(x, Tensor) else ((), None) for x in inputs)
-    saved = ()
-    if saves:
-        saved = [None] * len(inputs)
-        present = [i for i in saves if i < len(inputs) and isinstance(inputs[i], Tensor)]
-        # the order of saving matters only to pack hooks
-        for i in save_order(name, present) if saved_hooks.used else present:
-            saved[i] = SavedTensor(inputs[i])
-        saved = tuple(saved)
     f = new_function(name, None, (), in_avals, (out.shape, out.dtype), nexts, needs,
-                     saved, None)
+                     _save(name, inputs, saves, keeps), None)
     f._inner = _Inner(fn, inputs, stand_ins, inner_out, needs)
     out.grad_fn = f
     if saves_output:
@@ -67,7 +61,19 @@ def named(name: str, fn, *inputs, saves: tuple = (), saves_output: bool = False,
     return out
 
 
-def _run_kernel(name, kernel, fn, inputs, saves, saves_output):
+def _save(name, inputs, saves, keeps) -> tuple:
+    """The saved tensors of a named composite: inputs at positions `saves`, then `keeps`."""
+    if not (saves or keeps):
+        return ()
+    saved = [None] * len(inputs)
+    present = [i for i in saves if i < len(inputs) and isinstance(inputs[i], Tensor)]
+    # the order of saving matters only to pack hooks
+    for i in save_order(name, present) if saved_hooks.used else present:
+        saved[i] = SavedTensor(inputs[i])
+    return tuple(saved) + tuple(SavedTensor(k) for k in keeps)
+
+
+def _run_kernel(name, kernel, fn, inputs, saves, saves_output, keeps):
     """`named` on eager inputs through `kernel` (None when an input is not an eager
     floating-point tensor: the generic path then runs)."""
     arrays = []
@@ -94,14 +100,8 @@ def _run_kernel(name, kernel, fn, inputs, saves, saves_output):
     nexts = tuple(((x.grad_fn, x._output_nr) if x.grad_fn is not None else (accumulator(x), 0))
                   if n else (None, 0) for x, n in zip(inputs, needs))
     in_avals = tuple((x._data.shape, x._dtype) for x in inputs)
-    saved = ()
-    if saves:
-        saved = [None] * len(inputs)
-        for i in saves:
-            if i < len(inputs):
-                saved[i] = SavedTensor(inputs[i])
-        saved = tuple(saved)
-    f = new_function(name, None, (), in_avals, (res.shape, dt), nexts, needs, saved, None)
+    f = new_function(name, None, (), in_avals, (res.shape, dt), nexts, needs,
+                     _save(name, inputs, saves, keeps), None)
     f._inner = _KernelInner(kernel, fn, inputs, needs)
     out.grad_fn = f
     if saves_output:
@@ -125,6 +125,8 @@ def _graph_backward(owner, fn, inputs, needs, g, create_graph=True):
         alias = [bind(P["reshape"], x, shape=tuple(x.shape)) if n else x
                  for x, n in zip(inputs, needs)]
         out = fn(*alias)
+    if not out.requires_grad:       # no differentiable path from the inputs: no gradient
+        return tuple(None for _ in needs)
     grads = engine.grad([out], [a for a, n in zip(alias, needs) if n], [g],
                         retain_graph=True, create_graph=create_graph, allow_unused=True)
     it = iter(grads)
@@ -196,6 +198,8 @@ class _Inner:
             if owner._saved_out is not None:
                 owner._saved_out.unpack(owner)
         wrt = [s for s, n in zip(self.stand_ins, self.needs) if n]
+        if not self.out.requires_grad:      # no differentiable path from the inputs
+            return tuple(None for _ in self.needs)
         if type(g) is np.ndarray:
             grads = engine.vjp_arrays(self.out, wrt, g)
         elif grad_mode.is_grad_enabled():     # create_graph: differentiate the real inputs

@@ -113,11 +113,13 @@ def _extremum(kind, x, dim, keepdim, other):
         value = named(f"{kind.capitalize()}Backward0", lambda v: bind(P["copy"], v), x)
         return getattr(return_types, kind)(value, idx)
     shape = x.shape[:axis] + ((1,) if keepdim else ()) + x.shape[axis + 1:]
+    indices = idx if keepdim else lax.reshape(idx, shape)
+    # the backward reads ``idx``, which the returned indices view: saved and
+    # version-checked as PyTorch saves its indices (an in-place update of them raises)
     values = named(f"{kind.capitalize()}Backward0",
                    lambda v: lax.reshape(bind(P["gather"], v, idx, axis=axis), shape), x,
-                   kernel=None if idx._data is None else gather_kernel(idx._data, axis, shape))
-    # (a new name: the backward above re-runs its lambda, which reads ``idx``)
-    indices = idx if keepdim else lax.reshape(idx, shape)
+                   kernel=None if idx._data is None else gather_kernel(idx._data, axis, shape),
+                   keeps=(indices,))
     return getattr(return_types, kind)(values, indices)
 
 
@@ -268,8 +270,8 @@ def norm(x: Tensor, p: float | str | None = "fro", dim: Dims | None = None, keep
     axes = dims_arg(dim, x.dim())
     if p == "fro" or p is None:
         p = 2
-    if p in (float("inf"), float("-inf")) and x.numel() == 0:
-        name = "inf" if p > 0 else "-inf"
+    if (p < 0 or p == float("inf")) and x.numel() == 0:      # (no identity)
+        name = format(float(p), ".6g")      # (C++'s default stream format)
         if dim is None:
             raise RuntimeError(f"linalg.vector_norm cannot compute the {name} norm on an empty "
                                "tensor because the operation does not have an identity")
@@ -279,15 +281,20 @@ def norm(x: Tensor, p: float | str | None = "fro", dim: Dims | None = None, keep
                 raise RuntimeError(f"linalg.vector_norm cannot compute the {name} norm on the "
                                    f"dimension {d}because this dimension is empty and the "
                                    "operation does not have an identity")
+    if p == 0:      # the count of non-zeros: PyTorch's backward gives it no gradient
+        return named("LinalgVectorNormBackward0", lambda v: lax.sum(
+            lax.cast(lax.apply("ne", v, 0.0), v.dtype), axes, keepdim), x)
     return named("LinalgVectorNormBackward0", lambda v: _norm_prims(v, p, axes, keepdim), x,
                  saves=(0,), saves_output=True)
 
 
 def _masked_pow(a, p):
-    """a ** p with a zero derivative where a == 0 (PyTorch's norm backward masks there),
-    without NaN from the untaken branch: where(a == 0, 0, pow(where(a == 0, 1, a), p))."""
+    """a ** p (a >= 0) with a zero derivative where a == 0 (PyTorch's norm backward masks
+    there), without NaN from the untaken branch: where(a == 0, 0 ** p, pow(where(a == 0, 1,
+    a), p)) -- 0 ** p is inf for a negative p (so a norm of negative order is 0 there)."""
     zero = lax.eq(a, 0.0)
-    return lax.where(zero, 0.0, bind(P["pow"], lax.where(zero, 1.0, a), float(p)))
+    return lax.where(zero, 0.0 if p > 0 else float("inf"),
+                     bind(P["pow"], lax.where(zero, 1.0, a), float(p)))
 
 
 def _norm_prims(x, p, axes, keepdim):

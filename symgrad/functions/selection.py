@@ -173,7 +173,7 @@ def sort(input: Tensor, dim: int = -1, descending: bool = False,
     if x.dim() == 0:
         return return_types.sort(x.clone(), idx)
     d = wrap_dim(dim, x.dim())
-    values = named("SortBackward0", lambda v: bind(P["gather"], v, idx, axis=d), x)
+    values = named("SortBackward0", lambda v: bind(P["gather"], v, idx, axis=d), x, keeps=(idx,))
     return return_types.sort(values, idx)
 
 
@@ -192,5 +192,5 @@ def topk(input: Tensor, k: int, dim: int = -1, largest: bool = True,
     starts = (0,) * x.dim()
     stops = tuple(k if a == d else s for a, s in enumerate(x.shape))
     idx = lax.slice_(order, starts, stops, (1,) * x.dim())
-    values = named("TopkBackward0", lambda v: bind(P["gather"], v, idx, axis=d), x)
+    values = named("TopkBackward0", lambda v: bind(P["gather"], v, idx, axis=d), x, keeps=(idx,))
     return return_types.topk(values, idx)

@@ -24,7 +24,7 @@ from ..errors import LinAlgError
 from ..graph import dtypes
 from ..graph.primitives import PRIMITIVES as P
 from ..ops import lax
-from .common import Tensor, dims_arg, to_tensor, wrap_dim
+from .common import Tensor, to_tensor, wrap_dim
 from .composite import named
 from .elementwise import where
 from .reduction import amax, amin, norm as _vector_norm, return_types, sum as _sum
@@ -218,13 +218,6 @@ def vector_norm(x: Tensor, ord: float = 2, dim: int | tuple[int, ...] | list[int
     if isinstance(ord, str) or not isinstance(ord, (int, float)):
         raise TypeError(f"linalg_vector_norm(): argument 'ord' (position 2) must be Number, "
                         f"not {type(ord).__name__}")
-    if ord == 0:
-        xt = to_tensor(x)
-        if dtype is not None:
-            xt = lax.cast(xt, dtypes.as_dtype(dtype))
-        axes = dims_arg(dim, xt.dim())
-        return named("LinalgVectorNormBackward0", lambda v: lax.sum(
-            lax.cast(lax.apply("ne", v, 0.0), v.dtype), axes, bool(keepdim)), xt)
     return _vector_norm(x, float(ord) if not isinstance(ord, bool) else ord, dim,
                         keepdim, dtype)
 
