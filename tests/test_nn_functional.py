@@ -282,6 +282,55 @@ def test_nll_loss(shapes, reduction, dtype):
         check(lambda m, a, b: nll(m)(a, b, reduction=reduction), x, t.astype(np.uint8))
 
 
+INF = float("inf")
+NONFINITE_IGNORED = [np.array([[-1.0, 2.0, -0.5], [-INF, -INF, -INF], [-0.1, -3, -2]]),
+                     np.array([[-1.0, 2.0, -0.5], [np.nan, INF, -INF], [-0.1, -3, -2]])]
+
+
+@F
+@R
+@pytest.mark.parametrize("xi", [0, 1])
+@pytest.mark.parametrize("name", ["nll_loss", "cross_entropy"])
+def test_ignored_target_with_nonfinite_input(name, xi, reduction, dtype):
+    """An ignored target whose input row holds inf / NaN: its loss is 0, not NaN (it was
+    multiplied by 0), and nll_loss gives its row no gradient even from an inf cotangent
+    -- eager, compiled and compiled gradients, against torch."""
+    x, t = NONFINITE_IGNORED[xi].astype(dtype), np.array([0, 1, 2])
+    w = np.array([1.0, 2.0, 3.0], dtype)
+    kws = [{}, {"weight": w}] + ([{"label_smoothing": 0.1}] if name == "cross_entropy" else [])
+    for kw in kws:
+        res = []
+        for m in (torch, sg):
+            a = m.tensor(x, requires_grad=True)
+            k = {key: m.tensor(v) if isinstance(v, np.ndarray) else v for key, v in kw.items()}
+            y = getattr(m.nn.functional, name)(a, m.tensor(t), ignore_index=1,
+                                               reduction=reduction, **k)
+            y.sum().backward()
+            res.append((y.detach().numpy(), a.grad.numpy()))
+        for want, got in zip(*res):     # (the zeros' signs too)
+            np.testing.assert_array_equal(np.signbit(got) & ~np.isnan(got),
+                                          np.signbit(want) & ~np.isnan(want))
+            np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-7)
+
+        def loss(a, m=sg, kw=kw):
+            k = {key: m.tensor(v) for key, v in kw.items() if isinstance(v, np.ndarray)}
+            k.update({key: v for key, v in kw.items() if not isinstance(v, np.ndarray)})
+            return getattr(m.nn.functional, name)(a, m.tensor(t), ignore_index=1,
+                                                  reduction=reduction, **k).sum()
+        for backend in ("llvm", "numpy"):
+            value, grad = sg.value_and_grad(loss, backend=backend)(x)
+            np.testing.assert_allclose(value, res[0][0].sum(), rtol=2e-6, err_msg=backend)
+            np.testing.assert_allclose(grad, res[0][1], rtol=2e-6, atol=1e-7, err_msg=backend)
+    if name == "nll_loss" and reduction == "none":
+        res = []
+        for m in (torch, sg):
+            a = m.tensor(x, requires_grad=True)
+            y = m.nn.functional.nll_loss(a, m.tensor(t), ignore_index=1, reduction="none")
+            y.backward(m.tensor(np.array([1.0, INF, 2.0], dtype)))
+            res.append(a.grad.numpy())
+        np.testing.assert_array_equal(res[1], res[0])
+
+
 # --- errors ---------------------------------------------------------------------------------
 
 ERRORS = [

@@ -87,37 +87,37 @@ def log_softmax_kernel(axes: tuple) -> Kernel:
 def nll_loss_kernel(idx: np.ndarray, keep: np.ndarray, cdim: int, reduction: str) -> Kernel:
     """nll_loss without class weights of an input with the class axis `cdim`: `idx` the
     targets (ignored ones set to 0) with a length-1 class axis, `keep` where a target
-    is not ignored. Backward: ``-g * kept / (number kept)`` (mean; 0 when none is kept)
-    scattered to the targets' classes, as PyTorch's nll_loss_backward."""
+    is not ignored. An ignored target's loss and gradient are 0 by a select (not a
+    product with 0: its input or cotangent may be inf / NaN). Backward: ``-g / (number
+    kept)`` (mean; 0 when none is kept) at kept targets scattered to their classes, as
+    PyTorch's nll_loss_backward."""
     shape = keep.shape
     axes = tuple(range(len(shape)))
     # (N, C) input: the picked elements by a plain fancy index (take_along_axis builds
     # the same index arrays in Python)
     at = (np.arange(shape[0]), idx.reshape(shape)) if len(shape) == 1 and cdim == 1 else None
 
+    kept = int(np.count_nonzero(keep))
+
     def forward(x):
-        w = keep.astype(x.dtype)
         picked = x[at] if at is not None else \
             np.take_along_axis(x, idx, axis=cdim).reshape(shape)
-        loss = np.negative(np.multiply(picked, w))
+        loss = np.where(keep, np.negative(picked), x.dtype.type(0))
         if reduction == "none":
             return loss
         total = np.add.reduce(loss, axis=axes)
         if reduction == "sum":
             return total
-        denom = np.add.reduce(w, axis=axes)
-        if denom == 0:
+        if kept == 0:
             return np.asarray(np.nan, dtype=x.dtype)
-        return np.true_divide(total, denom)
+        return np.true_divide(total, x.dtype.type(kept))
 
     def backward(g, inputs, out):
         dt = g.dtype
-        w = keep.astype(dt)
         if reduction == "mean":
-            denom = np.add.reduce(w, axis=axes)
-            g = np.zeros((), dt) if denom == 0 else np.true_divide(g, denom)
+            g = np.zeros((), dt) if kept == 0 else np.true_divide(g, dt.type(kept))
         gx = np.zeros(x_shape[0], dt)
-        vals = np.negative(np.multiply(g, w))
+        vals = np.where(keep, np.negative(g), dt.type(0))
         if at is not None:
             gx[at] = vals
         else:

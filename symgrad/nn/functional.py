@@ -323,7 +323,9 @@ def _nll_loss(x, t, weight, ignore_index, reduction):
         w_el = lax.cast(keep, v.dtype)
         if ws:
             w_el = lax.mul(w_el, bind(P["take"], ws[0], safe_t, axis=0))
-        loss = lax.neg(lax.mul(picked, w_el))
+        # ignored targets by a select, not only the product with 0 (their input may be
+        # inf / NaN); 0 - w, not -w, so that their loss and gradient are +0 as PyTorch's
+        loss = lax.mul(lax.where(keep, picked, 0.0), lax.sub(0.0, w_el))
         if reduction == "none":
             return lax.reshape(loss, (loss.shape[0], lax.size_of(loss.shape[1:]))) \
                 if view_back else loss
