@@ -282,6 +282,37 @@ def test_nll_loss(shapes, reduction, dtype):
         check(lambda m, a, b: nll(m)(a, b, reduction=reduction), x, t.astype(np.uint8))
 
 
+BOUNDS = np.array([-1.0, 0.0, 3.0, 6.0, 7.0, -6.0, 1.0, -0.5, float("nan"), float("inf")])
+HARDTANH = [lambda m, t: m.nn.functional.relu6(t), lambda m, t: m.nn.ReLU6()(t),
+            lambda m, t: m.nn.functional.hardtanh(t, 0.0, 6.0),
+            lambda m, t: m.nn.functional.hardtanh(t), lambda m, t: m.nn.Hardtanh(-0.5, 1.0)(t),
+            lambda m, t: t.clamp(0.0, 6.0), lambda m, t: t.clamp(-1.0, 1.0),
+            lambda m, t: t.clamp_min(0.0), lambda m, t: t.clamp_max(6.0)]
+
+
+@F
+@pytest.mark.parametrize("f", HARDTANH)
+def test_hardtanh_and_clamp_gradient_at_the_bounds(f, dtype):
+    """hardtanh / relu6 pass no gradient at exactly min / max (PyTorch's strict
+    hardtanh_backward; it was 1 there), clamp passes it (inclusive): eager, a second
+    derivative and compiled gradients against torch."""
+    x = BOUNDS.astype(dtype)
+    res = []
+    for m in (torch, sg):
+        t = m.tensor(x, requires_grad=True)
+        y = f(m, t)
+        (g,) = m.autograd.grad((y * y).sum(), t, create_graph=True)
+        (gg,) = m.autograd.grad(g.sum(), t)
+        (g1,) = m.autograd.grad(f(m, t).sum(), t)
+        res.append([y.detach().numpy(), g.detach().numpy(), gg.numpy(), g1.numpy(),
+                    type(y.grad_fn).__name__])
+    for want, got in zip(*res):
+        np.testing.assert_array_equal(got, want)
+    for backend in ("llvm", "numpy"):
+        g = sg.grad(lambda v: f(sg, v).sum(), backend=backend)(x)
+        np.testing.assert_array_equal(g, res[0][3], err_msg=backend)
+
+
 INF = float("inf")
 NONFINITE_IGNORED = [np.array([[-1.0, 2.0, -0.5], [-INF, -INF, -INF], [-0.1, -3, -2]]),
                      np.array([[-1.0, 2.0, -0.5], [np.nan, INF, -INF], [-0.1, -3, -2]])]

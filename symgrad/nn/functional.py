@@ -440,9 +440,17 @@ def gelu(input, approximate="none"):
 
 
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
-    return named("HardtanhBackward0", lambda v: bind(P["clamp"], v, float(min_val),
-                                                      float(max_val)), to_tensor(input),
-                 saves=(0,))
+    """x clamped to [min_val, max_val]; the gradient passes only strictly inside (and at
+    NaN), as PyTorch's hardtanh_backward -- clamp's passes at the bounds too. (The
+    inside branch is min(max(x, lo), hi), whose gradient has the input's history, so a
+    second derivative is 0, not an error, and which passes it at NaN.)"""
+    lo, hi = float(min_val), float(max_val)
+
+    def f(v):
+        out = lax.apply("logical_or", lax.apply("le", v, lo), lax.apply("ge", v, hi))
+        inside = lax.apply("minimum", lax.apply("maximum", v, lo), hi)
+        return lax.where(out, bind(P["clamp"], v.detach(), lo, hi), inside)
+    return named("HardtanhBackward0", f, to_tensor(input), saves=(0,))
 
 
 def relu6(input, inplace=False):
