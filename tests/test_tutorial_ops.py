@@ -138,3 +138,86 @@ def test_flip_errors_as_torch(call):
         except Exception as e:      # noqa: BLE001 -- compared below
             return type(e).__name__, str(e)
     assert err(sg) == err(torch)
+
+
+# ---- index bounds: PyTorch does not wrap a negative index of gather / index_select /
+# scatter (they wrapped silently, eager and compiled; compiled scatter wrote an index one
+# past the end into the next row) -------------------------------------------------------
+X43 = np.arange(12.0).reshape(4, 3)
+BOUNDS = {
+    "gather_neg_dim0": (lambda m, a, i: a.gather(0, i), [[0, -1, 2]]),
+    "gather_neg_dim1": (lambda m, a, i: m.gather(a, 1, i), [[0, -1, 2]]),
+    "gather_past_end": (lambda m, a, i: a.gather(1, i), [[0, 3, 2]]),
+    "gather_below_minus_size": (lambda m, a, i: a.gather(1, i), [[0, -4, 2]]),
+    "index_select_dim1": (lambda m, a, i: a.index_select(1, i), [-1]),
+    "index_select_dim0": (lambda m, a, i: a.index_select(0, i), [0, -1]),
+    "index_select_last": (lambda m, a, i: a.index_select(-1, i), [3]),
+    "scatter": (lambda m, a, i: a.scatter(1, i, 5.0), [[-1]]),
+    "scatter_past_end": (lambda m, a, i: a.scatter(1, i, 5.0), [[3]]),
+    "scatter_add": (lambda m, a, i: a.scatter_add(1, i, m.ones(1, 1, dtype=a.dtype)), [[-1]]),
+    "scatter_reduce": (lambda m, a, i: a.scatter_reduce(1, i, m.ones(1, 1, dtype=a.dtype),
+                                                        "amax"), [[-1]]),
+    "index_add": (lambda m, a, i: a.index_add(1, i, m.ones(4, 1, dtype=a.dtype)), [-1]),
+}
+
+
+def _outcome(fn):
+    try:
+        return fn()
+    except Exception as e:  # noqa: BLE001 -- compared with torch's
+        return type(e).__name__, str(e)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", sorted(BOUNDS))
+def test_out_of_bounds_index_raises_as_torch_eager_and_compiled(name, dtype):
+    f, index = BOUNDS[name]
+    x, i = X43.astype(dtype), np.array(index)
+    want = _outcome(lambda: f(torch, torch.tensor(x), torch.tensor(i)))
+    assert isinstance(want, tuple), "torch raised nothing"
+    assert _outcome(lambda: f(sg, sg.tensor(x), sg.tensor(i))) == want
+    for backend in ("llvm", "numpy"):
+        got = _outcome(lambda: sg.compile(lambda a, b: f(sg, a, b), backend=backend)(x, i))
+        assert got == want, backend
+        if name.startswith(("index_add", "scatter_add")):
+            continue    # (their gradient in the input does not read the index: not checked)
+        got = _outcome(lambda: sg.grad(lambda a, b: f(sg, a, b).sum(), backend=backend)(x, i))
+        assert got == want, backend
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_in_bounds_runtime_indices_compiled_as_torch(dtype):
+    """The compiled bounds check passes valid indices (int64 and int32) through: values
+    and gradients against torch, and batched under vmap."""
+    x = X43.astype(dtype)
+    cases = [(lambda m, a, i: a.gather(1, i), np.array([[0, 2, 1], [2, 2, 0]])),
+             (lambda m, a, i: a.index_select(1, i), np.array([2, 0], np.int32)),
+             (lambda m, a, i: a.scatter_add(0, i, a * 2), np.array([[3, 0, 1]] * 4)),
+             (lambda m, a, i: a.index_add(0, i, a[:2]), np.array([3, 3]))]
+    for f, i in cases:
+        xt = torch.tensor(x, requires_grad=True)
+        y = f(torch, xt, torch.tensor(i))
+        (y * y).sum().backward()
+        for backend in ("llvm", "numpy"):
+            v, g = sg.value_and_grad(lambda a, b: (f(sg, a, b) ** 2).sum(),
+                                     backend=backend)(x, i)
+            np.testing.assert_allclose(v, (y * y).sum().item(), rtol=1e-6)
+            np.testing.assert_allclose(g, xt.grad.numpy(), rtol=1e-6)
+    idx = np.array([[[0, 1, 2]], [[2, 2, 2]]])
+    got = sg.vmap(lambda b: sg.tensor(x).gather(1, b))(idx)
+    want = torch.vmap(lambda b: torch.tensor(x).gather(1, b))(torch.tensor(idx))
+    np.testing.assert_array_equal(np.asarray(got), want.numpy())
+    with pytest.raises(RuntimeError, match="index -1 is out of bounds for dimension 1 with "
+                                           "size 3"):
+        sg.compile(sg.vmap(lambda b: sg.tensor(x).gather(1, b)))(-idx)
+
+
+@pytest.mark.parametrize("snippet", [
+    lambda m: m.ones(()).index_select(0, m.tensor([0, 0])),
+    lambda m: m.zeros(4, 3).gather(1, m.tensor([[0]], dtype=m.int16)),
+    lambda m: m.zeros(4, 3).index_select(1, m.tensor([0], dtype=m.uint8)),
+    lambda m: m.zeros(4, 3).index_select(1, m.tensor([-1], dtype=m.int32)),
+])
+def test_index_select_and_gather_errors_as_torch(snippet):
+    want = _outcome(lambda: snippet(torch))
+    assert isinstance(want, tuple) and _outcome(lambda: snippet(sg)) == want

@@ -32,13 +32,10 @@ __all__ = ["scatter", "scatter_add", "scatter_reduce", "index_add"]
 _INDEX_TYPES = (dtypes.int64, dtypes.int32)
 
 
-def _check_bounds(idx: Tensor, size: int, d: int) -> None:
-    data = idx._data
-    if data is not None and data.size:
-        bad = (data < 0) | (data >= size)
-        if bad.any():
-            raise RuntimeError(f"index {int(data[bad].flat[0])} is out of bounds for dimension "
-                               f"{d} with size {size}")
+def _check_bounds(idx: Tensor, size: int, d: int) -> Tensor:
+    """`idx` checked in [0, size) now (eager) or at every call (compiled)."""
+    return lax.in_bounds(idx, size, f"index {{}} is out of bounds for dimension {d} with "
+                                    f"size {size}")
 
 
 def _checked(name: str, x: Tensor, dim: int, index, src) -> tuple[int, Tensor]:
@@ -69,8 +66,7 @@ def _checked(name: str, x: Tensor, dim: int, index, src) -> tuple[int, Tensor]:
                            f"{list(x.shape)} apart from dimension {d}{extra}")
     if has_src and max(src.dim(), 1) != max(idx.dim(), 1):
         raise RuntimeError(src_dims)
-    _check_bounds(idx, x.shape[d] if x.dim() else 1, d)
-    return d, idx
+    return d, _check_bounds(idx, x.shape[d] if x.dim() else 1, d)
 
 
 def _flat_positions(idx: Tensor, shape: tuple, d: int):
@@ -237,7 +233,7 @@ def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *,
         raise RuntimeError(f"index_add_(): self ({x.dtype.c_name.capitalize()}) and source "
                            f"({s.dtype.c_name.capitalize()}) must have the same scalar type")
     idx1 = lax.cast(lax.reshape(idx, (idx.numel(),)), dtypes.int64)
-    _check_bounds(idx1, x.shape[d] if x.dim() else 1, d)
+    idx1 = _check_bounds(idx1, x.shape[d] if x.dim() else 1, d)
 
     def run(v, w):
         if not w.shape:

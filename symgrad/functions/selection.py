@@ -61,17 +61,18 @@ def triu(input: Tensor, diagonal: int = 0) -> Tensor:
     return _triangle("triu", input, diagonal, lower=False)
 
 
-def _index(index, what: str) -> Tensor:
+def _index(index, message: str) -> Tensor:
+    """`index` as a Tensor of int64 or int32 (PyTorch's index dtypes), else `message`."""
     idx = to_tensor(index)
-    if idx.dtype is not dtypes.int64:
-        raise RuntimeError(f"{what}(): Expected dtype int64 for index")
+    if idx.dtype not in (dtypes.int64, dtypes.int32):
+        raise RuntimeError(message)
     return idx
 
 
 def gather(input: Tensor, dim: int, index: Tensor, *, sparse_grad: bool = False) -> Tensor:
     """``out[i][j][k] = input[i][index[i][j][k]][k]`` for ``dim=1`` (``GatherBackward0``);
     ``index`` has ``input``'s rank and is no larger than it in the other dimensions."""
-    x, idx = to_tensor(input), _index(index, "gather")
+    x, idx = to_tensor(input), _index(index, "gather(): Expected dtype int32/int64 for index")
     d = wrap_dim(dim, max(x.dim(), 1))
     if idx.dim() != x.dim():
         raise RuntimeError("Index tensor must have the same number of dimensions as input "
@@ -81,11 +82,8 @@ def gather(input: Tensor, dim: int, index: Tensor, *, sparse_grad: bool = False)
             raise RuntimeError(f"Size does not match at dimension {k} expected index "
                                f"{list(idx.shape)} to be no larger than self "
                                f"{list(x.shape)} apart from dimension {d}")
-    if idx._data is not None and idx._data.size and x.shape[d] >= 0:
-        bad = (idx._data < -x.shape[d]) | (idx._data >= x.shape[d])
-        if bad.any():
-            raise RuntimeError(f"index {int(idx._data[bad].flat[0])} is out of bounds for "
-                               f"dimension {d} with size {x.shape[d]}")
+    n = x.shape[d] if x.dim() else 1
+    idx = lax.in_bounds(idx, n, f"index {{}} is out of bounds for dimension {d} with size {n}")
     if any(idx.shape[k] < x.shape[k] for k in range(x.dim()) if k != d):
         starts = (0,) * x.dim()
         stops = tuple(x.shape[k] if k == d else idx.shape[k] for k in range(x.dim()))
@@ -97,15 +95,23 @@ def gather(input: Tensor, dim: int, index: Tensor, *, sparse_grad: bool = False)
 def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
     """The slices ``index`` (1-D, int64) of ``input`` along ``dim``
     (``IndexSelectBackward0``)."""
-    x, idx = to_tensor(input), _index(index, "index_select")
+    x, idx = to_tensor(input), _index(index, "index_select(): Expected dtype int32 or int64 for "
+                                                    "index")
     if idx.dim() > 1:
         raise IndexError("index_select(): Index is supposed to be a vector")
     d = wrap_dim(dim, max(x.dim(), 1))
-    idx1 = idx.reshape(-1)
-    if idx1._data is not None and idx1._data.size:
-        bad = (idx1._data < 0) | (idx1._data >= x.shape[d])
-        if bad.any():
-            raise IndexError(f"index out of range in self")
+    n = x.shape[d] if x.dim() else 1
+    if x.dim() == 0 and idx.numel() != 1:
+        raise RuntimeError(f"index_select(): Index to scalar can have only 1 value, got "
+                           f"{idx.numel()} value(s)")
+    if x.dim() > 1 and d == 1:      # (PyTorch's CPU kernel for dim 1, its own check)
+        idx1 = lax.in_bounds(idx.reshape(-1), n,
+                             f"INDICES element is out of DATA bounds, id={{}} axis_dim={n}")
+    else:
+        idx1 = lax.in_bounds(idx.reshape(-1), n, "index out of range in self", "IndexError")
+    if x.dim() == 0:        # (a 0-d input: a 0-d result)
+        return named("IndexSelectBackward0", lambda v: lax.reshape(bind(
+            P["take"], lax.reshape(v, (1,)), idx1, axis=0), ()), x)
     return named("IndexSelectBackward0", lambda v: bind(P["take"], v, idx1, axis=d), x)
 
 

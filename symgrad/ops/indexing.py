@@ -1,5 +1,5 @@
 """Indexing primitives: take, gather and their transposes (scatter_add, gather_scatter),
-index_put, scatter_reduce (sum / prod / mean / amax / amin at flat positions) -- for each, its shape rule, numpy rule, what the eager tape saves and its VJP,
+index_put, index_check (PyTorch's bounds check of an index), scatter_reduce (sum / prod / mean / amax / amin at flat positions) -- for each, its shape rule, numpy rule, what the eager tape saves and its VJP,
 declared once (:func:`symgrad.ops.define.primitive`)."""
 from __future__ import annotations
 
@@ -120,6 +120,25 @@ def _index_put_shape(av):
 
 primitive("index_put", 3, _index_put_shape, _index_put_numpy, saves=(1,),
           grad_name="IndexPutBackward0", family="index", vjp=_index_put_vjp)
+
+
+_INDEX_ERRORS = {"RuntimeError": RuntimeError, "IndexError": IndexError}
+
+
+def _index_check_numpy(idx, *, size, message, error):
+    """idx itself when every index is in [0, size) (PyTorch's bounds: no wrapping of
+    negative indices), else `error` (its name) with `message` formatted with the first
+    bad index."""
+    bad = (idx < 0) | (idx >= size)
+    if bad.any():
+        raise _INDEX_ERRORS[error](message.format(int(idx[bad].flat[0])))
+    return idx
+
+
+# the runtime bounds check of gather / index_select / scatter's indices (elementwise, so
+# batched as a conversion; compiled code runs its numpy rule)
+primitive("index_check", 1, lambda av, *, size, message, error: av[0], _index_check_numpy,
+          differentiable=False, family="conversion")
 
 
 # ---- scatter_reduce: a reduction of values into flat positions ----------------------------

@@ -330,6 +330,19 @@ def scatter_add(g, idx, axis, size):
     return apply("scatter_add", g, idx, axis=axis, size=size)
 
 
+def in_bounds(idx, size: int, message: str, error: str = "RuntimeError"):
+    """`idx` (integer Tensor) checked to lie in [0, size) -- PyTorch's index checks, which
+    do not wrap negative indices as numpy does. An eager index is checked now and
+    returned as is; a traced one goes through ``index_check``, so compiled code checks it
+    at every call. Else `error` (RuntimeError or IndexError) with `message` formatted
+    with the first bad index."""
+    if idx._node is None:
+        if idx._data.size:
+            NUMPY_RULES["index_check"](idx._data, size=int(size), message=message, error=error)
+        return idx
+    return dispatch.bind(P["index_check"], idx, size=int(size), message=message, error=error)
+
+
 def finite_or_zero(m):
     """m where finite, else 0 — the shift used by max-shifted softmax / logsumexp, so an
     all -inf (or +inf) row does not turn into NaN."""
