@@ -207,3 +207,45 @@ def test_norm_of_order_zero_has_no_gradient_as_torch(dtype):
 ])
 def test_vector_norm_negative_order_errors_as_torch(snippet):
     same_error(snippet)
+
+
+RANK1 = np.outer([1.0, 2.0, 3.0], [1.0, -1.0, 2.0])
+
+
+def _det_second(m, a):
+    (g,) = m.autograd.grad(m.linalg.det(a).sum(), a, create_graph=True)
+    (gg,) = m.autograd.grad(g.sin().sum(), a)
+    return gg.numpy()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", ["2x2", "3x3", "batch", "regular"])
+def test_det_second_derivative_at_singular_matrices_as_torch(name, dtype):
+    """The cofactor's VJP went through inv: LinAlgError at a singular matrix, where
+    torch's second derivative is finite. Now through the SVD (exact there)."""
+    m = {"2x2": np.array([[1.0, 2.0], [2.0, 4.0]]), "3x3": SINGULAR,
+         "batch": np.stack([SINGULAR, A]), "regular": well_conditioned(n=4)}[name].astype(dtype)
+    got = _det_second(sg, sg.tensor(m, requires_grad=True))
+    want = _det_second(torch, torch.tensor(m, requires_grad=True))
+    tol = dict(rtol=1e-4, atol=1e-4) if dtype == np.float32 else dict(rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(got, want, **tol)
+    for backend in ("llvm", "numpy"):
+        h = sg.hessian(lambda x: sg.linalg.det(x).sum(), backend=backend)(m)
+        th = torch.autograd.functional.hessian(lambda x: torch.linalg.det(x).sum(),
+                                               torch.tensor(m))
+        np.testing.assert_allclose(np.asarray(h), th.numpy(), **tol)
+
+
+def test_cofactor_vjp_at_rank_deficient_matrices_by_finite_differences():
+    """Rank n-2 and zero matrices (torch's SVD-based backward gives NaN there): the
+    cofactor is a polynomial, its VJP exact -- checked by central differences."""
+    def cofactor(a):                # d det / dA, differentiable (create_graph)
+        if not a.requires_grad:     # (check_vjp_fd's evaluations under no_grad)
+            with sg.enable_grad():
+                b = a.detach().requires_grad_()
+                return sg.autograd.grad(sg.linalg.det(b).sum(), b)[0]
+        return sg.autograd.grad(sg.linalg.det(a).sum(), a, create_graph=True)[0]
+    for m in (RANK1, np.zeros((3, 3)), np.stack([RANK1, SINGULAR, A])):
+        check_vjp_fd(cofactor, [m], rtol=1e-5)
+    a = sg.tensor(np.zeros((3, 3)), requires_grad=True)
+    np.testing.assert_array_equal(_det_second(sg, a), np.zeros((3, 3)))

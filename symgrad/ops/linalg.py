@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import blas_local
+from ..graph import dtypes
 from ..graph.shapes import broadcast_shapes, numel
+from . import blas_local
 from . import lax
 from .define import primitive
 
@@ -209,14 +210,41 @@ def _cofactor_numpy(a):
     return (scale * (u * (left * right)[..., None, :]) @ vh).astype(a.dtype)
 
 
-def _cofactor_vjp(ctx, u):
-    """C = det(A) A⁻ᵀ: dC = tr(A⁻¹dA) C - C dAᵀ A⁻ᵀ, so Ā = <Ū, C> A⁻ᵀ - C Ūᵀ A⁻ᵀ
-    (for invertible A)."""
-    c = ctx.out
-    inv_t = _mT(lax.apply("inv", ctx.input(0)))
-    n = len(ctx.in_avals[0][0])
-    dot = lax.sum(lax.mul(u, c), (n - 2, n - 1), keepdim=True)
-    return (lax.sub(lax.mul(dot, inv_t), lax.matmul(lax.matmul(c, _mT(u)), inv_t)),)
+def _pair_products(s):
+    """π_ij = Π_{k ∉ {i, j}} s_k for i ≠ j, 0 on the diagonal: (..., n) -> (..., n, n),
+    without division (s may hold zeros). O(n³) per matrix."""
+    n = s.shape[-1]
+    cube = tuple(s.shape[:-1]) + (n, n, n)
+    i = lax.apply("iota", shape=cube, axis=len(cube) - 3, dtype=dtypes.int64)
+    j = lax.apply("iota", shape=cube, axis=len(cube) - 2, dtype=dtypes.int64)
+    k = lax.apply("iota", shape=cube, axis=len(cube) - 1, dtype=dtypes.int64)
+    skip = lax.apply("logical_or", lax.eq(k, i), lax.eq(k, j))
+    spread = lax.expand(lax.reshape(s, tuple(s.shape[:-1]) + (1, 1, n)), cube)
+    pi = lax.apply("prod", lax.where(skip, 1.0, spread), axes=(len(cube) - 1,), keepdim=False)
+    return lax.where(lax.eye_mask(tuple(pi.shape)), 0.0, pi)
+
+
+def _cofactor_vjp(ctx, g):
+    """Through the SVD A = U S Vᵀ, exact for singular A too (cof is a polynomial; PyTorch's
+    det backward goes through the SVD as well): cof(A) = σ U cof(S) Vᵀ with σ = det(U)
+    det(V), so with E = Uᵀ dA V, dC = σ U D Vᵀ where D_ii = Σ_{k≠i} E_kk π_ik and
+    D_ij = -E_ji π_ij (π: :func:`_pair_products`). With W = Uᵀ Ḡ V:
+    Ā = σ U (diag(π diag(W)) - π ∘ Wᵀ) Vᵀ."""
+    a = ctx.input(0)
+    shape = tuple(ctx.in_avals[0][0])
+    if shape[-1] <= 1 or 0 in shape:          # cof of a 1x1 matrix is the constant 1
+        return (lax.zeros(shape, g.dtype),)
+    packed = lax.apply("svd_factor", a, full_matrices=False)
+    u, s, vh = (lax.apply(p, a, packed, full_matrices=False)
+                for p in ("svd_u", "svdvals", "svd_vh"))
+    sigma = lax.mul(lax.apply("slogdet_sign", u), lax.apply("slogdet_sign", vh))
+    w = lax.matmul(lax.matmul(_mT(u), g), _mT(vh))
+    pi = _pair_products(s)
+    eye = lax.eye_mask(shape)
+    w_diag = lax.sum(lax.where(eye, w, 0.0), (len(shape) - 1,), keepdim=True)  # (..., n, 1)
+    diag = lax.expand(lax.matmul(pi, w_diag), shape)                            # rows: π diag W
+    e_bar = lax.sub(lax.where(eye, diag, 0.0), lax.mul(pi, _mT(w)))
+    return (lax.mul(_as_matrices(sigma, shape), lax.matmul(lax.matmul(u, e_bar), vh)),)
 
 
 primitive("cofactor", 1, _square_shape, _cofactor_numpy, saves=(0,), saves_out=True,
