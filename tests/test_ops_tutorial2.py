@@ -119,6 +119,15 @@ BAD = [
     lambda m: m.ones(3, 4).repeat_interleave(m.tensor([1, 2]), dim=0),
     lambda m: m.ones(3, 4).repeat_interleave(m.tensor([-1, 2, 1]), dim=0),
     lambda m: m.ones(3, 4).repeat_interleave(m.tensor([[1]]), dim=0),
+    # output_size is checked against the repeats (it was ignored)
+    lambda m: m.ones(2, 3).repeat_interleave(m.tensor([1, 2]), dim=0, output_size=2),
+    lambda m: m.ones(2, 3).repeat_interleave(m.tensor([1, 2]), dim=0, output_size=4),
+    lambda m: m.ones(2, 3).repeat_interleave(m.tensor([1, 2]), dim=0, output_size=-1),
+    lambda m: m.ones(2, 3).repeat_interleave(m.tensor(2), dim=1, output_size=7),
+    lambda m: m.ones(2, 3).repeat_interleave(2, dim=0, output_size=3),
+    lambda m: m.ones(2, 3).repeat_interleave(2, output_size=5),
+    lambda m: m.ones(2, 3).repeat_interleave(2, dim=1, output_size=-1),
+    lambda m: m.repeat_interleave(m.tensor([1, 2]), output_size=4),
     lambda m: m.scatter(m.ones(3, 4), 1, m.tensor([[0.0]]), m.ones(3, 4)),
     lambda m: m.scatter(m.ones(3, 4), 1, m.tensor([[0]]), m.ones(3, 4, dtype=m.float64)),
     lambda m: m.scatter(m.ones(3, 4), 1, m.tensor([0]), m.ones(3, 4)),
@@ -142,3 +151,22 @@ BAD = [
 @pytest.mark.parametrize("snippet", BAD)
 def test_errors_as_torch(snippet):
     same_error(snippet)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_repeat_interleave_with_the_right_output_size_as_torch(dtype):
+    x = np.arange(6.0).reshape(2, 3).astype(dtype)
+    for f in (lambda m, t: t.repeat_interleave(m.tensor([1, 2]), dim=0, output_size=3),
+              lambda m, t: t.repeat_interleave(2, dim=1, output_size=6),
+              lambda m, t: t.repeat_interleave(3, output_size=18),
+              lambda m, t: m.repeat_interleave(m.tensor([1, 2]), output_size=3)):
+        res = []
+        for m in (torch, sg):
+            t = m.tensor(x, requires_grad=True)
+            y = f(m, t)
+            if y.requires_grad:
+                (y * y).sum().backward()
+            res.append((y.detach().numpy(), None if t.grad is None else t.grad.numpy()))
+        np.testing.assert_array_equal(res[1][0], res[0][0])
+        if res[0][1] is not None:
+            np.testing.assert_array_equal(res[1][1], res[0][1])

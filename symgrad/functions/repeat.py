@@ -65,10 +65,17 @@ def tile(input: Tensor, *dims: int | Sequence[int]) -> Tensor:
     return repeat(x, (1,) * (x.dim() - len(reps)) + reps)
 
 
-def _counts_to_indices(counts: Tensor) -> Tensor:
+def _counts_to_indices(counts: Tensor, output_size: int | None = None) -> Tensor:
+    """Each position repeated by its count; `output_size` must be the counts' sum."""
     data = counts._eager_data("repeat_interleave with a tensor of repeats")
     if (data < 0).any():
         raise RuntimeError("repeats can not be negative")
+    if output_size is not None:
+        if output_size < 0:
+            raise RuntimeError(f"Trying to create tensor with negative dimension "
+                               f"{output_size}: [{output_size}]")
+        if int(data.sum()) != output_size:
+            raise RuntimeError("allocated size does not match required size")
     return Tensor._from_array(np.repeat(np.arange(data.size, dtype=np.int64), data.reshape(-1)),
                               dtypes.int64)
 
@@ -82,7 +89,7 @@ def repeat_interleave(input: Tensor, repeats: int | Tensor | None = None,
     if repeats is None:                       # repeat_interleave(counts)
         if x.dim() > 1:
             raise RuntimeError("repeats must be 0-dim or 1-dim tensor")
-        return _counts_to_indices(x.reshape(-1))
+        return _counts_to_indices(x.reshape(-1), output_size)
     if dim is None:
         x = x.reshape(-1)
         d = 0
@@ -96,13 +103,16 @@ def repeat_interleave(input: Tensor, repeats: int | Tensor | None = None,
             raise RuntimeError(f"repeats must have the same size as input along dim, but got "
                                f"repeats.size(0) = {repeats.numel()} and input.size({d}) = {n}")
         counts = repeats.reshape(-1).expand(n) if repeats.numel() == 1 else repeats.reshape(-1)
-        return index_select(x, d, _counts_to_indices(counts))
+        return index_select(x, d, _counts_to_indices(counts, output_size))
     r = int(repeats)
     if r < 0:
         raise RuntimeError("Repeats must be non-negative")
     if x.dim() == 0:
         x = x.reshape(1)
     shape = tuple(x.shape)
+    if output_size is not None and output_size != shape[d] * r:
+        raise RuntimeError(f"repeat_interleave: Invalid output_size, expected {shape[d] * r} "
+                           f"but got {output_size}")
     wide = shape[:d + 1] + (r,) + shape[d + 1:]
     out = lax.expand(lax.reshape(x, shape[:d + 1] + (1,) + shape[d + 1:]), wide)
     return bind(P["reshape"], out, shape=shape[:d] + (shape[d] * r,) + shape[d + 1:],
