@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..functions.common import to_tensor
+from ..graph import dtypes
 from ..functions.composite import named
 from ..ops import lax
 from .pooling import avg_windows, first_max, window_indices
@@ -142,7 +143,8 @@ def _adaptive_avg(x, output_size, d: int):
                                f"dimensions, but input has sizes {list(x.shape)} with "
                                f"dimension {i % x.dim()} being empty")
     _not_implemented(x, name if d == 2 else f"{name}_cpu")
-    return named(f"AdaptiveAvgPool{d}DBackward0", lambda v: _average(v, out), x)
+    return named(f"AdaptiveAvgPool{d}DBackward0",
+                 lambda v: _no_empty_gradient(_average(v, out), f"adaptive_avg_pool{d}d"), x)
 
 
 def adaptive_avg_pool2d(input, output_size):
@@ -153,6 +155,19 @@ def adaptive_avg_pool2d(input, output_size):
     tensor([[[2., 3.]]])
     """
     return _adaptive_avg(to_tensor(input), output_size, 2)
+
+
+def _no_empty_gradient(res, name: str):
+    """`res`, whose gradient raises PyTorch's backward check when a non-batch dimension
+    is empty (an eager result: an ``Error`` node inside the named composite)."""
+    empty = [i for i in range(1, res.dim()) if res.shape[i] == 0]
+    if not empty or not res.requires_grad or res._data is None:
+        return res
+    from ..autograd.custom_function import delayed_error   # late: eager-core cycle
+    return delayed_error((res,), f"{name}_backward(): Expected grad_output to have non-zero "
+                                 f"size for non-batch dimensions, but grad_output has sizes "
+                                 f"{list(res.shape)} with dimension {empty[0]} being empty",
+                         link=True)[0]
 
 
 def _adaptive_max(x, output_size, return_indices: bool, d: int):
@@ -174,9 +189,12 @@ def _adaptive_max(x, output_size, return_indices: bool, d: int):
             raise RuntimeError(f"Trying to create tensor with negative dimension {o}: "
                                f"{list(x.shape[:-d]) + list(out)}")
     _not_implemented(x, name if d == 2 else f"{name}_cpu")
-    res = named(f"AdaptiveMaxPool{d}DBackward0", lambda v: _max_windows(v, out)[0], x)
+    res = named(f"AdaptiveMaxPool{d}DBackward0",
+                lambda v: _no_empty_gradient(_max_windows(v, out)[0], name), x)
     if not return_indices:
         return res
+    if res.numel() == 0:
+        return res, lax.zeros(tuple(res.shape), dtypes.int64)
     at = _max_windows(x.detach(), out)[1]
     table = _index_table(tuple(x.shape[-d:]), out)
     return res, window_indices(at, table, tuple(res.shape))

@@ -99,3 +99,38 @@ ERRORS = [
 @pytest.mark.parametrize("build", ERRORS)
 def test_bad_input_raises_pytorchs_error(build):
     same_error(build)
+
+
+EMPTY_OUTPUT = [
+    lambda m, x: m.nn.functional.adaptive_max_pool3d(x, (0, 2, 2)),
+    lambda m, x: m.nn.functional.adaptive_max_pool3d(x[0], (2, 0, 2)),
+    lambda m, x: m.nn.functional.adaptive_max_pool3d(x, (0, 2, 2), return_indices=True)[0],
+    lambda m, x: m.nn.functional.adaptive_max_pool2d(x[0], (0, 2)),
+    lambda m, x: m.nn.functional.adaptive_max_pool1d(x[0, 0], 0),
+    lambda m, x: m.nn.functional.adaptive_avg_pool3d(x, (0, 2, 2)),
+    lambda m, x: m.nn.functional.adaptive_avg_pool2d(x[0], (2, 0)),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("create_graph", [False, True])
+@pytest.mark.parametrize("pool", EMPTY_OUTPUT)
+def test_adaptive_pooling_to_an_empty_size_backward_raises_pytorchs_error(pool, create_graph,
+                                                                         dtype):
+    """The forward gives an empty result; its backward raises PyTorch's RuntimeError (a
+    numpy ValueError before)."""
+    data = np.random.default_rng(0).normal(size=(2, 2, 4, 4, 4)).astype(dtype)
+    found = []
+    for m in (torch, sg):
+        x = m.tensor(data, requires_grad=True)
+        y = pool(m, x)
+        try:
+            if create_graph:
+                m.autograd.grad(y.sum(), x, create_graph=True)
+            else:
+                y.sum().backward()
+        except RuntimeError as e:
+            found.append((tuple(y.shape), y.grad_fn.name(), str(e)))
+    assert len(found) == 2 and found[0] == found[1], found
+    idx = sg.nn.functional.adaptive_max_pool3d(sg.tensor(data), (0, 2, 2), return_indices=True)[1]
+    assert tuple(idx.shape) == (2, 2, 0, 2, 2) and idx.dtype == sg.int64
