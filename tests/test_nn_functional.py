@@ -365,6 +365,17 @@ def test_ignored_target_with_nonfinite_input(name, xi, reduction, dtype):
 # --- errors ---------------------------------------------------------------------------------
 
 ERRORS = [
+    # integer / bool inputs of floating-point kernels (gelu and nll_loss computed them)
+    lambda m: m.nn.functional.gelu(m.tensor([1, 2])),
+    lambda m: m.nn.functional.gelu(m.tensor([True, False]), approximate="tanh"),
+    lambda m: m.nn.functional.nll_loss(m.tensor([[1, 2]]), m.tensor([1])),
+    lambda m: m.nn.functional.nll_loss(m.tensor([[1, 2]], dtype=m.int32), m.tensor([5])),
+    lambda m: m.nn.functional.nll_loss(m.tensor([1, 2]), m.tensor(1)),
+    lambda m: m.nn.functional.nll_loss(m.tensor([[[1], [2]]]), m.tensor([[1]])),
+    lambda m: m.nn.functional.cross_entropy(m.tensor([[[1], [2]]]), m.tensor([[1]])),
+    lambda m: m.nn.functional.log_softmax(m.tensor([[1], [2]]), 0),
+    lambda m: m.nn.functional.softmax(m.tensor([[1], [2]]), 0),
+    lambda m: m.nn.functional.softmax(m.tensor([[1], [2]]), -1),
     lambda m: m.nn.functional.mse_loss(m.ones(3), m.ones(3), reduction="avg"),
     lambda m: m.nn.functional.l1_loss(m.ones(3), m.ones(3), reduction="bad"),
     lambda m: m.nn.functional.binary_cross_entropy_with_logits(m.ones(3), m.ones(2)),

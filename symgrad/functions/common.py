@@ -10,7 +10,8 @@ from ..graph import dtypes
 from ..graph.shapes import wrap_dim
 from ..tensor import Tensor
 
-__all__ = ["is_scalar", "to_tensor", "dims_arg", "shape_arg", "wrap_dim", "Tensor"]
+__all__ = ["is_scalar", "to_tensor", "dims_arg", "shape_arg", "wrap_dim", "Tensor",
+           "floating_kernel"]
 
 
 def is_scalar(x) -> bool:
@@ -59,3 +60,10 @@ def dims_arg(dim, ndim: int) -> tuple[int, ...]:
 
 def float_dtype_of(x: Tensor) -> dtypes.DType:
     return x.dtype if x.dtype.is_floating_point else dtypes.get_default_dtype()
+
+
+def floating_kernel(x: Tensor, kernel: str) -> None:
+    """PyTorch's NotImplementedError for an integer / bool input of a floating-point
+    kernel (its dispatch macro's text, naming the kernel)."""
+    if not x.dtype.is_floating_point:
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{x.dtype.c_name}'")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..functions.common import to_tensor
+from ..functions.common import floating_kernel, to_tensor
 from ..graph import dtypes
 from ..functions.composite import named
 from ..ops import lax
@@ -116,11 +116,6 @@ def _index_table(sizes, out) -> np.ndarray:
     return table.reshape((-1,) + tuple(out))
 
 
-def _not_implemented(x, name: str) -> None:
-    if not x.dtype.is_floating_point:
-        raise NotImplementedError(f"\"{name}\" not implemented for '{x.dtype.c_name}'")
-
-
 def _adaptive_avg(x, output_size, d: int):
     """``d``-D adaptive average pooling with PyTorch's checks in their order (2-D checks
     the last two dims for emptiness, 3-D every non-batch dim)."""
@@ -142,7 +137,7 @@ def _adaptive_avg(x, output_size, d: int):
             raise RuntimeError(f"{name}(): Expected input to have non-zero size for non-batch "
                                f"dimensions, but input has sizes {list(x.shape)} with "
                                f"dimension {i % x.dim()} being empty")
-    _not_implemented(x, name if d == 2 else f"{name}_cpu")
+    floating_kernel(x, name if d == 2 else f"{name}_cpu")
     return named(f"AdaptiveAvgPool{d}DBackward0",
                  lambda v: _no_empty_gradient(_average(v, out), f"adaptive_avg_pool{d}d"), x)
 
@@ -188,7 +183,7 @@ def _adaptive_max(x, output_size, return_indices: bool, d: int):
         if o < 0:
             raise RuntimeError(f"Trying to create tensor with negative dimension {o}: "
                                f"{list(x.shape[:-d]) + list(out)}")
-    _not_implemented(x, name if d == 2 else f"{name}_cpu")
+    floating_kernel(x, name if d == 2 else f"{name}_cpu")
     res = named(f"AdaptiveMaxPool{d}DBackward0",
                 lambda v: _no_empty_gradient(_max_windows(v, out)[0], name), x)
     if not return_indices:

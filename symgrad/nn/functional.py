@@ -14,7 +14,7 @@ from .. import dispatch
 from ..dispatch import bind
 from ..functions import elementwise as E
 from ..functions import reduction as R
-from ..functions.common import Tensor, to_tensor, wrap_dim
+from ..functions.common import Tensor, floating_kernel, to_tensor, wrap_dim
 from ..functions.composite import named
 from ..functions import kernels
 from ..ops import lax
@@ -79,12 +79,12 @@ def _prep_softmax(input, dim, dtype, name):
     x = to_tensor(input)
     if dtype is not None:
         x = lax.cast(x, dtypes.as_dtype(dtype))
-    if not x.dtype.is_floating_point:
-        raise NotImplementedError(f"\"{name}_lastdim_kernel_impl\" not implemented for "
-                                  f"'{x.dtype.c_name}'")
     if dim is None:
         dim = _softmax_dim(x.dim(), name)
-    return x, (wrap_dim(dim, x.dim()),) if x.dim() else ()
+    axes = (wrap_dim(dim, x.dim()),) if x.dim() else ()
+    last = not axes or axes[0] == x.dim() - 1         # (PyTorch's two CPU kernels)
+    floating_kernel(x, f"{name}_lastdim_kernel_impl" if last else f"{name}_kernel_impl")
+    return x, axes
 
 
 def _shifted(v, axes):
@@ -249,8 +249,9 @@ def _no_grad_arg(fn_name: str, arg: str, t) -> None:
                            f"argument '{arg}'. This input cannot have requires_grad True.")
 
 
-def _check_nll(x, t, weight, ignore_index):
-    """nll_loss's argument checks, in PyTorch's order and words."""
+def _check_nll(x, t, weight, ignore_index, kernel=False):
+    """nll_loss's argument checks, in PyTorch's order and words (`kernel`: also its
+    kernels' refusal of a non-float input, before the targets' bounds)."""
     if x.dim() < 1:
         raise ValueError(f"Expected 1 or more dimensions (got {x.dim()})")
     if x.dim() == 1 and t.dim() == 1 and t.shape[0] != 1:
@@ -276,6 +277,9 @@ def _check_nll(x, t, weight, ignore_index):
         raise RuntimeError(f"weight tensor should be defined either for all {n_classes} classes "
                            f"or no classes but got weight tensor of shape: "
                            f"{list(to_tensor(weight).shape)}")
+    if kernel:
+        floating_kernel(x, "nll_loss2d_forward_out_frame" if x.dim() >= 3 else
+                        "nll_loss_out_frame")
     if t._data is not None:
         flat = t._data.reshape(-1).astype(np.int64)
         bad = (flat != ignore_index) & ((flat < 0) | (flat >= n_classes))
@@ -289,7 +293,7 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     (``NllLoss2DBackward0`` then, as PyTorch names it)."""
     x, t = to_tensor(input), to_tensor(target)
     _check_reduction(reduction)
-    _check_nll(x, t, weight, ignore_index)
+    _check_nll(x, t, weight, ignore_index, kernel=True)
     _no_grad_arg("nll_loss_forward", "weight", weight)
     return _nll_loss(x, t, weight, ignore_index, reduction)
 
@@ -425,6 +429,7 @@ def gelu(input, approximate="none"):
     x = to_tensor(input)
     if approximate not in ("none", "tanh"):
         raise RuntimeError("approximate argument must be either none or tanh.")
+    floating_kernel(x, "GeluKernelImpl")
     if approximate == "tanh":
         k = float(np.sqrt(2.0 / np.pi))
 

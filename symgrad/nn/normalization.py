@@ -14,7 +14,7 @@ import math
 
 from ..autograd import grad_mode
 from ..dispatch import bind
-from ..functions.common import Tensor, to_tensor
+from ..functions.common import Tensor, floating_kernel, to_tensor
 from ..functions.composite import named
 from ..graph.primitives import PRIMITIVES as P
 from ..graph.shapes import wrap_dim
@@ -45,8 +45,7 @@ def _check(x, running_mean, running_var, weight, bias, training):
     for name, t in given:
         if t is not None and t.numel() != c:
             raise RuntimeError(f"{name} should contain {c} elements not {t.numel()}")
-    if not x.dtype.is_floating_point:
-        raise NotImplementedError(f"\"batch_norm\" not implemented for '{x.dtype.c_name}'")
+    floating_kernel(x, "batch_norm")
     for _, t in given:
         if t is not None and t.dtype is not x.dtype:
             if x.dtype.name == "float32":
