@@ -452,3 +452,40 @@ def test_clip_grad_value_and_vectors_equal_torch():
     np.testing.assert_allclose(_np(sv), _np(tv))
     sg.nn.utils.vector_to_parameters(sv * 2, sm.parameters())
     np.testing.assert_allclose(_np(sm.weight), 2 * _np(tm.weight))
+
+
+def _orders(L):
+    m = L.nn.Linear(4, 8)
+    m.weight = L.nn.Parameter(L.zeros(8, 4))
+    out = [[n for n, _ in m.named_parameters()], list(m.state_dict())]
+    s = L.nn.Sequential(L.nn.Linear(2, 2), L.nn.ReLU(), L.nn.Linear(2, 1))
+    s[0] = L.nn.Tanh()
+    setattr(s, "1", L.nn.Sigmoid())
+    out += [[n for n, _ in s.named_modules()], list(s.state_dict())]
+    b = L.nn.BatchNorm1d(3)
+    b.running_mean = L.zeros(3)
+    b.register_buffer("running_mean", L.ones(3))
+    out += [list(b.state_dict()), [n for n, _ in b.named_buffers()]]
+
+    class M(L.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = L.nn.Parameter(L.ones(1))
+            self.b = L.nn.Linear(1, 1)
+            self.c = L.nn.Parameter(L.ones(1))
+    m = M()
+    m.a = L.nn.Parameter(L.zeros(1))
+    m.b = L.nn.Linear(1, 1)
+    m.a = None
+    out += [list(m.state_dict()), [n for n, _ in m.named_parameters()], list(m._parameters)]
+    m.a = L.nn.Parameter(L.zeros(1))
+    out.append(list(m.state_dict()))
+    m.b = L.nn.Parameter(L.zeros(1))        # a module replaced by a parameter: moves
+    out += [list(m.state_dict()), list(m._modules)]
+    return out
+
+
+def test_reassigned_parameters_modules_and_buffers_keep_their_place():
+    """PyTorch's __setattr__ replaces an existing entry in place: a reassigned Parameter
+    stays where it was in named_parameters() / state_dict() (it moved to the end)."""
+    assert _orders(sg) == _orders(torch)

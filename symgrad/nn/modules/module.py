@@ -131,7 +131,7 @@ class Module:
         if isinstance(value, Parameter):
             if params is None:
                 raise AttributeError("cannot assign parameters before Module.__init__() call")
-            self._forget(name)
+            self._forget(name, "_parameters")
             self.register_parameter(name, value)
             return
         if params is not None and name in params:
@@ -143,7 +143,7 @@ class Module:
         if isinstance(value, Module):
             if d.get("_modules") is None:
                 raise AttributeError("cannot assign module before Module.__init__() call")
-            self._forget(name)
+            self._forget(name, "_modules")
             d["_modules"][name] = value
             return
         modules = d.get("_modules")
@@ -156,7 +156,7 @@ class Module:
         if isinstance(value, Buffer):
             if d.get("_buffers") is None:
                 raise AttributeError("cannot assign buffer before Module.__init__() call")
-            self._forget(name)
+            self._forget(name, "_buffers")
             self.register_buffer(name, value, persistent=value.persistent)
             return
         buffers = d.get("_buffers")
@@ -168,11 +168,14 @@ class Module:
             return
         object.__setattr__(self, name, value)
 
-    def _forget(self, name: str) -> None:
+    def _forget(self, name: str, keep: str) -> None:
+        """Drop `name` from the instance and from every table but `keep` (assigning to an
+        existing entry keeps its place in the order, as PyTorch's ``remove_from``)."""
         d = self.__dict__
         d.pop(name, None)
         for key in ("_parameters", "_buffers", "_modules"):
-            d[key].pop(name, None)
+            if key != keep:
+                d[key].pop(name, None)
         d["_non_persistent_buffers_set"].discard(name)
 
     def __getattr__(self, name: str) -> Any:
