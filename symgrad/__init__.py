@@ -91,6 +91,18 @@ for _n in _E.UNARY_NAMES:
     globals()[_n] = _unary_fn(_n)
 
 
+def round(input: Tensor, *, decimals: _int | None = None) -> Tensor:  # noqa: A001
+    """Rounded half to even; ``decimals``: to that many decimal places (see
+    ``symgrad.functions.rounding.round``)."""
+    if decimals is None:
+        return _E.unary("round", input)
+    return _rounding.round(input, decimals=decimals)
+
+
+from .functions import rounding as _rounding  # noqa: E402
+from .functions.rounding import equal, fix, frac, sgn, trunc  # noqa: E402
+
+
 def add(input: TensorOrScalar, other: TensorOrScalar, *, alpha: TensorOrScalar = 1) -> Tensor:
     return _E.binary("add", input, other if alpha == 1 else other * alpha)
 
@@ -163,11 +175,6 @@ def allclose(a: Tensor, b: Tensor, rtol: _float = 1e-05, atol: _float = 1e-08,
              equal_nan: _bool = False) -> _bool:
     import numpy as _np
     return _np.allclose(_np.asarray(a), _np.asarray(b), rtol=rtol, atol=atol, equal_nan=equal_nan)
-
-
-def equal(a: Tensor, b: Tensor) -> _bool:
-    import numpy as _np
-    return tuple(a.shape) == tuple(b.shape) and bool(_np.array_equal(_np.asarray(a), _np.asarray(b)))
 
 
 def set_default_device(device: DeviceLike | None) -> None:

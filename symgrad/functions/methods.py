@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from ..graph import dtypes
 from ..ops import lax
 from . import elementwise as E
-from . import (indexing, inplace, linalg, matrix, reduction, repeat, scatter, selection, shape,
-               solvers, statistics)
+from . import (indexing, inplace, linalg, matrix, reduction, repeat, rounding, scatter, selection,
+               shape, solvers, statistics)
 from .common import Tensor, is_scalar, to_tensor
 from ..autograd import grad_mode
 from ..device import check_device
@@ -176,6 +176,16 @@ def _unary_method(name: str) -> Callable[[Tensor], Tensor]:
     return method
 
 
+def _round(self: Tensor, *, decimals: int | None = None) -> Tensor:
+    if decimals is None:
+        return E.unary("round", self)
+    return rounding.round(self, decimals=decimals)
+
+
+def _equal(self: Tensor, other: Tensor) -> bool:
+    return rounding.equal(self, other, _position=1)
+
+
 def _pos(self: Tensor) -> Tensor:
     return self
 
@@ -273,7 +283,8 @@ _METHODS = {
     "eq": _binop("eq"), "ne": _binop("ne"),
     "logical_and": _binop("logical_and"), "logical_or": _binop("logical_or"),
     "clamp": _clamp, "clip": _clamp, "clamp_min": _clamp_min, "clamp_max": _clamp_max,
-    "square": _square,
+    "square": _square, "round": _round, "trunc": rounding.trunc, "fix": rounding.fix,
+    "frac": rounding.frac, "sgn": rounding.sgn, "equal": _equal,
     # reductions
     "sum": reduction.sum, "mean": reduction.mean, "prod": reduction.prod,
     "max": reduction.max, "min": reduction.min, "amax": reduction.amax,
@@ -327,6 +338,7 @@ _INPLACE = {
     "__ipow__": "pow", "masked_fill_": "masked_fill", "tril_": "tril", "triu_": "triu",
     "atan2_": "atan2", "scatter_": "scatter", "scatter_add_": "scatter_add",
     "scatter_reduce_": _scatter_reduce_method("scatter_reduce_"), "index_add_": "index_add",
+    "trunc_": "trunc", "fix_": "fix", "frac_": "frac", "sgn_": "sgn",
 }
 _INPLACE.update({f"{n}_": n for n in E.UNARY_NAMES
                  if n not in ("isnan", "logical_not") and f"{n}_" not in _INPLACE})

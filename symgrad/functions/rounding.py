@@ -1,0 +1,81 @@
+"""Rounding-like elementwise functions built from the floor / ceil / round / sign
+primitives, with PyTorch's names and integer rules: trunc (fix), frac, sgn (real
+tensors), round with ``decimals``, and Tensor.equal.
+
+>>> import symgrad as torch
+>>> torch.tensor([-2.5, 1.75]).trunc(), torch.tensor([1.25]).round(decimals=1)
+(tensor([-2.,  1.]), tensor([1.2000]))
+"""
+from __future__ import annotations
+
+from ..graph import dtypes
+from ..ops import lax
+from . import elementwise as E
+from .common import Tensor, floating_kernel, to_tensor
+from .composite import named
+
+__all__ = ["trunc", "fix", "frac", "sgn", "round", "equal"]
+
+
+def _trunc_prims(v):
+    return lax.where(lax.apply("lt", v, 0.0), lax.unary("ceil", v), lax.unary("floor", v))
+
+
+def trunc(input: Tensor) -> Tensor:
+    """Rounded toward zero (``TruncBackward0``, zero gradient); integers unchanged."""
+    x = to_tensor(input)
+    if x.dtype is dtypes.bool_:
+        raise NotImplementedError("\"trunc_vml_cpu\" not implemented for 'Bool'")
+    if not x.dtype.is_floating_point:
+        return x.clone()
+    return named("TruncBackward0", _trunc_prims, x)
+
+
+fix = trunc
+
+
+def frac(input: Tensor) -> Tensor:
+    """``x - trunc(x)`` (``FracBackward0``, gradient 1); floating-point only."""
+    x = to_tensor(input)
+    floating_kernel(x, "frac_cpu")
+    return named("FracBackward0", lambda v: lax.sub(v, _trunc_prims(v)), x)
+
+
+def sgn(input: Tensor) -> Tensor:
+    """The sign of a real tensor (``SgnBackward0``, zero gradient); bool unchanged."""
+    x = to_tensor(input)
+    if x.dtype is dtypes.bool_:
+        return x.clone()
+    return E.unary("sign", x, grad_name="SgnBackward0")
+
+
+def round(input: Tensor, *, decimals: int = 0) -> Tensor:
+    """Rounded half to even; with ``decimals``, PyTorch's ``nearbyint(x * 10^d) / 10^d``
+    (``nearbyint(x / 10^-d) * 10^-d`` for negative d) in the input's dtype
+    (``RoundBackward1``, zero gradient; floating-point only)."""
+    x = to_tensor(input)
+    if decimals is None or (not isinstance(decimals, int)) or isinstance(decimals, bool):
+        raise TypeError(f"round() received an invalid combination of arguments - got "
+                        f"(decimals={type(decimals).__name__})")
+    if not x.dtype.is_floating_point:
+        floating_kernel(x, "round_vml_cpu" if decimals == 0 and x.dtype is not dtypes.bool_
+                        else "round_cpu")
+    scale = 10.0 ** abs(decimals)
+
+    def f(v):
+        if decimals >= 0:
+            return lax.div(lax.unary("round", lax.mul(v, scale)), scale)
+        return lax.mul(lax.unary("round", lax.div(v, scale)), scale)
+    return named("RoundBackward1", f, x)
+
+
+def equal(input: Tensor, other: Tensor, *, _position: int = 2) -> bool:
+    """Same shape and the same values (NaN differs from itself), as ``torch.equal``
+    (`_position`: where ``other`` stands in the call, 1 for ``Tensor.equal``)."""
+    import numpy as np
+    if not isinstance(other, Tensor):
+        raise TypeError(f"equal(): argument 'other' (position {_position}) must be Tensor, "
+                        f"not {type(other).__name__}")
+    x = to_tensor(input)
+    return tuple(x.shape) == tuple(other.shape) and bool(
+        np.array_equal(np.asarray(x.detach()), np.asarray(other.detach())))
