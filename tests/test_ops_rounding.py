@@ -78,3 +78,38 @@ def test_integer_bool_in_place_and_equal_as_torch(snippet):
         except Exception as e:  # noqa: BLE001 -- compared with torch's
             found.append((type(e).__name__, str(e)))
     assert found[1] == found[0]
+
+
+HEAVISIDE = [
+    lambda m, x: m.heaviside(x, m.tensor(0.5, dtype=x.dtype)),
+    lambda m, x: x.heaviside(m.ones(x.shape, dtype=x.dtype) * 3),
+    lambda m, x: m.heaviside(x, m.tensor([1.0, 2.0], dtype=x.dtype)),
+    lambda m, x: m.heaviside(x, m.tensor(0.5, dtype=m.float64 if x.dtype == m.float32
+                                          else m.float32)),
+    lambda m, x: m.heaviside(x, 0.5), lambda m, x: x.heaviside(0.5),
+    lambda m, x: m.heaviside(m.tensor([-1, 0, 2]), m.tensor([7])),
+    lambda m, x: m.heaviside(m.tensor([True, False]), m.tensor(True)),
+    lambda m, x: x.clone().heaviside_(m.tensor(3.0, dtype=x.dtype)),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("snippet", HEAVISIDE)
+def test_heaviside_as_torch(snippet, dtype):
+    x = VALUES.astype(dtype)
+    found = []
+    for m in (torch, sg):
+        t = m.tensor(x, requires_grad=True)
+        try:
+            y = snippet(m, t)
+        except Exception as e:  # noqa: BLE001 -- compared with torch's
+            found.append((type(e).__name__, str(e)))
+            continue
+        got = [y.detach().numpy().tolist(), None if y.grad_fn is None else y.grad_fn.name()]
+        if y.requires_grad:
+            try:
+                y.sum().backward()
+            except RuntimeError as e:
+                got.append(str(e))
+        found.append(got)
+    assert found[1] == found[0]

@@ -186,6 +186,14 @@ def _equal(self: Tensor, other: Tensor) -> bool:
     return rounding.equal(self, other, _position=1)
 
 
+def _heaviside(self: Tensor, values: Tensor) -> Tensor:
+    return rounding.heaviside(self, values, _position=1)
+
+
+def _heaviside_(self: Tensor, values: Tensor) -> Tensor:
+    return rounding.heaviside(self, values, _position=1, _op="heaviside_")
+
+
 def _pos(self: Tensor) -> Tensor:
     return self
 
@@ -284,7 +292,7 @@ _METHODS = {
     "logical_and": _binop("logical_and"), "logical_or": _binop("logical_or"),
     "clamp": _clamp, "clip": _clamp, "clamp_min": _clamp_min, "clamp_max": _clamp_max,
     "square": _square, "round": _round, "trunc": rounding.trunc, "fix": rounding.fix,
-    "frac": rounding.frac, "sgn": rounding.sgn, "equal": _equal,
+    "frac": rounding.frac, "sgn": rounding.sgn, "equal": _equal, "heaviside": _heaviside,
     # reductions
     "sum": reduction.sum, "mean": reduction.mean, "prod": reduction.prod,
     "max": reduction.max, "min": reduction.min, "amax": reduction.amax,
@@ -338,7 +346,7 @@ _INPLACE = {
     "__ipow__": "pow", "masked_fill_": "masked_fill", "tril_": "tril", "triu_": "triu",
     "atan2_": "atan2", "scatter_": "scatter", "scatter_add_": "scatter_add",
     "scatter_reduce_": _scatter_reduce_method("scatter_reduce_"), "index_add_": "index_add",
-    "trunc_": "trunc", "fix_": "fix", "frac_": "frac", "sgn_": "sgn",
+    "trunc_": "trunc", "fix_": "fix", "frac_": "frac", "sgn_": "sgn", "heaviside_": _heaviside_,
 }
 _INPLACE.update({f"{n}_": n for n in E.UNARY_NAMES
                  if n not in ("isnan", "logical_not") and f"{n}_" not in _INPLACE})

@@ -1,6 +1,6 @@
 """Rounding-like elementwise functions built from the floor / ceil / round / sign
 primitives, with PyTorch's names and integer rules: trunc (fix), frac, sgn (real
-tensors), round with ``decimals``, and Tensor.equal.
+tensors), round with ``decimals``, the heaviside step, and Tensor.equal.
 
 >>> import symgrad as torch
 >>> torch.tensor([-2.5, 1.75]).trunc(), torch.tensor([1.25]).round(decimals=1)
@@ -13,8 +13,9 @@ from ..ops import lax
 from . import elementwise as E
 from .common import Tensor, floating_kernel, to_tensor
 from .composite import named
+from .elementwise import NOT_IMPLEMENTED, NotImplementedBackward
 
-__all__ = ["trunc", "fix", "frac", "sgn", "round", "equal"]
+__all__ = ["trunc", "fix", "frac", "sgn", "round", "heaviside", "equal"]
 
 
 def _trunc_prims(v):
@@ -79,3 +80,25 @@ def equal(input: Tensor, other: Tensor, *, _position: int = 2) -> bool:
     x = to_tensor(input)
     return tuple(x.shape) == tuple(other.shape) and bool(
         np.array_equal(np.asarray(x.detach()), np.asarray(other.detach())))
+
+
+def heaviside(input: Tensor, values: Tensor, *, _position: int = 2,
+              _op: str = "heaviside") -> Tensor:
+    """0 where input < 0 (or NaN), ``values`` where it is 0, 1 where > 0; not
+    differentiable (``grad_fn=<NotImplemented>``, backward raises PyTorch's error naming
+    `_op`)."""
+    x = to_tensor(input)
+    if not isinstance(values, Tensor):
+        raise TypeError(f"heaviside(): argument 'values' (position {_position}) must be "
+                        f"Tensor, not {type(values).__name__}")
+    if values.dtype is not x.dtype:
+        raise RuntimeError("heaviside is not yet implemented for tensors with different "
+                           "dtypes.")
+
+    def f(v, w):
+        above = lax.cast(E.binary("gt", v, 0), v.dtype)
+        return E.where(E.binary("eq", v, 0), w, above)
+    out = named(NOT_IMPLEMENTED, f, x, values)
+    if out.grad_fn is not None:
+        out.grad_fn._inner = NotImplementedBackward(_op)
+    return out
