@@ -340,6 +340,11 @@ def in_bounds(idx, size: int, message: str, error: str = "RuntimeError"):
         if idx._data.size:
             NUMPY_RULES["index_check"](idx._data, size=int(size), message=message, error=error)
         return idx
+    node = idx._node
+    while node.op == "reshape":
+        node = node.args[0]
+    if node.op in ("argmax", "argmin") and node.args[0].shape[node.attr("axis")] == size:
+        return idx          # (positions found along an axis of this length: in range)
     return dispatch.bind(P["index_check"], idx, size=int(size), message=message, error=error)
 
 
