@@ -44,8 +44,9 @@ FOLD_GROW = 256
 _DOMAIN_RESTRICTED = {"log", "log1p", "sqrt", "rsqrt", "div", "pow", "reciprocal", "tan"}
 
 
-def mk(op: str, *args: Node, **attrs) -> Node:
-    """Build a node, computing its shape and dtype with the primitive's shape rule."""
+def mk(op: str, /, *args: Node, **attrs) -> Node:
+    """Build a node, computing its shape and dtype with the primitive's shape rule
+    (``op`` is positional-only: a primitive may have an attribute of that name)."""
     shape, dt = SHAPE_RULES[op]([(a.shape, a.dtype) for a in args], **attrs)
     return make_node(op, tuple(args), tuple(sorted(attrs.items())), tuple(shape), dt)
 

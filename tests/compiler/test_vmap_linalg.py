@@ -13,6 +13,7 @@ from torch.autograd.functional import jacobian as t_jacobian
 
 import symgrad as sg
 import importlib
+import warnings
 
 from symgrad.compiler import batching, transforms
 
@@ -39,6 +40,16 @@ def _sv_invariants(m, a):
     return (u @ vh) * s.sum() + u.abs().sum()
 
 
+def _deprecated_cholesky(upper):
+    """torch.cholesky (deprecated, with a warning): its node has an attribute named ``op``,
+    which the batching rule once passed as a second value for ``mk``'s ``op``."""
+    def fn(m, a):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            return m.cholesky(a, upper=upper) * 2
+    return fn
+
+
 CASES = {
     "inv": ((lambda m, a: m.linalg.inv(a)), (MATS,), (0,)),
     "solve": ((lambda m, a, b: m.linalg.solve(a, b)), (MATS, B), (0, 0)),
@@ -49,6 +60,8 @@ CASES = {
     "slogdet": ((lambda m, a: m.linalg.slogdet(-a)[1] * m.linalg.slogdet(-a)[0]), (MATS,), (0,)),
     "cholesky": ((lambda m, a: m.linalg.cholesky(a)), (SPD,), (0,)),
     "cholesky_upper": ((lambda m, a: m.linalg.cholesky(a, upper=True)), (SPD,), (0,)),
+    "torch_cholesky": (_deprecated_cholesky(False), (SPD,), (0,)),
+    "torch_cholesky_upper": (_deprecated_cholesky(True), (SPD,), (0,)),
     "svdvals": ((lambda m, a: m.linalg.svdvals(a)), (TALL,), (0,)),
     "svd": (_sv_invariants, (TALL,), (0,)),
     "nuclear_norm_axis1": ((lambda m, a: m.linalg.matrix_norm(a, "nuc")), (TALL,), (1,)),
