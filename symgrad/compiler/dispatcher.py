@@ -62,9 +62,9 @@ _VARIANTS_PER_KEY = 4        # programs kept per signature whose guards no longe
 class _Entry:
     __slots__ = ("exe", "call", "closure", "guards", "aux", "aux_avals", "numpy_out",
                  "structure", "lowered", "key", "native_ok", "native_counted", "native_name",
-                 "specs", "effects", "fresh_outputs", "dynamic", "sentinels")
+                 "specs", "effects", "fresh_outputs", "dynamic", "sentinels", "sources")
 
-    def __init__(self, lowered: Lowered, exe, closure, numpy_out, aux):
+    def __init__(self, lowered: Lowered, exe, closure, numpy_out, aux, sources=None):
         self.lowered = lowered
         self.exe = exe
         # the native entry checks arguments in native code (else the checked Python path);
@@ -79,6 +79,7 @@ class _Entry:
         self.native_ok = None
         self.closure = [t for t, _ in closure]
         self.guards = [(tuple(t.shape), t.dtype) for t, _ in closure]
+        self.sources = sources or None   # where the function finds its closed-over tensors
         self.aux = [np.zeros(shape, dtype.np) for shape, dtype in aux]
         self.aux_avals = [_Aval(shape, dtype) for shape, dtype in aux]
         self.numpy_out = numpy_out
@@ -89,8 +90,12 @@ class _Entry:
         _, self.specs, self.structure = lowered.signature
 
     def stale(self) -> str | None:
-        """Why this entry's program does not fit the world now (a closed-over tensor's
-        shape or dtype, a guard of its effects), or None."""
+        """Why this entry's program does not fit the world now (a closed-over tensor
+        replaced, its shape or dtype changed, a guard of its effects), or None."""
+        if self.sources is not None:
+            why = self.sources.replaced()
+            if why is not None:
+                return why
         for t, (shape, dt) in zip(self.closure, self.guards):     # (per call: no Size)
             if (t._data.shape if t._node is None else t._node.shape) != shape \
                     or t._dtype is not dt:
@@ -326,7 +331,12 @@ class Compiled:
     def _generic_for(self, args, key, names) -> "_Entry | None":
         """The shape-generic entry whose kernel computes this signature's program, if any
         (checked by :meth:`_verified`)."""
+        self._dynamic_patterns = [p for p in self._dynamic_patterns if p[2].key in self._cache]
         for pattern, dims, entry in self._dynamic_patterns:
+            if entry.key in self._cache and entry.stale() is not None:
+                del self._cache[entry.key]         # (its closed-over tensors changed: the
+                self._evict(entry)                 # next generic kernel is traced anew)
+                continue
             if entry.key in self._cache and pattern[0] == key[0] and pattern[2] == key[2]:
                 n = dynamic.matches(key[1], pattern[1], dims)
                 if n is not None and self._verified(entry, args, key, names, n):
@@ -339,7 +349,11 @@ class Compiled:
         an index past it, a Python branch on a shape, a trace that fails at ``n`` all make
         it another program, compiled for its own shapes)."""
         try:
-            lowered = self._lowered(self._trace(args, key, names), key, names)
+            tr = self._trace(args, key, names)
+            if len(tr.closure) != len(entry.closure) or any(
+                    t is not u for (t, _), u in zip(tr.closure, entry.closure)):
+                return False      # (it reads other closed-over tensors than the kernel's)
+            lowered = self._lowered(tr, key, names)
             found = dynamic.generalize(list(entry.sentinels) + [lowered.optimized],
                                        dynamic.SENTINELS + (n,))
         except Exception:     # noqa: BLE001 -- the per-size compile raises it to the user
@@ -425,7 +439,7 @@ class Compiled:
             exe = backend.compile_dynamic(lowered.optimized, dd, self.target, clock.enter)
             clock.enter(None)
         numpy_out = not any(isinstance(v, Tensor) for v in leaves)
-        entry = _Entry(lowered, exe, tr.closure, numpy_out, [])
+        entry = _Entry(lowered, exe, tr.closure, numpy_out, [], tr.sources)
         entry.dynamic = dims
         entry.sentinels = tuple(programs[:len(dynamic.SENTINELS)])
         entry.key = ("dynamic", key[0], dims, key[2])
@@ -490,7 +504,7 @@ class Compiled:
             lowered = self._lowered(tr, key, names, clock)
             exe = lowered.compile()
             entry = _Entry(lowered, exe, tr.closure, numpy_out,
-                           [(n.shape, n.dtype) for n in lowered.aux])
+                           [(n.shape, n.dtype) for n in lowered.aux], tr.sources)
             if disk_key and getattr(exe, "cache_key", None):
                 persist.store(disk_key, exe, lowered.signature[2], lowered.aux)
         entry.effects = tr.effects
@@ -554,7 +568,7 @@ class Compiled:
         lowered._exe = hit.exe
         try:
             return _Entry(lowered, hit.exe, tr.closure, numpy_out,
-                          [(shape, dt) for _, shape, dt in hit.aux])
+                          [(shape, dt) for _, shape, dt in hit.aux], tr.sources)
         except (ValueError, KeyError):       # an entry that does not match its code
             return None
 

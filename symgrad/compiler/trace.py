@@ -22,7 +22,9 @@ from ..graph import dtypes
 from ..graph.node import Node, const, make_node
 from ..tensor import Tensor, next_birth
 from ..graph import pytree
+from . import sources
 from .effects import Effects, collect
+from .sources import Guards
 
 __all__ = ["Tracer", "TraceResult", "trace", "Leaf", "leaf_spec", "foreign_array"]
 
@@ -85,7 +87,7 @@ class Tracer:
     def __init__(self, fn):
         self.start = next_birth()       # tensors born before this are "outer"
         self.lifted: dict[int, tuple[Tensor, Node]] = {}
-        self._names = _closure_names(fn)
+        self.sources = sources.find(fn)  # where fn finds the tensors it closes over
         self._grad_backup: dict[int, tuple[Tensor, object]] = {}
         self.writes: dict[int, tuple[Tensor, Node]] = {}   # eager tensor -> its new value
         self.adopted: set[int] = set()     # tensors made here that are state (see adopt)
@@ -124,7 +126,8 @@ class Tracer:
             return hit[1]
         if t._birth >= self.start and key not in self.adopted:
             return const(t._data, t.dtype)
-        return self._lift(t, self._names.get(id(t), f"closure{len(self.lifted)}"))
+        src = self.sources.get(id(t))
+        return self._lift(t, src.name if src is not None else f"closure{len(self.lifted)}")
 
     def touched(self, t: Tensor) -> bool:
         """Whether the program reads or writes t's storage."""
@@ -183,39 +186,6 @@ def _key(t: Tensor) -> int:
     return id(t._data) if t._data is not None else id(t)
 
 
-def _closure_names(fn) -> dict[int, str]:
-    """Names of tensors reachable from fn's closure cells and globals (for readable
-    programs); best effort."""
-    names: dict[int, str] = {}
-    fn = inspect.unwrap(fn) if callable(fn) else fn
-    code = getattr(fn, "__code__", None)
-    if code is None:
-        return names
-    for var, cell in zip(code.co_freevars, fn.__closure__ or ()):
-        try:
-            _name_values(names, var, cell.cell_contents)
-        except ValueError:
-            pass
-    g = getattr(fn, "__globals__", {})
-    for var in code.co_names:
-        if var in g:
-            _name_values(names, var, g[var])
-    return names
-
-
-def _name_values(names, var, value):
-    if isinstance(value, Tensor):
-        names.setdefault(id(value), var)
-    elif isinstance(value, (list, tuple)):
-        for i, v in enumerate(value):
-            if isinstance(v, Tensor):
-                names.setdefault(id(v), f"{var}[{i}]")
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            if isinstance(v, Tensor):
-                names.setdefault(id(v), f"{var}[{k!r}]")
-
-
 @dataclass
 class TraceResult:
     """A traced program: its input nodes (arguments, then closed-over tensors), outputs."""
@@ -228,6 +198,7 @@ class TraceResult:
     out_names: list[str] = field(default_factory=list)
     hooked: bool = False         # tensor hooks were registered on traced tensors
     effects: Effects | None = None   # state updates: the last outputs, applied per call
+    sources: Guards | None = None    # where fn found its closed-over tensors (re-read per call)
 
     @property
     def input_nodes(self) -> list[Node]:
@@ -282,8 +253,10 @@ def trace(fn, args: tuple, static_argnums: tuple[int, ...], leaves_specs: list[L
         out_names += [f"state{k}" for k in range(len(effect_nodes))]
         out_structure = pytree.tuple_of([out_structure,
                                          pytree.tuple_of([pytree.LEAF] * len(effect_nodes))])
-    return TraceResult(nodes, names, list(tracer.lifted.values()), out_nodes, out_structure,
-                       out_names, tracer.hooked, effects)
+    closure = list(tracer.lifted.values())
+    guards = Guards([t for t, _ in closure], tracer.sources)
+    return TraceResult(nodes, names, closure, out_nodes, out_structure,
+                       out_names, tracer.hooked, effects, guards)
 
 
 def _output_node(o, tracer: Tracer, k: int) -> Node:

@@ -12,6 +12,7 @@ from ...functions.methods import to_target
 from ...tensor import Tensor
 from ..parameter import Buffer, Parameter
 from ...autograd.engine import zero_grads
+from ...compiler.sources import registration_changed
 from ...utils.hooks import RemovableHandle
 
 __all__ = ["Module"]
@@ -126,6 +127,7 @@ class Module:
 
     # ---- registration --------------------------------------------------------------------
     def __setattr__(self, name: str, value: Any) -> None:
+        registration_changed()      # (compiled functions re-read the paths to their tensors)
         d = self.__dict__
         params = d.get("_parameters")
         if isinstance(value, Parameter):
@@ -187,6 +189,7 @@ class Module:
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def __delattr__(self, name: str) -> None:
+        registration_changed()
         for key in ("_parameters", "_buffers", "_modules"):
             if name in self.__dict__[key]:
                 del self.__dict__[key][name]
@@ -211,6 +214,7 @@ class Module:
                              "a function of another Tensor, compute the value in the forward() "
                              "method.")
         self._parameters[name] = param
+        registration_changed()
 
     def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
         if "_buffers" not in self.__dict__:
@@ -222,6 +226,7 @@ class Module:
         if isinstance(tensor, Buffer):
             tensor = Tensor._from_array(tensor._data, tensor._dtype)
         self._buffers[name] = tensor
+        registration_changed()
         if persistent:
             self._non_persistent_buffers_set.discard(name)
         else:
@@ -233,6 +238,7 @@ class Module:
         _check_name(name, "module", self, allow_dot_error="module name can't contain \".\", "
                     f"got: {name}")
         self._modules[name] = module
+        registration_changed()
 
     register_module = add_module
 
