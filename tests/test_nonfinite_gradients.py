@@ -150,7 +150,6 @@ def test_product_of_a_huge_and_a_vanishing_factor(backend, dtype):
     np.testing.assert_allclose(got_v, fn(torch, t).numpy(), rtol=tol, atol=tol)
 
 
-
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_product_gradient_whose_running_products_overflow_float32(backend, dtype):
@@ -319,3 +318,32 @@ def test_float32_sum_whose_partial_sums_overflow(backend):
         np.asarray(sg.compile(fn, backend=backend)(x))
     want = fn(torch.tensor(x.astype(np.float64))).numpy().astype(np.float32)
     np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+# sympy's automatic evaluation merged the steps of a fused formula: (x + 1) - 1 ran as x,
+# (x*2)*0.5 as x, sqrt(x*x) as |x|, 3*(x + 1) as 3*x + 3 -- exact for real numbers, not
+# in IEEE arithmetic (review finding r12). Fused formulas keep such steps apart
+# (symgrad.graph.primitives.keep).
+MERGING = {
+    "add_then_subtract": lambda m, x: (x + 1) - 1,
+    "scale_then_unscale": lambda m, x: (x * 2) * 0.5,
+    "sqrt_of_square": lambda m, x: m.sqrt(x * x),
+    "distributed_factor": lambda m, x: (x + 1) * 3,
+    "shifted_sums": lambda m, x: (x + 1) + (x * 0.5 + 2),
+    "cancelled_term": lambda m, x: (x + 1e8) - x,
+}
+
+
+@pytest.mark.parametrize("name", sorted(MERGING))
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("backend", ("numpy", "llvm"))
+def test_fused_steps_are_not_merged(backend, dtype, name):
+    fn = MERGING[name]
+    big = np.finfo(dtype).max / 1.5
+    x = np.array([1e-20, big, -big, 0.1, 1e16, -1e16, 3.0, -0.0], dtype=dtype)
+    want = fn(torch, torch.tensor(x)).numpy()
+    got = np.asarray(sg.compile(lambda v: fn(sg, v), backend=backend)(x))
+    np.testing.assert_array_equal(got, want)
+    # and the gradient of a weighted sum of it, against PyTorch's
+    w = np.linspace(-2, 2, x.size).astype(dtype)
+    _check(lambda m, v: (fn(m, v) * m.tensor(w)).sum(), [x], backend)

@@ -72,7 +72,7 @@ def _is_supported_node(e: sympy.Basic) -> bool:
         return True
     if isinstance(e, sympy.core.containers.Tuple) or isinstance(e, sympy.functions.elementary.piecewise.ExprCondPair):
         return True
-    return getattr(e.func, "__name__", None) in ("round", "isnan")
+    return getattr(e.func, "__name__", None) in ("round", "isnan", "keep")
 
 
 def unsupported(expr: sympy.Basic) -> str | None:
@@ -112,7 +112,7 @@ def op_cost(expr: sympy.Basic) -> int:
             cost += 16
         elif isinstance(e, (sympy.Add, sympy.Mul)):
             cost += len(e.args) - 1
-        elif not (e.is_Symbol or e.is_Number):
+        elif not (e.is_Symbol or e.is_Number or getattr(e.func, "__name__", "") == "keep"):
             cost += 1
     return cost
 
@@ -321,6 +321,8 @@ class FormulaEmitter:
 
     def _function(self, e: sympy.Basic) -> ir.Value:
         name = getattr(e.func, "__name__", "")
+        if name == "keep":                 # (symgrad.graph.primitives.keep: an identity)
+            return self.num(e.args[0])
         if name == "isnan":
             x = self.num(e.args[0])
             return self.b.fcmp_unordered("uno", x, x) if self.is_float else T.I1(0)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..graph.node import Node, make_node, toposort
-from ..graph.primitives import PRIMITIVES, _sympy
+from ..graph.primitives import PRIMITIVES, _sympy, keep as _keep
 
 if TYPE_CHECKING:
     import sympy
@@ -80,6 +80,11 @@ class _Cluster:
         args = [self._build(a) for a in n.args]
         try:
             expr = prim.formula.expr.xreplace(dict(zip(prim.formula.symbols, args)))
+            merged = _merged_away(prim.formula, expr, args)
+            if merged:
+                keep = _keep()
+                args = [keep(a) if i in merged else a for i, a in enumerate(args)]
+                expr = prim.formula.expr.xreplace(dict(zip(prim.formula.symbols, args)))
         except (TypeError, ValueError):
             # sympy's evaluation of the composition failed (a branch folded to zoo, then
             # compared: relu -> floor -> rsqrt -> where): materialise the arguments
@@ -93,6 +98,29 @@ class _Cluster:
             if not _faithful(prim.formula, expr, args):
                 self.unfaithful = True
         return expr
+
+
+def _merged_away(formula, expr, args) -> set[int]:
+    """The arguments sympy's evaluation merged into the enclosing formula in a way IEEE
+    arithmetic does not allow (see :func:`~symgrad.graph.primitives.keep`): a sum that is
+    no longer a part of the result (numbers combined, a factor distributed, terms
+    cancelled), a product whose number was combined with another, an integer power under
+    a root that became an absolute value. (Powers of one base combined, ``(x/y)/y`` as
+    ``x*y**-2``, are evaluated back in chain order: :mod:`symgrad.graph.division`.)"""
+    sympy = _sympy()
+    merged = set()
+    abs_appeared = None
+    for i, a in enumerate(args):
+        if a.is_Add or a.is_Mul and a.as_coeff_Mul()[0] not in (1, -1):
+            if not expr.has(a):
+                merged.add(i)
+        elif a.is_Pow and a.exp.is_Integer:
+            if abs_appeared is None:
+                abs_appeared = expr.has(sympy.Abs) and not formula.expr.has(sympy.Abs) \
+                    and not any(b.has(sympy.Abs) for b in args)
+            if abs_appeared:
+                merged.add(i)
+    return merged
 
 
 def _faithful(formula, expr, args) -> bool:

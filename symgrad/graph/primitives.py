@@ -58,6 +58,28 @@ def _sympy():
     return sympy
 
 
+@functools.cache
+def keep():
+    """The sympy function ``keep(u) = u`` that holds a subformula together inside a fused
+    formula: sympy's automatic evaluation would otherwise merge its numbers with the
+    enclosing ones (``(x + 1) - 1`` to ``x``, ``(2*x)*0.5`` to ``1.0*x``), distribute a
+    factor over it (``3*(x + 1)`` to ``3*x + 3``) or see through a power
+    (``sqrt(x**2)`` to ``|x|``) -- exact for real numbers, not in IEEE arithmetic, where
+    PyTorch computes each step in turn. Both backends evaluate it as its argument."""
+    sympy = _sympy()
+
+    class keep(sympy.Function):
+        nargs = 1
+
+        def fdiff(self, argindex=1):
+            return sympy.S.One
+
+        def _eval_is_real(self):
+            return self.args[0].is_real
+
+    return keep
+
+
 @functools.lru_cache(maxsize=None)
 def fused_symbols(n: int) -> "tuple[sympy.Symbol, ...]":
     """The symbols ``a0, a1, ...`` a ``fused`` node's formula (its ``expr`` attribute) is
@@ -385,7 +407,8 @@ def _erfinv(x):
 
 
 LAMBDIFY_MODULES = [{"select": _select, "logical_and": _Fold(np.logical_and),
-                     "logical_or": _Fold(np.logical_or), "erf": _erf, "erfinv": _erfinv}, np]
+                     "logical_or": _Fold(np.logical_or), "erf": _erf, "erfinv": _erfinv,
+                     "keep": lambda u: u}, np]
 
 
 def lambdify(syms, expr, cse: bool = False) -> Callable:
