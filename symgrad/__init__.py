@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import typing as _typing
 
+import numpy as _np
+
 from .version import __version__
 from .graph import dtypes as _dtypes
 from .graph.dtypes import (DType as dtype, bool_ as bool, float16, float32, float64, int8, int16,
                      int32, int64, uint8, get_default_dtype, set_default_dtype)
 from .tensor import Size, Tensor
-from .device import cuda, device
+from .device import check_device as _check_device, cuda, device
 from .ops import (conversion as _conversion, formulas as _formulas, indexing as _indexing,  # noqa: F401
                   layout as _layout, linalg as _linalg, loops as _loops,
                   reductions as _reductions)  # registration
@@ -76,6 +78,7 @@ int = int32
 short = int16
 
 _methods.install()
+autograd._export_api()
 
 
 
@@ -173,15 +176,13 @@ def is_inference(input: Tensor) -> _bool:
 
 def allclose(a: Tensor, b: Tensor, rtol: _float = 1e-05, atol: _float = 1e-08,
              equal_nan: _bool = False) -> _bool:
-    import numpy as _np
     return _np.allclose(_np.asarray(a), _np.asarray(b), rtol=rtol, atol=atol, equal_nan=equal_nan)
 
 
 def set_default_device(device: DeviceLike | None) -> None:
     """Only the CPU exists here: ``"cpu"`` (or None) is accepted, anything else raises
     PyTorch's error."""
-    from .device import check_device     # (a leaf module; kept out of the namespace)
-    check_device(device)
+    _check_device(device)
 
 
 def get_default_device() -> device:

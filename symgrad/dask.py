@@ -20,6 +20,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from .compiler import value_and_grad as _compiled_value_and_grad
 from .graph import pytree
 
 __all__ = ["value_and_grad"]
@@ -54,8 +55,7 @@ def value_and_grad(loss: Callable, argnums: int | Sequence[int] = 0, *,
     >>> float(v), g.tolist()
     (276.0, [248.0, 304.0])
     """
-    from .compiler import value_and_grad as _vg      # late: the compiler is heavy
-    compiled = _vg(loss, argnums=argnums, backend=backend)
+    compiled = _compiled_value_and_grad(loss, argnums=argnums, backend=backend)
 
     def run(*args):
         dask = _dask()

@@ -7,7 +7,7 @@ share the VJP rules the recorded Functions run.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -16,42 +16,21 @@ from .autograd import grad_mode
 from .autograd.nodes import SavedTensor, accumulator, new_function, save_order
 from .graph.fpstate import enter as fp_enter, leave as fp_leave
 from .graph import node as gnode
+from .graph.node import stop_gradient_node
 from .graph import primitives as registry
 from .graph.primitives import NUMPY_RULES, SHAPE_RULES
+from .tensor import Tensor
+from .tracing import _lifter, set_lifter, tracing
 
-if TYPE_CHECKING:
-    from .tensor import Tensor as TensorT     # (``Tensor`` below is injected at run time)
-
-__all__ = ["bind", "bind_binary", "tensor_cls", "set_lifter", "tracing", "traced"]
+__all__ = ["bind", "bind_binary", "set_lifter", "tracing", "traced", "stop_gradient_node",
+           "Tensor"]
 
 _grad_state = grad_mode._state
-Tensor = None            # set by symgrad.tensor (avoids an import cycle)
-_lifter = [None]         # the active tracer's hook turning eager tensors into nodes
 _SAVE_CACHE: dict = {}
 
 
-def tensor_cls(cls) -> None:
-    global Tensor
-    Tensor = cls
-
-
-def set_lifter(fn):
-    """Install the active tracer: ``fn(tensor) -> Node`` turns an eager tensor into a
-    node, and ``fn.is_outer(tensor)`` says whether it existed before tracing began (such
-    tensors become inputs of the traced program). Returns the previous one."""
-    prev = _lifter[0]
-    _lifter[0] = fn
-    return prev
-
-
-def tracing() -> bool:
-    """Whether ``symgrad.compile`` is tracing (operations then build nodes, and tensors
-    that existed before are the program's inputs)."""
-    return _lifter[0] is not None
-
-
-def bind(prim: registry.Primitive, *operands: TensorT | int | float | bool,
-         grad_name: str | None = None, **attrs: Any) -> TensorT:
+def bind(prim: registry.Primitive, *operands: Tensor | int | float | bool,
+         grad_name: str | None = None, **attrs: Any) -> Tensor:
     """Apply `prim` to `operands` (Tensors; Python scalars for elementwise primitives,
     which take the dtype of the tensor operands)."""
     traced = False
@@ -174,7 +153,7 @@ def _as_node(o, dtype):
     return gnode.const(o, dtype)
 
 
-def traced(prim: registry.Primitive, *operands, **attrs) -> TensorT:
+def traced(prim: registry.Primitive, *operands, **attrs) -> Tensor:
     """``prim`` applied as a node of the active trace even when no operand is traced (a
     ``full`` that must not become a constant array)."""
     return _trace(prim, operands, attrs)
@@ -190,14 +169,6 @@ def _trace(prim, operands, attrs):
             and out_dt.is_floating_point:
         node = stop_gradient_node(node)      # no_grad in a trace: as eager, no gradient
     return Tensor._from_node(node)
-
-
-def stop_gradient_node(node: gnode.Node) -> gnode.Node:
-    """``stop_gradient(node)``: the same value, no gradient through it (a traced
-    ``detach()``)."""
-    if node.op == "stop_gradient":
-        return node
-    return gnode.make_node("stop_gradient", (node,), (), node.shape, node.dtype)
 
 
 def _saves(prim, needs, name):

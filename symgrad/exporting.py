@@ -22,6 +22,9 @@ import json
 import struct as _struct
 import numpy as np
 
+from .compiler.backends import get_backend
+from .compiler.dispatcher import Compiled
+from .compiler.stages import apply_transform, optimize
 from .graph import dtypes, pytree
 from .graph.body import Body
 from .graph.node import Constant, Node, const, make_node, toposort
@@ -81,9 +84,6 @@ class Exported:
 
     def _executable(self):
         if self._exe is None:
-            # late: the optimising stages and the backend load when first called
-            from .compiler.backends import get_backend
-            from .compiler.stages import optimize
             p = self.program
             outs = optimize(p.outputs)
             optimized = Program(list(p.inputs), list(p.input_names), outs,
@@ -111,9 +111,6 @@ def export(f, *example_args) -> Exported:
     >>> symgrad.deserialize(e.serialize())(np.array([1.0, 2.0])).tolist()
     [3.0, 12.0]
     """
-    # late: the compiler imports the whole package (this module loads on first use)
-    from .compiler.dispatcher import Compiled
-    from .compiler.stages import apply_transform
     c = f if isinstance(f, Compiled) else Compiled(f)
     key, leaves, names = c._signature(example_args)
     tr = c._trace(example_args, key, names)

@@ -14,20 +14,17 @@ import warnings
 
 import numpy as np
 
-from . import dispatch
 from .graph import dtypes
 from .autograd.grad_mode import _state as _grad_state
 from .printing import tensor_repr
 from .graph.shapes import wrap_dim
-from .autograd import engine, hooks
-from .dispatch import stop_gradient_node
+from .graph.node import stop_gradient_node
 from .device import CPU
 from .errors import traced_value_error
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Sequence
+    from collections.abc import Iterator
     from typing import SupportsIndex
-    from .utils.hooks import RemovableHandle
     from .device import device as Device
     from .graph.node import Node
     # the operations functions/methods.py attaches as methods, declared for type checkers
@@ -287,32 +284,11 @@ class Tensor(_Methods):
     def retains_grad(self) -> bool:
         return self._retains_grad
 
-    def retain_grad(self) -> None:
-        """Populate ``.grad`` of this non-leaf tensor during backward (after its hooks)."""
-        hooks.retain_grad(self)
-
-    def register_hook(self, hook: Callable[[Tensor], Tensor | None]) -> RemovableHandle:
-        """``hook(grad)`` runs when this tensor's gradient is computed; a non-None result
-        replaces the gradient. Returns a handle whose ``remove()`` unregisters it."""
-        return hooks.register_tensor_hook(self, hook)
-
-    def register_post_accumulate_grad_hook(self, hook: Callable[[Tensor], None]
-                                           ) -> RemovableHandle:
-        """``hook(tensor)`` runs after a leaf's ``.grad`` has been accumulated."""
-        return hooks.register_post_accumulate_hook(self, hook)
-
     @property
     def _version(self) -> int:
         if self._inference:
             raise RuntimeError("Inference tensors do not track version counter.")
         return self._vc[0]
-
-    def backward(self, gradient: Tensor | None = None, retain_graph: bool | None = None,
-                 create_graph: bool = False,
-                 inputs: Tensor | Sequence[Tensor] | None = None) -> None:
-        """Accumulate d(self)/d(leaf) into each leaf's ``.grad`` (see PyTorch)."""
-        engine.backward([self], None if gradient is None else [gradient],
-                        retain_graph=retain_graph, create_graph=create_graph, inputs=inputs)
 
     def detach(self) -> "Tensor":
         """A tensor on the same storage (and version counter) with no history; in a
@@ -428,9 +404,7 @@ class Tensor(_Methods):
         return format(repr(self), spec)
 
     def __reduce_ex__(self, protocol: SupportsIndex) -> tuple[Any, ...]:
-        from .functions.creation import tensor  # late: eager-core cycle (see docs/architecture.md)
-        return (tensor, (self._eager_data("pickling").copy(),),
-                None) if not self.requires_grad else (_rebuild, (self._data.copy(), True))
+        return (_rebuild, (self._eager_data("pickling").copy(), self.requires_grad))
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Tensor:
         if not self.is_leaf:
@@ -451,5 +425,3 @@ def _rebuild(data, requires_grad):
     t._requires_grad = requires_grad
     return t
 
-
-dispatch.tensor_cls(Tensor)

@@ -8,13 +8,19 @@
   from ``symgrad.compiler.backends`` (the registry of backends);
 * no import cycle crosses the boundary between ``symgrad`` and ``codegen``;
 * an import made inside a function is a deliberate one: it names an optional or heavy
-  dependency, or its line (or the line above) says why it is late.
+  dependency, or its line (or the line above) says why it is late;
+* the front end is layered (``LAYERS``): a module-level import never goes to a higher
+  layer, and the only import cycles are a package's ``__init__`` with its own submodules.
+
+Imports under ``if TYPE_CHECKING:`` are annotations for type checkers: they never run, so
+the layer and cycle rules skip them.
 """
 from __future__ import annotations
 
 import ast
 import re
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("symgrad", "codegen")
@@ -49,14 +55,27 @@ def _owner(name: str) -> str | None:
     return name or None
 
 
-def _imports() -> list[tuple[str, str, bool, int]]:
-    """(importer, imported project module, inside a function, line) for every import."""
+class Import(NamedTuple):
+    importer: str
+    target: str          # the imported project module
+    late: bool           # inside a function
+    line: int
+    type_only: bool      # under ``if TYPE_CHECKING:`` (never runs)
+
+
+def _inside(tree, kinds, test=lambda node: True) -> set[int]:
+    """ids of the import statements inside nodes of `kinds` (that pass `test`)."""
+    return {id(sub) for node in ast.walk(tree) if isinstance(node, kinds) and test(node)
+            for sub in ast.walk(node) if isinstance(sub, (ast.Import, ast.ImportFrom))}
+
+
+def _imports() -> list[Import]:
+    """Every import statement of the project's source that names a project module."""
     out = []
     for module, path in MODULES.items():
         tree = ast.parse(path.read_text())
-        late = {id(sub) for fn in ast.walk(tree)
-                if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
-                for sub in ast.walk(fn) if isinstance(sub, (ast.Import, ast.ImportFrom))}
+        late = _inside(tree, (ast.FunctionDef, ast.AsyncFunctionDef))
+        type_only = _inside(tree, ast.If, lambda node: "TYPE_CHECKING" in ast.unparse(node.test))
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 names = [a.name for a in node.names]
@@ -71,7 +90,8 @@ def _imports() -> list[tuple[str, str, bool, int]]:
                 if name.split(".")[0] == "bench":
                     target = name
                 if target and target != module:
-                    out.append((module, target, id(node) in late, node.lineno))
+                    out.append(Import(module, target, id(node) in late, node.lineno,
+                                      id(node) in type_only))
     return out
 
 
@@ -84,36 +104,33 @@ def _in(module: str, package: str) -> bool:
 
 
 def test_the_ir_layer_imports_nothing_else_of_the_project():
-    bad = [(a, b) for a, b, _, _ in IMPORTS if _in(a, "symgrad.graph") and not _in(b, "symgrad.graph")]
+    bad = [(a, b) for a, b, *_ in IMPORTS if _in(a, "symgrad.graph") and not _in(b, "symgrad.graph")]
     assert not bad, bad
 
 
 def test_settings_and_version_are_leaves():
-    bad = [(a, b) for a, b, _, _ in IMPORTS if a in LEAVES]
+    bad = [(a, b) for a, b, *_ in IMPORTS if a in LEAVES]
     assert not bad, bad
 
 
 def test_codegen_sees_only_the_ir_layer():
-    bad = [(a, b) for a, b, _, _ in IMPORTS if _in(a, "codegen") and not _in(b, "codegen")
+    bad = [(a, b) for a, b, *_ in IMPORTS if _in(a, "codegen") and not _in(b, "codegen")
            and not _in(b, "symgrad.graph") and b not in LEAVES]
     assert not bad, bad
 
 
 def test_the_front_end_reaches_codegen_only_through_its_backend_interface():
-    bad = [(a, b) for a, b, _, _ in IMPORTS if _in(a, "symgrad") and _in(b, "codegen")
+    bad = [(a, b) for a, b, *_ in IMPORTS if _in(a, "symgrad") and _in(b, "codegen")
            and (b != "codegen.backend" or a != "symgrad.compiler.backends")]
     assert not bad, bad
 
 
-def _cycles() -> list[set[str]]:
-    graph: dict[str, set[str]] = {m: set() for m in MODULES}
-    for a, b, _, _ in IMPORTS:
-        if b in graph:
-            graph[a].add(b)
+def _sccs(graph: dict[str, set[str]]) -> list[set[str]]:
+    """The strongly connected components of more than one module (Tarjan's)."""
     index, low, stack, on, out = {}, {}, [], set(), []
     counter = [0]
 
-    def visit(v):                       # Tarjan's strongly connected components
+    def visit(v):
         index[v] = low[v] = counter[0]
         counter[0] += 1
         stack.append(v)
@@ -141,6 +158,15 @@ def _cycles() -> list[set[str]]:
     return out
 
 
+def _cycles() -> list[set[str]]:
+    """Import cycles over every import statement (late ones too)."""
+    graph: dict[str, set[str]] = {m: set() for m in MODULES}
+    for a, b, *_ in IMPORTS:
+        if b in graph:
+            graph[a].add(b)
+    return _sccs(graph)
+
+
 def test_no_import_cycle_crosses_the_boundary():
     crossing = [sorted(c) for c in _cycles() if len({m.split(".")[0] for m in c}) > 1]
     assert not crossing, crossing
@@ -154,7 +180,7 @@ def test_late_imports_say_why():
     saying why it is late: an optional dependency, import-time cost, or a cycle (a
     comment above a block of late imports covers the block)."""
     missing = []
-    for a, b, late, line in IMPORTS:
+    for a, b, late, line, _ in IMPORTS:
         if not late:
             continue
         lines = MODULES[a].read_text().splitlines()
@@ -165,3 +191,79 @@ def test_late_imports_say_why():
         if not (REASON.search(here) or (k >= 0 and lines[k].strip().startswith("#"))):
             missing.append(f"{MODULES[a].relative_to(ROOT)}:{line}: {here.strip()}")
     assert not missing, "\n".join(missing)
+
+
+# ---- the front end's layers ------------------------------------------------------------------
+# Lowest first. A module's layer is that of the longest name here that it is, or is inside
+# (``symgrad.autograd.engine`` is in "engine", the rest of ``symgrad.autograd`` in
+# "libraries"). docs/architecture.md says what each layer owns.
+LAYERS = (
+    ("base", ("symgrad.graph", "symgrad.config", "symgrad.version", "symgrad.errors",
+              "symgrad.device", "symgrad.printing", "symgrad.utils", "symgrad.tracing",
+              "symgrad.autograd.grad_mode", "symgrad.autograd.anomaly_mode",
+              "symgrad.autograd.saved_hooks")),
+    ("tensor", ("symgrad.tensor", "symgrad.types")),
+    ("tape", ("symgrad.autograd.graph", "symgrad.autograd.nodes", "symgrad.autograd.hooks")),
+    ("dispatch", ("symgrad.dispatch",)),
+    ("ops", ("symgrad.ops",)),
+    ("engine", ("symgrad.autograd.engine", "symgrad.autograd.validate")),
+    ("functions", ("symgrad.functions", "symgrad.linalg", "symgrad.lax")),
+    ("compiler", ("symgrad.compiler", "symgrad.func", "symgrad.exporting", "symgrad.tree_util",
+                  "symgrad.dask", "symgrad.parallelism")),
+    ("libraries", ("symgrad.autograd", "symgrad.nn", "symgrad.optim", "symgrad.utils.data",
+                   "symgrad.serialization")),
+    ("package", ("symgrad", "symgrad.cli", "symgrad.__main__")),
+)
+_LAYER_OF = {name: i for i, (_, names) in enumerate(LAYERS) for name in names}
+
+
+def _layer(module: str) -> int:
+    name = module
+    while name not in _LAYER_OF:
+        name = name.rsplit(".", 1)[0]        # (every front-end module has a layer)
+    return _LAYER_OF[name]
+
+
+RUNTIME = [i for i in IMPORTS if not i.late and not i.type_only]   # what import runs
+
+
+def test_every_front_end_module_has_a_layer():
+    front = [m for m in MODULES if _in(m, "symgrad")]
+    assert all(m == "symgrad" or "." in m for m in front)
+    assert not [n for n in _LAYER_OF if n not in MODULES], "LAYERS names a missing module"
+
+
+def test_module_level_imports_go_down_the_layers():
+    """An import that runs when its module loads goes to the module's own layer or a lower
+    one; each offender is listed with its line."""
+    bad = []
+    for i in RUNTIME:
+        if _in(i.importer, "symgrad") and _in(i.target, "symgrad") \
+                and _layer(i.target) > _layer(i.importer):
+            text = MODULES[i.importer].read_text().splitlines()[i.line - 1].strip()
+            bad.append(f"{MODULES[i.importer].relative_to(ROOT)}:{i.line}: {text}  "
+                       f"({LAYERS[_layer(i.importer)][0]} -> {LAYERS[_layer(i.target)][0]})")
+    assert not bad, "\n".join(bad)
+
+
+def _ancestors(module: str) -> list[str]:
+    parts = module.split(".")
+    return [".".join(parts[:k]) for k in range(1, len(parts))]
+
+
+def test_the_front_end_has_no_import_cycle():
+    """Over the imports that run at module level -- and the packages an import runs
+    first: ``from .x.y import z`` in ``a.b`` runs ``a.x``'s ``__init__`` too -- the only
+    cycle allowed is a package's ``__init__`` with modules inside that package."""
+    graph: dict[str, set[str]] = {m: set() for m in MODULES if _in(m, "symgrad")}
+    for i in RUNTIME:
+        if i.importer in graph and i.target in graph:
+            graph[i.importer].add(i.target)
+            graph[i.importer].update(p for p in _ancestors(i.target) if p in graph
+                                     and p not in _ancestors(i.importer) and p != i.importer)
+    bad = []
+    for comp in _sccs(graph):
+        top = min(comp, key=len)
+        if not all(m == top or m.startswith(top + ".") for m in comp):
+            bad.append(sorted(comp))
+    assert not bad, bad

@@ -35,6 +35,8 @@ import warnings
 
 from .. import dispatch
 from ..errors import TracerBoolError
+from ..functions.inplace import rewrite_base, set_history
+from ..functions.shape import view
 from ..graph import node as gnode
 from ..ops import lax
 from ..ops.custom import CUSTOM_VJP
@@ -296,7 +298,6 @@ def _take_tensors(ctx, attr, message) -> tuple:
 def _alias(x):
     """x.view_as(x): a new tensor object on x's storage (what PyTorch returns for an
     input a Function returned unchanged)."""
-    from ..functions.shape import view     # late: eager-core cycle (see docs/architecture.md)
     with grad_mode.no_grad():
         return view(x, tuple(x.shape))
 
@@ -304,7 +305,6 @@ def _alias(x):
 def _set_history(ctx, o, k, is_input, is_dirty, diff, nout):
     """The output PyTorch returns for `o` (output k) and its grad_fn (custom_function.cpp's
     set_history)."""
-    from ..functions.inplace import set_history, rewrite_base   # late: eager-core cycle
     if not diff:
         if not o.requires_grad:
             return _alias(o) if is_input and not is_dirty else o

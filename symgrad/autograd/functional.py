@@ -4,7 +4,9 @@ double-vjp trick)."""
 from __future__ import annotations
 
 from . import engine, grad_mode
+from ..functions.shape import reshape, stack
 from ..ops import lax
+from ..tensor import Tensor
 
 __all__ = ["vjp", "jvp", "jacobian", "hessian", "vhp", "hvp"]
 
@@ -14,7 +16,6 @@ def _tup(x):
 
 
 def _prep(inputs, create_graph):
-    from ..tensor import Tensor  # late: eager-core cycle (see docs/architecture.md)
     out = []
     for i, x in enumerate(inputs):
         if not isinstance(x, Tensor):
@@ -91,7 +92,6 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
              strategy="reverse-mode"):
     """d func / d inputs: for each (output, input) pair a tensor of shape
     output.shape + input.shape."""
-    from ..functions.shape import reshape, stack  # late: eager-core cycle (see docs/architecture.md)
     with grad_mode.enable_grad():
         inputs, is_tuple = _tup(inputs)
         inputs = _prep(inputs, create_graph)

@@ -27,6 +27,8 @@ import numpy as np
 
 from .. import dispatch
 from ..errors import TracerBoolError
+from ..func import vmap
+from ..functions.random import generator, randn_like
 from ..graph import dtypes
 from ..functions.torch_rng import TorchRNG
 from . import engine
@@ -359,8 +361,6 @@ in the codebase for an explanation of how to fix this.
 def _test_batched_grad(inputs, output, output_idx) -> None:
     """The backward of `output` vmapped over two random grad_outputs equals the two
     backward passes stacked (``allclose``), as PyTorch checks it."""
-    from ..functions.random import randn_like    # late: eager-core cycle (see docs)
-    from ..func import vmap                      # late: the compiler imports autograd
     diff_inputs = _diff_inputs(inputs)
 
     def vjp(v):
@@ -509,7 +509,6 @@ def _gradcheck(func, inputs, eps, atol, rtol, nondet_tol, check_undefined_grad,
 def _random_grad_output(x, noncontiguous: bool):
     """A tensor like x (double for a non-float x) of values uniform in [-1, 1) that
     requires grad (``torch.testing.make_tensor(..., low=-1, high=1)``)."""
-    from ..functions.random import generator     # late: eager-core cycle (see docs)
     dt = x.dtype if x.is_floating_point() else dtypes.float64
     shape = tuple(x.shape)
     if noncontiguous and x.numel() > 1:

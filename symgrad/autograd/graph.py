@@ -104,10 +104,7 @@ class save_on_cpu(saved_tensors_hooks):
         def pack_to_cpu(tensor):
             if not pin_memory:
                 return (tensor.device, tensor.cpu())
-            from ..functions.creation import empty   # late: the eager core imports autograd
-            packed = empty(tensor.size(), dtype=tensor.dtype)
-            packed.copy_(tensor)
-            return (tensor.device, packed)
+            return (tensor.device, tensor.detach().clone())    # (a new tensor)
 
         def unpack_from_cpu(packed):
             device, tensor = packed

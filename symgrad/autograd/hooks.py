@@ -22,7 +22,8 @@ from __future__ import annotations
 import weakref
 from collections import OrderedDict
 
-from .. import dispatch
+from ..tensor import Tensor
+from ..tracing import _lifter
 from ..utils.hooks import RemovableHandle
 
 __all__ = ["NodeHooks", "HookMixin", "register_tensor_hook", "register_post_accumulate_hook",
@@ -89,7 +90,7 @@ def register_tensor_hook(t, hook) -> RemovableHandle:
     if not t.requires_grad:
         raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
     if t._data is None:        # traced: symbolic gradients (symgrad.grad) cannot run it
-        tracer = dispatch._lifter[0]
+        tracer = _lifter[0]
         if tracer is not None:
             tracer.hooked = True
     hooks = t._backward_hooks
@@ -144,7 +145,7 @@ def _checked(original, result, hook):
         return original
     if original is None:
         raise RuntimeError("can't replace a None gradient with a non-None value")
-    if not isinstance(result, dispatch.Tensor):
+    if not isinstance(result, Tensor):
         raise TypeError(f"expected Variable, but hook returned '{type(result).__name__}'")
     if result.dtype is not original.dtype:
         raise RuntimeError(f"hook '{_name(hook)}' has changed the type of value (was "
@@ -206,6 +207,6 @@ def run_post_accumulate_hooks(leaf) -> None:
     for hook in list(hooks.values()):
         r = hook(leaf)
         if r is not None:
-            if not isinstance(r, dispatch.Tensor):
+            if not isinstance(r, Tensor):
                 raise TypeError(f"expected Variable, but hook returned '{type(r).__name__}'")
             raise RuntimeError("Tensor post accumulate grad hooks should return None.")

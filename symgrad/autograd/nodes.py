@@ -15,12 +15,15 @@ import itertools
 import re
 import weakref
 
+import numpy as np
+
 from . import anomaly_mode, grad_mode, saved_hooks
 from .anomaly_mode import _state as _anomaly
 from .graph import Node
 from .hooks import HookMixin, NodeHooks
 from ..errors import type_name
 from ..graph import dtypes
+from ..tensor import Tensor
 
 __all__ = ["BackwardFunction", "AccumulateGrad", "function_class", "SavedTensor",
            "FREED_MESSAGE", "short_name", "next_seq", "save_order", "no_accumulator"]
@@ -132,9 +135,8 @@ class _Packed:
             raise RuntimeError(_PACK_IN_PLACE)
 
     def unpack(self, owner, is_output, output_nr):
-        from .. import dispatch     # late: dispatch imports this module
         data = self.unpack_hook(self.data)
-        if not isinstance(data, dispatch.Tensor):
+        if not isinstance(data, Tensor):
             raise TypeError("Output of saved tensor unpack_hook expected to be a Tensor but "
                             f"got result of type {type_name(data)}")
         fn, nr = (owner, output_nr) if is_output else (self.grad_fn, self.output_nr)
@@ -292,10 +294,9 @@ def save_order(name: str, indices) -> tuple:
 
 def _wrapped_number(v):
     """A saved Python scalar as PyTorch shows it: a 0-d int64 / float64 / bool tensor."""
-    from ..functions.creation import tensor  # late: eager-core cycle (see docs/architecture.md)
     dt = (dtypes.bool_ if isinstance(v, bool) else dtypes.int64 if isinstance(v, int)
           else dtypes.float64)
-    return tensor(v, dtype=dt)
+    return Tensor._from_array(np.asarray(v, dtype=dt.np), dt)
 
 
 def function_class(name: str) -> type:

@@ -9,6 +9,7 @@ import numpy as np
 from ..graph import dtypes
 from ..graph.shapes import wrap_dim
 from ..tensor import Tensor
+from .creation import as_tensor, shape_arg     # (shape_arg: re-exported for the other modules)
 
 __all__ = ["is_scalar", "to_tensor", "dims_arg", "shape_arg", "wrap_dim", "Tensor",
            "floating_kernel"]
@@ -22,26 +23,7 @@ def to_tensor(x, dtype=None) -> Tensor:
     """A Tensor for `x` (a Tensor is returned as is)."""
     if isinstance(x, Tensor):
         return x
-    from .creation import as_tensor  # late: eager-core cycle (see docs/architecture.md)
     return as_tensor(x, dtype=dtype)
-
-
-def shape_arg(size) -> tuple[int, ...]:
-    """Accept f(2, 3), f((2, 3)), f([2, 3]) and f(torch.Size([2, 3]))."""
-    if len(size) == 1 and isinstance(size[0], (tuple, list)):
-        size = size[0]
-    out = []
-    for s in size:
-        if isinstance(s, Tensor):
-            s = int(s)
-        if not isinstance(s, (int, np.integer)) or isinstance(s, bool):
-            raise TypeError(f"expected a sequence of integers for the size, got "
-                            f"{type(s).__name__}")
-        if s < 0:
-            raise RuntimeError(f"Trying to create tensor with negative dimension {s}: "
-                               f"{list(size)}")
-        out.append(int(s))
-    return tuple(out)
 
 
 def dims_arg(dim, ndim: int) -> tuple[int, ...]:

@@ -18,7 +18,7 @@ from .. import dispatch
 from ..graph import pytree
 from ..ops import loops as L
 from ..tensor import Tensor
-from .creation import arange, as_tensor
+from .creation import arange, as_tensor, empty
 from .shape import stack
 from .subtrace import finish_body, node_of, trace_body
 
@@ -172,7 +172,6 @@ def _scan_traced(f, init_struct, init_t, xs_struct, xs_t, T, reverse, carry_aval
     m = len(init_t)
     if eager and T == 0:
         # nothing to run: the carry as given, empty stacks of the body's result types
-        from .creation import empty
         ys = [empty((0,) + tuple(n.shape), dtype=n.dtype) for n in out_nodes[m:]]
         return pytree.unflatten(init_struct, init_t), pytree.unflatten(y_struct, ys)
     res = L.loop_outputs(init_t + xs_t + closures, body=body, length=T, reverse=bool(reverse),

@@ -9,7 +9,6 @@ import numpy as np
 
 from ..graph import dtypes
 from ..tensor import Tensor
-from .common import shape_arg
 from ..ops import lax
 from ..device import check_device
 
@@ -17,13 +16,31 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from ..types import DeviceLike, DTypeLike, TensorLike
 
-__all__ = ["tensor", "as_tensor", "from_numpy", "ones", "zeros", "full", "empty", "eye",
+__all__ = ["tensor", "as_tensor", "shape_arg", "from_numpy", "ones", "zeros", "full", "empty", "eye",
            "arange", "linspace", "ones_like", "zeros_like", "full_like", "empty_like",
            "scalar_tensor"]
 
 _COPY_WARNING = ("To copy construct from a tensor, it is recommended to use "
                  "sourceTensor.clone().detach() or sourceTensor.clone().detach()."
                  "requires_grad_(True), rather than torch.tensor(sourceTensor).")
+
+
+def shape_arg(size) -> tuple[int, ...]:
+    """Accept f(2, 3), f((2, 3)), f([2, 3]) and f(torch.Size([2, 3]))."""
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = size[0]
+    out = []
+    for s in size:
+        if isinstance(s, Tensor):
+            s = int(s)
+        if not isinstance(s, (int, np.integer)) or isinstance(s, bool):
+            raise TypeError(f"expected a sequence of integers for the size, got "
+                            f"{type(s).__name__}")
+        if s < 0:
+            raise RuntimeError(f"Trying to create tensor with negative dimension {s}: "
+                               f"{list(size)}")
+        out.append(int(s))
+    return tuple(out)
 
 
 def _infer_dtype(data) -> dtypes.DType:

@@ -5,8 +5,7 @@ from __future__ import annotations
 from ..dispatch import bind
 from ..graph.primitives import PRIMITIVES as P
 from .common import Tensor, to_tensor
-from .shape import unsqueeze
-from .shape import reshape
+from .shape import contiguous, reshape, transpose, unsqueeze
 from .elementwise import binary
 
 __all__ = ["matmul", "mm", "mv", "dot", "bmm", "outer"]
@@ -47,7 +46,6 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
                     grad_name="UnsafeViewBackward0")
     if na == 2 and nb >= 3 and a.requires_grad:
         # folded the other way: (bᵀ folded @ aᵀ)ᵀ, then .contiguous() (CloneBackward0)
-        from .shape import contiguous, transpose
         out = transpose(matmul(transpose(b, -1, -2), transpose(a, 0, 1)), -1, -2)
         return contiguous(out)
     return bind(P["matmul"], a, b, grad_name=_name(a, b))

@@ -15,9 +15,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, NoReturn, overload
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from ..tensor import Tensor
+    from ..utils.hooks import RemovableHandle
     from ..types import (DTypeLike, Dims, Index, TensorLike, TensorOrScalar, ValuesIndices,
                          _bool, _float, _int)
     from .random import Generator
@@ -28,6 +29,14 @@ __all__ = ["TensorMethods"]
 
 class TensorMethods:
     """Declarations only (see the module docstring)."""
+
+    def backward(self, gradient: Tensor | None = None, retain_graph: _bool | None = None,
+                 create_graph: _bool = False,
+                 inputs: Tensor | Sequence[Tensor] | None = None) -> None: ...
+    def retain_grad(self) -> None: ...
+    def register_hook(self, hook: Callable[[Tensor], Tensor | None]) -> RemovableHandle: ...
+    def register_post_accumulate_grad_hook(self, hook: Callable[[Tensor], None]
+                                           ) -> RemovableHandle: ...
 
     def __add__(self, other: TensorOrScalar) -> Tensor: ...
     def __radd__(self, other: TensorOrScalar) -> Tensor: ...

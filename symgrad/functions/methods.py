@@ -11,7 +11,7 @@ from . import elementwise as E
 from . import (indexing, inplace, linalg, matrix, reduction, repeat, rounding, scatter, selection,
                shape, solvers, statistics)
 from .common import Tensor, is_scalar, to_tensor
-from ..autograd import grad_mode
+from ..autograd import engine, grad_mode, hooks
 from ..device import check_device
 from .composite import named
 from ..graph.shapes import broadcast_shapes
@@ -19,7 +19,8 @@ from .random import generator as gen
 from .creation import as_tensor
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
+    from ..utils.hooks import RemovableHandle
     from .random import Generator
     from ..types import DTypeLike, TensorLike, TensorOrScalar
 
@@ -264,7 +265,36 @@ def _hash(self: Tensor) -> int:
     return id(self)
 
 
+# ---- autograd: the engine's and the hooks' entry points -----------------------------------
+def _backward(self: Tensor, gradient: Tensor | None = None, retain_graph: bool | None = None,
+              create_graph: bool = False,
+              inputs: Tensor | Sequence[Tensor] | None = None) -> None:
+    """Accumulate d(self)/d(leaf) into each leaf's ``.grad`` (see PyTorch)."""
+    engine.backward([self], None if gradient is None else [gradient],
+                    retain_graph=retain_graph, create_graph=create_graph, inputs=inputs)
+
+
+def _retain_grad(self: Tensor) -> None:
+    """Populate ``.grad`` of this non-leaf tensor during backward (after its hooks)."""
+    hooks.retain_grad(self)
+
+
+def _register_hook(self: Tensor, hook: Callable[[Tensor], Tensor | None]) -> RemovableHandle:
+    """``hook(grad)`` runs when this tensor's gradient is computed; a non-None result
+    replaces the gradient. Returns a handle whose ``remove()`` unregisters it."""
+    return hooks.register_tensor_hook(self, hook)
+
+
+def _register_post_accumulate_grad_hook(self: Tensor, hook: Callable[[Tensor], None]
+                                        ) -> RemovableHandle:
+    """``hook(tensor)`` runs after a leaf's ``.grad`` has been accumulated."""
+    return hooks.register_post_accumulate_hook(self, hook)
+
+
 _METHODS = {
+    # autograd
+    "backward": _backward, "retain_grad": _retain_grad, "register_hook": _register_hook,
+    "register_post_accumulate_grad_hook": _register_post_accumulate_grad_hook,
     # arithmetic operators
     "__add__": _binop("add"), "__radd__": _rbinop("add"),
     "__sub__": _binop("sub"), "__rsub__": _rsub,

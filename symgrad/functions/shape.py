@@ -4,6 +4,7 @@ their input are views: they share its version counter and remember how they were
 (for in-place updates through them)."""
 from __future__ import annotations
 
+import warnings
 import weakref
 from typing import TYPE_CHECKING
 
@@ -15,7 +16,7 @@ from ..dispatch import bind
 from ..ops import lax
 from ..graph.primitives import PRIMITIVES as P
 from ..graph.shapes import infer_reshape, wrap_dim
-from .common import Tensor, shape_arg, to_tensor
+from .common import Tensor, to_tensor
 from .creation import _dtype_view
 from .elementwise import promote
 
@@ -197,7 +198,6 @@ def T(x: Tensor) -> Tensor:
         kind = 0 if n == 0 else 1
         if kind not in _T_WARNED:
             _T_WARNED.add(kind)
-            import warnings
             warnings.warn(_T_WARNINGS[kind], UserWarning, stacklevel=2)
     return _layout("permute", x, "PermuteBackward0", perm=tuple(range(n - 1, -1, -1)))
 

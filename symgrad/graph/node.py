@@ -15,7 +15,8 @@ import numpy as np
 
 from .dtypes import DType
 
-__all__ = ["Node", "make_node", "const", "toposort", "structural_key", "Constant"]
+__all__ = ["Node", "make_node", "const", "stop_gradient_node", "toposort", "structural_key",
+           "Constant"]
 
 
 class Constant:
@@ -101,6 +102,14 @@ def const(value, dtype: DType) -> Node:
     """A constant node holding `value` (cast to `dtype`)."""
     arr = np.asarray(value, dtype=dtype.np)
     return make_node("const", (), (("value", Constant(arr)),), arr.shape, dtype)
+
+
+def stop_gradient_node(node: Node) -> Node:
+    """``stop_gradient(node)``: the same value, no gradient through it (a traced
+    ``detach()``)."""
+    if node.op == "stop_gradient":
+        return node
+    return make_node("stop_gradient", (node,), (), node.shape, node.dtype)
 
 
 def toposort(outputs: Iterable[Node]) -> list[Node]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import LinAlgError
 from ..graph import dtypes
 from ..graph.shapes import broadcast_shapes, numel
 from . import blas_local
@@ -122,7 +123,6 @@ def _first_failure(a: np.ndarray, routine: str) -> tuple[int, int]:
 
 
 def _singular(op: str, a: np.ndarray):
-    from ..errors import LinAlgError      # late: errors is a leaf the front end shares
     i, info = _first_failure(a, "getrf")
     if op == "inv":
         return LinAlgError(f"linalg.inv: {_batch_text(a, i)}The diagonal element {info} is "
@@ -272,7 +272,6 @@ primitive("slogdet_logabs", 1, lambda av: (av[0][0][:-2], av[0][1]),
 def _cholesky_numpy(a, *, op="linalg.cholesky"):
     """The lower factor; ``op`` names the function in the error (``torch.cholesky``'s is
     ``cholesky``)."""
-    from ..errors import LinAlgError      # late: errors is a leaf the front end shares
     try:
         return np.linalg.cholesky(a)
     except np.linalg.LinAlgError:
@@ -373,8 +372,7 @@ def _svd_backward(a, packed, full_matrices, gu, gs, gvh):
 
 def _svd_factor_numpy(a, *, full_matrices):
     if not np.isfinite(a).all():
-        from ..errors import LinAlgError      # late: errors is a leaf the front end shares
-        raise LinAlgError("linalg.svd: The algorithm failed to converge because the input "
+            raise LinAlgError("linalg.svd: The algorithm failed to converge because the input "
                           "matrix contained non-finite values.")
     m, n, k, mu, nv = _svd_dims(a.shape, full_matrices)
     lead = a.shape[:-2]
