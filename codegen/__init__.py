@@ -11,8 +11,10 @@
   numpy's and CPython's C side it relies on.
 * :mod:`codegen.backend` -- the LLVM backend of ``symgrad.compile``:
   ``compile_program(program) -> LLVMExecutable`` (:mod:`codegen.executable`), built from
-  :mod:`codegen.plan` (the schedule; :mod:`codegen.classify`, :mod:`codegen.layout`,
-  :mod:`codegen.windows`, :mod:`codegen.rewrite`), :mod:`codegen.module` and the
+  :mod:`codegen.plan` (the schedule: :mod:`codegen.schedule` places the steps,
+  :mod:`codegen.buffers` the storage, :mod:`codegen.steps` is their records; with
+  :mod:`codegen.classify`, :mod:`codegen.layout`, :mod:`codegen.windows`,
+  :mod:`codegen.rewrite`), :mod:`codegen.module` and the
   lowerings in :mod:`codegen.lower`; :mod:`codegen.types` maps dtypes to LLVM types,
   :mod:`codegen.runtime` publishes external symbols by name, :mod:`codegen.cache` is the
   disk cache.
