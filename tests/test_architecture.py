@@ -18,6 +18,7 @@ the layer and cycle rules skip them.
 from __future__ import annotations
 
 import ast
+import importlib
 import re
 from pathlib import Path
 from typing import NamedTuple
@@ -117,6 +118,23 @@ def test_codegen_sees_only_the_ir_layer():
     bad = [(a, b) for a, b, *_ in IMPORTS if _in(a, "codegen") and not _in(b, "codegen")
            and not _in(b, "symgrad.graph") and b not in LEAVES]
     assert not bad, bad
+
+
+def test_codegen_reads_op_kinds_from_the_registry():
+    """Which primitives a lowering takes is named once: codegen asks the registry's
+    families (``codegen.classify``: ``VIEW_OPS``, ``REDUCE_OPS``, ...) and never spells a
+    family out again as a literal of three or more primitive names."""
+    importlib.import_module("symgrad")        # registers the built-in primitives
+    from symgrad.graph.primitives import PRIMITIVES
+    bad = []
+    for module, path in MODULES.items():
+        if not _in(module, "codegen"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.Tuple, ast.List, ast.Set)) and len(node.elts) >= 3 and all(
+                    isinstance(e, ast.Constant) and e.value in PRIMITIVES for e in node.elts):
+                bad.append(f"{path.relative_to(ROOT)}:{node.lineno}: {ast.unparse(node)}")
+    assert not bad, "\n".join(bad)
 
 
 def test_the_front_end_reaches_codegen_only_through_its_backend_interface():

@@ -34,7 +34,7 @@ from symgrad.graph.node import Node, toposort
 
 from .. import runtime
 from .. import types as T
-from ..classify import const_scalar, formula_of, kind_of, numpy_reason
+from ..classify import REDUCE_OPS, const_scalar, formula_of, kind_of, numpy_reason
 from ..lower.context import ConstPool, sanitize_fault_global
 from ..lower.loops import Loop
 from ..lower.reduce import acc_dtype, combine, identity
@@ -46,7 +46,6 @@ from .views import VIEW_OPS, RView, broadcast_to, contiguous, needs_copy, view_o
 
 __all__ = ["NotGeneric", "DynamicModule", "build"]
 
-REDUCE = ("sum", "mean", "amax", "amin", "prod")
 ALIGN = 64
 
 
@@ -145,8 +144,6 @@ class DynamicModule:
             return
         if kind == "window" and op != "pad_slice":
             raise NotGeneric(f"{op} (a window without a runtime-extent lowering)")
-        if kind == "reduce" and op not in REDUCE:
-            raise NotGeneric(f"reduction {op}")
         if kind == "opaque":
             if op == "matmul":
                 if len(node.args[0].shape) > 2 or len(node.args[1].shape) > 2:
@@ -629,7 +626,7 @@ def build(dm: DynamicModule) -> ir.Module:
         f = _Fn(dm, module, consts, f"s{pos}.{node.op}", _keys_of(dm, node), fallible)
         if node.op == "const":
             _emit_scalar(f, node)
-        elif node.op in REDUCE:
+        elif node.op in REDUCE_OPS:
             _emit_reduce(f, node)
         elif node.op == "pad_slice":
             _emit_pad_slice(f, node)

@@ -13,11 +13,13 @@ from dataclasses import dataclass
 
 from symgrad.graph.node import Node
 
+from ..classify import VIEW_OPS as _VIEW_FAMILY
+
 from .poly import Poly, affine
 
 __all__ = ["RView", "contiguous", "view_of", "broadcast_to", "VIEW_OPS", "needs_copy"]
 
-VIEW_OPS = frozenset({"expand", "permute", "reshape", "slice", "select", "flip", "windows"})
+VIEW_OPS = _VIEW_FAMILY - {"shear"}    # what view_of computes (shear: no runtime-extent view)
 ONE = Poly.const(1)
 
 
