@@ -269,11 +269,12 @@ def _ancestors(module: str) -> list[str]:
     return [".".join(parts[:k]) for k in range(1, len(parts))]
 
 
-def test_the_front_end_has_no_import_cycle():
-    """Over the imports that run at module level -- and the packages an import runs
-    first: ``from .x.y import z`` in ``a.b`` runs ``a.x``'s ``__init__`` too -- the only
-    cycle allowed is a package's ``__init__`` with modules inside that package."""
-    graph: dict[str, set[str]] = {m: set() for m in MODULES if _in(m, "symgrad")}
+def _module_level_cycles(package: str) -> list[list[str]]:
+    """The import cycles inside ``package`` over the imports that run at module level --
+    and the packages an import runs first: ``from .x.y import z`` in ``a.b`` runs
+    ``a.x``'s ``__init__`` too -- other than a package's ``__init__`` with modules inside
+    that package."""
+    graph: dict[str, set[str]] = {m: set() for m in MODULES if _in(m, package)}
     for i in RUNTIME:
         if i.importer in graph and i.target in graph:
             graph[i.importer].add(i.target)
@@ -284,4 +285,39 @@ def test_the_front_end_has_no_import_cycle():
         top = min(comp, key=len)
         if not all(m == top or m.startswith(top + ".") for m in comp):
             bad.append(sorted(comp))
+    return bad
+
+
+def test_the_front_end_has_no_import_cycle():
+    """The only cycle allowed is a package's ``__init__`` with its own modules."""
+    bad = _module_level_cycles("symgrad")
+    assert not bad, bad
+
+
+# A late import that goes up the layers is a call from a lower layer into a higher one: only
+# these, each deliberate (the reason is also on the import's line).
+UPWARD_LATE_IMPORTS = {
+    ("symgrad.ops.loops", "symgrad.compiler.autodiff"):
+        "a loop's VJP builds its body's gradient graph with the compiler's autodiff",
+    ("symgrad.functions.methods", "symgrad.nn.functional"):
+        "Tensor methods that are nn.functional's (softmax, ...); nn loads on first use",
+}
+
+
+def test_late_imports_go_up_the_layers_only_where_deliberate():
+    """An import inside a function may reach a higher layer -- that is how laziness and a
+    rare up-call work -- but never to get around a cycle: the ones there are, are
+    :data:`UPWARD_LATE_IMPORTS`."""
+    up = {(i.importer, i.target) for i in IMPORTS
+          if i.late and not i.type_only and _in(i.importer, "symgrad") and _in(i.target, "symgrad")
+          and _layer(i.target) > _layer(i.importer)}
+    assert up == set(UPWARD_LATE_IMPORTS), (sorted(up - set(UPWARD_LATE_IMPORTS)),
+                                            sorted(set(UPWARD_LATE_IMPORTS) - up))
+
+
+def test_codegen_has_no_import_cycle_at_module_level():
+    """Importing any codegen module runs no cycle; the late cycles are a loop body's
+    program compiled through the backend (codegen.loops) and the helper thread's module
+    built on first use (codegen.runtime)."""
+    bad = _module_level_cycles("codegen")
     assert not bad, bad

@@ -43,7 +43,7 @@ from ..ops.custom import CUSTOM_VJP
 from . import anomaly_mode, grad_mode
 from .graph import Node
 from .hooks import HookMixin, NodeHooks
-from .nodes import FREED_MESSAGE, SavedTensor, accumulator, next_seq
+from .nodes import FREED_MESSAGE, SavedTensor, accumulator, delayed_error, next_seq
 from .validate import valid_gradient
 
 __all__ = ["FunctionCtx", "BackwardCFunction", "FunctionMeta", "Function", "InplaceFunction",
@@ -545,64 +545,6 @@ BackwardCFunction._inner = staticmethod(_run_backward)
 
 
 # ---- once_differentiable ---------------------------------------------------------------
-class _DelayedError(HookMixin):
-    """The node a once_differentiable backward's results hang from when a graph of the
-    backward is built: differentiating through it raises PyTorch's error."""
-
-    __slots__ = ("next_functions", "_nout", "_hooks", "_seq", "_message", "__weakref__")
-    _inner = None
-    _stack = None
-
-    def name(self) -> str:
-        return "torch::autograd::Error"
-
-    @property
-    def metadata(self) -> dict:
-        return {}
-
-    def release(self) -> None:
-        pass
-
-    def __repr__(self) -> str:
-        return f"<Error object at {hex(id(self))}>"
-
-
-def _raise_twice(node, g):
-    raise RuntimeError(node._message)
-
-
-_DelayedError._inner = staticmethod(_raise_twice)
-_DelayedError.__name__ = _DelayedError.__qualname__ = "Error"
-_DelayedError.__module__ = "builtins"
-Node.register(_DelayedError)
-
-
-def delayed_error(outputs: tuple, message: str = _TWICE, link: bool = False) -> tuple:
-    """``outputs`` hanging from an ``Error`` node (PyTorch's ``DelayedError``): using them
-    is fine, differentiating through them raises RuntimeError(message). ``link``: the
-    node's next functions are the outputs' own history (the inputs they were computed
-    from count as used), else detached stand-ins."""
-    Tensor = dispatch.Tensor
-    node = object.__new__(_DelayedError)
-    node._message = message
-    fakes = [None if v is None else v.detach().requires_grad_() for v in outputs]
-    node.next_functions = tuple(
-        (None, 0) if f is None else (v.grad_fn, v._output_nr) if link and v.grad_fn is not None
-        else (accumulator(f), 0) for v, f in zip(outputs, fakes))
-    node._nout, node._hooks, node._seq = len(outputs), NodeHooks(), next_seq()
-    res = []
-    for k, f in enumerate(fakes):
-        if f is None:
-            res.append(None)
-            continue
-        t = Tensor._shallow(f)
-        t.grad_fn = node
-        if k:
-            t._output_nr = k
-        res.append(t)
-    return tuple(res)
-
-
 def once_differentiable(fn):
     """Decorate a backward that cannot itself be differentiated: it runs without
     recording, and differentiating its results raises PyTorch's error."""
@@ -617,7 +559,7 @@ def once_differentiable(fn):
             return outputs
         if not any(isinstance(a, dispatch.Tensor) and a.requires_grad for a in args):
             return outputs
-        res = delayed_error(outputs if isinstance(outputs, tuple) else (outputs,))
+        res = delayed_error(outputs if isinstance(outputs, tuple) else (outputs,), _TWICE)
         return res if isinstance(outputs, tuple) else res[0]
     return wrapper
 

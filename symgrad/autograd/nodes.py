@@ -1,5 +1,6 @@
 """The recorded backward graph: BackwardFunction objects (``grad_fn``), saved tensors with
-their version check, and AccumulateGrad for leaves. Every class here is a
+their version check, AccumulateGrad for leaves, and the Error node (:func:`delayed_error`:
+results whose differentiation raises). Every class here is a
 ``symgrad.autograd.graph.Node`` (as in PyTorch); user-defined ``autograd.Function``
 backward nodes are in :mod:`symgrad.autograd.custom_function`.
 
@@ -26,7 +27,8 @@ from ..graph import dtypes
 from ..tensor import Tensor
 
 __all__ = ["BackwardFunction", "AccumulateGrad", "function_class", "SavedTensor",
-           "FREED_MESSAGE", "short_name", "next_seq", "save_order", "no_accumulator"]
+           "FREED_MESSAGE", "short_name", "next_seq", "save_order", "no_accumulator",
+           "delayed_error"]
 
 _CLASSES: dict[str, type] = {}
 FREED_MESSAGE = _FREED = ("Trying to backward through the graph a second time (or directly access saved "
@@ -370,3 +372,61 @@ def accumulator(leaf) -> AccumulateGrad | None:
         acc = AccumulateGrad(leaf)
         leaf._acc = weakref.ref(acc)
     return acc
+
+
+# ---- the Error node ----------------------------------------------------------------------
+class _DelayedError(HookMixin):
+    """PyTorch's ``Error`` node: results hang from it when differentiating them must raise
+    (a once_differentiable backward's graph, a derivative PyTorch does not have)."""
+
+    __slots__ = ("next_functions", "_nout", "_hooks", "_seq", "_message", "__weakref__")
+    _inner = None
+    _stack = None
+
+    def name(self) -> str:
+        return "torch::autograd::Error"
+
+    @property
+    def metadata(self) -> dict:
+        return {}
+
+    def release(self) -> None:
+        pass
+
+    def __repr__(self) -> str:
+        return f"<Error object at {hex(id(self))}>"
+
+
+def _raise_twice(node, g):
+    raise RuntimeError(node._message)
+
+
+_DelayedError._inner = staticmethod(_raise_twice)
+_DelayedError.__name__ = _DelayedError.__qualname__ = "Error"
+_DelayedError.__module__ = "builtins"
+Node.register(_DelayedError)
+
+
+def delayed_error(outputs: tuple, message: str, link: bool = False) -> tuple:
+    """``outputs`` hanging from an ``Error`` node (PyTorch's ``DelayedError``): using them
+    is fine, differentiating through them raises RuntimeError(message). ``link``: the
+    node's next functions are the outputs' own history (the inputs they were computed
+    from count as used), else detached stand-ins."""
+    node = object.__new__(_DelayedError)
+    node._message = message
+    fakes = [None if v is None else v.detach().requires_grad_() for v in outputs]
+    node.next_functions = tuple(
+        (None, 0) if f is None else (v.grad_fn, v._output_nr) if link and v.grad_fn is not None
+        else (accumulator(f), 0) for v, f in zip(outputs, fakes))
+    node._nout, node._hooks, node._seq = len(outputs), NodeHooks(), next_seq()
+    res = []
+    for k, f in enumerate(fakes):
+        if f is None:
+            res.append(None)
+            continue
+        t = Tensor._shallow(f)
+        t.grad_fn = node
+        if k:
+            t._output_nr = k
+        res.append(t)
+    return tuple(res)

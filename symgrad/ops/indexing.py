@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..autograd.nodes import delayed_error
 from ..graph import dtypes
 from . import lax
 from .define import primitive
@@ -238,7 +239,6 @@ def _prod_src_grad(x, pos, src, out, g, include_self, count, gather, real):
                    lax.div(gather(lax.mul(g, out)), lax.where(zero, 1, src)))
     several = getattr(zeros_there, "_data", zeros_there)
     if type(g) is not np.ndarray and several is not None and (several > 1).any():
-        from ..autograd.custom_function import delayed_error   # late: eager-core cycle
         gs = delayed_error((gs,), _PROD_TWICE, link=True)[0]
     return gs
 
