@@ -189,32 +189,37 @@ def _portable_version(t: Target) -> str:
 
 def portable(exe: LLVMExecutable) -> dict | None:
     """What another process needs to run ``exe`` without compiling (its key, interface,
-    target and object code: see :func:`from_portable`), or None if it cannot (code kept
-    for a numpy step, not runnable here, or built before this was kept)."""
+    target and object code: see :func:`from_portable`), or None if it cannot (not
+    runnable here, or built before this was kept).  A hybrid executable's numpy steps
+    come from its schedule: the receiver passes :func:`from_portable` a way to make it."""
     code = getattr(exe, "object_code", None)
     key = getattr(exe, "cache_key", None)
-    if code is None or key is None or exe.interface.hybrid or exe.handle is None:
+    if code is None or key is None or exe.handle is None:
         return None
     return {"key": key, "interface": exe.interface.to_json(), "target": exe.target,
             "object": code, "version": _portable_version(exe.target)}
 
 
-def from_portable(payload: dict, target: Target | None = None) -> LLVMExecutable | None:
+def from_portable(payload: dict, target: Target | None = None,
+                  plan: Callable[[], object] | None = None) -> LLVMExecutable | None:
     """The executable :func:`portable` described, loaded for ``target`` (default: the
     current one); None -- so the caller compiles again -- when it was built for another
-    target or another version of the code generator and its environment, or does not
-    load."""
+    target or another version of the code generator and its environment, does not load,
+    or is hybrid and ``plan`` (a function making its schedule, as :func:`schedule` does
+    from the program) is not given."""
     t = target or targets.current()
     try:
         if payload["target"] != t or not t.runnable or \
                 payload["version"] != _portable_version(t):
             return None
         interface = Interface.from_json(payload["interface"])
+        if interface.hybrid and plan is None:
+            return None
         runtime.register()
         runtime.register_for(payload["object"])
         handle = jit.load_object(payload["object"], t)
         name, entry_name = _names(payload["key"], interface)
-        exe = LLVMExecutable(interface, handle, {}, name, entry_name, True, None, t)
+        exe = LLVMExecutable(interface, handle, {}, name, entry_name, True, plan, t)
     except (KeyError, TypeError, ValueError, RuntimeError, jit.UnresolvedSymbolError):
         return None
     exe.cache_key = payload["key"]

@@ -641,10 +641,11 @@ class Compiled:
 
     def __reduce__(self):
         """Pickle the function (by cloudpickle, so lambdas and closures travel too), the
-        options and, per compiled signature, its native code: a copy on a machine with the
-        same target and versions runs those signatures with no tracing and no compile;
-        any other signature, or any other machine, traces and compiles again (or takes
-        the code from the disk cache)."""
+        options and, per compiled signature, its optimised program and native code: a copy
+        on a machine with the same target and versions runs those signatures with no
+        tracing and no compile; on another machine it compiles them from the program, with
+        no tracing; any other signature traces and compiles (or takes the code from the
+        disk cache)."""
         import cloudpickle          # late: only pickling needs it
         entries = self._portable_entries()
         # the entries' closed-over tensors are pickled with the function, in one pickle:
@@ -664,10 +665,18 @@ class Compiled:
             if entry.effects is not None or entry.dynamic is not None:
                 continue     # guards and state of this process; shape-generic kernels
             payload = backend.portable(entry.exe)
-            if payload is None:
+            needed = payload is None or entry.exe.interface.hybrid
+            try:     # runs the stages once for an entry the disk cache answered
+                program = entry.lowered.optimized
+            except RuntimeError:         # an entry that came in a pickle without it
+                program = None
+            if program is not None and not needed and \
+                    _constant_bytes(program) > CARRIED_CONSTANT_BYTES:
+                program = None           # the code holds them already: not twice
+            if program is None and needed:
                 continue
             item = (key, entry.numpy_out, [(a.shape, a.dtype) for a in entry.aux_avals],
-                    entry.lowered.signature[2], payload)
+                    entry.lowered.signature[2], payload, program)
             try:
                 pickle.dumps(item)
             except Exception:       # static arguments or classes that do not pickle
@@ -676,15 +685,25 @@ class Compiled:
         return out
 
     def _adopt(self, items, closures) -> None:
-        """Entries from a pickle (see :meth:`__reduce__`) whose code loads here."""
+        """Entries from a pickle (see :meth:`__reduce__`): their code if it loads here,
+        else compiled from their program."""
         backend = get_backend("llvm")
-        for (key, numpy_out, aux, out_structure, payload), closure in zip(items, closures):
-            exe = backend.from_portable(payload, self.target)
+        for (key, numpy_out, aux, out_structure, payload, program), closure in \
+                zip(items, closures):
+            signature = (key[0], key[1], out_structure)
+            if program is None:
+                lowered = Lowered(_from_pickle, self.backend, signature=signature,
+                                  target=self.target)
+                plan = None
+            else:
+                lowered = Lowered.from_program(program, self.backend, signature, len(aux),
+                                               self.target)
+                plan = functools.partial(schedule_of, lowered)
+            exe = backend.from_portable(payload, self.target, plan) if payload else None
             if exe is None:
-                continue
-            lowered = Lowered(_from_pickle, self.backend, signature=(key[0], key[1],
-                                                                      out_structure),
-                              target=self.target)
+                if program is None:
+                    continue           # traced and compiled again when first called
+                exe = lowered.compile()
             entry = _Entry(lowered, exe, [(t, None) for t in closure], numpy_out, aux)
             entry.key = key
             self._cache[key] = entry
@@ -762,6 +781,17 @@ def _unpickle_compiled(fn_bytes: bytes, static_argnums, backend, transform, maxs
     if entries:
         c._adopt(entries, closures)
     return c
+
+
+# A pickle carries a signature's program beside its native code (so another CPU compiles
+# it without tracing) unless the program's constants -- arrays the function closed over,
+# already inside the code -- exceed this; then another CPU traces again.
+CARRIED_CONSTANT_BYTES = 1 << 20
+
+
+def _constant_bytes(program) -> int:
+    return sum(n.attr("value").value.nbytes for n in program.nodes() if n.op == "const"
+               and isinstance(n.attr("value").value, np.ndarray))
 
 
 def _from_pickle():

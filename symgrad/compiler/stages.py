@@ -57,6 +57,21 @@ class Lowered:
         self._signature = signature
         self._exe = None
 
+    @classmethod
+    def from_program(cls, program: Program, backend: str, signature: tuple, n_aux: int,
+                     target=None) -> "Lowered":
+        """A Lowered for an optimised ``program`` that came without its trace (in a
+        pickle): it inspects and compiles as any other; its program before the rewrites
+        is not kept (``raw`` is the optimised program too).  ``n_aux``: how many of the
+        program's last inputs are placeholders fed zeros."""
+        outs = program.outputs
+        stats = {"traced": None, "transform": None, "transformed": None,
+                 "optimized": count_nodes(outs),
+                 "fused": sum(1 for n in toposort(outs) if n.op == "fused"), "times": {}}
+        aux = list(program.inputs[len(program.inputs) - n_aux:]) if n_aux else []
+        made = _Stages(program, stats, program, aux, signature)
+        return cls(lambda: made, backend, signature=signature, target=target)
+
     def _get(self) -> _Stages:
         if self._stages is None:
             self._stages = self._make()
@@ -91,9 +106,13 @@ class Lowered:
                              f"llvm, llvm-opt, asm, program")
         optimized = optimized and stage == "graph"
         s = self.stats
-        head = (f"# {s['traced']} nodes traced, {s['transformed']} after "
-                f"{s['transform']}, {s['optimized']} after rewrites and fusion "
-                f"({s['fused']} fused kernels)")
+        if s["traced"] is None:
+            head = (f"# {s['optimized']} nodes after rewrites and fusion ({s['fused']} fused "
+                    "kernels); the program came in a pickle, without its trace")
+        else:
+            head = (f"# {s['traced']} nodes traced, {s['transformed']} after "
+                    f"{s['transform']}, {s['optimized']} after rewrites and fusion "
+                    f"({s['fused']} fused kernels)")
         return head + "\n" + (self.optimized if optimized else self.raw).as_text()
 
     def formulas(self, latex: bool = False) -> dict[str, object]:
