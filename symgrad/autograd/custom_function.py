@@ -41,7 +41,7 @@ from ..graph import node as gnode
 from ..ops import lax
 from ..ops.custom import CUSTOM_VJP
 from . import anomaly_mode, grad_mode
-from .graph import Node
+from .node_type import Node
 from .hooks import HookMixin, NodeHooks
 from .nodes import FREED_MESSAGE, SavedTensor, accumulator, delayed_error, next_seq
 from .validate import valid_gradient

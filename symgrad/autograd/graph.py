@@ -11,48 +11,16 @@ True
 """
 from __future__ import annotations
 
-import abc
 import contextlib
 from collections.abc import Callable, Generator
-from typing import Any, NamedTuple
+from typing import Any
 
 from . import saved_hooks
+from .node_type import GradientEdge, Node
+from .nodes import accumulator
 
 __all__ = ["Node", "GradientEdge", "get_gradient_edge", "saved_tensors_hooks", "save_on_cpu",
            "disable_saved_tensors_hooks"]
-
-
-class Node(abc.ABC):
-    """A node of the backward graph (``tensor.grad_fn``)."""
-
-    @abc.abstractmethod
-    def name(self) -> str:
-        """The node's name, e.g. ``MulBackward0``."""
-
-    @property
-    @abc.abstractmethod
-    def next_functions(self) -> tuple:
-        """``(node, output number)`` per input of the forward operation."""
-
-    @property
-    @abc.abstractmethod
-    def metadata(self) -> dict:
-        """A dictionary for the user's own data."""
-
-    @abc.abstractmethod
-    def register_hook(self, fn):
-        """``fn(grad_inputs, grad_outputs)`` after the node runs."""
-
-    @abc.abstractmethod
-    def register_prehook(self, fn):
-        """``fn(grad_outputs)`` before the node runs."""
-
-
-class GradientEdge(NamedTuple):
-    """Where a tensor's gradient enters the graph: a node and its output number."""
-
-    node: Node
-    output_nr: int
 
 
 def get_gradient_edge(tensor) -> GradientEdge:
@@ -62,7 +30,6 @@ def get_gradient_edge(tensor) -> GradientEdge:
                            "does not require gradients")
     if tensor.grad_fn is not None:
         return GradientEdge(tensor.grad_fn, tensor._output_nr)
-    from .nodes import accumulator    # late: nodes registers its classes with Node here
     return GradientEdge(accumulator(tensor), 0)
 
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from . import anomaly_mode, grad_mode, saved_hooks
 from .anomaly_mode import _state as _anomaly
-from .graph import Node
+from .node_type import Node
 from .hooks import HookMixin, NodeHooks
 from ..errors import type_name
 from ..graph import dtypes
