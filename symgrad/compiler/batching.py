@@ -9,9 +9,9 @@ row.
 
 Each primitive family has one rule: elementwise (any arity, broadcasting), reductions
 and scans along axes, layout (reshape, expand, permute, slice, select, flip, shear,
-pad_slice, cat, windows, col2im), matmul, the dense solvers (inv, solve, det, slogdet,
-cholesky, the SVD: numpy's LAPACK takes leading batch axes) and structured loops (their
-bodies batched).  A primitive without a rule (indexing, ...) makes :func:`batch_graph`
+pad_slice, cat, windows, col2im), matmul and structured loops (their bodies batched);
+other primitives declare how they batch on their record (``Primitive.batching``: the
+dense solvers, as numpy's LAPACK takes leading batch axes, and the SVD's parts).  A primitive without a rule (indexing, ...) makes :func:`batch_graph`
 return None and the caller falls back to unbatched graphs.
 
 >>> import numpy as np
@@ -31,7 +31,7 @@ from ..graph.body import Body
 from ..graph.node import Node, toposort
 from ..graph.shapes import numel
 from ..ops import loops
-from ..graph.primitives import family_of
+from ..graph.primitives import PRIMITIVES, family_of
 from .rewrite import mk
 
 __all__ = ["batch_graph"]
@@ -81,7 +81,7 @@ def _rule(op: str) -> Rule | None:
         return _reduce
     if family in ("scan", "arg-reduction"):
         return _along_axis
-    return _RULES.get(op)
+    return _RULES.get(op) or _BY_DECLARATION.get(PRIMITIVES[op].batching)
 
 
 # ---- helpers ------------------------------------------------------------------------------
@@ -206,9 +206,9 @@ def _matrices(node, args, flags, size):
               **dict(node.attrs))
 
 
-def _svd_part(node, args, flags, size):
-    """U, S or Vᵀ read from a factorisation: the matrix and its packed factors, both
-    stacked."""
+def _stacked_operands(node, args, flags, size):
+    """Every operand given the batch axis (U, S or Vᵀ read from a factorisation: the
+    matrix and its packed factors)."""
     return mk(node.op, *(_stacked(a, f, size) for a, f in zip(args, flags)), **dict(node.attrs))
 
 
@@ -264,7 +264,7 @@ _RULES: dict[str, Rule] = {
     "pad_slice": _pad_slice, "select": _select, "flip": _flip, "shear": _shear, "cat": _cat,
     "windows": _trailing, "col2im": _trailing,
     "matmul": _matmul, "custom_vjp": _custom_vjp, "loop": _loop,
-    **{op: _matrices for op in ("inv", "solve", "det", "cofactor", "slogdet_sign",
-                                "slogdet_logabs", "cholesky", "svd_factor")},
-    **{op: _svd_part for op in ("svd_u", "svdvals", "svd_vh")},
 }
+# primitives declaring how they batch (``Primitive.batching``): dense solvers and parts of
+# a factorisation
+_BY_DECLARATION: dict[str, Rule] = {"leading": _matrices, "stacked": _stacked_operands}

@@ -175,6 +175,7 @@ def _sanitize(d: "sympy.Expr") -> "sympy.Expr":
 FAMILIES = ("elementwise", "view", "window", "window-sum", "index", "reduction",
             "reduction-gradient", "arg-reduction", "scan", "linalg", "conversion", "creation",
             "control", "other")
+BATCHING = (None, "leading", "stacked")   # Primitive.batching
 
 
 @dataclass(eq=False)
@@ -199,6 +200,10 @@ class Primitive:
     family: str = "elementwise"
     saves: tuple[int, ...] = ()   # structural: the inputs the eager tape keeps for backward
     saves_out: bool = False       # ... and whether it keeps the output
+    # how ``vmap``-style batching treats it when its family has no rule: "leading" -- any
+    # leading axes of its operands are a batch (numpy's LAPACK solvers), "stacked" -- the
+    # same, with every operand given the batch axis; None: no batching rule
+    batching: str | None = None
     _definition: str | None = field(default=None, repr=False)
 
     def __repr__(self) -> str:
@@ -282,18 +287,22 @@ def _pascal(name: str) -> str:
 def register_structural(name: str, nin: int, shape_rule: Callable, numpy_rule: Callable,
                         vjp_rule: Callable | None = None, *, differentiable: bool = True,
                         grad_name: str | None = None, family: str = "other",
-                        saves: tuple[int, ...] = (), saves_out: bool = False) -> Primitive:
-    """Register a structural primitive with its shape, numpy and VJP rules, its family
-    and what the eager tape saves for the VJP rule (``saves``: input positions, or
-    ``"all"``; ``saves_out``: the output)."""
+                        saves: tuple[int, ...] = (), saves_out: bool = False,
+                        batching: str | None = None) -> Primitive:
+    """Register a structural primitive with its shape, numpy and VJP rules, its family,
+    what the eager tape saves for the VJP rule (``saves``: input positions, or
+    ``"all"``; ``saves_out``: the output) and how batching treats it (see
+    :class:`Primitive`)."""
     if family not in FAMILIES:
         raise ValueError(f"unknown primitive family {family!r}; choose one of {FAMILIES}")
+    if batching not in BATCHING:
+        raise ValueError(f"unknown batching {batching!r}; choose one of {BATCHING}")
     own = all(getattr(rule, "__module__", "").startswith("symgrad.")
               for rule in (shape_rule, numpy_rule, vjp_rule) if rule is not None)
     prim = Primitive(name, "structural", nin, differentiable,
                      grad_name or f"{_pascal(name)}Backward0", opaque=not own,
                      family=family, saves=saves if saves == "all" else tuple(saves),
-                     saves_out=saves_out)
+                     saves_out=saves_out, batching=batching)
     PRIMITIVES[name] = prim
     SHAPE_RULES[name] = shape_rule
     NUMPY_RULES[name] = numpy_rule

@@ -150,7 +150,7 @@ def _square_shape(av):
 
 
 primitive("inv", 1, _square_shape, _inv_numpy, saves_out=True, grad_name="LinalgInvExBackward0",
-          family="other", vjp=_inv_vjp)
+          family="other", batching="leading", vjp=_inv_vjp)
 
 
 def _solve_numpy(a, b):
@@ -176,7 +176,7 @@ def _solve_vjp(ctx, g):
 
 
 primitive("solve", 2, _solve_shape, _solve_numpy, saves=(0,), saves_out=True,
-          grad_name="LinalgSolveExBackward0", family="other", vjp=_solve_vjp)
+          grad_name="LinalgSolveExBackward0", family="other", batching="leading", vjp=_solve_vjp)
 
 
 def _as_matrices(g, like_shape):
@@ -191,7 +191,7 @@ def _det_vjp(ctx, g):
 
 
 primitive("det", 1, lambda av: (av[0][0][:-2], av[0][1]), lambda a: np.asarray(np.linalg.det(a)),
-          saves=(0,), grad_name="LinalgDetBackward0", family="other", vjp=_det_vjp)
+          saves=(0,), grad_name="LinalgDetBackward0", family="other", batching="leading", vjp=_det_vjp)
 
 
 def _cofactor_numpy(a):
@@ -248,7 +248,7 @@ def _cofactor_vjp(ctx, g):
 
 
 primitive("cofactor", 1, _square_shape, _cofactor_numpy, saves=(0,), saves_out=True,
-          family="other", vjp=_cofactor_vjp)
+          family="other", batching="leading", vjp=_cofactor_vjp)
 
 
 def _slogdet_sign_vjp(ctx, g):
@@ -262,10 +262,10 @@ def _slogdet_vjp(ctx, g):
 
 
 primitive("slogdet_sign", 1, lambda av: (av[0][0][:-2], av[0][1]),
-          lambda a: np.asarray(np.linalg.slogdet(a)[0]), family="other",
+          lambda a: np.asarray(np.linalg.slogdet(a)[0]), family="other", batching="leading",
           grad_name="LinalgSlogdetBackward0", vjp=_slogdet_sign_vjp)
 primitive("slogdet_logabs", 1, lambda av: (av[0][0][:-2], av[0][1]),
-          lambda a: np.asarray(np.linalg.slogdet(a)[1]), saves=(0,), family="other",
+          lambda a: np.asarray(np.linalg.slogdet(a)[1]), saves=(0,), family="other", batching="leading",
           grad_name="LinalgSlogdetBackward0", vjp=_slogdet_vjp)
 
 
@@ -298,7 +298,7 @@ def _cholesky_vjp(ctx, g):
 
 
 primitive("cholesky", 1, lambda av, **_: _square_shape(av), _cholesky_numpy, saves_out=True,
-          grad_name="LinalgCholeskyExBackward0", family="other", vjp=_cholesky_vjp)
+          grad_name="LinalgCholeskyExBackward0", family="other", batching="leading", vjp=_cholesky_vjp)
 
 
 # ---- the singular value decomposition: one factorisation, its parts U, S, Vᵀ ------------
@@ -393,7 +393,7 @@ def _svd_factor_shape(av, *, full_matrices):
 
 
 primitive("svd_factor", 1, _svd_factor_shape, _svd_factor_numpy, differentiable=False,
-          family="other")
+          family="other", batching="leading")
 
 
 def _svd_part_numpy(part):
@@ -432,4 +432,4 @@ def _svd_part_vjp(part):
 
 for _i, _name in enumerate(("svd_u", "svdvals", "svd_vh")):
     primitive(_name, 2, _svd_part_shape(_i), _svd_part_numpy(_i), saves=(0, 1),
-              grad_name="LinalgSvdBackward0", family="other", vjp=_svd_part_vjp(_i))
+              grad_name="LinalgSvdBackward0", family="other", batching="stacked", vjp=_svd_part_vjp(_i))
