@@ -680,7 +680,13 @@ class Compiled:
             try:
                 pickle.dumps(item)
             except Exception:       # static arguments or classes that do not pickle
-                continue
+                if program is None or needed:
+                    continue
+                item = item[:-1] + (None,)
+                try:
+                    pickle.dumps(item)
+                except Exception:
+                    continue
             out.append((entry, item))
         return out
 

@@ -77,7 +77,14 @@ def keep():
         def _eval_is_real(self):
             return self.args[0].is_real
 
+    keep.__qualname__ = "keep_function"     # pickled by reference: see __getattr__
     return keep
+
+
+def __getattr__(name: str):
+    if name == "keep_function":             # the class keep() makes (for pickle)
+        return keep()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @functools.lru_cache(maxsize=None)

@@ -221,3 +221,36 @@ def test_a_large_closed_over_array_travels_once_with_the_code():
     ((wt * torch.tensor(big)).sum() ** 2).backward()
     np.testing.assert_allclose(g(w), wt.grad.numpy(), rtol=1e-10)
     assert g.misses == 0
+
+
+_TRANSFORM_FRESH = """
+import pickle, sys, json, numpy as np
+import codegen.backend as backend
+f = pickle.loads(sys.stdin.buffer.read())
+x = np.load(sys.argv[1])
+print(json.dumps([np.asarray(f(x)).tolist(), f.misses, backend.stats["compiled"]]))
+"""
+
+
+@pytest.mark.parametrize("transform", ["jacobian", "hessian"])
+def test_transforms_travel_with_their_code(tmp_path, transform):
+    # their fused formulas hold keep(...) (a sympy function of symgrad's): the program
+    # beside the code pickles too
+    import os
+    fn = {"jacobian": lambda x: sg.tanh(x) * x.sum(),
+          "hessian": lambda x: (x.sin() * x * 2.0 + 1.0).sum()}[transform]
+    f = getattr(sg, transform)(fn)
+    x = np.array([0.3, -0.2, 0.5, 1.1])
+    f(x)
+    np.save(tmp_path / "x.npy", x)
+    env = dict(os.environ, SYMGRAD_DISK_CACHE="0", PYTHONPATH=str(ROOT))
+    out = subprocess.run([sys.executable, "-c", _TRANSFORM_FRESH, str(tmp_path / "x.npy")],
+                         input=cloudpickle.dumps(f), capture_output=True, timeout=300,
+                         env=env)
+    assert out.returncode == 0, out.stderr.decode()
+    got, misses, compiled = __import__("json").loads(out.stdout.decode().splitlines()[-1])
+    tfn = {"jacobian": lambda x: torch.tanh(x) * x.sum(),
+           "hessian": lambda x: (x.sin() * x * 2.0 + 1.0).sum()}[transform]
+    want = getattr(torch.autograd.functional, transform)(tfn, torch.tensor(x))
+    np.testing.assert_allclose(got, want.numpy(), rtol=1e-12, atol=1e-12)
+    assert (misses, compiled) == (0, 0)
