@@ -2,9 +2,9 @@
 
 A parallel step (:mod:`codegen.lower.parallel`) hands its control block to the helper
 with ``i32 symgrad_rt_post(ptr ctrl, i32 wake)`` instead of starting a thread: starting
-one (``pthread_create``, then waking a CPU for it) cost 15-30 us per step on this
-machine -- a third of the budget of a 0.6 ms MLP step that has two split products --
-while a post to a spinning helper costs well under a microsecond, so steps of a few
+one (``pthread_create``, then waking a CPU for it) costs tens of microseconds per
+step -- a large share of a sub-millisecond training step with split products -- while a
+post to a spinning helper costs well under a microsecond, so steps of a few
 microseconds can be split too.  A post with ``wake = 0`` (a small step) only reaches a
 helper that is spinning; a sleeping one is left asleep (the futex wake-up is a system
 call and the helper would arrive too late to help).

@@ -1,8 +1,8 @@
 """Quiet floating-point state for symgrad's numpy kernels: log(0), 0/0, overflow give
 inf / nan silently, as in PyTorch, without touching the user's numpy settings.
 
-``np.errstate`` costs about 1.2 µs per use — too much per eager op — so when numpy
-exposes its error-state context variable we set it directly (~0.2 µs), and fall back to
+``np.errstate`` is a costly context manager to enter per eager op, so when numpy
+exposes its error-state context variable we set it directly, and fall back to
 ``np.errstate`` otherwise.
 """
 from __future__ import annotations

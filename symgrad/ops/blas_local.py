@@ -3,8 +3,8 @@
 and restored after.
 
 Products below ``THREADED_WORK`` multiply-adds run so (:func:`matmul`): on a shared,
-busy machine OpenBLAS's spinning pool made a small CNN's eager training step 4x slower
-than one thread (its threads wait for each other when one gets no CPU), as it did for
+busy machine OpenBLAS's spinning pool makes small products slower than one thread does
+(its threads wait for each other when one gets no CPU), as it does for
 compiled code (``codegen.lower.matmul``, which never uses that pool).  Larger products
 keep the library's threads (what ``symgrad.set_num_threads`` set).  Without OpenBLAS
 (MKL, Accelerate) nothing changes.
