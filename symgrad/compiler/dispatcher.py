@@ -22,7 +22,7 @@ from ..graph import pytree
 from ..graph.interpret import evaluate
 from ..functions.creation import as_tensor
 from ..tensor import Tensor
-from . import dynamic, persist
+from . import dynamic, persist, travel
 from .backends import get_backend
 from .progress import StageClock
 from .replay import replay
@@ -647,7 +647,7 @@ class Compiled:
         no tracing; any other signature traces and compiles (or takes the code from the
         disk cache)."""
         import cloudpickle          # late: only pickling needs it
-        entries = self._portable_entries()
+        entries = travel.items_of(self._cache) if self.backend == "llvm" else []
         # the entries' closed-over tensors are pickled with the function, in one pickle:
         # the copy's entries then hold the very tensors the copied function closes over
         closures = [entry.closure for entry, _ in entries]
@@ -656,61 +656,15 @@ class Compiled:
                                      self._maxsize, self._target_spec,
                                      [item for _, item in entries]))
 
-    def _portable_entries(self) -> list:
-        if self.backend != "llvm":
-            return []
-        out = []
-        backend = get_backend("llvm")
-        for key, entry in self._cache.items():
-            if entry.effects is not None or entry.dynamic is not None:
-                continue     # guards and state of this process; shape-generic kernels
-            payload = backend.portable(entry.exe)
-            needed = payload is None or entry.exe.interface.hybrid
-            try:     # runs the stages once for an entry the disk cache answered
-                program = entry.lowered.optimized
-            except RuntimeError:         # an entry that came in a pickle without it
-                program = None
-            if program is not None and not needed and \
-                    _constant_bytes(program) > CARRIED_CONSTANT_BYTES:
-                program = None           # the code holds them already: not twice
-            if program is None and needed:
-                continue
-            item = (key, entry.numpy_out, [(a.shape, a.dtype) for a in entry.aux_avals],
-                    entry.lowered.signature[2], payload, program)
-            try:
-                pickle.dumps(item)
-            except Exception:       # static arguments or classes that do not pickle
-                if program is None or needed:
-                    continue
-                item = item[:-1] + (None,)
-                try:
-                    pickle.dumps(item)
-                except Exception:
-                    continue
-            out.append((entry, item))
-        return out
-
     def _adopt(self, items, closures) -> None:
-        """Entries from a pickle (see :meth:`__reduce__`): their code if it loads here,
-        else compiled from their program."""
-        backend = get_backend("llvm")
-        for (key, numpy_out, aux, out_structure, payload, program), closure in \
-                zip(items, closures):
-            signature = (key[0], key[1], out_structure)
-            if program is None:
-                lowered = Lowered(_from_pickle, self.backend, signature=signature,
-                                  target=self.target)
-                plan = None
-            else:
-                lowered = Lowered.from_program(program, self.backend, signature, len(aux),
-                                               self.target)
-                plan = functools.partial(schedule_of, lowered)
-            exe = backend.from_portable(payload, self.target, plan) if payload else None
-            if exe is None:
-                if program is None:
-                    continue           # traced and compiled again when first called
-                exe = lowered.compile()
-            entry = _Entry(lowered, exe, [(t, None) for t in closure], numpy_out, aux)
+        """Entries from a pickle (see :meth:`__reduce__` and :mod:`.travel`)."""
+        for item, closure in zip(items, closures):
+            made = travel.adopt(item, self.backend, self.target)
+            if made is None:
+                continue           # traced and compiled again when first called
+            lowered, exe = made
+            key = item[0]
+            entry = _Entry(lowered, exe, [(t, None) for t in closure], item[1], item[2])
             entry.key = key
             self._cache[key] = entry
             n_args = len(pytree.children(key[0])) + len(self.static_argnums)
@@ -787,19 +741,3 @@ def _unpickle_compiled(fn_bytes: bytes, static_argnums, backend, transform, maxs
     if entries:
         c._adopt(entries, closures)
     return c
-
-
-# A pickle carries a signature's program beside its native code (so another CPU compiles
-# it without tracing) unless the program's constants -- arrays the function closed over,
-# already inside the code -- exceed this; then another CPU traces again.
-CARRIED_CONSTANT_BYTES = 1 << 20
-
-
-def _constant_bytes(program) -> int:
-    return sum(n.attr("value").value.nbytes for n in program.nodes() if n.op == "const"
-               and isinstance(n.attr("value").value, np.ndarray))
-
-
-def _from_pickle():
-    raise RuntimeError("this signature's native code came with the pickle, without its "
-                       "program; call f.lower(*args) to trace and inspect it")
