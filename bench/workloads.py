@@ -66,6 +66,40 @@ def chain_loss(T: Any, x: Any) -> Any:
     return y.sum()
 
 
+def matmul_tanh_loss(T: Any, A: Any, B: Any) -> Any:
+    """One matrix product and an activation: ``sum(tanh(A @ B))``."""
+    return (A @ B).tanh().sum()
+
+
+ATTENTION_HEADS = 4
+
+
+def attention_loss(T: Any, x: Any, Wq: Any, Wk: Any, Wv: Any, Wo: Any, future: Any) -> Any:
+    """Causal multi-head softmax attention over ``x`` (T, D), ``ATTENTION_HEADS`` heads of
+    D / heads, output projection ``Wo``; loss ``mean(y^2)``.  ``future`` (T, T, bool) is
+    True above the diagonal (positions a query may not see)."""
+    t, d = x.shape
+    dh = d // ATTENTION_HEADS
+
+    def heads(z: Any) -> Any:                      # (T, D) -> (heads, T, dh)
+        return z.reshape(t, ATTENTION_HEADS, dh).transpose(0, 1)
+
+    q, k, v = heads(x @ Wq), heads(x @ Wk), heads(x @ Wv)
+    scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(dh))
+    p = scores.masked_fill(future, float("-inf")).softmax(dim=-1)
+    y = (p @ v).transpose(0, 1).reshape(t, d) @ Wo
+    return (y * y).mean()
+
+
+def rnn_loss(T: Any, Wx: Any, Wh: Any, b: Any, xs: Any) -> Any:
+    """An Elman RNN ``h_t = tanh(x_t Wx + h_{t-1} Wh + b)`` over ``xs`` (T, B, I) from
+    ``h_0 = 0`` (the first step has no ``h Wh`` term), loss ``mean(h_T^2)``."""
+    h = (xs[0] @ Wx + b).tanh()
+    for t in range(1, xs.shape[0]):
+        h = (xs[t] @ Wx + h @ Wh + b).tanh()
+    return (h * h).mean()
+
+
 # ----------------------------------------------------------------------- inputs
 
 def _seed_inputs(rng: np.random.Generator, dtype: np.dtype) -> Arrays:
@@ -102,6 +136,32 @@ def _chain_inputs(rng: np.random.Generator, dtype: np.dtype, N: int) -> Arrays:
     return {"x": rng.uniform(-2.0, 2.0, N).astype(dtype)}
 
 
+def _matmul_tanh_inputs(rng: np.random.Generator, dtype: np.dtype, N: int) -> Arrays:
+    # entries of A @ B ~ N(0, 1): tanh neither linear nor saturated
+    return {"A": rng.standard_normal((N, N)).astype(dtype),
+            "B": (rng.standard_normal((N, N)) / math.sqrt(N)).astype(dtype)}
+
+
+def _uniform(rng: np.random.Generator, dtype: np.dtype, fan_in: int, shape: tuple) -> np.ndarray:
+    scale = 1.0 / math.sqrt(fan_in)
+    return rng.uniform(-scale, scale, shape).astype(dtype)
+
+
+def _attention_inputs(rng: np.random.Generator, dtype: np.dtype, T: int, d: int) -> Arrays:
+    D = ATTENTION_HEADS * d
+    out = {"x": rng.standard_normal((T, D)).astype(dtype)}
+    for name in ("Wq", "Wk", "Wv", "Wo"):
+        out[name] = _uniform(rng, dtype, D, (D, D))
+    out["future"] = np.triu(np.ones((T, T), dtype=bool), 1)
+    return out
+
+
+def _rnn_inputs(rng: np.random.Generator, dtype: np.dtype, T: int, B: int, W: int) -> Arrays:
+    return {"Wx": _uniform(rng, dtype, W, (W, W)), "Wh": _uniform(rng, dtype, W, (W, W)),
+            "b": _uniform(rng, dtype, W, (W,)),
+            "xs": rng.standard_normal((T, B, W)).astype(dtype)}
+
+
 @dataclass(frozen=True)
 class Family:
     """What all workloads of one kind share: formula, inputs and roles."""
@@ -111,6 +171,7 @@ class Family:
     params: tuple[str, ...]
     data: tuple[str, ...]
     about: str
+    products: bool = False    # time goes to matrix products (numpy-hand-all runs it)
 
 
 FAMILIES: dict[str, Family] = {
@@ -120,9 +181,19 @@ FAMILIES: dict[str, Family] = {
     "logreg": Family(logreg_loss, _logreg_inputs, ("w", "b"), ("X", "y"),
                      "logistic regression, BCE-with-logits mean, X NxD, grad wrt w (D,), b ()"),
     "mlp": Family(mlp_loss, _mlp_inputs, ("W1", "b1", "W2", "b2"), ("X", "labels"),
-                  "MLP D-H-C tanh + softmax cross-entropy, batch B, grads wrt W1 b1 W2 b2"),
+                  "MLP D-H-C tanh + softmax cross-entropy, batch B, grads wrt W1 b1 W2 b2",
+                  products=True),
     "chain": Family(chain_loss, _chain_inputs, ("x",), (),
                     f"{CHAIN_STEPS}-step elementwise chain tanh/sin/exp, loss sum(y), grad wrt x (N,)"),
+    "matmul-tanh": Family(matmul_tanh_loss, _matmul_tanh_inputs, ("A", "B"), (),
+                          "sum(tanh(A @ B)), A and B NxN, grads wrt A and B", products=True),
+    "attention": Family(attention_loss, _attention_inputs, ("x", "Wq", "Wk", "Wv", "Wo"),
+                        ("future",),
+                        f"causal softmax attention, {ATTENTION_HEADS} heads of d, sequence T, "
+                        "loss mean(y^2), grads wrt x and the four projections", products=True),
+    "rnn": Family(rnn_loss, _rnn_inputs, ("Wx", "Wh", "b"), ("xs",),
+                  "tanh RNN of width W over T steps, batch B, loss mean(h_T^2), grads wrt Wx Wh b",
+                  products=True),
 }
 
 
@@ -145,7 +216,7 @@ class Workload:
     @property
     def name(self) -> str:
         dt = {"float32": "f32", "float64": "f64"}[self.dtype]
-        label = "-".join(f"{k}{_short(v)}" for k, v in self.sizes if k in ("N", "B"))
+        label = "-".join(f"{k}{_short(v)}" for k, v in self.sizes if k in ("N", "B", "T"))
         return f"{self.family}-{label}-{dt}" if label else f"{self.family}-{dt}"
 
     @property
@@ -206,6 +277,10 @@ def all_workloads(quick: bool = False) -> list[Workload]:
             _w("logreg", "float64", N=100, D=5),
             _w("mlp", "float32", B=8, D=64, H=32, C=10),
             _w("chain", "float64", N=1000),
+            _w("matmul-tanh", "float64", N=64),
+            _w("matmul-tanh", "float32", N=256),
+            _w("attention", "float32", T=32, d=16),
+            _w("rnn", "float64", T=10, B=4, W=16),
         ]
     return [
         _w("seed", "float64"),
@@ -220,6 +295,12 @@ def all_workloads(quick: bool = False) -> list[Workload]:
         _w("mlp", "float32", B=1024, D=784, H=256, C=10),
         _w("chain", "float32", N=10**7),
         _w("chain", "float64", N=10**7),
+        *(_w("matmul-tanh", dt, N=n) for n in (64, 256, 1024, 2048)
+          for dt in ("float64", "float32")),
+        _w("attention", "float64", T=128, d=64),
+        _w("attention", "float32", T=128, d=64),
+        _w("rnn", "float64", T=50, B=16, W=64),
+        _w("rnn", "float32", T=50, B=16, W=64),
     ]
 
 

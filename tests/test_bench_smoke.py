@@ -73,7 +73,9 @@ def test_missing_peers_are_skipped_with_one_line(tmp_path: Path) -> None:
     assert all("not importable" in s for s in skips)
     data = _load(out_json)
     assert {s["system"] for s in data["skipped"]} >= {"jax-jit", "casadi-mx"}
-    assert [c["system"] for c in data["workloads"][0]["cells"]] == ["numpy-hand"]
+    cells = data["workloads"][0]["cells"]
+    assert [c["system"] for c in cells] == ["numpy-hand", "numpy-hand-all"]
+    assert [c["status"] for c in cells] == ["ok", "n/a"]    # seed has no matrix products
 
 
 def test_report_shows_symgrad_ratios() -> None:
@@ -158,3 +160,26 @@ def test_eager_bench_table_and_json(tmp_path: Path) -> None:
     assert set(ops) == {"add", "softmax", "cross_entropy"}
     assert all(o["agree"] and o["backward"]["symgrad"] > 0 for o in ops.values())
     assert set(data["steps"]) == {"seed step", "mlp step"}
+
+
+@pytest.mark.parametrize("family", ["matmul-tanh", "attention", "rnn"])
+@pytest.mark.parametrize("system", ["numpy-hand", "jax-jit"])
+def test_hand_written_formulas_match_torch(family: str, system: str) -> None:
+    """The formulas numpy by hand and JAX write themselves (products, causal attention,
+    an RNN) agree with the torch float64 reference at the quick sizes, both dtypes."""
+    from dataclasses import replace
+
+    from bench import check
+    from bench.systems import all_systems
+    from bench.workloads import all_workloads, reference
+    s = next(s for s in all_systems() if s.name == system)
+    ok, why = s.available()
+    if not ok:
+        pytest.skip(why)
+    for w in (w for w in all_workloads(quick=True) if w.family == family):
+        for dtype in ("float32", "float64"):
+            wd = replace(w, dtype=dtype, _cache={})
+            value, grads = s.to_numpy(s.build(wd)())
+            ref_value, ref_grads = reference(wd)
+            res = check.check(value, grads, ref_value, ref_grads, dtype, wd.params)
+            assert res.ok, (wd.name, res.describe())

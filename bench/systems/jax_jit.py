@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from bench.systems.base import Call, System, cores, import_error
-from bench.workloads import CHAIN_STEPS, Workload
+from bench.workloads import ATTENTION_HEADS, CHAIN_STEPS, Workload
 
 
 def _losses(jnp: Any, jax: Any) -> dict[str, Callable[..., Any]]:
@@ -35,8 +35,30 @@ def _losses(jnp: Any, jax: Any) -> dict[str, Callable[..., Any]]:
             y = jnp.tanh(y) * 0.5 + jnp.sin(y) * y - jnp.exp(-y * y)
         return jnp.sum(y)
 
+    def matmul_tanh(A: Any, B: Any) -> Any:
+        return jnp.sum(jnp.tanh(A @ B))
+
+    def attention(x: Any, Wq: Any, Wk: Any, Wv: Any, Wo: Any, future: Any) -> Any:
+        t, d = x.shape
+        dh = d // ATTENTION_HEADS
+
+        def heads(z: Any) -> Any:
+            return z.reshape(t, ATTENTION_HEADS, dh).transpose(1, 0, 2)
+
+        q, k, v = heads(x @ Wq), heads(x @ Wk), heads(x @ Wv)
+        s = jnp.where(future, -jnp.inf, (q @ k.transpose(0, 2, 1)) * (1.0 / dh ** 0.5))
+        y = (jax.nn.softmax(s, axis=-1) @ v).transpose(1, 0, 2).reshape(t, d) @ Wo
+        return jnp.mean(y * y)
+
+    def rnn(Wx: Any, Wh: Any, b: Any, xs: Any) -> Any:
+        h = jnp.tanh(xs[0] @ Wx + b)
+        for t in range(1, xs.shape[0]):
+            h = jnp.tanh(xs[t] @ Wx + h @ Wh + b)
+        return jnp.mean(h * h)
+
     return {"seed": seed, "rosenbrock": rosenbrock, "logreg": logreg,
-            "mlp": mlp, "chain": chain}
+            "mlp": mlp, "chain": chain, "matmul-tanh": matmul_tanh,
+            "attention": attention, "rnn": rnn}
 
 
 class JaxJit(System):

@@ -1,7 +1,9 @@
 """numpy with hand-derived gradients: the "what a careful human writes" baseline.
 
-Single-threaded: numpy's BLAS is limited to one thread (threadpoolctl) before
-every sample.  Each function returns ``(value, [grads])`` in the
+``numpy-hand`` is single-threaded: numpy's BLAS is limited to one thread (threadpoolctl)
+before every sample.  ``numpy-hand-all`` lets the BLAS use every core, on the workloads
+whose time goes to matrix products (``Family.products``; n/a on the others, where it
+would time the same single-threaded numpy again).  Each function returns ``(value, [grads])`` in the
 workload's dtype.
 """
 
@@ -11,8 +13,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from bench.systems.base import Call, System, single_thread_label
-from bench.workloads import CHAIN_STEPS, Workload
+from bench.systems.base import Call, System, Unsupported, cores, single_thread_label
+from bench.workloads import ATTENTION_HEADS, CHAIN_STEPS, Workload
 
 Grad = tuple[Any, list[np.ndarray]]
 
@@ -69,8 +71,59 @@ def chain(x: np.ndarray) -> Grad:
     return np.sum(ys[-1]), [g]
 
 
+def matmul_tanh(A: np.ndarray, B: np.ndarray) -> Grad:
+    y = np.tanh(A @ B)
+    dz = 1 - y * y
+    return np.sum(y), [dz @ B.T, A.T @ dz]
+
+
+def attention(x: np.ndarray, Wq: np.ndarray, Wk: np.ndarray, Wv: np.ndarray, Wo: np.ndarray,
+              future: np.ndarray) -> Grad:
+    t, d = x.shape
+    dh = d // ATTENTION_HEADS
+    c = x.dtype.type(1.0 / np.sqrt(dh))
+
+    def split(z: np.ndarray) -> np.ndarray:        # (T, D) -> (heads, T, dh)
+        return z.reshape(t, ATTENTION_HEADS, dh).transpose(1, 0, 2)
+
+    def merge(z: np.ndarray) -> np.ndarray:        # (heads, T, dh) -> (T, D)
+        return z.transpose(1, 0, 2).reshape(t, d)
+
+    q, k, v = split(x @ Wq), split(x @ Wk), split(x @ Wv)
+    s = np.where(future, -np.inf, (q @ k.transpose(0, 2, 1)) * c)
+    e = np.exp(s - s.max(axis=-1, keepdims=True))
+    p = e / e.sum(axis=-1, keepdims=True)
+    o = merge(p @ v)
+    y = o @ Wo
+    dy = (2 / y.size) * y
+    do = split(dy @ Wo.T)
+    dp = do @ v.transpose(0, 2, 1)
+    ds = p * (dp - np.sum(dp * p, axis=-1, keepdims=True)) * c
+    dq, dk, dv = merge(ds @ k), merge(ds.transpose(0, 2, 1) @ q), merge(p.transpose(0, 2, 1) @ do)
+    dx = dq @ Wq.T + dk @ Wk.T + dv @ Wv.T
+    return np.mean(y * y), [dx, x.T @ dq, x.T @ dk, x.T @ dv, o.T @ dy]
+
+
+def rnn(Wx: np.ndarray, Wh: np.ndarray, b: np.ndarray, xs: np.ndarray) -> Grad:
+    hs = [np.tanh(xs[0] @ Wx + b)]
+    for t in range(1, len(xs)):
+        hs.append(np.tanh(xs[t] @ Wx + hs[-1] @ Wh + b))
+    h = hs[-1]
+    g = (2 / h.size) * h
+    dWx, dWh, db = np.zeros_like(Wx), np.zeros_like(Wh), np.zeros_like(b)
+    for t in range(len(xs) - 1, -1, -1):
+        dz = g * (1 - hs[t] * hs[t])
+        dWx += xs[t].T @ dz
+        db += dz.sum(axis=0)
+        if t:
+            dWh += hs[t - 1].T @ dz
+            g = dz @ Wh.T
+    return np.mean(h * h), [dWx, dWh, db]
+
+
 FUNCTIONS: dict[str, Callable[..., Grad]] = {
     "seed": seed, "rosenbrock": rosenbrock, "logreg": logreg, "mlp": mlp, "chain": chain,
+    "matmul-tanh": matmul_tanh, "attention": attention, "rnn": rnn,
 }
 
 
@@ -92,4 +145,20 @@ class NumpyHand(System):
         return lambda: fn(*args)
 
 
-SYSTEMS = [NumpyHand()]
+class NumpyHandAll(NumpyHand):
+    """The same functions with numpy's BLAS on all cores."""
+
+    name = "numpy-hand-all"
+    note = "hand-written gradients, BLAS on all cores"
+
+    def __init__(self) -> None:
+        self.blas_threads = cores()
+        self.threads = str(self.blas_threads)
+
+    def build(self, workload: Workload) -> Call:
+        if not workload.spec.products:
+            raise Unsupported("no matrix products: same as numpy-hand")
+        return super().build(workload)
+
+
+SYSTEMS = [NumpyHand(), NumpyHandAll()]
