@@ -112,7 +112,7 @@ def _merged_away(formula, expr, args) -> set[int]:
     abs_appeared = None
     for i, a in enumerate(args):
         if a.is_Add or a.is_Mul and a.as_coeff_Mul()[0] not in (1, -1):
-            if not _holds(expr, a):
+            if not _holds(expr, a, args):
                 merged.add(i)
         elif a.is_Pow and a.exp.is_Integer:
             if abs_appeared is None:
@@ -123,13 +123,21 @@ def _merged_away(formula, expr, args) -> set[int]:
     return merged
 
 
-def _holds(expr, part) -> bool:
-    """Whether ``part`` is a node of ``expr``'s tree. (sympy's ``has`` also finds a sum
-    or product whose terms are a subset of a larger one's: ``(3*x**2/d).has(3*x**2)``,
-    where the product was flattened -- evaluated in another order, ``x/d*x*3`` is -0
-    where PyTorch's ``(3*x**2) * (1/d)`` is inf * -0 = NaN: fuzz seed 2031002365.)"""
-    sympy = _sympy()
-    return any(node == part for node in sympy.preorder_traversal(expr))
+def _holds(expr, part, args) -> bool:
+    """Whether ``part`` (one of ``args``) is a node of ``expr``, the formula composed over
+    ``args``: searched in the formula's own nodes, not inside the arguments. (sympy's
+    ``has`` also finds a sum or product whose terms are a subset of a larger one's:
+    ``(3*x**2/d).has(3*x**2)``, where the product was flattened -- evaluated in another
+    order, ``x/d*x*3`` is -0 where PyTorch's ``(3*x**2) * (1/d)`` is inf * -0 = NaN: fuzz
+    seed 2031002365.)"""
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if node == part:
+            return True
+        if not any(node is a for a in args):
+            stack.extend(node.args)
+    return False
 
 
 def _faithful(formula, expr, args) -> bool:
