@@ -478,3 +478,22 @@ def test_embedding_of_a_negative_index_raises_as_torch(compiled):
     with pytest.raises(IndexError) as got:
         f(sg.tensor([0, -1, 1]), sg.tensor(w))
     assert str(got.value) == str(want.value)
+
+
+ERRORS = {
+    "hardtanh_bounds": lambda L: L.nn.functional.hardtanh(L.zeros(3), 1.0, -1.0),
+    "Hardtanh_bounds": lambda L: L.nn.Hardtanh(1.0, -1.0),
+    "Hardtanh_equal": lambda L: L.nn.Hardtanh(0.5, 0.5),
+    "repeat_interleave_float": lambda L: L.repeat_interleave(L.ones(3), L.tensor([1.0, 2.0, 1.0])),
+    "repeat_interleave_float_counts": lambda L: L.repeat_interleave(L.tensor([1.0, 2.0])),
+    "normal_int_mean": lambda L: L.normal(L.tensor([1, 2]), 1.0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ERRORS))
+def test_bad_arguments_raise_torchs_errors(name):
+    with pytest.raises(Exception) as want:
+        ERRORS[name](torch)
+    with pytest.raises(Exception) as got:
+        ERRORS[name](sg)
+    assert type(got.value) is type(want.value) and str(got.value) == str(want.value)

@@ -197,7 +197,7 @@ def normal(mean: Tensor | float, std: Tensor | float = 1.0,
                                                               dt.np), dt, "normal", requires_grad)
     dt = (mean if isinstance(mean, Tensor) else std).dtype
     if not dt.is_floating_point:
-        raise RuntimeError(f"\"normal_kernel_cpu\" not implemented for '{dt.c_name}'")
+        raise NotImplementedError(f"\"normal_kernel_cpu\" not implemented for '{dt.c_name}'")
     mv = mean.detach().numpy() if isinstance(mean, Tensor) else np.asarray(mean, dt.np)
     sv = std.detach().numpy() if isinstance(std, Tensor) else np.asarray(std, dt.np)
     if isinstance(std, Tensor) and not (sv >= 0).all():

@@ -451,6 +451,8 @@ def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
     NaN), as PyTorch's hardtanh_backward -- clamp's passes at the bounds too. (The
     inside branch is min(max(x, lo), hi), whose gradient has the input's history, so a
     second derivative is 0, not an error, and which passes it at NaN.)"""
+    if min_val > max_val:
+        raise ValueError("min_val cannot be greater than max_val")
     lo, hi = float(min_val), float(max_val)
 
     def f(v):
