@@ -480,7 +480,7 @@ def test_embedding_of_a_negative_index_raises_as_torch(compiled):
     assert str(got.value) == str(want.value)
 
 
-ERRORS = {
+BAD_ARGUMENTS = {
     "hardtanh_bounds": lambda L: L.nn.functional.hardtanh(L.zeros(3), 1.0, -1.0),
     "Hardtanh_bounds": lambda L: L.nn.Hardtanh(1.0, -1.0),
     "Hardtanh_equal": lambda L: L.nn.Hardtanh(0.5, 0.5),
@@ -490,10 +490,10 @@ ERRORS = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(ERRORS))
+@pytest.mark.parametrize("name", sorted(BAD_ARGUMENTS))
 def test_bad_arguments_raise_torchs_errors(name):
     with pytest.raises(Exception) as want:
-        ERRORS[name](torch)
+        BAD_ARGUMENTS[name](torch)
     with pytest.raises(Exception) as got:
-        ERRORS[name](sg)
+        BAD_ARGUMENTS[name](sg)
     assert type(got.value) is type(want.value) and str(got.value) == str(want.value)
