@@ -445,3 +445,55 @@ def test_loss_weights_may_require_grad_under_no_grad():
         with m.no_grad():
             m.nn.functional.nll_loss(m.ones(3, 4), m.tensor([0, 1, 2]),
                                      weight=m.ones(4, requires_grad=True))
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+@pytest.mark.parametrize("name,target", [("nll_loss", [0, -1, 1]), ("cross_entropy", [0, -2, 1]),
+                                         ("nll_loss", [0, 5, 1]), ("cross_entropy", [4, 0, 1])])
+def test_targets_out_of_range_raise_as_torch(name, target, compiled):
+    """A target outside [0, C) raises PyTorch's IndexError, compiled too (it was read
+    wrapped: -1 as the last class), at every call of a compiled loss."""
+    x = np.log(np.array([[0.1, 0.2, 0.3, 0.4]] * 3))
+    with pytest.raises(IndexError) as want:
+        getattr(torch.nn.functional, name)(torch.tensor(x), torch.tensor(target))
+    f = getattr(sg.nn.functional, name)
+    f = sg.compile(f) if compiled else f
+    if compiled:
+        f(sg.tensor(x), sg.tensor([0, 1, 2]))            # compiled with good targets first
+    with pytest.raises(IndexError) as got:
+        f(sg.tensor(x), sg.tensor(target))
+    assert str(got.value) == str(want.value)
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_embedding_of_a_negative_index_raises_as_torch(compiled):
+    w = np.arange(12.0).reshape(3, 4)
+    with pytest.raises(IndexError) as want:
+        torch.nn.functional.embedding(torch.tensor([0, -1, 1]), torch.tensor(w))
+    f = sg.nn.functional.embedding
+    f = sg.compile(f) if compiled else f
+    if compiled:
+        np.testing.assert_array_equal(np.asarray(f(sg.tensor([0, 2, 1]), sg.tensor(w))),
+                                      w[[0, 2, 1]])
+    with pytest.raises(IndexError) as got:
+        f(sg.tensor([0, -1, 1]), sg.tensor(w))
+    assert str(got.value) == str(want.value)
+
+
+BAD_ARGUMENTS = {
+    "hardtanh_bounds": lambda L: L.nn.functional.hardtanh(L.zeros(3), 1.0, -1.0),
+    "Hardtanh_bounds": lambda L: L.nn.Hardtanh(1.0, -1.0),
+    "Hardtanh_equal": lambda L: L.nn.Hardtanh(0.5, 0.5),
+    "repeat_interleave_float": lambda L: L.repeat_interleave(L.ones(3), L.tensor([1.0, 2.0, 1.0])),
+    "repeat_interleave_float_counts": lambda L: L.repeat_interleave(L.tensor([1.0, 2.0])),
+    "normal_int_mean": lambda L: L.normal(L.tensor([1, 2]), 1.0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_ARGUMENTS))
+def test_bad_arguments_raise_torchs_errors(name):
+    with pytest.raises(Exception) as want:
+        BAD_ARGUMENTS[name](torch)
+    with pytest.raises(Exception) as got:
+        BAD_ARGUMENTS[name](sg)
+    assert type(got.value) is type(want.value) and str(got.value) == str(want.value)

@@ -185,3 +185,32 @@ def test_normal_and_bernoulli_errors_are_torchs():
         with pytest.raises(type(want.value)) as got:
             case(sg)
         assert str(got.value) == str(want.value)
+
+
+DRAWS = {
+    "randn": lambda L, x: x + L.randn(x.shape),
+    "rand": lambda L, x: x * L.rand(3),
+    "randint": lambda L, x: x + L.randint(0, 100, (3,)),
+    "randn_like": lambda L, x: x + L.randn_like(x),
+    "normal": lambda L, x: x + L.normal(2.0, 3.0, size=(3,)),
+    "randperm": lambda L, x: x + L.randperm(3),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DRAWS))
+def test_a_compiled_function_draws_at_each_call(name):
+    """Random numbers made inside a compiled function are drawn at each call from the
+    generator's state then -- PyTorch's numbers after one seed, call after call -- not
+    frozen when the function was traced (a VAE's eps = randn(mu.shape))."""
+    fn = DRAWS[name]
+    torch.manual_seed(7)
+    x = torch.zeros(3, dtype=torch.float64)
+    want = [fn(torch, x).numpy() for _ in range(3)]
+    sg.manual_seed(7)
+    f = sg.compile(lambda v: fn(sg, v))
+    got = [np.asarray(f(np.zeros(3))) for _ in range(3)]
+    tol = 1e-12 if name in ("randn", "randn_like", "normal") else 0
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=tol, atol=tol)
+    sg.manual_seed(7)                           # reseeding reaches the compiled draws too
+    np.testing.assert_allclose(np.asarray(f(np.zeros(3))), want[0], rtol=tol, atol=tol)

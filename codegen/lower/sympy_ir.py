@@ -126,6 +126,9 @@ def _sigmoid_of(e: sympy.Basic) -> sympy.Basic | None:
     return None
 
 
+_MULTIPLIED_POWERS = (0.0, 1.0, 2.0, 3.0, -1.0, -2.0)
+
+
 class FormulaEmitter:
     """Emits formulas over given symbol values in one compute dtype."""
 
@@ -282,10 +285,11 @@ class FormulaEmitter:
         a = _sigmoid_of(base) if ex == -1 and self.is_float else None
         if a is not None:
             return vecmath.sigmoid(self.b, self.num(a))
-        # as PyTorch's pow kernel: an integral exponent multiplies, +-1/2 is a square
-        # root (so (-inf)**0.5 is NaN, not C pow's inf), also when written as a float
+        # as PyTorch's pow kernel: exponents 2, 3, -1, -2 multiply (and divide), +-1/2 is
+        # a square root (so (-inf)**0.5 is NaN, not C pow's inf), also when written as a
+        # float; any other exponent is pow's, rounded once
         v = float(ex) if ex.is_Number else None
-        if v is not None and v == int(v) and abs(v) <= 64:
+        if v is not None and v in _MULTIPLIED_POWERS:
             n = int(v)
             if n == 0:
                 return self.const(1)

@@ -78,7 +78,8 @@ class _Entry:
         self.native_counted = int(self.native_name is not None)
         self.native_ok = None
         self.closure = [t for t, _ in closure]
-        self.guards = [(tuple(t.shape), t.dtype) for t, _ in closure]
+        # what the program assumed of each: shape, dtype, whether it takes a gradient
+        self.guards = [(tuple(t.shape), t.dtype, t._requires_grad) for t, _ in closure]
         self.sources = sources or None   # where the function finds its closed-over tensors
         self.aux = [np.zeros(shape, dtype.np) for shape, dtype in aux]
         self.aux_avals = [_Aval(shape, dtype) for shape, dtype in aux]
@@ -96,11 +97,14 @@ class _Entry:
             why = self.sources.replaced()
             if why is not None:
                 return why
-        for t, (shape, dt) in zip(self.closure, self.guards):     # (per call: no Size)
+        for t, (shape, dt, rg) in zip(self.closure, self.guards):     # (per call: no Size)
             if (t._data.shape if t._node is None else t._node.shape) != shape \
                     or t._dtype is not dt:
                 return (f"closed-over tensor of shape {list(shape)} {dt.name} changed to "
                         f"{list(t.shape)} {t.dtype.name}")
+            if t._requires_grad is not rg:
+                return (f"closed-over tensor of shape {list(shape)} {dt.name} now has "
+                        f"requires_grad={t._requires_grad}")
         return self.effects.stale() if self.effects is not None else None
 
 

@@ -78,6 +78,13 @@ class _Cluster:
         self.ops += 1
         prim = PRIMITIVES[n.op]
         args = [self._build(a) for a in n.args]
+        divisors = _divisor_positions(n.op)
+        if divisors:
+            # a number divided by stays a division (x / 3, as PyTorch divides), not a
+            # product by its rounded reciprocal (sympy's Rational(1, 3)*x): 1 ulp apart
+            keep = _keep()
+            args = [keep(a) if i in divisors and a.is_Number else a
+                    for i, a in enumerate(args)]
         try:
             expr = prim.formula.expr.xreplace(dict(zip(prim.formula.symbols, args)))
             merged = _merged_away(prim.formula, expr, args)
@@ -101,26 +108,48 @@ class _Cluster:
 
 
 def _merged_away(formula, expr, args) -> set[int]:
-    """The arguments sympy's evaluation merged into the enclosing formula in a way IEEE
-    arithmetic does not allow (see :func:`~symgrad.graph.primitives.keep`): a sum that is
-    no longer a part of the result (numbers combined, a factor distributed, terms
-    cancelled), a product whose number was combined with another, an integer power under
-    a root that became an absolute value. (Powers of one base combined, ``(x/y)/y`` as
-    ``x*y**-2``, are evaluated back in chain order: :mod:`symgrad.graph.division`.)"""
-    sympy = _sympy()
-    merged = set()
-    abs_appeared = None
-    for i, a in enumerate(args):
-        if a.is_Add or a.is_Mul and a.as_coeff_Mul()[0] not in (1, -1):
-            if not expr.has(a):
-                merged.add(i)
-        elif a.is_Pow and a.exp.is_Integer:
-            if abs_appeared is None:
-                abs_appeared = expr.has(sympy.Abs) and not formula.expr.has(sympy.Abs) \
-                    and not any(b.has(sympy.Abs) for b in args)
-            if abs_appeared:
-                merged.add(i)
-    return merged
+    """The arguments sympy's evaluation merged into the enclosing formula, which IEEE
+    arithmetic does not allow (see :func:`~symgrad.graph.primitives.keep`): every
+    argument that is an operation of its own -- a sum, a product, a power, a function --
+    must stay a node of the composed formula, as PyTorch computes it before the step
+    that uses it. Merged ones are numbers combined (``(x + 1) - 1`` to ``x``), a factor
+    distributed (``3*(x + 1)``), a sum or product flattened into a larger one (another
+    association: ``(x*2)*y`` as ``x*y*2``), powers of one base combined (``x*x/x`` to
+    ``x``, ``x/(x*x)`` to ``1/x``, ``sqrt(x**4)`` to ``x**2``, ``1/(1/x)`` to ``x``), an
+    integer power under a root turned into an absolute value. (Within one primitive's
+    derivative, ``(x/y)/y`` written ``x*y**-2``, the order is restored by
+    :mod:`symgrad.graph.division`.)"""
+    return {i for i, a in enumerate(args) if a.args and not _holds(expr, a, args)}
+
+
+def _holds(expr, part, args) -> bool:
+    """Whether ``part`` (one of ``args``) is a node of ``expr``, the formula composed over
+    ``args``: searched in the formula's own nodes, not inside the arguments. (sympy's
+    ``has`` also finds a sum or product whose terms are a subset of a larger one's:
+    ``(3*x**2/d).has(3*x**2)``, where the product was flattened -- evaluated in another
+    order, ``x/d*x*3`` is -0 where PyTorch's ``(3*x**2) * (1/d)`` is inf * -0 = NaN: fuzz
+    seed 2031002365.)"""
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if node == part:
+            return True
+        if not any(node is a for a in args):
+            stack.extend(node.args)
+    return False
+
+
+_divisors: dict[str, frozenset] = {}
+
+
+def _divisor_positions(op: str) -> frozenset:
+    """The operands primitive ``op``'s formula divides by (a negative power of them)."""
+    if op not in _divisors:
+        f = PRIMITIVES[op].formula
+        sympy = _sympy()
+        bases = {p.base for p in f.expr.atoms(sympy.Pow) if p.exp.is_negative}
+        _divisors[op] = frozenset(i for i, s in enumerate(f.symbols) if s in bases)
+    return _divisors[op]
 
 
 def _faithful(formula, expr, args) -> bool:

@@ -13,6 +13,7 @@ import numpy as np
 from ..config import settings
 from ..graph import pytree
 from ..graph.node import toposort
+from ..graph.primitives import keep
 from ..graph.program import Program
 from .backends import get_backend
 from .fusion import fuse
@@ -116,7 +117,9 @@ class Lowered:
         return head + "\n" + (self.optimized if optimized else self.raw).as_text()
 
     def formulas(self, latex: bool = False) -> dict[str, object]:
-        """Each fused elementwise kernel as a sympy expression of its inputs (or LaTeX)."""
+        """Each fused elementwise kernel as a sympy expression of its inputs (or LaTeX),
+        as mathematics: without the ``keep(u) = u`` marks that hold its steps in
+        PyTorch's order (``as_text`` shows them)."""
         import sympy
         out = {}
         text = self.optimized.as_text().splitlines()
@@ -129,7 +132,7 @@ class Lowered:
         for n in self.optimized.nodes():
             if n.op != "fused":
                 continue
-            expr = n.attr("expr")
+            expr = n.attr("expr").replace(keep(), lambda u: u)
             out[f"kernel{k}"] = sympy.latex(expr) if latex else expr
             k += 1
         return out

@@ -94,10 +94,18 @@ def adopt(item: tuple, backend_name: str, target) -> tuple[Lowered, object] | No
         plan = functools.partial(schedule_of, lowered)
     exe = get_backend("llvm").from_portable(item.payload, target, plan) \
         if item.payload else None
+    if exe is not None and exe.interface.hybrid:
+        try:
+            exe.plan        # the program's schedule must describe the carried code
+        except RuntimeError:
+            exe = None
     if exe is None:
         if item.program is None:
             return None
-        exe = lowered.compile()
+        try:
+            exe = lowered.compile()
+        except Exception:   # noqa: BLE001 -- then as a signature never compiled
+            return None
     return lowered, exe
 
 

@@ -2,6 +2,8 @@
 grad_fn name PyTorch gives each case (Dot / Mv / Mm / UnsafeView)."""
 from __future__ import annotations
 
+import math
+
 from ..dispatch import bind
 from ..graph.primitives import PRIMITIVES as P
 from .common import Tensor, to_tensor
@@ -41,7 +43,8 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
         out = matmul(unsqueeze(a, 0), b)
         return bind(P["reshape"], out, shape=tuple(out.shape[1:]), grad_name="SqueezeBackward4")
     if na >= 3 and nb in (1, 2) and (b.requires_grad or a.is_contiguous()):
-        out = matmul(reshape(a, (-1, a.shape[-1])), b)
+        # the folded rows by count, not -1: with no columns (size 0) -1 is ambiguous
+        out = matmul(reshape(a, (math.prod(a.shape[:-1]), a.shape[-1])), b)
         return bind(P["reshape"], out, shape=tuple(a.shape[:-1]) + tuple(b.shape[1:]),
                     grad_name="UnsafeViewBackward0")
     if na == 2 and nb >= 3 and a.requires_grad:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .. import dispatch
 from ..graph import dtypes
 from .common import shape_arg
 from .creation import _finish
@@ -85,6 +86,17 @@ def seed() -> int:
     return s
 
 
+def _drawn(draw, dt: dtypes.DType, name: str, requires_grad: bool) -> Tensor:
+    """``draw()`` as a tensor of ``dt``. In a trace (``symgrad.compile``) it is an input of
+    the program drawn at each call, from the generator's state then, as PyTorch draws
+    anew at each call -- never numbers frozen when the function was traced."""
+    per_call = getattr(dispatch._lifter[0], "runtime_value", None)
+    if per_call is None:
+        return _finish(draw(), dt, requires_grad)
+    t = per_call(draw, dt, name)
+    return t.requires_grad_() if requires_grad else t
+
+
 def _float_dt(dtype):
     dt = dtypes.as_dtype(dtype) if dtype is not None else dtypes.get_default_dtype()
     if not dt.is_floating_point:
@@ -109,7 +121,9 @@ def rand(*size: int | Sequence[int], dtype: DTypeLike | None = None,
     size = _size_kw(size, kw, "rand")
     check_device(device)
     dt = _float_dt(dtype)
-    return _finish(_generator_fn(generator).random(shape_arg(size), dt.np), dt, requires_grad)
+    shape = shape_arg(size)
+    return _drawn(lambda: _generator_fn(generator).random(shape, dt.np), dt, "rand",
+                  requires_grad)
 
 
 def randn(*size: int | Sequence[int], dtype: DTypeLike | None = None,
@@ -118,8 +132,9 @@ def randn(*size: int | Sequence[int], dtype: DTypeLike | None = None,
     size = _size_kw(size, kw, "randn")
     check_device(device)
     dt = _float_dt(dtype)
-    return _finish(_generator_fn(generator).standard_normal(shape_arg(size), dt.np), dt,
-                   requires_grad)
+    shape = shape_arg(size)
+    return _drawn(lambda: _generator_fn(generator).standard_normal(shape, dt.np), dt, "randn",
+                  requires_grad)
 
 
 def randint(low: int, high: int | None = None, size: int | Sequence[int] | None = None, *,
@@ -136,16 +151,17 @@ def randint(low: int, high: int | None = None, size: int | Sequence[int] | None 
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} "
                            f">= to={high}")
     dt = dtypes.as_dtype(dtype) if dtype is not None else dtypes.int64
-    arr = _generator_fn(generator).integers(low, high, size=shape_arg((size,) if isinstance(size, int) else size))
-    return _finish(arr.astype(dt.np), dt, requires_grad)
+    shape = shape_arg((size,) if isinstance(size, int) else size)
+    return _drawn(lambda: _generator_fn(generator).integers(low, high, size=shape).astype(dt.np),
+                  dt, "randint", requires_grad)
 
 
 def randperm(n: int, *, generator: Generator | None = None, dtype: DTypeLike | None = None,
              device: DeviceLike | None = None, requires_grad: bool = False) -> Tensor:
     check_device(device)
     dt = dtypes.as_dtype(dtype) if dtype is not None else dtypes.int64
-    return _finish(_generator_fn(generator).permutation(int(n)).astype(dt.np), dt,
-                   requires_grad)
+    return _drawn(lambda: _generator_fn(generator).permutation(int(n)).astype(dt.np), dt,
+                  "randperm", requires_grad)
 
 
 def rand_like(x: Tensor, *, dtype: DTypeLike | None = None, device: DeviceLike | None = None,
@@ -177,10 +193,11 @@ def normal(mean: Tensor | float, std: Tensor | float = 1.0,
             raise RuntimeError(f"normal expects std >= 0.0, but found std {std:g}")
         dt = _float_dt(dtype)
         shape = shape_arg((size,) if isinstance(size, int) else size)
-        return _finish(rng.normal(float(mean), float(std), shape, dt.np), dt, requires_grad)
+        return _drawn(lambda: _generator_fn(generator).normal(float(mean), float(std), shape,
+                                                              dt.np), dt, "normal", requires_grad)
     dt = (mean if isinstance(mean, Tensor) else std).dtype
     if not dt.is_floating_point:
-        raise RuntimeError(f"\"normal_kernel_cpu\" not implemented for '{dt.c_name}'")
+        raise NotImplementedError(f"\"normal_kernel_cpu\" not implemented for '{dt.c_name}'")
     mv = mean.detach().numpy() if isinstance(mean, Tensor) else np.asarray(mean, dt.np)
     sv = std.detach().numpy() if isinstance(std, Tensor) else np.asarray(std, dt.np)
     if isinstance(std, Tensor) and not (sv >= 0).all():

@@ -86,6 +86,10 @@ def repeat_interleave(input: Tensor, repeats: int | Tensor | None = None,
     repeated ``repeats`` times, or ``repeats[i]`` times for slice i; with only a tensor of
     counts, the indices repeated by their counts."""
     x = to_tensor(input)
+    counts = x if repeats is None else repeats
+    if isinstance(counts, Tensor) and counts.dtype.category != "int":
+        raise NotImplementedError(f"\"repeat_interleave_cpu\" not implemented for "
+                                  f"'{counts.dtype.c_name}'")
     if repeats is None:                       # repeat_interleave(counts)
         if x.dim() > 1:
             raise RuntimeError("repeats must be 0-dim or 1-dim tensor")

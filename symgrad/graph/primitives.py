@@ -430,8 +430,26 @@ LAMBDIFY_MODULES = [{"select": _select, "logical_and": _Fold(np.logical_and),
 def lambdify(syms, expr, cse: bool = False) -> Callable:
     """The numpy function of `syms` computing `expr` (Piecewise-safe; products with
     divisions in the order of :mod:`symgrad.graph.division`)."""
-    return _sympy().lambdify(syms, expr, modules=LAMBDIFY_MODULES, cse=cse,
-                             printer=_printer())
+    return _sympy().lambdify(syms, expr, modules=LAMBDIFY_MODULES,
+                             cse=_cse if cse else False, printer=_printer())
+
+
+def _cse(exprs):
+    """sympy's common subexpressions, except integer powers: a divisor ``y**2`` named
+    ``x0`` would be one division by ``x0`` where the division chain divides by ``y``
+    twice (``(x/y)/y``, as PyTorch: ``x*x/y**2`` at y = 1e300 is inf, not inf/inf)."""
+    replacements, reduced = _sympy().cse(exprs, list=False)   # as lambdify's own call
+    subs: dict = {}
+    kept = []
+    for sym, value in replacements:
+        value = value.xreplace(subs)
+        if value.is_Pow and value.exp.is_Integer:
+            subs[sym] = value
+        else:
+            kept.append((sym, value))
+    if isinstance(reduced, (list, tuple)):
+        return kept, type(reduced)(e.xreplace(subs) for e in reduced)
+    return kept, reduced.xreplace(subs)
 
 
 @functools.lru_cache(maxsize=1)

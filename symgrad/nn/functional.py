@@ -314,7 +314,9 @@ def _nll_loss(x, t, weight, ignore_index, reduction):
     else:
         t = lax.cast(t, dtypes.int64)
         keep = bind(P["ne"], t, ignore_index)
-        safe_t = lax.where(keep, t, 0)
+        # a target out of [0, C) raises at every call, as PyTorch's (not read wrapped)
+        safe_t = lax.in_bounds(lax.where(keep, t, 0), int(x.shape[cdim]),
+                               "Target {} is out of bounds.", "IndexError")
         idx = lax.reshape(safe_t, tuple(safe_t.shape[:cdim]) + (1,) + tuple(safe_t.shape[cdim:]))
     wt = to_tensor(weight) if weight is not None else None
     # PyTorch's nll_loss_nd: 2d kernel for >= 3-D input; 'none' results of 3-D and >= 5-D
@@ -449,6 +451,8 @@ def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
     NaN), as PyTorch's hardtanh_backward -- clamp's passes at the bounds too. (The
     inside branch is min(max(x, lo), hi), whose gradient has the input's history, so a
     second derivative is 0, not an error, and which passes it at NaN.)"""
+    if min_val > max_val:
+        raise ValueError("min_val cannot be greater than max_val")
     lo, hi = float(min_val), float(max_val)
 
     def f(v):
@@ -548,12 +552,16 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
     flat = shape.reshape(idx, (-1,))
     out_shape = tuple(idx.shape) + tuple(w.shape[1:])
 
+    # PyTorch's bounds: a negative index raises (numpy's take would wrap it)
+    flat = lax.in_bounds(lax.cast(flat, dtypes.int64), int(w.shape[0]),
+                         "index out of range in self", "IndexError")
+
     def f(wv):
-        rows = lax.take(wv, lax.cast(flat, dtypes.int64), 0)
+        rows = lax.take(wv, flat, 0)
         if padding_idx is not None:
             pad = bind(P["eq"], flat, padding_idx)
             pad = lax.reshape(pad, (pad.shape[0],) + (1,) * (len(w.shape) - 1))
-            rows = lax.where(pad, lax.take(wv.detach(), lax.cast(flat, dtypes.int64), 0), rows)
+            rows = lax.where(pad, lax.take(wv.detach(), flat, 0), rows)
         return lax.reshape(rows, out_shape)
     return named("EmbeddingBackward0", f, w)
 

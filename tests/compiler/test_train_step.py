@@ -482,3 +482,37 @@ def test_guards_hold_on_the_native_fast_path():
         w.grad = sg.tensor([5.0, 5.0])
         np.testing.assert_allclose(gc(x), 2 * x)
         assert w.grad is None      # torch: zero_grad() sets .grad to None
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_freezing_parameters_after_compiling_the_step(dtype):
+    """requires_grad_(False) on a layer (fine-tuning) after the step was compiled: the
+    program that computed its gradient no longer applies (it traces again) and the layer
+    stays as it is, as in PyTorch."""
+    def run(lib, compiled):
+        lib.manual_seed(0)
+        m = lib.nn.Sequential(lib.nn.Linear(3, 3), lib.nn.Linear(3, 1)).to(getattr(lib, dtype))
+        opt = lib.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+        x = lib.tensor(np.linspace(-1, 1, 12).reshape(4, 3), dtype=getattr(lib, dtype))
+        y = lib.tensor([[1.0], [0.0], [-1.0], [0.5]], dtype=getattr(lib, dtype))
+
+        def step():
+            opt.zero_grad()
+            loss = ((m(x) - y) ** 2).mean()
+            loss.backward()
+            opt.step()
+            return loss
+        s = sg.compile(step) if compiled else step
+        s()
+        s()
+        for p in m[0].parameters():
+            p.requires_grad_(False)
+        s()
+        s()
+        return [p.detach().numpy().copy() for p in m.parameters()], m[0].weight.grad
+    want, want_grad = run(torch, False)
+    got, got_grad = run(sg, True)
+    assert got_grad is None and want_grad is None
+    tol = 1e-6 if dtype == "float32" else 1e-12
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=tol, atol=tol)
