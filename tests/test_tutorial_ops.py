@@ -186,6 +186,27 @@ def test_out_of_bounds_index_raises_as_torch_eager_and_compiled(name, dtype):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", [n for n in sorted(BOUNDS) if not n.startswith(
+    ("index_add", "scatter_add", "scatter_reduce"))])
+def test_out_of_bounds_index_on_a_later_call_raises_natively(name, dtype):
+    """The bounds check is native code (the gradient stays off numpy: no hybrid plan),
+    checks every call -- a bad index after good ones raises torch's error -- and lets
+    the good calls' values through."""
+    from codegen.plan import build_plan
+    f, index = BOUNDS[name]
+    x, bad = X43.astype(dtype), np.array(index)
+    good = np.where((bad < 0) | (bad > 2), 1, bad)
+    want = _outcome(lambda: f(torch, torch.tensor(x), torch.tensor(bad)))
+    xt = torch.tensor(x, requires_grad=True)
+    f(torch, xt, torch.tensor(good)).sum().backward()
+    g = sg.grad(lambda a, b: f(sg, a, b).sum())
+    assert not build_plan(g.lower(x, good).optimized).hybrid
+    for _ in range(2):
+        np.testing.assert_allclose(g(x, good), xt.grad.numpy())
+        assert _outcome(lambda: g(x, bad)) == want
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_in_bounds_runtime_indices_compiled_as_torch(dtype):
     """The compiled bounds check passes valid indices (int64 and int32) through: values
     and gradients against torch, and batched under vmap."""

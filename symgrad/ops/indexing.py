@@ -136,10 +136,11 @@ def _index_check_numpy(idx, *, size, message, error):
     return idx
 
 
-# the runtime bounds check of gather / index_select / scatter's indices (elementwise, so
-# batched as a conversion; compiled code runs its numpy rule)
+# the runtime bounds check of gather / index_select / scatter's indices: a copy of its
+# argument that raises on a bad index (elementwise for batching; compiled code checks
+# natively, codegen.lower.indexing, and raises through this numpy rule on the bad value)
 primitive("index_check", 1, lambda av, *, size, message, error: av[0], _index_check_numpy,
-          differentiable=False, family="conversion")
+          differentiable=False, family="index")
 
 
 # ---- scatter_reduce: a reduction of values into flat positions ----------------------------
