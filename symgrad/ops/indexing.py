@@ -238,10 +238,34 @@ def _prod_src_grad(x, pos, src, out, g, include_self, count, gather, real):
                       include_self=include_self)
     gs = lax.where(single, gather(lax.mul(g, again)),
                    lax.div(gather(lax.mul(g, out)), lax.where(zero, 1, src)))
+    if type(g) is np.ndarray:
+        return gs
     several = getattr(zeros_there, "_data", zeros_there)
-    if type(g) is not np.ndarray and several is not None and (several > 1).any():
+    if several is None:         # traced: compiled code checks at every call
+        return lax.apply("raises_in_backward", gs, lax.apply("gt", zeros_there, 1),
+                         message=_PROD_TWICE)
+    if (several > 1).any():
         gs = delayed_error((gs,), _PROD_TWICE, link=True)[0]
     return gs
+
+
+def _raises_in_backward_vjp(ctx, g):
+    """The cotangent itself, read through positions checked to be in range: position
+    ``i`` is moved out of range where ``bad[i]``, so the check raises ``message``."""
+    shape = tuple(g.shape)
+    n = int(np.prod(shape))
+    flat = lax.reshape(g, (n,))
+    ids = lax.add(lax.apply("iota", shape=(n,), axis=0, dtype=dtypes.int64),
+                  lax.mul(lax.cast(lax.reshape(ctx.input(1), (n,)), dtypes.int64), n))
+    checked = lax.in_bounds(ids, n, ctx.kwargs["message"].replace("{", "{{").replace("}", "}}"))
+    return lax.reshape(lax.take(flat, checked, 0), shape), None
+
+
+# x itself; differentiating through it raises RuntimeError(message) at run time where
+# any element of ``bad`` (bool, x's shape) holds -- a derivative PyTorch refuses (its
+# DelayedError) in compiled code. Removed once gradients are built (compiler.rewrite).
+primitive("raises_in_backward", 2, lambda av, *, message: av[0], lambda x, bad, *, message: x,
+          family="conversion", vjp=_raises_in_backward_vjp)
 
 
 def _scatter_reduce_shape(av, *, reduce, include_self):
