@@ -63,7 +63,7 @@ NUMPY_IN_COMPILED_CODE = {"prod_others", "prod_others_dot", "loop", "while", "ar
                           "inv", "solve", "det", "cofactor", "slogdet_sign", "slogdet_logabs",
                           "cholesky", "cumprod", "svd_factor", "svd_u", "svdvals", "svd_vh",
                           "scatter_reduce"}
-REWRITTEN_AWAY = {"stop_gradient", "custom_vjp", "raises_in_backward"}  # removed once gradients are built (rewrite)
+REWRITTEN_AWAY = {"stop_gradient", "custom_vjp", "checked_in_backward"}  # removed once gradients are built (rewrite)
 
 
 def test_every_builtin_primitive_has_every_row():

@@ -242,30 +242,31 @@ def _prod_src_grad(x, pos, src, out, g, include_self, count, gather, real):
         return gs
     several = getattr(zeros_there, "_data", zeros_there)
     if several is None:         # traced: compiled code checks at every call
-        return lax.apply("raises_in_backward", gs, lax.apply("gt", zeros_there, 1),
-                         message=_PROD_TWICE)
+        bad = lax.cast(lax.apply("gt", zeros_there, 1), dtypes.int64)
+        return lax.checked_in_backward(gs, lax.in_bounds(bad, 1, _PROD_TWICE))
     if (several > 1).any():
         gs = delayed_error((gs,), _PROD_TWICE, link=True)[0]
     return gs
 
 
-def _raises_in_backward_vjp(ctx, g):
-    """The cotangent itself, read through positions checked to be in range: position
-    ``i`` is moved out of range where ``bad[i]``, so the check raises ``message``."""
+def _checked_in_backward_vjp(ctx, g):
+    """The cotangent, made to depend on the checked indices ``c`` (so a derivative
+    program runs their check): selected where ``min(c) >= 0``, which the check has made
+    true -- the value is the cotangent's own, bit for bit."""
+    c = ctx.input(1)
+    n = int(np.prod(c.shape))
+    low = lax.apply("amin", lax.reshape(c, (n,)), axes=(0,), keepdim=False)
     shape = tuple(g.shape)
-    n = int(np.prod(shape))
-    flat = lax.reshape(g, (n,))
-    ids = lax.add(lax.apply("iota", shape=(n,), axis=0, dtype=dtypes.int64),
-                  lax.mul(lax.cast(lax.reshape(ctx.input(1), (n,)), dtypes.int64), n))
-    checked = lax.in_bounds(ids, n, ctx.kwargs["message"].replace("{", "{{").replace("}", "}}"))
-    return lax.reshape(lax.take(flat, checked, 0), shape), None
+    ok = lax.expand(lax.reshape(lax.apply("ge", low, 0), (1,) * len(shape)), shape)
+    return lax.where(ok, g, lax.zeros(shape, g.dtype)), None
 
 
-# x itself; differentiating through it raises RuntimeError(message) at run time where
-# any element of ``bad`` (bool, x's shape) holds -- a derivative PyTorch refuses (its
-# DelayedError) in compiled code. Removed once gradients are built (compiler.rewrite).
-primitive("raises_in_backward", 2, lambda av, *, message: av[0], lambda x, bad, *, message: x,
-          family="conversion", vjp=_raises_in_backward_vjp)
+# x itself; its derivative runs the check that produced the integers ``c`` (an
+# index_check): a compiled gradient checks indices its value does not read, and a
+# derivative PyTorch refuses raises its error (c's check fails) at every call. Removed
+# once gradients are built (compiler.rewrite).
+primitive("checked_in_backward", 2, lambda av: av[0], lambda x, c: x, saves=(1,),
+          family="conversion", vjp=_checked_in_backward_vjp)
 
 
 def _scatter_reduce_shape(av, *, reduce, include_self):
