@@ -31,6 +31,7 @@ import numpy as np
 from symgrad.graph.interpret import run_node
 
 from . import binding, callconv, jit, loops
+from . import status as status_errors
 
 __all__ = ["LLVMExecutable", "Interface", "Buffer", "check_arrays"]
 
@@ -206,15 +207,14 @@ class LLVMExecutable:
         ptrs = (ctypes.c_void_p * max(len(buffers), 1))(*[b.ctypes.data for b in buffers])
         err = (ctypes.c_int64 * 4)()
         status = self._segments[k](ctypes.addressof(ptrs), ctypes.addressof(err))
-        if status == 1:
-            _, value, axis, size = err
-            raise IndexError(f"index {value} is out of bounds for axis {axis} with size {size}")
-        if status == 2:
-            raise MemoryError(f"{self.name}: could not allocate {self.interface.arena_size} bytes "
-                              f"of temporaries")
-        if status:
-            raise RuntimeError(f"{self.name}: native code failed with status {status}")
+        self.raise_for(status, err)
         self._check_sanitizer()
+
+    def raise_for(self, status: int, err) -> None:
+        """Raise the error a kernel's non-zero ``status`` reports (:mod:`codegen.status`)."""
+        status_errors.raise_for(status, err, self.name, lambda i: self.plan.steps[i].node,
+                                f"could not allocate {self.interface.arena_size} bytes of "
+                                "temporaries")
 
     def _check_sanitizer(self) -> None:
         """Sanitized kernels: raise if a load or store was out of range (and clear)."""

@@ -174,14 +174,6 @@ def _i64s(values) -> ctypes.Array:
     return (ctypes.c_int64 * max(len(values), 1))(*values)
 
 
-def _status(st: int, err, name: str) -> None:
-    if st == 1:
-        _, value, axis, size = err
-        raise IndexError(f"index {value} is out of bounds for axis {axis} with size {size}")
-    if st == 2:
-        raise MemoryError(f"{name}: could not allocate a loop body's temporaries")
-    if st:
-        raise RuntimeError(f"{name}: native code failed with status {st}")
 
 
 def run_loop(node, args: Sequence[np.ndarray], t) -> np.ndarray:
@@ -225,7 +217,9 @@ def run_loop(node, args: Sequence[np.ndarray], t) -> np.ndarray:
                         ctypes.addressof(stride_arr), len(bases), T, int(bool(rev)),
                         ctypes.addressof(dst), ctypes.addressof(src), ctypes.addressof(nbytes),
                         m, None, None, None, ctypes.addressof(err))
-        _status(st, err, "loop")
+        if st:      # a kernel failed (a bad index, no memory): the per-step path raises
+            cur = [np.array(a, copy=True) for a in args[:m]]     # its error (or retries)
+            _steps(exe, args, cur, ys, T, rev, m, p)
     values = cur + ys
     dt = node.dtype.np
     return np.concatenate([values[i].reshape(-1).astype(dt, copy=False) for i in select])
@@ -242,6 +236,13 @@ def _steps(exe, args, cur, ys, T, rev, m, p):
             y[t] = v
 
 
+def _while_steps(cexe, bexe, cur, kc, kb):
+    """A while loop whose condition or body is not fully native: one call each per step."""
+    while bool(cexe(cur + kc)[0]):
+        cur = [np.array(o, copy=True) for o in bexe(cur + kb)]
+    return cur
+
+
 def run_while(node, args: Sequence[np.ndarray], t) -> np.ndarray:
     """The packed result of a ``while`` node for its operand values, run natively."""
     kw = node.kwargs
@@ -254,8 +255,7 @@ def run_while(node, args: Sequence[np.ndarray], t) -> np.ndarray:
     cur = [np.array(a, copy=True) for a in args[:m]]
     kc, kb = args[m:m + n_cond], args[m + n_cond:]
     if ck is None or bk is None:
-        while bool(cexe(cur + kc)[0]):
-            cur = [np.array(o, copy=True) for o in bexe(cur + kb)]
+        cur = _while_steps(cexe, bexe, cur, kc, kb)
     else:
         new = [np.empty(s, d.np) for s, d in body.out_avals]
         pred = np.zeros((), np.bool_)
@@ -269,7 +269,8 @@ def run_while(node, args: Sequence[np.ndarray], t) -> np.ndarray:
                         ctypes.addressof(stride_arr), len(bases), -1, 0, ctypes.addressof(dst),
                         ctypes.addressof(src), ctypes.addressof(nbytes), m, ck,
                         ctypes.addressof(cslots), pred.ctypes.data, ctypes.addressof(err))
-        _status(st, err, "while_loop")
+        if st:      # a kernel failed (a bad index, no memory): the per-step path raises
+            cur = _while_steps(cexe, bexe, [np.array(a, copy=True) for a in args[:m]], kc, kb)
     dt = node.dtype.np
     return np.concatenate([cur[i].reshape(-1).astype(dt, copy=False) for i in select])
 

@@ -114,6 +114,8 @@ STRUCTURAL_SAMPLES = {
     "gather_scatter": ([(3, 2)], lambda g: sg.apply(P["gather_scatter"], g,
                                                     _idx([[0, 3], [2, 2], [1, 0]]), axis=1,
                                                     size=4)),
+    "checked_in_backward": ([(3, 2)], lambda x: sg.apply(P["checked_in_backward"], x * x,
+                                                         _idx([[1, 0], [2, 0]]))),
     "index_put": ([(6,), (3,)], lambda x, v: sg.apply(P["index_put"], x, _idx([4, 0, 2]), v)),
     "scatter_reduce": ([(6,), (5,)], lambda x, v: sg.apply(P["scatter_reduce"], x,
                                                            _idx([4, 0, 2, 0, 4]), v,

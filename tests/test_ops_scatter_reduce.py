@@ -89,6 +89,35 @@ def test_prod_with_several_zeros_at_one_position():
     assert found[1] == found[3]
 
 
+@pytest.mark.parametrize("backend", ["llvm", "numpy"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_prod_second_derivative_compiled_checks_zeros_at_every_call(dtype, backend):
+    """Compiled: the second derivative through src's gradient is torch's while each
+    position gets at most one zero, and raises torch's error on a call where one gets
+    several (it was silently 0); the first derivative never raises."""
+    x = np.array([[1.0, 0.0, 3.0], [4.0, 5.0, 6.0]], dtype)
+    idx = [[0, 0, 0], [2, 1, 1]]
+    fn = _reduce("prod", True, 1, idx)
+    second = sg.grad(lambda xs, ss: sg.grad(lambda ss: fn(sg, xs, ss).sum())(ss).sum(),
+                     argnums=(0, 1), backend=backend)
+    first = sg.grad(lambda xs, ss: fn(sg, xs, ss).sum(), argnums=(0, 1), backend=backend)
+    several = np.array([[0.0, 0.0, 3.0], [4.0, 5.0, 2.0]], dtype)
+    for s in (np.array([[0.0, 2.0, 3.0], [4.0, 0.0, 2.0]], dtype),
+              np.array([[1.5, 2.0, 3.0], [4.0, 5.0, 2.0]], dtype), several):
+        xs, ss = torch.tensor(x, requires_grad=True), torch.tensor(s, requires_grad=True)
+        _, gs = torch.autograd.grad(fn(torch, xs, ss).sum(), [xs, ss], create_graph=True)
+        np.testing.assert_allclose(first(x, s)[1], gs.detach().numpy(), rtol=1e-6)
+        try:
+            want = [h.numpy() for h in torch.autograd.grad(gs.sum(), [xs, ss])]
+        except RuntimeError as e:
+            with pytest.raises(RuntimeError) as err:
+                second(x, s)
+            assert str(err.value) == str(e)
+            continue
+        for got, w in zip(second(x, s), want):
+            np.testing.assert_allclose(got, w, rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("reduce", ["add", "multiply"])
 def test_scatter_legacy_reduce_as_torch(reduce):
     """Values and grad_fn as torch's (NotImplemented: its backward raises torch's error);

@@ -58,13 +58,12 @@ def test_builtin_lists_match_the_registry():
 
 # built-in primitives compiled code computes with their numpy rule (no native lowering):
 # the factors of prod's gradient, rare enough that a kernel is not worth its upkeep; the
-# dense solvers (numpy's LAPACK); scatter_reduce (numpy's ufunc.at); index_check (a
-# bounds check raising PyTorch's error)
+# dense solvers (numpy's LAPACK); scatter_reduce (numpy's ufunc.at)
 NUMPY_IN_COMPILED_CODE = {"prod_others", "prod_others_dot", "loop", "while", "argsort",
                           "inv", "solve", "det", "cofactor", "slogdet_sign", "slogdet_logabs",
                           "cholesky", "cumprod", "svd_factor", "svd_u", "svdvals", "svd_vh",
-                          "scatter_reduce", "index_check"}
-REWRITTEN_AWAY = {"stop_gradient", "custom_vjp"}  # removed once gradients are built (rewrite)
+                          "scatter_reduce"}
+REWRITTEN_AWAY = {"stop_gradient", "custom_vjp", "checked_in_backward"}  # removed once gradients are built (rewrite)
 
 
 def test_every_builtin_primitive_has_every_row():

@@ -179,10 +179,30 @@ def test_out_of_bounds_index_raises_as_torch_eager_and_compiled(name, dtype):
     for backend in ("llvm", "numpy"):
         got = _outcome(lambda: sg.compile(lambda a, b: f(sg, a, b), backend=backend)(x, i))
         assert got == want, backend
-        if name.startswith(("index_add", "scatter_add")):
-            continue    # (their gradient in the input does not read the index: not checked)
         got = _outcome(lambda: sg.grad(lambda a, b: f(sg, a, b).sum(), backend=backend)(x, i))
         assert got == want, backend
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", sorted(BOUNDS))
+def test_out_of_bounds_index_on_a_later_call_raises_natively(name, dtype):
+    """The bounds check is native code (the gradient stays off numpy: no hybrid plan,
+    but for scatter_reduce's numpy kernel), checks every call -- a bad index after good
+    ones raises torch's error, also where the gradient reads no index (index_add,
+    scatter_add: the input's gradient is the cotangent) -- and lets the good calls'
+    values through."""
+    from codegen.plan import build_plan
+    f, index = BOUNDS[name]
+    x, bad = X43.astype(dtype), np.array(index)
+    good = np.where((bad < 0) | (bad > 2), 1, bad)
+    want = _outcome(lambda: f(torch, torch.tensor(x), torch.tensor(bad)))
+    xt = torch.tensor(x, requires_grad=True)
+    f(torch, xt, torch.tensor(good)).sum().backward()
+    g = sg.grad(lambda a, b: f(sg, a, b).sum())
+    assert build_plan(g.lower(x, good).optimized).hybrid == name.startswith("scatter_reduce")
+    for _ in range(2):
+        np.testing.assert_allclose(g(x, good), xt.grad.numpy())
+        assert _outcome(lambda: g(x, bad)) == want
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -1,5 +1,5 @@
 """Indexing with runtime int64 indices: take, gather, gather_scatter, scatter_add,
-index_put.
+index_put, and index_check (PyTorch's bounds check of such indices).
 
 Safety first: every step validates *all* its indices before touching memory -- except
 indices an argmax / argmin along an axis of the indexed length produced (max pooling's
@@ -8,6 +8,10 @@ index ``v`` in ``[-n, n)`` wraps (``v + n`` when negative); anything else
 stops the kernel with status 1 and an error record ``(step, v, axis, n)`` from which the
 caller raises ``IndexError: index v is out of bounds for axis a with size n`` -- never
 an out-of-bounds read or write.  Scatters accumulate in C order (``np.add.at``).
+``index_check`` copies its indices, each checked in ``[0, n)`` (no wrapping) before it
+is stored; the first bad one stops the kernel with status ``CHECK`` and the record
+``(step, v, 0, 0)`` (:mod:`codegen.status`: the caller raises PyTorch's error).  A kernel
+reading indices an ``index_check`` of its length produced skips its own check.
 """
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ import llvmlite.ir as ir
 from symgrad.graph.node import Node
 
 from .. import layout as L
+from .. import status
 from .. import types as T
 from ..plan import Plan, Storage
 from .context import StepContext
@@ -62,10 +67,12 @@ def _validate(ctx: StepContext, idx_node: Node, view: L.StridedView, size: int, 
 
 
 def _in_range(idx_node: Node, size: int) -> bool:
-    """Whether every index ``idx_node`` holds is in ``[0, size)`` by construction: the
-    position an argmax / argmin found along an axis of ``size`` > 0 elements (its kernel
+    """Whether every index ``idx_node`` holds is in ``[0, size)`` by construction:
+    indices an ``index_check`` against ``size`` let through, or the position an argmax / argmin found along an axis of ``size`` > 0 elements (its kernel
     starts at position 0 and only ever moves to a position of its loop over that axis;
     an empty axis keeps the check)."""
+    if idx_node.op == "index_check":
+        return idx_node.attr("size") == size
     if idx_node.op not in ("argmax", "argmin") or size <= 0:
         return False
     x = idx_node.args[0]
@@ -90,7 +97,31 @@ def _wrap(b: ir.IRBuilder, v: ir.Value, size: int, wrap: bool = True) -> ir.Valu
 
 def emit(ctx: StepContext, node: Node, step_id: int) -> None:
     {"take": _take, "gather": _gather, "gather_scatter": _gather_scatter,
-     "scatter_add": _scatter_add, "index_put": _index_put}[node.op](ctx, node, step_id)
+     "scatter_add": _scatter_add, "index_put": _index_put,
+     "index_check": _index_check}[node.op](ctx, node, step_id)
+
+
+def _index_check(ctx: StepContext, node: Node, step_id: int) -> None:
+    """Copy the indices, each checked in ``[0, size)`` before it is stored (one unsigned
+    comparison: a negative index is a huge unsigned one)."""
+    b = ctx.b
+    (idx,) = node.args
+    vi, out = ctx.plan.view(idx), ctx.plan.storage[id(node)]
+    size = node.attr("size")
+    nest = LoopNest(b, node.shape, "c")
+    raw = _load(ctx, vi, nest.indices, idx.dtype)
+    v = b.sext(raw, T.I64) if raw.type.width < 64 else raw
+    fail = b.function.append_basic_block("check.error")
+    ok = b.function.append_basic_block("check.ok")
+    b.cbranch(b.icmp_unsigned(">=", v, T.I64(size)), fail, ok)
+    b.position_at_end(fail)
+    for slot, value in enumerate((T.I64(step_id), v, T.I64(0), T.I64(0))):
+        b.store(value, b.gep(ctx.err, [T.I64(slot)], source_etype=T.I64))
+    b.ret(T.I32(status.CHECK))
+    b.position_at_end(ok)
+    off = strided_offset(b, 0, L.contiguous_strides(node.shape), nest.indices)
+    T.store(b, raw, ctx.elem(out, off), out.dtype)
+    nest.close()
 
 
 def _read_by_index(ctx: StepContext, node: Node, step_id: int):

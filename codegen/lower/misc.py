@@ -1,5 +1,5 @@
 """The remaining opaque primitives: argmax/argmin (first extremum, NaN wins as in numpy)
-and cumsum (sequential in the array's dtype, like ``np.cumsum(x, dtype=x.dtype)``)."""
+and cumsum (sequential, float32 accumulated in double as PyTorch's CPU scan)."""
 from __future__ import annotations
 
 from symgrad.graph import dtypes
@@ -62,22 +62,21 @@ def _arg_extremum(ctx: StepContext, node: Node) -> None:
 
 
 def _cumsum(ctx: StepContext, node: Node) -> None:
+    """A running sum from +0 (PyTorch's CPU scan: -0 never shows) along the axis, kept
+    in double for float32 (PyTorch's at::acc_type) and rounded as stored."""
     b = ctx.b
     x, axis, vx, out, (pre, n, post) = _along_axis(ctx, node)
     cs = L.contiguous_strides(x.shape)
     if n == 0:
         return
-    outer = LoopNest(b, pre, "o")
-    for j_lo, j_hi in ((0, 1), (1, n)):
-        loop = Loop(b, j_lo, j_hi, "j")
-        inner = LoopNest(b, post, "p")
-        ind = list(outer.indices) + [loop.index] + list(inner.indices)
-        v = T.load(b, ctx.elem(vx.buffer, strided_offset(b, vx.offset, vx.strides, ind)), x.dtype)
-        off = strided_offset(b, 0, cs, ind)
-        if j_lo == 1:
-            prev = b.sub(off, T.I64(cs[axis]))
-            v = combine(b, "sum", node.dtype, T.load(b, ctx.elem(out, prev), out.dtype), v)
-        T.store(b, v, ctx.elem(out, off), out.dtype)
-        inner.close()
-        loop.close()
+    acc = dtypes.float64 if node.dtype.name == "float32" else node.dtype
+    outer = LoopNest(b, pre + post, "o")
+    lead, trail = list(outer.indices[:len(pre)]), list(outer.indices[len(pre):])
+    loop = Loop(b, 0, n, "j", carried=[T.constant(acc, 0)])
+    ind = lead + [loop.index] + trail
+    v = T.load(b, ctx.elem(vx.buffer, strided_offset(b, vx.offset, vx.strides, ind)), x.dtype)
+    total = combine(b, "sum", acc, loop.carried[0], T.convert(b, v, x.dtype, acc))
+    T.store(b, T.convert(b, total, acc, node.dtype), ctx.elem(out, strided_offset(b, 0, cs, ind)),
+            out.dtype)
+    loop.close([total])
     outer.close()

@@ -264,6 +264,7 @@ _RULES: dict[str, Rule] = {
     "pad_slice": _pad_slice, "select": _select, "flip": _flip, "shear": _shear, "cat": _cat,
     "windows": _trailing, "col2im": _trailing,
     "matmul": _matmul, "custom_vjp": _custom_vjp, "loop": _loop,
+    "index_check": _elementwise,                  # (a bounds check: any index's own)
 }
 # primitives declaring how they batch (``Primitive.batching``): dense solvers and parts of
 # a factorisation

@@ -60,11 +60,11 @@ _VARIANTS_PER_KEY = 4        # programs kept per signature whose guards no longe
 
 
 class _Entry:
-    __slots__ = ("exe", "call", "closure", "guards", "aux", "aux_avals", "numpy_out",
+    __slots__ = ("exe", "call", "closure", "closure_avals", "aux", "aux_avals", "numpy_out",
                  "structure", "lowered", "key", "native_ok", "native_counted", "native_name",
-                 "specs", "effects", "fresh_outputs", "dynamic", "sentinels", "sources")
+                 "specs", "effects", "fresh_outputs", "dynamic", "sentinels", "closure_paths")
 
-    def __init__(self, lowered: Lowered, exe, closure, numpy_out, aux, sources=None):
+    def __init__(self, lowered: Lowered, exe, closure, numpy_out, aux, closure_paths=None):
         self.lowered = lowered
         self.exe = exe
         # the native entry checks arguments in native code (else the checked Python path);
@@ -78,9 +78,11 @@ class _Entry:
         self.native_counted = int(self.native_name is not None)
         self.native_ok = None
         self.closure = [t for t, _ in closure]
-        # what the program assumed of each: shape, dtype, whether it takes a gradient
-        self.guards = [(tuple(t.shape), t.dtype, t._requires_grad) for t, _ in closure]
-        self.sources = sources or None   # where the function finds its closed-over tensors
+        # the shape, dtype and requires_grad each closed-over tensor had when traced
+        self.closure_avals = [(tuple(t.shape), t.dtype, t._requires_grad)
+                              for t, _ in closure]
+        # where the function finds its closed-over tensors (sources.Guards: re-read per call)
+        self.closure_paths = closure_paths or None
         self.aux = [np.zeros(shape, dtype.np) for shape, dtype in aux]
         self.aux_avals = [_Aval(shape, dtype) for shape, dtype in aux]
         self.numpy_out = numpy_out
@@ -93,11 +95,11 @@ class _Entry:
     def stale(self) -> str | None:
         """Why this entry's program does not fit the world now (a closed-over tensor
         replaced, its shape or dtype changed, a guard of its effects), or None."""
-        if self.sources is not None:
-            why = self.sources.replaced()
+        if self.closure_paths is not None:
+            why = self.closure_paths.replaced()
             if why is not None:
                 return why
-        for t, (shape, dt, rg) in zip(self.closure, self.guards):     # (per call: no Size)
+        for t, (shape, dt, rg) in zip(self.closure, self.closure_avals):  # (per call: no Size)
             if (t._data.shape if t._node is None else t._node.shape) != shape \
                     or t._dtype is not dt:
                 return (f"closed-over tensor of shape {list(shape)} {dt.name} changed to "
@@ -443,7 +445,7 @@ class Compiled:
             exe = backend.compile_dynamic(lowered.optimized, dd, self.target, clock.enter)
             clock.enter(None)
         numpy_out = not any(isinstance(v, Tensor) for v in leaves)
-        entry = _Entry(lowered, exe, tr.closure, numpy_out, [], tr.sources)
+        entry = _Entry(lowered, exe, tr.closure, numpy_out, [], tr.closure_paths)
         entry.dynamic = dims
         entry.sentinels = tuple(programs[:len(dynamic.SENTINELS)])
         entry.key = ("dynamic", key[0], dims, key[2])
@@ -508,7 +510,7 @@ class Compiled:
             lowered = self._lowered(tr, key, names, clock)
             exe = lowered.compile()
             entry = _Entry(lowered, exe, tr.closure, numpy_out,
-                           [(n.shape, n.dtype) for n in lowered.aux], tr.sources)
+                           [(n.shape, n.dtype) for n in lowered.aux], tr.closure_paths)
             if disk_key and getattr(exe, "cache_key", None):
                 persist.store(disk_key, exe, lowered.signature[2], lowered.aux)
         entry.effects = tr.effects
@@ -572,7 +574,7 @@ class Compiled:
         lowered._exe = hit.exe
         try:
             return _Entry(lowered, hit.exe, tr.closure, numpy_out,
-                          [(shape, dt) for _, shape, dt in hit.aux], tr.sources)
+                          [(shape, dt) for _, shape, dt in hit.aux], tr.closure_paths)
         except (ValueError, KeyError):       # an entry that does not match its code
             return None
 

@@ -151,7 +151,8 @@ _EMPTY_REDUCTION = {"sum": 0, "prod": 1, "mean": float("nan")}
 
 def _identity(n: Node) -> Node | None:
     op, a = n.op, n.args
-    if op in ("stop_gradient", "custom_vjp"):    # gradients are built: done their job
+    if op in ("stop_gradient", "custom_vjp", "checked_in_backward"):   # gradients are built:
+        # done their job
         return a[0]
     if op in _EMPTY_REDUCTION and a and a[0].size == 0 and n.size:
         # a reduction over no elements is its identity: no loop accumulates nothing

@@ -198,7 +198,8 @@ class TraceResult:
     out_names: list[str] = field(default_factory=list)
     hooked: bool = False         # tensor hooks were registered on traced tensors
     effects: Effects | None = None   # state updates: the last outputs, applied per call
-    sources: Guards | None = None    # where fn found its closed-over tensors (re-read per call)
+    closure_paths: Guards | None = None   # where fn found its closed-over tensors (re-read
+                                          # before each call: a replaced one is stale)
 
     @property
     def input_nodes(self) -> list[Node]:
@@ -254,9 +255,9 @@ def trace(fn, args: tuple, static_argnums: tuple[int, ...], leaves_specs: list[L
         out_structure = pytree.tuple_of([out_structure,
                                          pytree.tuple_of([pytree.LEAF] * len(effect_nodes))])
     closure = list(tracer.lifted.values())
-    guards = Guards([t for t, _ in closure], tracer.sources)
+    closure_paths = Guards([t for t, _ in closure], tracer.sources)
     return TraceResult(nodes, names, closure, out_nodes, out_structure,
-                       out_names, tracer.hooked, effects, guards)
+                       out_names, tracer.hooked, effects, closure_paths)
 
 
 def _output_node(o, tracer: Tracer, k: int) -> Node:

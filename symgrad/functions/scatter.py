@@ -190,7 +190,7 @@ def scatter_reduce(input: Tensor, dim: int, index: Tensor, src: Tensor, reduce: 
     pos = _flat_positions(idx, tuple(x.shape), d)
 
     def run(v, w):
-        flat = lax.reshape(v, (v.numel(),))
+        flat = lax.reshape(lax.checked_in_backward(v, idx), (v.numel(),))
         out = lax.apply("scatter_reduce", flat, pos, _covered(w, idx), reduce=reduce,
                         include_self=bool(include_self))
         return lax.reshape(out, tuple(v.shape))
@@ -208,7 +208,8 @@ def scatter_add(input: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
 
     def run(v, w):
         added = lax.scatter_add(_covered(w, idx), pos, 0, v.numel())
-        return lax.add(v, lax.reshape(added, tuple(v.shape)))
+        # (v's gradient reads no index: a compiled one checks them all the same)
+        return lax.add(lax.checked_in_backward(v, idx), lax.reshape(added, tuple(v.shape)))
     return named("ScatterAddBackward0", run, x, s)
 
 
@@ -241,5 +242,5 @@ def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *,
         added = lax.scatter_add(w, idx1, d, v.shape[d] if v.shape else 1)
         if alpha != 1:
             added = lax.mul(added, alpha)
-        return lax.add(v, lax.reshape(added, tuple(v.shape)))
+        return lax.add(lax.checked_in_backward(v, idx1), lax.reshape(added, tuple(v.shape)))
     return named("IndexAddBackward0", run, x, s)

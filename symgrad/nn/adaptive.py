@@ -184,15 +184,17 @@ def _adaptive_max(x, output_size, return_indices: bool, d: int):
             raise RuntimeError(f"Trying to create tensor with negative dimension {o}: "
                                f"{list(x.shape[:-d]) + list(out)}")
     floating_kernel(x, name if d == 2 else f"{name}_cpu")
-    res = named(f"AdaptiveMaxPool{d}DBackward0",
-                lambda v: _no_empty_gradient(_max_windows(v, out)[0], name), x)
+    grad_name = f"AdaptiveMaxPool{d}DBackward0"
+    fn = lambda v: _no_empty_gradient(_max_windows(v, out)[0], name)
     if not return_indices:
-        return res
-    if res.numel() == 0:
-        return res, lax.zeros(tuple(res.shape), dtypes.int64)
+        return named(grad_name, fn, x)
+    shape = tuple(x.shape[:-d]) + tuple(out)
+    if 0 in shape:
+        return named(grad_name, fn, x), lax.zeros(shape, dtypes.int64)
     at = _max_windows(x.detach(), out)[1]
-    table = _index_table(tuple(x.shape[-d:]), out)
-    return res, window_indices(at, table, tuple(res.shape))
+    indices = window_indices(at, _index_table(tuple(x.shape[-d:]), out), shape)
+    # saved and version-checked as PyTorch saves the indices it returns
+    return named(grad_name, fn, x, keeps=(indices,)), indices
 
 
 def adaptive_max_pool2d(input, output_size, return_indices: bool = False):

@@ -181,12 +181,15 @@ def _flat_index(size, kernel, stride, padding, dilation, out):
 
 
 def _max_pool(name, x, kernel, stride, pads, dil, out, extra, return_indices):
-    res = named(name, lambda v: _max_windows(v, kernel, stride, pads, dil, extra)[0], x)
+    fn = lambda v: _max_windows(v, kernel, stride, pads, dil, extra)[0]
     if not return_indices:
-        return res
+        return named(name, fn, x)
     at = _max_windows(x.detach(), kernel, stride, pads, dil, extra)[1]
     table = _flat_index(tuple(x.shape[-len(kernel):]), kernel, stride, pads, dil, out)
-    return res, window_indices(at, table, tuple(res.shape))
+    indices = window_indices(at, table, tuple(at.shape[:-len(kernel) - 1]) + tuple(out))
+    # PyTorch's backward reads the indices it returns: saved and version-checked (an
+    # in-place update of them before backward raises its error)
+    return named(name, fn, x, keeps=(indices,)), indices
 
 
 def _max_pool2d(x, kernel, stride, pads, dil, ceil_mode, return_indices):

@@ -136,10 +136,11 @@ def _index_check_numpy(idx, *, size, message, error):
     return idx
 
 
-# the runtime bounds check of gather / index_select / scatter's indices (elementwise, so
-# batched as a conversion; compiled code runs its numpy rule)
+# the runtime bounds check of gather / index_select / scatter's indices: a copy of its
+# argument that raises on a bad index (elementwise for batching; compiled code checks
+# natively, codegen.lower.indexing, and raises through this numpy rule on the bad value)
 primitive("index_check", 1, lambda av, *, size, message, error: av[0], _index_check_numpy,
-          differentiable=False, family="conversion")
+          differentiable=False, family="index")
 
 
 # ---- scatter_reduce: a reduction of values into flat positions ----------------------------
@@ -237,10 +238,35 @@ def _prod_src_grad(x, pos, src, out, g, include_self, count, gather, real):
                       include_self=include_self)
     gs = lax.where(single, gather(lax.mul(g, again)),
                    lax.div(gather(lax.mul(g, out)), lax.where(zero, 1, src)))
+    if type(g) is np.ndarray:
+        return gs
     several = getattr(zeros_there, "_data", zeros_there)
-    if type(g) is not np.ndarray and several is not None and (several > 1).any():
+    if several is None:         # traced: compiled code checks at every call
+        bad = lax.cast(lax.apply("gt", zeros_there, 1), dtypes.int64)
+        return lax.checked_in_backward(gs, lax.in_bounds(bad, 1, _PROD_TWICE))
+    if (several > 1).any():
         gs = delayed_error((gs,), _PROD_TWICE, link=True)[0]
     return gs
+
+
+def _checked_in_backward_vjp(ctx, g):
+    """The cotangent, made to depend on the checked indices ``c`` (so a derivative
+    program runs their check): selected where ``min(c) >= 0``, which the check has made
+    true -- the value is the cotangent's own, bit for bit."""
+    c = ctx.input(1)
+    n = int(np.prod(c.shape))
+    low = lax.apply("amin", lax.reshape(c, (n,)), axes=(0,), keepdim=False)
+    shape = tuple(g.shape)
+    ok = lax.expand(lax.reshape(lax.apply("ge", low, 0), (1,) * len(shape)), shape)
+    return lax.where(ok, g, lax.zeros(shape, g.dtype)), None
+
+
+# x itself; its derivative runs the check that produced the integers ``c`` (an
+# index_check): a compiled gradient checks indices its value does not read, and a
+# derivative PyTorch refuses raises its error (c's check fails) at every call. Removed
+# once gradients are built (compiler.rewrite).
+primitive("checked_in_backward", 2, lambda av: av[0], lambda x, c: x, saves=(1,),
+          family="conversion", vjp=_checked_in_backward_vjp)
 
 
 def _scatter_reduce_shape(av, *, reduce, include_self):

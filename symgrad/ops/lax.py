@@ -348,6 +348,15 @@ def in_bounds(idx, size: int, message: str, error: str = "RuntimeError"):
     return dispatch.bind(P["index_check"], idx, size=int(size), message=message, error=error)
 
 
+def checked_in_backward(x, checked):
+    """``x``, whose derivative runs the check that produced ``checked`` (the result of
+    :func:`in_bounds`) at every call of a compiled derivative -- also one that does not
+    read the indices. Eager (nothing traced, or the check already done): ``x``."""
+    if checked._node is None or getattr(x, "_node", None) is None or checked._node.size == 0:
+        return x
+    return apply("checked_in_backward", x, checked)
+
+
 def finite_or_zero(m):
     """m where finite, else 0 — the shift used by max-shifted softmax / logsumexp, so an
     all -inf (or +inf) row does not turn into NaN."""

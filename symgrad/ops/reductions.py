@@ -296,7 +296,13 @@ primitive("argmin", 1, _arg_shape, _argmin_numpy, differentiable=False, family="
 
 
 def _cumsum_numpy(x, *, axis):
-    return np.cumsum(x, axis=axis, dtype=x.dtype)
+    """PyTorch's CPU scan: a running sum from +0 (so -0 never shows: ``+ 0``) in
+    :func:`_accumulator` (float32 in double), rounded to x's dtype."""
+    acc = _accumulator(x.dtype)
+    total = np.cumsum(x, axis=axis, dtype=acc)
+    if acc.kind == "f":
+        total += 0.0
+    return total.astype(x.dtype, copy=False)
 
 
 primitive("cumsum", 1, lambda av, *, axis: (av[0][0], av[0][1]), _cumsum_numpy,

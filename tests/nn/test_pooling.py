@@ -218,3 +218,38 @@ ERRORS = [
 @pytest.mark.parametrize("build", ERRORS)
 def test_bad_input_raises_pytorchs_error(build):
     same_error(build)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("pool, shape", [
+    (lambda m, t: m.nn.functional.max_pool1d(t, 2, return_indices=True), (2, 4, 4)),
+    (lambda m, t: m.nn.functional.max_pool2d(t, 2, return_indices=True), (1, 2, 4, 4)),
+    (lambda m, t: m.nn.functional.max_pool3d(t, (1, 2, 2), return_indices=True), (1, 1, 2, 4, 4)),
+    (lambda m, t: m.nn.functional.adaptive_max_pool1d(t, 2, return_indices=True), (2, 4, 4)),
+    (lambda m, t: m.nn.functional.adaptive_max_pool2d(t, 2, return_indices=True), (1, 2, 4, 4)),
+    (lambda m, t: m.nn.functional.adaptive_max_pool3d(t, (1, 2, 2), return_indices=True),
+     (1, 1, 2, 4, 4))])
+def test_returned_indices_changed_in_place_before_backward_raise_as_torch(pool, shape, dtype):
+    """The backward reads the indices max pooling returns: PyTorch saves them, so an
+    in-place update before backward raises its version-counter error (same text and
+    the shape of the tensor it saved); untouched indices backpropagate as torch."""
+    x = rng.normal(size=shape).astype(dtype)
+    outcomes = []
+    for m in (torch, sg):
+        t = m.tensor(x, requires_grad=True)
+        v, i = pool(m, t)
+        i.add_(1)
+        outcomes.append(same_error_outcome(lambda: v.sum().backward()))
+        t2 = m.tensor(x, requires_grad=True)
+        pool(m, t2)[0].sum().backward()
+        outcomes.append(np.asarray(t2.grad))
+    assert outcomes[0] == outcomes[2] and isinstance(outcomes[0], tuple)
+    np.testing.assert_array_equal(outcomes[1], outcomes[3])
+
+
+def same_error_outcome(fn):
+    try:
+        fn()
+    except Exception as e:  # noqa: BLE001 -- compared with torch's
+        return type(e).__name__, str(e)
+    return None

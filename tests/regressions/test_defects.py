@@ -212,3 +212,23 @@ def test_reduction_over_a_zero_size_axis_feeding_a_broadcast_store():
     np.testing.assert_array_equal(s, torch.ones(3, 0).sum(1).numpy())
     np.testing.assert_array_equal(m, torch.ones(3, 0).mean(1).numpy())
     np.testing.assert_array_equal(p, torch.ones(3, 0).prod(1).numpy())
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_cumsum_accumulates_as_torchs_cpu_scan(dtype):
+    """PyTorch's CPU cumsum runs its sum from +0 in at::acc_type (double for float32):
+    float32 1e8 + 1 - 1e8 is 1 and 3e38 + 3e38 - 3e38 is finite again (it was 0 and
+    inf on every backend), and -0 never shows; eager, numpy and LLVM bit for bit."""
+    rng = np.random.default_rng(0)
+    cases = [np.array([1e8, 1, -1e8, 3e38, 3e38, -3e38], dtype),
+             np.array([[-0.0, 2], [-0.0, 1e30]], dtype),
+             (rng.normal(size=(3, 5, 4)) * 1e7).astype(dtype)]
+    for x in cases:
+        for axis in range(x.ndim):
+            want = torch.tensor(x).cumsum(axis).numpy()
+            got = [np.asarray(sg.tensor(x).cumsum(axis))] + [
+                sg.compile(lambda a: a.cumsum(axis), backend=b)(x) for b in ("llvm", "numpy")]
+            for g in got:
+                assert g.dtype == want.dtype
+                np.testing.assert_array_equal(g, want)
+                np.testing.assert_array_equal(np.signbit(g), np.signbit(want))
