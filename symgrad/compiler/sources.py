@@ -12,8 +12,9 @@ attributes, modules' parameters / buffers / submodules and container items -- an
 another object makes the cache entry stale, and the function is traced again.
 
 Paths through modules are re-read only when some module's registration changed since the
-last check (:func:`registration_changed`, called by ``nn.Module`` on every parameter,
-buffer or submodule assignment); the roots (a global, a cell) are re-read at every call.
+last check (:func:`registration_changed`, called after every write to a module's
+registration tables -- they are :class:`symgrad.nn.modules.registration.RegistrationTable`
+-- or attributes); the roots (a global, a cell) are re-read at every call.
 A tensor reached in a way not found here (computed by a call, an attribute of a C object)
 has no source and is read as it was traced, as ``jax.jit`` reads closed-over values.
 """
@@ -22,7 +23,7 @@ from __future__ import annotations
 import inspect
 import types
 from collections import deque
-from itertools import islice
+from itertools import count, islice
 
 import numpy as np
 
@@ -30,16 +31,18 @@ from ..tensor import Tensor
 
 __all__ = ["Source", "Guards", "find", "registration_changed"]
 
-_registration = [0]        # bumped by nn.Module whenever a parameter / buffer / submodule
-                           # is assigned, registered or deleted anywhere
+_registration = [0]        # a fresh ticket after every write to a module's registration
+                           # tables or attributes (symgrad.nn.modules.registration)
+_tickets = count(1)        # (next() is atomic: two writers never store the same value, so a
+                           # value a guard saw never comes back after a later write)
 
 _MAX_VISITS = 20_000       # bound of one search (a function reaching a huge object graph)
 _PLAIN_DEPTH = 3           # attributes / items followed through non-module objects
 
 
 def registration_changed() -> None:
-    """Called by ``nn.Module`` when a module's parameters, buffers or submodules change."""
-    _registration[0] += 1
+    """Called *after* a module's parameters, buffers, submodules or attributes changed."""
+    _registration[0] = next(_tickets)
 
 
 _MISSING = object()
@@ -75,14 +78,38 @@ class Source:
 _TABLES = {"param": "_parameters", "buffer": "_buffers", "module": "_modules"}
 
 
+class Found(dict):
+    """What :func:`find` found: the sources of tensors (by id), and the modules met with
+    what their registration tables held (a container that lost or gained a layer without
+    tensors -- ``del seq[-1]`` of a ``Tanh`` -- runs another program)."""
+
+    __slots__ = ("modules",)
+
+    def __init__(self):
+        super().__init__()
+        self.modules: list = []      # (module, its tables' (key, value) pairs then)
+
+
+def _tables(module) -> tuple:
+    d = module.__dict__
+    return tuple(tuple(d[t].items()) if t in d else () for t in _TABLES.values())
+
+
+def _same_tables(module, then) -> bool:
+    now = _tables(module)
+    return all(len(a) == len(b) and all(ka == kb and va is vb for (ka, va), (kb, vb)
+                                         in zip(a, b)) for a, b in zip(now, then))
+
+
 class Guards:
     """The sources of a program's closed-over tensors (aligned with its closure)."""
 
-    __slots__ = ("_checks", "_governed", "_roots", "_seen")
+    __slots__ = ("_checks", "_governed", "_roots", "_seen", "_modules")
 
     def __init__(self, closure: list, sources: dict):
         self._checks = []            # (source, tensor): re-read at every call
         self._governed = []          # ... re-read when a module registration changed
+        self._modules = list(getattr(sources, "modules", ()))   # ... and these tables
         roots = {}                   # their roots (a global, a cell): re-read at every call
         for t in closure:
             src = sources.get(id(t))
@@ -97,22 +124,28 @@ class Guards:
         self._seen = _registration[0]
 
     def __bool__(self):
-        return bool(self._checks or self._governed)
+        return bool(self._checks or self._governed or self._modules)
 
     def replaced(self) -> str | None:
         """Why a closed-over tensor is no longer the one the function reaches, or None."""
         for src, t in self._checks:
             if src.current() is not t:
                 return _why(src)
-        changed = self._seen != _registration[0]
+        now = _registration[0]       # (taken before re-reading: a write that lands while
+        changed = self._seen != now  # the paths are re-read is seen at the next call)
         if not changed:
             changed = any(root() is not obj for root, obj in self._roots)
         if changed:
+            roots = [(root, root()) for root, _ in self._roots]     # (also before re-reading)
             for src, t in self._governed:
                 if src.current() is not t:
                     return _why(src)
-            self._seen = _registration[0]
-            self._roots = [(root, root()) for root, _ in self._roots]
+            for module, then in self._modules:
+                if not _same_tables(module, then):
+                    return (f"the parameters, buffers or submodules of a "
+                            f"{type(module).__name__} changed")
+            self._seen = now
+            self._roots = roots
         return None
 
 
@@ -120,10 +153,10 @@ def _why(src: Source) -> str:
     return f"closed-over tensor {src.name} now refers to another object"
 
 
-def find(fn) -> dict[int, Source]:
+def find(fn) -> Found:
     """The sources of the tensors ``fn`` can reach (by id), shortest path first; functions
     it reaches (a global ``loss`` calling ``model``) are searched as well."""
-    found: dict[int, Source] = {}
+    found = Found()
     seen: set[int] = set()          # objects walked
     searched: set[int] = set()      # functions whose roots were walked
     queue = deque([fn])
@@ -142,8 +175,9 @@ def _roots(fn):
     """(name, getter of the root now, the root now) for what ``fn`` can read."""
     target = inspect.unwrap(fn) if callable(fn) else fn
     if _is_module(target):                     # compile(model): the module itself
-        yield "self", (lambda: target), target
-        target = getattr(type(target), "forward", None)
+        module = target
+        yield "self", (lambda: module), module
+        target = getattr(type(module), "forward", None)
         if target is None:
             return
     self_obj = getattr(target, "__self__", None)
@@ -227,6 +261,7 @@ def _walk(obj, name, root, found, seen, functions, budget) -> int:
             # registered through Module.__setattr__, which reports every change: the path
             # stays "governed" (re-read only after a registration changed)
             d = obj.__dict__
+            found.modules.append((obj, _tables(obj)))
             for kind in ("param", "buffer", "module"):
                 for key, v in d[_TABLES[kind]].items() if _TABLES[kind] in d else ():
                     if v is not None:
