@@ -74,7 +74,8 @@ class Source:
     def __init__(self, name: str, root, steps: tuple, module_path: bool):
         self.name = name            # readable: "w", "m.layers[0].weight", "d['k']"
         self.root = root            # () -> the root object now
-        self._steps = steps         # (kind, key): "attr" | "item" | "param" | "buffer" | "module"
+        self._steps = steps         # (kind, key): "attr" | "item" | "param" | "buffer" |
+                                    # "module" | "classattr" (the instance's, else its class's)
         self.module_path = module_path   # goes through a module's registration tables
 
     def current(self):
@@ -84,6 +85,11 @@ class Source:
             try:
                 if kind == "attr":
                     obj = obj.__dict__[key]
+                elif kind == "classattr":
+                    d = obj.__dict__
+                    obj = d[key] if key in d else _attribute_of(type(obj), key)
+                    if obj is _MISSING:
+                        return obj
                 elif kind == "item":
                     obj = obj[key]
                 else:
@@ -367,6 +373,21 @@ def _methods(cls):
                 yield v
 
 
+def _class_attributes(cls):
+    """(name, value) of the user's classes' data attributes (not methods) in ``cls``'s
+    MRO, the first definition of each name."""
+    done = set()
+    for klass in cls.__mro__:
+        if (klass.__module__ or "").split(".", 1)[0] in _LIBRARIES:
+            continue
+        for key, v in list(vars(klass).items()):
+            if key.startswith("__") or key in done or inspect.isroutine(v) \
+                    or isinstance(v, (staticmethod, classmethod, property)):
+                continue
+            done.add(key)
+            yield key, v
+
+
 def _cell_value(cell):
     try:
         return cell.cell_contents
@@ -431,6 +452,8 @@ def _walk(obj, name, root, found, seen, functions, budget, max_depth) -> int:
         if id(cls) not in seen:
             seen.add(id(cls))
             functions.extend(_methods(cls))
+        for key, v in _class_attributes(cls):            # (``self.W`` of a class's ``W``)
+            queue.append((v, f"{name}.{key}", steps + (("classattr", key),), False, depth + 1))
         if _is_module(obj):
             # registered through RegistrationTable, which reports every change: the path
             # stays "governed" (re-read only after a registration changed)

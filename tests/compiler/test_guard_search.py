@@ -200,3 +200,26 @@ def test_a_tensor_reached_through_a_call_is_logged(caplog):
         np.testing.assert_allclose(f(sg.tensor(X)).numpy(),
                                    (_t(X, "float64") * _t(A, "float64")).numpy(), rtol=1e-13)
     assert any("read as traced" in r.getMessage() for r in caplog.records)
+
+
+class _ScaledByClassConstant(sg.nn.Module):
+    SCALE = sg.tensor(A)
+
+    def forward(self, x):
+        return x * self.SCALE
+
+
+def test_class_attribute_read_through_self():
+    m = _ScaledByClassConstant()
+    f = sg.compile(m)
+    x = sg.tensor(X)
+    f(x)
+    try:
+        _ScaledByClassConstant.SCALE = sg.tensor(B)
+        np.testing.assert_allclose(f(x).numpy(), (_t(X, "float64") * _t(B, "float64")).numpy(),
+                                   rtol=1e-13)
+        m.SCALE = sg.tensor(A)                    # (an instance attribute hides it)
+        np.testing.assert_allclose(f(x).numpy(), (_t(X, "float64") * _t(A, "float64")).numpy(),
+                                   rtol=1e-13)
+    finally:
+        _ScaledByClassConstant.SCALE = sg.tensor(A)
