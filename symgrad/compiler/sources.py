@@ -37,7 +37,8 @@ import sys
 import types
 import warnings
 from collections import deque
-from itertools import count, islice
+from itertools import chain, count, islice
+from operator import is_
 
 import numpy as np
 
@@ -108,11 +109,12 @@ class Found(dict):
     tensors -- ``del seq[-1]`` of a ``Tanh`` -- runs another program); the roots holding a
     function or module the program inlined; whether a bound cut the search."""
 
-    __slots__ = ("modules", "identities", "cut", "fn", "ticket")
+    __slots__ = ("modules", "layouts", "identities", "cut", "fn", "ticket")
 
     def __init__(self):
         super().__init__()
-        self.modules: list = []      # (module, its tables' (key, value) pairs then)
+        self.modules: list = []      # the modules met
+        self.layouts: list = []      # what their tables held (taken when the search ends)
         self.identities: list = []   # (name, getter of the root now, the object then)
         self.cut = False             # a bound stopped the search somewhere
         self.fn = None               # what was searched
@@ -126,31 +128,45 @@ class Found(dict):
         deep = find(self.fn, wanted)
         for key in wanted & deep.keys():
             self[key] = deep[key]
-        known = {id(m) for m, _ in self.modules}
-        self.modules += [(m, then) for m, then in deep.modules if id(m) not in known]
+        known = {id(m) for m in self.modules}
+        new = [m for m in deep.modules if id(m) not in known]
+        self.modules += new
+        if new:
+            self.layouts.append(_Layout(new))
         known = {id(obj) for _, _, obj in self.identities}
         self.identities += [i for i in deep.identities if id(i[2]) not in known]
         self.cut = deep.cut
 
 
-def _tables(module) -> tuple:
-    """What ``module``'s tables hold: per table its keys and the ids of its values (the
-    values are kept alive by the snapshot, so their ids are not reused)."""
-    d = module.__dict__
-    return tuple((list(table), list(map(id, table.values())), list(table.values()))
-                 if isinstance(table, dict) else None
-                 for table in map(d.get, _TABLES.values()))
+class _Layout:
+    """What the registration tables of some modules hold, compared in a few C calls (the
+    keys, and the values by identity, of all of them at once)."""
 
+    __slots__ = ("_dicts", "_tables", "_lens", "_keys", "_values")
 
-def _same_tables(module, then) -> bool:
-    d = module.__dict__
-    for table, was in zip(map(d.get, _TABLES.values()), then):
-        if not isinstance(table, dict):
-            if was is not None:
-                return False
-        elif was is None or list(table) != was[0] or list(map(id, table.values())) != was[1]:
+    def __init__(self, modules: list):
+        self._dicts, tables = [], []
+        for m in modules:
+            for name in _TABLES.values():
+                self._dicts.append(m.__dict__)
+                tables.append(m.__dict__.get(name))
+        self._tables = tables
+        present = [t for t in tables if isinstance(t, dict)]
+        self._lens = list(map(len, present))
+        self._keys = list(chain.from_iterable(present))
+        self._values = list(chain.from_iterable(map(dict.values, present)))
+
+    def same(self) -> bool:
+        tables = self._tables
+        if not all(map(is_, map(dict.get, self._dicts, _NAMES * (len(tables) // 3)), tables)):
             return False
-    return True
+        present = [t for t in tables if isinstance(t, dict)]
+        return (list(map(len, present)) == self._lens
+                and all(map(is_, chain.from_iterable(map(dict.values, present)), self._values))
+                and list(chain.from_iterable(present)) == self._keys)
+
+
+_NAMES = list(_TABLES.values())
 
 
 class Guards:
@@ -163,7 +179,7 @@ class Guards:
         self._identities = sources.identities   # (name, getter, object): at every call
         self._checks = []            # (source, tensor): re-read at every call
         self._governed = []          # ... re-read when a module registration changed
-        self._modules = sources.modules   # ... and these tables
+        self._modules = sources.layouts   # ... and these tables
         roots = {}                   # their roots (a global, a cell): re-read at every call
         for t in closure:
             src = sources.get(id(t))
@@ -198,10 +214,9 @@ class Guards:
             for src, t in self._governed:
                 if src.current() is not t:
                     return _why(src)
-            for module, then in self._modules:
-                if not _same_tables(module, then):
-                    return (f"the parameters, buffers or submodules of a "
-                            f"{type(module).__name__} changed")
+            for layout in self._modules:
+                if not layout.same():
+                    return "the parameters, buffers or submodules of a module changed"
             self._seen = now
             self._roots = roots
         return None
@@ -234,6 +249,14 @@ def find(fn, wanted: set | None = None) -> Found:
     those bounds -- up to ``_DEEP_VISITS`` objects -- until it found them all."""
     found = Found()
     found.fn, found.ticket = fn, _registration[0]
+    _search(fn, found, wanted)
+    if found.modules:
+        found.layouts.append(_Layout(found.modules))
+    return found
+
+
+def _search(fn, found: Found, wanted: set | None) -> None:
+    """Walk the roots of ``fn`` and of the functions met, breadth first, into ``found``."""
     seen: set[int] = set()          # objects walked (and classes whose methods were queued)
     searched: set[int] = set()      # functions whose roots were walked
     queue = deque([fn])
@@ -247,15 +270,14 @@ def find(fn, wanted: set | None = None) -> Found:
         for name, root, obj, variable in _roots(f):
             if total <= 0:
                 found.cut = True
-                return found
+                return
             if variable and _identity_guarded(obj):
                 found.identities.append((name, root, obj))
             budget = min(total, _MAX_VISITS) if wanted is None else total
             left = _walk(obj, name, root, found, seen, queue, budget, depth)
             total -= budget - left
             if wanted is not None and wanted.issubset(found.keys()):
-                return found
-    return found
+                return
 
 
 def _identity_guarded(obj) -> bool:
@@ -458,7 +480,7 @@ def _walk(obj, name, root, found, seen, functions, budget, max_depth) -> int:
             # registered through RegistrationTable, which reports every change: the path
             # stays "governed" (re-read only after a registration changed)
             d = obj.__dict__
-            found.modules.append((obj, _tables(obj)))
+            found.modules.append(obj)
             for kind in ("param", "buffer", "module"):
                 for key, v in d[_TABLES[kind]].items() if _TABLES[kind] in d else ():
                     if v is not None:
