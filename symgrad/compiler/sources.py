@@ -54,7 +54,7 @@ _tickets = count(1)        # (next() is atomic: two writers never store the same
 _MAX_VISITS = 20_000       # objects walked from one root (a huge object graph)
 _MAX_TOTAL = 200_000       # ... from all roots of all functions reached
 _PLAIN_DEPTH = 4           # attributes / items followed through non-module objects
-_DEEP_VISITS = 2_000_000   # bound of the search for tensors the bounded search missed
+_DEEP_VISITS = 500_000     # bound of the search for tensors the bounded search missed
 
 log = logging.getLogger("symgrad.recompiles")
 
