@@ -109,13 +109,15 @@ class Found(dict):
     tensors -- ``del seq[-1]`` of a ``Tanh`` -- runs another program); the roots holding a
     function or module the program inlined; whether a bound cut the search."""
 
-    __slots__ = ("modules", "layouts", "identities", "cut", "fn", "ticket")
+    __slots__ = ("modules", "layouts", "identities", "module_paths", "cut", "fn", "ticket")
 
     def __init__(self):
         super().__init__()
         self.modules: list = []      # the modules met
         self.layouts: list = []      # what their tables held (taken when the search ends)
         self.identities: list = []   # (name, getter of the root now, the object then)
+        self.module_paths: list = []  # (source, module) of modules reached through plain
+                                      # objects (a list of layers, an attribute of a config)
         self.cut = False             # a bound stopped the search somewhere
         self.fn = None               # what was searched
         self.ticket = _registration[0]   # the registration counter when it began
@@ -135,6 +137,8 @@ class Found(dict):
             self.layouts.append(_Layout(new))
         known = {id(obj) for _, _, obj in self.identities}
         self.identities += [i for i in deep.identities if id(i[2]) not in known]
+        known = {id(m) for _, m in self.module_paths}
+        self.module_paths += [p for p in deep.module_paths if id(p[1]) not in known]
         self.cut = deep.cut
 
 
@@ -177,7 +181,7 @@ class Guards:
     def __init__(self, closure: list, sources: Found):
         sources.extend(closure)
         self._identities = sources.identities   # (name, getter, object): at every call
-        self._checks = []            # (source, tensor): re-read at every call
+        self._checks = list(sources.module_paths)   # (source, tensor or module): every call
         self._governed = []          # ... re-read when a module registration changed
         self._modules = sources.layouts   # ... and these tables
         roots = {}                   # their roots (a global, a cell): re-read at every call
@@ -481,6 +485,8 @@ def _walk(obj, name, root, found, seen, functions, budget, max_depth) -> int:
             # stays "governed" (re-read only after a registration changed)
             d = obj.__dict__
             found.modules.append(obj)
+            if steps and not governed:     # (a tensor-less layer swapped in a list counts)
+                found.module_paths.append((Source(name, root, steps, False), obj))
             for kind in ("param", "buffer", "module"):
                 for key, v in d[_TABLES[kind]].items() if _TABLES[kind] in d else ():
                     if v is not None:

@@ -223,3 +223,14 @@ def test_class_attribute_read_through_self():
                                    rtol=1e-13)
     finally:
         _ScaledByClassConstant.SCALE = sg.tensor(A)
+
+
+def test_layer_without_tensors_swapped_in_a_plain_list():
+    layers = [sg.nn.Tanh()]
+    f = sg.compile(lambda x: layers[0](x) * 2)
+    x = sg.tensor(X)
+    f(x)
+    layers[0] = sg.nn.Sigmoid()
+    np.testing.assert_allclose(f(x).numpy(), (torch.tensor(X).sigmoid() * 2).numpy(),
+                               rtol=1e-13)
+    assert "layers[0] now refers to another object" in f.last_miss_reason
