@@ -6,23 +6,39 @@ matter: ``m.weight = nn.Parameter(...)``, ``w = zeros(...)`` at module level or
 ``h.w = ...`` make the function read another tensor, and a program still holding the old
 one would answer for a model that no longer exists. As ``torch.compile`` guards on the
 objects its frame reads, a :class:`Source` records the path by which the function reaches
-each such tensor -- from its globals, closure cells, defaults or bound ``self`` through
+each such tensor -- from its globals, closure cells, defaults, bound ``self``,
+``functools.partial`` arguments, attributes of Python modules and classes it reads, through
 attributes, modules' parameters / buffers / submodules and container items -- and
 :meth:`Guards.replaced` re-reads the paths before each call: a path that now leads to
-another object makes the cache entry stale, and the function is traced again.
+another object makes the cache entry stale, and the function is traced again. The
+functions it reaches are searched in turn: user functions it reads, and the user methods
+(``forward``, ``__call__``) of the objects it walks; a root holding a user function or a
+module is guarded by identity (torch.compile's ID_MATCH: ``def helper`` again runs other
+code), and the registration tables of every module met are compared after a change
+(``del seq[-1]`` of a layer without tensors).
 
 Paths through modules are re-read only when some module's registration changed since the
-last check (:func:`registration_changed`, called by ``nn.Module`` on every parameter,
-buffer or submodule assignment); the roots (a global, a cell) are re-read at every call.
-A tensor reached in a way not found here (computed by a call, an attribute of a C object)
-has no source and is read as it was traced, as ``jax.jit`` reads closed-over values.
+last check (:func:`registration_changed`, called after every write to a module's
+registration tables -- they are :class:`symgrad.nn.modules.registration.RegistrationTable`
+-- or attributes); the roots (a global, a cell) are re-read at every call.
+The search is bounded (per root, in total, and in depth through plain objects); a
+closed-over tensor it did not find while a bound cut it is searched again without those
+bounds, and if even that fails a ``RuntimeWarning`` says that rebinding it will not be
+noticed. A tensor reached in a way not followed here (computed by a call, held by a C
+object) has no source and is read as it was traced, as ``jax.jit`` reads closed-over
+values; the ``symgrad.recompiles`` logger says so at debug level.
 """
 from __future__ import annotations
 
+import functools
 import inspect
+import logging
+import sys
 import types
+import warnings
 from collections import deque
-from itertools import islice
+from itertools import chain, count, islice
+from operator import is_
 
 import numpy as np
 
@@ -30,16 +46,22 @@ from ..tensor import Tensor
 
 __all__ = ["Source", "Guards", "find", "registration_changed"]
 
-_registration = [0]        # bumped by nn.Module whenever a parameter / buffer / submodule
-                           # is assigned, registered or deleted anywhere
+_registration = [0]        # a fresh ticket after every write to a module's registration
+                           # tables or attributes (symgrad.nn.modules.registration)
+_tickets = count(1)        # (next() is atomic: two writers never store the same value, so a
+                           # value a guard saw never comes back after a later write)
 
-_MAX_VISITS = 20_000       # bound of one search (a function reaching a huge object graph)
-_PLAIN_DEPTH = 3           # attributes / items followed through non-module objects
+_MAX_VISITS = 20_000       # objects walked from one root (a huge object graph)
+_MAX_TOTAL = 200_000       # ... from all roots of all functions reached
+_PLAIN_DEPTH = 4           # attributes / items followed through non-module objects
+_DEEP_VISITS = 500_000     # bound of the search for tensors the bounded search missed
+
+log = logging.getLogger("symgrad.recompiles")
 
 
 def registration_changed() -> None:
-    """Called by ``nn.Module`` when a module's parameters, buffers or submodules change."""
-    _registration[0] += 1
+    """Called *after* a module's parameters, buffers, submodules or attributes changed."""
+    _registration[0] = next(_tickets)
 
 
 _MISSING = object()
@@ -53,7 +75,8 @@ class Source:
     def __init__(self, name: str, root, steps: tuple, module_path: bool):
         self.name = name            # readable: "w", "m.layers[0].weight", "d['k']"
         self.root = root            # () -> the root object now
-        self._steps = steps         # (kind, key): "attr" | "item" | "param" | "buffer" | "module"
+        self._steps = steps         # (kind, key): "attr" | "item" | "param" | "buffer" |
+                                    # "module" | "classattr" (the instance's, else its class's)
         self.module_path = module_path   # goes through a module's registration tables
 
     def current(self):
@@ -63,6 +86,11 @@ class Source:
             try:
                 if kind == "attr":
                     obj = obj.__dict__[key]
+                elif kind == "classattr":
+                    d = obj.__dict__
+                    obj = d[key] if key in d else _attribute_of(type(obj), key)
+                    if obj is _MISSING:
+                        return obj
                 elif kind == "item":
                     obj = obj[key]
                 else:
@@ -75,18 +103,92 @@ class Source:
 _TABLES = {"param": "_parameters", "buffer": "_buffers", "module": "_modules"}
 
 
+class Found(dict):
+    """What :func:`find` found: the sources of tensors (by id); the modules met with what
+    their registration tables held (a container that lost or gained a layer without
+    tensors -- ``del seq[-1]`` of a ``Tanh`` -- runs another program); the roots holding a
+    function or module the program inlined; whether a bound cut the search."""
+
+    __slots__ = ("modules", "layouts", "identities", "module_paths", "cut", "fn", "ticket")
+
+    def __init__(self):
+        super().__init__()
+        self.modules: list = []      # the modules met
+        self.layouts: list = []      # what their tables held (taken when the search ends)
+        self.identities: list = []   # (name, getter of the root now, the object then)
+        self.module_paths: list = []  # (source, module) of modules reached through plain
+                                      # objects (a list of layers, an attribute of a config)
+        self.cut = False             # a bound stopped the search somewhere
+        self.fn = None               # what was searched
+        self.ticket = _registration[0]   # the registration counter when it began
+
+    def extend(self, closure: list) -> None:
+        """Search ``fn`` again without bounds for the tensors of ``closure`` not found."""
+        wanted = {id(t) for t in closure if id(t) not in self}
+        if not (wanted and self.cut):
+            return
+        deep = find(self.fn, wanted)
+        for key in wanted & deep.keys():
+            self[key] = deep[key]
+        known = {id(m) for m in self.modules}
+        new = [m for m in deep.modules if id(m) not in known]
+        self.modules += new
+        if new:
+            self.layouts.append(_Layout(new))
+        known = {id(obj) for _, _, obj in self.identities}
+        self.identities += [i for i in deep.identities if id(i[2]) not in known]
+        known = {id(m) for _, m in self.module_paths}
+        self.module_paths += [p for p in deep.module_paths if id(p[1]) not in known]
+        self.cut = deep.cut
+
+
+class _Layout:
+    """What the registration tables of some modules hold, compared in a few C calls (the
+    keys, and the values by identity, of all of them at once)."""
+
+    __slots__ = ("_dicts", "_tables", "_lens", "_keys", "_values")
+
+    def __init__(self, modules: list):
+        self._dicts, tables = [], []
+        for m in modules:
+            for name in _TABLES.values():
+                self._dicts.append(m.__dict__)
+                tables.append(m.__dict__.get(name))
+        self._tables = tables
+        present = [t for t in tables if isinstance(t, dict)]
+        self._lens = list(map(len, present))
+        self._keys = list(chain.from_iterable(present))
+        self._values = list(chain.from_iterable(map(dict.values, present)))
+
+    def same(self) -> bool:
+        tables = self._tables
+        if not all(map(is_, map(dict.get, self._dicts, _NAMES * (len(tables) // 3)), tables)):
+            return False
+        present = [t for t in tables if isinstance(t, dict)]
+        return (list(map(len, present)) == self._lens
+                and all(map(is_, chain.from_iterable(map(dict.values, present)), self._values))
+                and list(chain.from_iterable(present)) == self._keys)
+
+
+_NAMES = list(_TABLES.values())
+
+
 class Guards:
     """The sources of a program's closed-over tensors (aligned with its closure)."""
 
-    __slots__ = ("_checks", "_governed", "_roots", "_seen")
+    __slots__ = ("_checks", "_governed", "_roots", "_seen", "_modules", "_identities")
 
-    def __init__(self, closure: list, sources: dict):
-        self._checks = []            # (source, tensor): re-read at every call
+    def __init__(self, closure: list, sources: Found):
+        sources.extend(closure)
+        self._identities = sources.identities   # (name, getter, object): at every call
+        self._checks = list(sources.module_paths)   # (source, tensor or module): every call
         self._governed = []          # ... re-read when a module registration changed
+        self._modules = sources.layouts   # ... and these tables
         roots = {}                   # their roots (a global, a cell): re-read at every call
         for t in closure:
             src = sources.get(id(t))
             if src is None:
+                _unguarded(t, sources.cut)
                 continue
             if src.module_path:
                 self._governed.append((src, t))
@@ -94,61 +196,127 @@ class Guards:
             else:
                 self._checks.append((src, t))
         self._roots = list(roots.values())
-        self._seen = _registration[0]
+        self._seen = sources.ticket
 
     def __bool__(self):
-        return bool(self._checks or self._governed)
+        return bool(self._checks or self._governed or self._modules or self._identities)
 
     def replaced(self) -> str | None:
         """Why a closed-over tensor is no longer the one the function reaches, or None."""
+        for name, get, obj in self._identities:
+            if get() is not obj:
+                return f"{name} now refers to another object"
         for src, t in self._checks:
             if src.current() is not t:
                 return _why(src)
-        changed = self._seen != _registration[0]
+        now = _registration[0]       # (taken before re-reading: a write that lands while
+        changed = self._seen != now  # the paths are re-read is seen at the next call)
         if not changed:
             changed = any(root() is not obj for root, obj in self._roots)
         if changed:
+            roots = [(root, root()) for root, _ in self._roots]     # (also before re-reading)
             for src, t in self._governed:
                 if src.current() is not t:
                     return _why(src)
-            self._seen = _registration[0]
-            self._roots = [(root, root()) for root, _ in self._roots]
+            for layout in self._modules:
+                if not layout.same():
+                    return "the parameters, buffers or submodules of a module changed"
+            self._seen = now
+            self._roots = roots
         return None
+
+
+def _unguarded(t: Tensor, cut: bool) -> None:
+    what = f"a closed-over tensor of shape {tuple(t.shape)} and dtype {t.dtype}"
+    if cut:
+        warnings.warn(f"symgrad.compile: {what} was not found within {_DEEP_VISITS} objects "
+                      "reachable from the function; rebinding it will not be noticed (the "
+                      "compiled function keeps reading this tensor)", RuntimeWarning,
+                      stacklevel=4)
+    else:
+        log.debug("%s is reached in a way the guards do not follow (computed by a call, an "
+                  "attribute of a C object): it is read as traced", what)
 
 
 def _why(src: Source) -> str:
     return f"closed-over tensor {src.name} now refers to another object"
 
 
-def find(fn) -> dict[int, Source]:
+def find(fn, wanted: set | None = None) -> Found:
     """The sources of the tensors ``fn`` can reach (by id), shortest path first; functions
-    it reaches (a global ``loss`` calling ``model``) are searched as well."""
-    found: dict[int, Source] = {}
-    seen: set[int] = set()          # objects walked
+    it reaches (a global ``loss`` calling ``model``, a module's ``forward``, a method of an
+    object it reads) are searched as well.
+
+    Each root has its own bound (a huge list read first does not hide the weight read
+    after it); where a bound or the depth through plain objects cut the search,
+    ``found.cut`` says so. With ``wanted`` (ids of tensors), the search goes on without
+    those bounds -- up to ``_DEEP_VISITS`` objects -- until it found them all."""
+    found = Found()
+    found.fn, found.ticket = fn, _registration[0]
+    _search(fn, found, wanted)
+    if found.modules:
+        found.layouts.append(_Layout(found.modules))
+    return found
+
+
+def _search(fn, found: Found, wanted: set | None) -> None:
+    """Walk the roots of ``fn`` and of the functions met, breadth first, into ``found``."""
+    seen: set[int] = set()          # objects walked (and classes whose methods were queued)
     searched: set[int] = set()      # functions whose roots were walked
     queue = deque([fn])
-    budget = _MAX_VISITS
-    while queue and budget > 0:
+    total = _DEEP_VISITS if wanted is not None else _MAX_TOTAL
+    depth = None if wanted is not None else _PLAIN_DEPTH
+    while queue:
         f = queue.popleft()
         if id(f) in searched:
             continue
         searched.add(id(f))
-        for name, root, obj in _roots(f):
-            budget = _walk(obj, name, root, found, seen, queue, budget)
-    return found
+        for name, root, obj, variable in _roots(f):
+            if total <= 0:
+                found.cut = True
+                return
+            if variable and _identity_guarded(obj):
+                found.identities.append((name, root, obj))
+            budget = min(total, _MAX_VISITS) if wanted is None else total
+            left = _walk(obj, name, root, found, seen, queue, budget, depth)
+            total -= budget - left
+            if wanted is not None and wanted.issubset(found.keys()):
+                return
+
+
+def _identity_guarded(obj) -> bool:
+    """Whether a root (a global, a cell, a module attribute) holding ``obj`` is guarded by
+    identity, as torch.compile's ID_MATCH: a user function the program inlined (rebinding
+    ``helper`` runs other code) or a module it called."""
+    if isinstance(obj, (types.FunctionType, types.MethodType)):
+        return _user_code(obj)
+    return _is_module(obj)
 
 
 def _roots(fn):
-    """(name, getter of the root now, the root now) for what ``fn`` can read."""
+    """(name, getter of the root now, the root now, whether it can be rebound) for what
+    ``fn`` can read."""
     target = inspect.unwrap(fn) if callable(fn) else fn
+    if isinstance(target, functools.partial):  # its bound arguments, then its function
+        for i, value in enumerate(target.args):
+            yield f"arg{i}", (lambda value=value: value), value, False
+        for key, value in target.keywords.items():
+            yield key, (lambda value=value: value), value, False
+        yield from _roots(target.func)
+        return
     if _is_module(target):                     # compile(model): the module itself
-        yield "self", (lambda: target), target
-        target = getattr(type(target), "forward", None)
+        module = target
+        yield "self", (lambda: module), module, False
+        target = getattr(type(module), "forward", None)
         if target is None:
             return
+    elif not isinstance(target, (types.FunctionType, types.MethodType)):
+        # a callable object: walking it queues its class's methods (``__call__``)
+        yield "self", (lambda: target), target, False
+        return
     self_obj = getattr(target, "__self__", None)
     if self_obj is not None and not isinstance(self_obj, types.ModuleType):
-        yield "self", (lambda: self_obj), self_obj
+        yield "self", (lambda: self_obj), self_obj, False
         target = getattr(target, "__func__", target)
     code = getattr(target, "__code__", None)
     if code is None:
@@ -158,22 +326,92 @@ def _roots(fn):
             value = cell.cell_contents
         except ValueError:           # (an empty cell)
             continue
-        yield var, (lambda cell=cell: _cell_value(cell)), value
+        get = (lambda cell=cell: _cell_value(cell))
+        yield var, get, value, True
+        if isinstance(value, (types.ModuleType, type)):
+            yield from _module_attributes(var, get, value, _global_names(code))
     g = getattr(target, "__globals__", None) or {}
-    for var in _global_names(code):
+    names = _global_names(code)
+    for var in names:
         if var in g:
-            yield var, (lambda var=var: g.get(var, _MISSING)), g[var]
+            value = g[var]
+            get = (lambda var=var: g.get(var, _MISSING))
+            yield var, get, value, True
+            if isinstance(value, (types.ModuleType, type)):
+                yield from _module_attributes(var, get, value, names)
     for i, value in enumerate(getattr(target, "__defaults__", None) or ()):
-        yield f"default{i}", (lambda value=value: value), value
+        yield f"default{i}", (lambda value=value: value), value, False
 
 
-_LIBRARIES = ("symgrad", "codegen", "numpy", "scipy", "torch", "jax", "builtins", "functools")
+def _module_attributes(name, get, space, names, depth=0):
+    """Roots for the attributes of a user's Python module or class the code may read
+    (``import params`` ... ``params.W``, ``Consts.W``): the names the code uses, re-read
+    from the module or class at every call."""
+    if depth >= _PLAIN_DEPTH or not _user_module(space):
+        return
+    for attr in names:
+        value = _attribute_of(space, attr)
+        if value is not _MISSING and not attr.startswith("__"):
+            sub = (lambda get=get, attr=attr: _attribute_of(get(), attr))
+            yield f"{name}.{attr}", sub, value, True
+            if isinstance(value, (types.ModuleType, type)):
+                yield from _module_attributes(f"{name}.{attr}", sub, value, names, depth + 1)
+
+
+def _attribute_of(space, attr):
+    """``space.attr`` for a Python module or a class (its own dicts: no descriptor runs)."""
+    if isinstance(space, types.ModuleType):
+        return space.__dict__.get(attr, _MISSING)
+    if isinstance(space, type):
+        for klass in space.__mro__:
+            if attr in klass.__dict__:
+                return klass.__dict__[attr]
+    return _MISSING
+
+
+_LIBRARIES = frozenset(("symgrad", "codegen", "numpy", "scipy", "torch", "jax", "builtins",
+                        "functools", "sympy", "llvmlite")) | frozenset(sys.stdlib_module_names)
+
+
+def _user_module(space) -> bool:
+    name = space.__module__ if isinstance(space, type) else space.__name__
+    return (name or "").split(".", 1)[0] not in _LIBRARIES
 
 
 def _user_code(f) -> bool:
     """Whether a function met on the way is the user's (searched in turn), not a library's."""
     module = getattr(getattr(f, "__func__", f), "__module__", None) or ""
     return module.split(".", 1)[0] not in _LIBRARIES
+
+
+def _methods(cls):
+    """The user's functions among ``cls``'s methods (a module's ``forward``, a callable
+    object's ``__call__``, the helpers they call through ``self``)."""
+    for klass in cls.__mro__:
+        if (klass.__module__ or "").split(".", 1)[0] in _LIBRARIES:
+            continue
+        for v in list(vars(klass).values()):
+            if isinstance(v, (staticmethod, classmethod)):
+                v = v.__func__
+            elif isinstance(v, property):
+                v = v.fget
+            if isinstance(v, types.FunctionType) and _user_code(v):
+                yield v
+
+
+def _class_attributes(cls):
+    """(name, value) of the user's classes' data attributes (not methods) in ``cls``'s
+    MRO, the first definition of each name."""
+    done = set()
+    for klass in cls.__mro__:
+        if (klass.__module__ or "").split(".", 1)[0] in _LIBRARIES:
+            continue
+        for key, v in list(vars(klass).items()):
+            if key.startswith("__") or key in done or inspect.isroutine(v) \
+                    or isinstance(v, (staticmethod, classmethod, property)):
+                continue
+            done.add(key)
+            yield key, v
 
 
 def _cell_value(cell):
@@ -204,12 +442,25 @@ _ATOMS = (str, bytes, int, float, complex, bool, type(None), type, types.ModuleT
           types.BuiltinFunctionType, np.ndarray, np.generic)
 
 
-def _walk(obj, name, root, found, seen, functions, budget) -> int:
-    """Record the path of every tensor reachable from ``obj`` breadth first (a bounded
-    number of objects, no recursion); functions met are queued on ``functions``.
-    Returns the budget left."""
+def _bounded(items, budget, found) -> list:
+    """At most ``budget`` of ``items`` (``found.cut`` when there were more)."""
+    chunk = list(islice(items, budget + 1))
+    if len(chunk) > budget:
+        found.cut = True
+        del chunk[budget:]
+    return chunk
+
+
+def _walk(obj, name, root, found, seen, functions, budget, max_depth) -> int:
+    """Record the path of every tensor reachable from ``obj`` breadth first (at most
+    ``budget`` objects, ``max_depth`` steps through plain objects, no recursion);
+    functions met, and the user's methods of the objects met, are queued on ``functions``.
+    Sets ``found.cut`` when a bound stopped it. Returns the budget left."""
     queue = deque([(obj, name, (), True, 0)])
-    while queue and budget > 0:
+    while queue:
+        if budget <= 0:
+            found.cut = True
+            break
         obj, name, steps, governed, depth = queue.popleft()
         budget -= 1
         if isinstance(obj, Tensor):
@@ -223,28 +474,40 @@ def _walk(obj, name, root, found, seen, functions, budget) -> int:
                 functions.append(obj)
             continue
         seen.add(id(obj))
+        cls = type(obj)
+        if id(cls) not in seen:
+            seen.add(id(cls))
+            functions.extend(_methods(cls))
+        for key, v in _class_attributes(cls):            # (``self.W`` of a class's ``W``)
+            queue.append((v, f"{name}.{key}", steps + (("classattr", key),), False, depth + 1))
         if _is_module(obj):
-            # registered through Module.__setattr__, which reports every change: the path
+            # registered through RegistrationTable, which reports every change: the path
             # stays "governed" (re-read only after a registration changed)
             d = obj.__dict__
+            found.modules.append(obj)
+            if steps and not governed:     # (a tensor-less layer swapped in a list counts)
+                found.module_paths.append((Source(name, root, steps, False), obj))
             for kind in ("param", "buffer", "module"):
                 for key, v in d[_TABLES[kind]].items() if _TABLES[kind] in d else ():
                     if v is not None:
                         queue.append((v, f"{name}.{key}", steps + ((kind, key),), governed, 0))
             children = ((k, v) for k, v in d.items() if not k.startswith("_"))
-            for key, v in islice(children, budget):
+            for key, v in _bounded(children, budget, found):
                 queue.append((v, f"{name}.{key}", steps + (("attr", key),), governed, 0))
-        elif depth < _PLAIN_DEPTH:
-            if isinstance(obj, (list, tuple)):
-                items, kind = enumerate(obj), "item"
-            elif isinstance(obj, dict):
-                items, kind = ((k, v) for k, v in obj.items() if isinstance(k, (str, int))), "item"
-            elif isinstance(getattr(obj, "__dict__", None), dict) and not inspect.isroutine(obj):
-                items, kind = ((k, v) for k, v in obj.__dict__.items()
-                               if not k.startswith("__")), "attr"
-            else:
-                continue
-            for k, v in islice(items, budget):
-                label = f"{name}[{k!r}]" if kind == "item" else f"{name}.{k}"
-                queue.append((v, label, steps + ((kind, k),), False, depth + 1))
+            continue
+        if isinstance(obj, (list, tuple)):
+            items, kind = enumerate(obj), "item"
+        elif isinstance(obj, dict):
+            items, kind = ((k, v) for k, v in obj.items() if isinstance(k, (str, int))), "item"
+        elif isinstance(getattr(obj, "__dict__", None), dict) and not inspect.isroutine(obj):
+            items, kind = ((k, v) for k, v in obj.__dict__.items()
+                           if not k.startswith("__")), "attr"
+        else:
+            continue
+        if max_depth is not None and depth >= max_depth:
+            found.cut = True             # (what lies deeper is searched only if needed)
+            continue
+        for k, v in _bounded(items, budget, found):
+            label = f"{name}[{k!r}]" if kind == "item" else f"{name}.{k}"
+            queue.append((v, label, steps + ((kind, k),), False, depth + 1))
     return budget

@@ -13,9 +13,12 @@ from ...tensor import Tensor
 from ..parameter import Buffer, Parameter
 from ...autograd.engine import zero_grads
 from ...compiler.sources import registration_changed
+from .registration import TABLES, RegistrationTable
 from ...utils.hooks import RemovableHandle
 
 __all__ = ["Module"]
+
+_ABSENT = object()
 
 
 class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
@@ -63,10 +66,10 @@ class Module:
                             f"argument '{next(iter(kwargs))}'")
         d = self.__dict__
         d["training"] = True
-        d["_parameters"] = {}
-        d["_buffers"] = {}
+        d["_parameters"] = RegistrationTable()    # (each write reports itself to compiled
+        d["_buffers"] = RegistrationTable()       # functions' guards)
         d["_non_persistent_buffers_set"] = set()
-        d["_modules"] = {}
+        d["_modules"] = RegistrationTable()
         d["_forward_hooks"] = OrderedDict()
         d["_forward_pre_hooks"] = OrderedDict()
         d["_forward_hooks_with_kwargs"] = set()
@@ -127,7 +130,12 @@ class Module:
 
     # ---- registration --------------------------------------------------------------------
     def __setattr__(self, name: str, value: Any) -> None:
-        registration_changed()      # (compiled functions re-read the paths to their tensors)
+        try:
+            self._assign_attribute(name, value)
+        finally:        # after the write (compiled functions re-read the paths to tensors)
+            registration_changed()
+
+    def _assign_attribute(self, name: str, value: Any) -> None:
         d = self.__dict__
         params = d.get("_parameters")
         if isinstance(value, Parameter):
@@ -175,27 +183,29 @@ class Module:
         existing entry keeps its place in the order, as PyTorch's ``remove_from``)."""
         d = self.__dict__
         d.pop(name, None)
-        for key in ("_parameters", "_buffers", "_modules"):
+        for key in TABLES:
             if key != keep:
                 d[key].pop(name, None)
         d["_non_persistent_buffers_set"].discard(name)
 
     def __getattr__(self, name: str) -> Any:
         d = self.__dict__
-        for key in ("_parameters", "_buffers", "_modules"):
+        for key in TABLES:
             table = d.get(key)
-            if table is not None and name in table:
-                return table[name]
+            if table is not None:
+                value = table.get(name, _ABSENT)     # (one C call: as fast as a plain dict)
+                if value is not _ABSENT:
+                    return value
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def __delattr__(self, name: str) -> None:
-        registration_changed()
-        for key in ("_parameters", "_buffers", "_modules"):
+        for key in TABLES:
             if name in self.__dict__[key]:
                 del self.__dict__[key][name]
                 self.__dict__["_non_persistent_buffers_set"].discard(name)
                 return
         object.__delattr__(self, name)
+        registration_changed()
 
     def __dir__(self):
         return sorted(set(super().__dir__()) | set(self._parameters) | set(self._buffers)
@@ -214,7 +224,6 @@ class Module:
                              "a function of another Tensor, compute the value in the forward() "
                              "method.")
         self._parameters[name] = param
-        registration_changed()
 
     def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
         if "_buffers" not in self.__dict__:
@@ -226,7 +235,6 @@ class Module:
         if isinstance(tensor, Buffer):
             tensor = Tensor._from_array(tensor._data, tensor._dtype)
         self._buffers[name] = tensor
-        registration_changed()
         if persistent:
             self._non_persistent_buffers_set.discard(name)
         else:
@@ -238,7 +246,6 @@ class Module:
         _check_name(name, "module", self, allow_dot_error="module name can't contain \".\", "
                     f"got: {name}")
         self._modules[name] = module
-        registration_changed()
 
     register_module = add_module
 
@@ -519,6 +526,11 @@ class Module:
 
     def __setstate__(self, state) -> None:
         self.__dict__.update(state)
+        d = self.__dict__
+        for key in TABLES:          # (a pickle made before the tables were RegistrationTables)
+            if isinstance(d.get(key), dict) and not isinstance(d[key], RegistrationTable):
+                d[key] = RegistrationTable(d[key])
+        registration_changed()
 
 
 def _typename(value) -> str:
