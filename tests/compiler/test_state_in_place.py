@@ -117,7 +117,6 @@ def test_a_failing_call_leaves_the_state_unchanged(dtype):
     every step that can fail)."""
     model, tmodel = _model(sg, dtype), _model(torch, dtype)
     opt = sg.optim.Adam(model.parameters(), lr=0.01)
-    topt = torch.optim.Adam(tmodel.parameters(), lr=0.01)
     x, y = _batches(dtype, 1)[0]
     yt = sg.tensor(y)
     step = _closure_step(model, opt, sg.tensor(x), yt)
