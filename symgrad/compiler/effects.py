@@ -39,7 +39,7 @@ class Effects:
                                    # storage is read through (None: not read), whose
                                    # buffer native code may update in place (donated)
     grads: list = field(default_factory=list)     # (leaf, kind, payload): see _grad_effect
-    guards: list = field(default_factory=list)    # (description, getter, value)
+    guards: list = field(default_factory=list)    # (description, getter, value, version)
     scalars: list = field(default_factory=list)   # (input tensor, getter): runtime values
     one_shot: bool = False
 
@@ -50,6 +50,17 @@ class Effects:
         # how many trailing outputs of the program are effect values; with none, the
         # program returns its results alone, else (results, effect values)
         self.n_outputs = len(self.writes) + sum(kind == "output" for _, kind, _ in self.grads)
+        # guards sharing a version function (a counter of changes, e.g. of every module's
+        # attributes) are read again only when it moved since they last all held: a
+        # check costs O(changes), not O(guards) (one training guard per module call)
+        self._versioned: dict = {}
+        self._plain: list = []
+        for description, getter, value, version in self.guards:
+            if version is None:
+                self._plain.append((description, getter, value))
+            else:
+                self._versioned.setdefault(version, []).append((description, getter, value))
+        self._seen: dict = {}
 
     def donations(self, n_outputs: int, inputs: list) -> tuple:
         """(output index, input index) pairs of a program with ``n_outputs`` outputs (the
@@ -64,14 +75,15 @@ class Effects:
 
     def stale(self) -> str | None:
         """Why this program does not fit the state of the world now, or None."""
-        for description, getter, value in self.guards:
-            now = getter()
-            if now != value:
-                was, became = repr(value), repr(now)
-                if len(was) + len(became) > 100:
-                    return f"{description} changed"
-                return f"{description}: {was} → {became}"
-        return None
+        for version, members in self._versioned.items():
+            now = version()
+            if self._seen.get(version) == now:
+                continue
+            why = _failed(members)
+            if why is not None:
+                return why
+            self._seen[version] = now
+        return _failed(self._plain)
 
     def before_call(self) -> None:
         """Feed the runtime values their values of now."""
@@ -99,6 +111,19 @@ class Effects:
                                                 leaf._dtype)
             else:               # None, or a tensor (an earlier .grad updated in place)
                 leaf._grad = payload
+
+
+def _failed(guards) -> str | None:
+    """Why the first of ``guards`` (description, getter, value) that no longer holds
+    fails, or None."""
+    for description, getter, value in guards:
+        now = getter()
+        if now != value:
+            was, became = repr(value), repr(now)
+            if len(was) + len(became) > 100:
+                return f"{description} changed"
+            return f"{description}: {was} → {became}"
+    return None
 
 
 def collect(tracer, stateful: bool = True):

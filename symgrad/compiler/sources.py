@@ -28,7 +28,7 @@ import numpy as np
 
 from ..tensor import Tensor
 
-__all__ = ["Source", "Guards", "find", "registration_changed"]
+__all__ = ["Source", "Guards", "find", "registration_changed", "registration_version"]
 
 _registration = [0]        # bumped by nn.Module whenever a parameter / buffer / submodule
                            # is assigned, registered or deleted anywhere
@@ -38,8 +38,15 @@ _PLAIN_DEPTH = 3           # attributes / items followed through non-module obje
 
 
 def registration_changed() -> None:
-    """Called by ``nn.Module`` when a module's parameters, buffers or submodules change."""
+    """Called by ``nn.Module`` when a module's parameters, buffers or submodules change
+    (and on any other attribute assignment, ``training`` included)."""
     _registration[0] += 1
+
+
+def registration_version() -> int:
+    """How many times :func:`registration_changed` was called: while it stays, no
+    module attribute was assigned (a guard's ``version``)."""
+    return _registration[0]
 
 
 _MISSING = object()
