@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import symgrad as sg
+from tests.compiler.test_state_in_place import _closure_step
 from tests.compiler.test_train_step import DTYPES, TOL, _batches, _model
 
 
@@ -25,15 +26,7 @@ def _pair(dtype, batchnorm=False, opt="SGD", **kw):
 
 def _runner(model, opt, tmodel, topt, dtype):
     x, y = _batches(dtype, 1)[0]
-    xs, ys = sg.tensor(x), sg.tensor(y)
-
-    @sg.compile
-    def step():
-        opt.zero_grad()
-        loss = sg.nn.functional.cross_entropy(model(xs), ys)
-        loss.backward()
-        opt.step()
-        return loss
+    step = _closure_step(model, opt, sg.tensor(x), sg.tensor(y))
 
     def both(n=3):
         for _ in range(n):

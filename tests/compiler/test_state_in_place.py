@@ -13,7 +13,8 @@ import pytest
 import torch
 
 import symgrad as sg
-from tests.compiler.test_train_step import DTYPES, TOL, _batches, _model, _same_state
+from tests.compiler.test_train_step import (DTYPES, TOL, _batches, _compiled_step, _model,
+                                            _same_state)
 
 OPTIMIZERS = [("SGD", dict(lr=0.1, momentum=0.9)),
               ("Adam", dict(lr=0.01)),
@@ -22,14 +23,8 @@ OPTIMIZERS = [("SGD", dict(lr=0.1, momentum=0.9)),
 
 def _closure_step(model, opt, x, y):
     """The step over data it closes over (as the training bench does)."""
-    @sg.compile
-    def step():
-        opt.zero_grad()
-        loss = sg.nn.functional.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
-    return step
+    body = _compiled_step(model, opt).__wrapped__
+    return sg.compile(lambda: body(x, y))
 
 
 def _donated(step) -> tuple:
