@@ -52,6 +52,12 @@ def _release_arena(address: int) -> None:
     ctypes.CFUNCTYPE(None)(address)()
 
 
+def release_arena_on_unload(handle: Any, name: str) -> None:
+    """Free the arena module ``name`` keeps between calls (its
+    :func:`arena_release_name` function) when ``handle``, the loaded code, goes."""
+    weakref.finalize(handle, _release_arena, handle.address(arena_release_name(name)))
+
+
 _KERNEL = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p)
 TEXT_KINDS = ("llvm", "llvm-opt", "asm", "program")
 ENTRY_SUFFIX = ".entry"              # the CPython entry of a module's kernel
@@ -166,7 +172,7 @@ class LLVMExecutable:
                           for k in range(interface.segments)] if handle is not None else None
         if handle is not None and heap_arena(interface.arena_size):
             # the arena the code keeps between calls is freed when the code is unloaded
-            weakref.finalize(handle, _release_arena, handle.address(arena_release_name(name)))
+            release_arena_on_unload(handle, name)
 
     @property
     def plan(self):
