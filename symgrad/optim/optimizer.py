@@ -155,14 +155,16 @@ class Optimizer:
         (``param_groups`` and ``state`` count their changes, see
         :mod:`symgrad.optim.observed`) -- O(groups) per compiled call instead of
         O(parameters + state entries). The same tuple comes back while nothing changed.
-        Kept only when everything the layout holds is immutable (numbers, strings, ids):
-        a list option changed in place would not be counted."""
+        Kept only when everything the layout holds and every option is immutable
+        (numbers, strings, tuples of them): a list or tensor option changed in place
+        would not be counted."""
         now = changes()
         memo = self.__dict__.get("_layout_memo")
         if memo is not None and memo[0] == now and observed(self.param_groups, self.state):
             return memo[1]
         layout = self._layout()
-        if observed(self.param_groups, self.state) and _immutable(layout):
+        options = tuple(v for g in self.param_groups for k, v in g.items() if k != "params")
+        if observed(self.param_groups, self.state) and _immutable((layout, options)):
             self.__dict__["_layout_memo"] = (now, layout)
         else:
             self.__dict__.pop("_layout_memo", None)
