@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import symgrad
+from tests.codegen.test_arena import count_releases
 from tests.compiler.test_dynamic_shapes import _check, _mlp, _params, _torch_mlp
 
 SIZES = (16, 17, 300, 2, 1000, 5, 999, 64)
@@ -54,14 +55,7 @@ def test_concurrent_calls_at_different_sizes(dtype):
 
 
 def test_unloading_a_generic_kernel_frees_its_arena(monkeypatch):
-    from codegen import executable
-    released = []
-
-    def release(address):
-        released.append(address)
-        real(address)
-    real = executable._release_arena
-    monkeypatch.setattr(executable, "_release_arena", release)
+    released = count_releases(monkeypatch)
     f, params = _generic(np.float64)
     x, y = _batch(np.random.default_rng(4), 50, np.float64)
     _check(f(params, x, y), _torch_mlp(params, x, y), np.float64)
