@@ -50,8 +50,7 @@ _TEXTS = ("llvm", "llvm-opt")
 def _entry_specs(interface: Interface):
     args = [callconv.ArgSpec(b.name if b.name.isidentifier() else f"arg{k}", b.dtype, b.shape)
             for k, b in enumerate(interface.inputs)]
-    outs = [callconv.OutSpec(b.dtype, b.shape) for b in interface.outputs]
-    return args, outs
+    return args, callconv.out_specs(interface.outputs, interface.donated)
 
 
 def _fast_entry_possible(interface: Interface) -> bool:

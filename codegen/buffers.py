@@ -11,10 +11,12 @@ import heapq
 
 from symgrad.graph import dtypes
 from symgrad.graph.node import Node
+from symgrad.graph.primitives import family_of
 
 from . import layout as L
 from .schedule import Planner, alias_target
-from .steps import CopyStep, LoopStep, NodeStep, Plan, Storage, ident, inline_reduction
+from .steps import (FALLIBLE_FAMILY, CopyStep, LoopStep, NodeStep, Plan, Storage, ident,
+                    inline_reduction)
 
 __all__ = ["allocate", "ARENA_ALIGN"]
 
@@ -37,6 +39,7 @@ def allocate(p: Planner, steps: list, produced: dict) -> Plan:
     outputs: list[Storage] = []
     copies: list[CopyStep] = []
     first_slot: dict[int, Storage] = {}
+    donated = donations(p, steps, produced)
     for j, o in enumerate(program.outputs):
         st = Storage("out", len(inputs) + j, o.dtype, o.shape, f"out{j}")
         outputs.append(st)
@@ -45,7 +48,9 @@ def allocate(p: Planner, steps: list, produced: dict) -> Plan:
             copies.append(CopyStep(st, first_slot[id(o)]))
             continue
         first_slot[id(o)] = st
-        if target is not None and id(target) not in storage:      # computed straight into out j
+        if j in donated:                                           # computed into its input
+            storage[id(o)] = first_slot[id(o)] = inputs[donated[j]]
+        elif target is not None and id(target) not in storage:    # computed straight into out j
             storage[id(target)] = Storage("out", st.slot, target.dtype, target.shape, f"out{j}")
         elif id(o) in roots:                                       # an output root
             storage[id(o)] = st
@@ -62,10 +67,57 @@ def allocate(p: Planner, steps: list, produced: dict) -> Plan:
     _add_scratch(steps, storage)
     arena = _assign_arena(p, steps, produced, storage)
     plan = Plan(program, steps, kinds, roots, storage, inputs, outputs, externals, arena, {},
-                numpy_nodes, [], local)
+                numpy_nodes, [], local, donated=donated)
     _rebind_items(plan)
     plan.segments = _segment_lists(steps)
     return plan
+
+
+def donations(p: Planner, steps: list, produced: dict) -> dict[int, int]:
+    """Which of the program's requested donations (``Program.donated``: output j is
+    input k's new value) the kernel computes straight into input k's buffer, as
+    {j: k}.  Output j is then the input array itself, written in place -- safe only
+    where no read of input k can see the new value: j is an elementwise root stored by
+    one loop item, every other step reading input k comes before that loop (not the
+    product right before it, which may run fused with it by row chunks), the loop reads
+    input k only at each item's own element and in items up to the storing one, and
+    no step that can fail (an index out of range) runs after the write, so a failed
+    call leaves the state as it was.  Hybrid plans (numpy steps) donate nothing."""
+    program, kinds, roots = p.program, p.kinds, p.roots_now
+    wanted = dict(getattr(program, "donated", ()))
+    if not wanted or any(isinstance(st, NodeStep) and st.kind == "numpy" for st in steps):
+        return {}
+    fallible = [i for i, st in enumerate(steps)
+                if isinstance(st, NodeStep) and family_of(st.node.op) == FALLIBLE_FAMILY]
+    last_fallible = max(fallible, default=-1)
+    counts: dict[int, int] = {}
+    for o in program.outputs:
+        counts[id(o)] = counts.get(id(o), 0) + 1
+    accepted: dict[int, int] = {}
+    for j, k in sorted(wanted.items()):
+        o, leaf = program.outputs[j], program.inputs[k]
+        if (counts[id(o)] != 1 or id(o) not in roots or kinds[id(o)] != "ew"
+                or o.shape != leaf.shape or o.dtype != leaf.dtype
+                or alias_target(o, kinds, roots, program.outputs) is not None
+                or any(out is leaf for out in program.outputs)):
+            continue
+        w = produced.get(id(o))
+        step = steps[w] if w is not None else None
+        if not isinstance(step, LoopStep) or w < last_fallible:
+            continue
+        writers = [q for q, it in enumerate(step.items) if it.produces is o]
+        if len(writers) != 1 or step.items[writers[0]].node is not o:
+            continue
+        before = p.reads.get(id(leaf), set()) | p.leaf_reads.get(id(leaf), set())
+        if any(i > w for i in before):
+            continue
+        if w > 0 and (w - 1) in before and isinstance(steps[w - 1], NodeStep):
+            continue
+        if w in before and ((id(leaf), w) in p.off_point
+                            or p.last_reader.get((id(leaf), w), -1) > writers[0]):
+            continue
+        accepted[j] = k
+    return accepted
 
 
 def _segments(steps: list) -> list[int]:

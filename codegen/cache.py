@@ -120,6 +120,8 @@ def cache_key(program) -> str:
         repr([(str(n), o.shape, o.dtype.name) for n, o in zip(program.output_names, program.outputs)]),
         repr(getattr(program, "native_structure", lambda: None)()),   # shape of the entry's result
     ]
+    if getattr(program, "donated", ()):            # outputs written into their inputs
+        parts.append(repr(tuple(program.donated)))
     return derived_key("program", parts)
 
 

@@ -11,7 +11,9 @@ callable: :mod:`codegen.binding`; numpy's C side: :mod:`codegen.numpy_abi`).
   ``bufs`` points to ``[n_inputs + n_outputs x ptr]`` data pointers: the inputs in
   signature order, then the outputs in order.  Every buffer is C-contiguous, aligned
   for its dtype, native byte order, with exactly the dtype and shape of its spec.
-  Outputs are freshly allocated and uninitialised; the kernel writes every element.
+  Outputs are freshly allocated and uninitialised; the kernel writes every element --
+  except an output written in place (``OutSpec.input``): its pointer is unused, the
+  kernel updates that argument's buffer, and the entry returns the argument array.
   There is deliberately **no scratch pointer**: an entry-provided scratch area would be
   a malloc per call or a shared buffer that breaks once the GIL is released, so a
   kernel that needs temporaries uses ``alloca`` (small) or its own allocation (large).
@@ -47,7 +49,7 @@ from .numpy_abi import (
     _declare_function, _declare_python, _declare_symbol, _swapped_byteorder, numpy_layout,
     register_runtime_symbols)
 
-__all__ = ["ArgSpec", "OutSpec", "SUPPORTED_DTYPES", "DEFAULT_GIL_RELEASE_THRESHOLD",
+__all__ = ["ArgSpec", "OutSpec", "out_specs", "SUPPORTED_DTYPES", "DEFAULT_GIL_RELEASE_THRESHOLD",
            "build_entry", "signature_text"]
 
 DEFAULT_GIL_RELEASE_THRESHOLD = 1 << 14  # elements (inputs + outputs) per call
@@ -84,14 +86,24 @@ class ArgSpec:
 
 @dataclass(frozen=True)
 class OutSpec:
-    """One output of a compiled function: ``OutSpec("float64", ())`` is a 0-d array."""
+    """One output of a compiled function: ``OutSpec("float64", ())`` is a 0-d array.
+    ``input=k``: the kernel writes this output into argument k's buffer (state updated
+    in place), and the entry returns that argument array instead of allocating one."""
 
     dtype: str
     shape: tuple[int, ...]
+    input: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "shape", tuple(self.shape))
         _check_dtype_and_shape(self.dtype, self.shape)
+
+
+def out_specs(buffers: Sequence[Any], donated: Sequence[tuple[int, int]] = ()) -> list[OutSpec]:
+    """The OutSpecs of output ``buffers`` (objects with dtype and shape); ``donated``:
+    (output j, input k) pairs the kernel writes in place (see :class:`OutSpec`)."""
+    into = dict(donated)
+    return [OutSpec(b.dtype, b.shape, into.get(j)) for j, b in enumerate(buffers)]
 
 
 def signature_text(args: Sequence[ArgSpec], outs: Sequence[OutSpec]) -> str:
@@ -131,6 +143,12 @@ def build_entry(module: ir.Module, kernel: ir.Function | str, entry_name: str,
     """
     if not outs:
         raise ValueError("a compiled function needs at least one output")
+    for spec in outs:
+        if spec.input is not None and not (0 <= spec.input < len(args)
+                                           and args[spec.input].dtype == spec.dtype
+                                           and args[spec.input].shape == spec.shape):
+            raise ValueError(f"an output written into argument {spec.input} must have its "
+                             f"dtype and shape: {spec}")
     kernel_fn = module.get_global(kernel) if isinstance(kernel, str) else kernel
     if kernel_fn.function_type not in (ir.FunctionType(_VOID, [_PTR]), ir.FunctionType(_I32, [_PTR])):
         raise TypeError(f"kernel must be 'void (ptr)' or 'i32 (ptr)', got {kernel_fn.function_type}")
@@ -201,10 +219,17 @@ class _EntryEmitter:
         b = self.builder
         bufs = b.alloca(_PTR, size=_I32(len(self.args) + len(self.outs)), name="bufs")
         self.require(b.icmp_signed("==", self.nargs, _I64(len(self.args))), "nargs_ok")
+        objects = []
         for i, spec in enumerate(self.args):
-            self.store_buffer(bufs, i, self.checked_data(i, spec))
+            obj, data = self.checked_data(i, spec)
+            objects.append(obj)
+            self.store_buffer(bufs, i, data)
         arrays: list[ir.Value] = []
         for j, spec in enumerate(self.outs):
+            if spec.input is not None:          # written in place: the argument itself
+                self.call_python("Py_IncRef", objects[spec.input])
+                arrays.append(objects[spec.input])
+                continue
             arrays.append(self.new_output(j, spec, bufs, owned=tuple(arrays)))
         status = self.call_kernel(bufs, release_gil)
         if status is not None:  # an i32 kernel reports failure (e.g. a bad index): fall back
@@ -234,8 +259,8 @@ class _EntryEmitter:
         slot = self.builder.gep(bufs, [_I64(index)], inbounds=True, source_etype=_PTR)
         self.builder.store(data, slot)
 
-    def checked_data(self, index: int, spec: ArgSpec) -> ir.Value:
-        """Check argument ``index`` against ``spec``; return its data pointer."""
+    def checked_data(self, index: int, spec: ArgSpec) -> tuple[ir.Value, ir.Value]:
+        """Check argument ``index`` against ``spec``; return it and its data pointer."""
         b, lay = self.builder, self.lay
         slot = b.gep(self.argv, [_I64(index)], inbounds=True, source_etype=_PTR)
         obj = b.load(slot, typ=_PTR, name=spec.name)
@@ -246,7 +271,7 @@ class _EntryEmitter:
         self.require(b.icmp_signed("==", nd, _I32(len(spec.shape))), f"{spec.name}.ndim_ok")
         ok = b.and_(self.flags_ok(obj), self.dtype_ok(obj, spec.dtype))
         self.require(b.and_(ok, self.shape_ok(obj, spec.shape)), f"{spec.name}.ok")
-        return self.field(obj, lay.data, _PTR, name=f"{spec.name}.data")
+        return obj, self.field(obj, lay.data, _PTR, name=f"{spec.name}.data")
 
     def flags_ok(self, obj: ir.Value) -> ir.Value:
         need = _I32(NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED)

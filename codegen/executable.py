@@ -53,6 +53,12 @@ def _release_arena(address: int) -> None:
     ctypes.CFUNCTYPE(None)(address)()
 
 
+def release_arena_on_unload(handle: Any, name: str) -> None:
+    """Free the arena module ``name`` keeps between calls (its
+    :func:`arena_release_name` function) when ``handle``, the loaded code, goes."""
+    weakref.finalize(handle, _release_arena, handle.address(arena_release_name(name)))
+
+
 _KERNEL = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p)
 TEXT_KINDS = ("llvm", "llvm-opt", "asm", "program")
 ENTRY_SUFFIX = ".entry"              # the CPython entry of a module's kernel
@@ -118,19 +124,20 @@ class Interface:
     arena_size: int
     structure: Any
     hybrid: bool
+    donated: tuple = ()     # (output j, input k): the kernel writes output j into input k
 
     @classmethod
     def of(cls, plan) -> "Interface":
         return cls(_buffers(plan.inputs), _buffers(plan.outputs), _buffers(plan.externals),
                    len(plan.segments), plan.arena_size, plan.program.native_structure(),
-                   plan.hybrid)
+                   plan.hybrid, tuple(sorted(plan.donated.items())))
 
     def to_json(self) -> dict:
         bufs = lambda bs: [[b.name, b.dtype, list(b.shape)] for b in bs]
         return {"inputs": bufs(self.inputs), "outputs": bufs(self.outputs),
                 "externals": bufs(self.externals), "segments": self.segments,
                 "arena_size": self.arena_size, "structure": self.structure,
-                "hybrid": self.hybrid}
+                "hybrid": self.hybrid, "donated": [list(p) for p in self.donated]}
 
     @classmethod
     def from_json(cls, d: dict) -> "Interface":
@@ -138,7 +145,7 @@ class Interface:
                                 for n, dt, shape in bs)
         return cls(bufs(d["inputs"]), bufs(d["outputs"]), bufs(d["externals"]),
                    int(d["segments"]), int(d["arena_size"]), _tuples(d["structure"]),
-                   bool(d["hybrid"]))
+                   bool(d["hybrid"]), tuple((int(j), int(k)) for j, k in d.get("donated", ())))
 
 
 class LLVMExecutable:
@@ -166,7 +173,7 @@ class LLVMExecutable:
                           for k in range(interface.segments)] if handle is not None else None
         if handle is not None and heap_arena(interface.arena_size):
             # the arena the code keeps between calls is freed when the code is unloaded
-            weakref.finalize(handle, _release_arena, handle.address(arena_release_name(name)))
+            release_arena_on_unload(handle, name)
 
     @property
     def plan(self):
@@ -187,6 +194,8 @@ class LLVMExecutable:
         arrays = check_arrays(arrays, self.arg_specs, self.name)
         interface = self.interface
         outs = [np.empty(b.shape, b.dtype) for b in interface.outputs]
+        for j, k in interface.donated:        # written into the (checked) input array
+            outs[j] = arrays[k]
         ext = [np.empty(b.shape, b.dtype) for b in interface.externals]
         buffers = list(arrays) + outs + ext
         if not interface.hybrid:
@@ -268,7 +277,7 @@ class LLVMExecutable:
                 except (TypeError, ValueError):
                     return fallback(*arrays)
             return entry
-        outs = [callconv.OutSpec(b.dtype, b.shape) for b in self.interface.outputs]
+        outs = callconv.out_specs(self.interface.outputs, self.interface.donated)
         name = self.structured_entry_name if structured else self.entry_name
         return binding.make_callable(self.handle, name, self.arg_specs, outs,
                                       fallback, name="compiled")

@@ -29,17 +29,16 @@ from .lower.context import ConstPool, StepContext
 from .lower.fused_loop import FusedLoop
 from .executable import STACK_ARENA, arena_release_name, heap_arena
 from .plan import CopyStep, LoopStep, NodeStep, Plan, Storage
+from .steps import FALLIBLE_FAMILY
 from .reuse import Reuse
 from .runtime import FREE, MALLOC
 
 __all__ = ["build_module", "STACK_ARENA", "segment_name"]
 
 PART_STEPS = 64          # steps called from one function of a long segment
-# the lowering of each family of opaque primitives (codegen.classify.OPAQUE_OPS); an index
-# kernel can fail at run time (an index out of range)
+# the lowering of each family of opaque primitives (codegen.classify.OPAQUE_OPS)
 _OPAQUE = {"linalg": matmul, "index": indexing, "arg-reduction": misc, "scan": misc,
            "window-sum": col2im}
-_FALLIBLE = "index"
 
 
 def segment_name(name: str, k: int) -> str:
@@ -71,7 +70,7 @@ class _Builder:
             family = family_of(step.node.op)
             lowering = _OPAQUE[family]
             storages = lowering.storages(self.plan, step.node)
-            fallible = family == _FALLIBLE
+            fallible = family == FALLIBLE_FAMILY
         unique: dict[int, Storage] = {}
         for st in storages:
             if st.kind != "const":

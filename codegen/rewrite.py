@@ -91,4 +91,4 @@ def matvec_as_reduction(program: Program) -> Program:
     if not changed:
         return program
     return Program(program.inputs, program.input_names, [memo[id(o)] for o in program.outputs],
-                   program.output_names, program.out_structure)
+                   program.output_names, program.out_structure, program.donated)

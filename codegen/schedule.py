@@ -161,6 +161,7 @@ class Planner:
         seen.add(key)
         kind = self.kinds[id(node)]
         if kind == "leaf":
+            self.leaf_deps.append((node, m))
             return
         if id(node) in self.roots_now and not top:
             deps.append((node, m))
@@ -175,6 +176,8 @@ class Planner:
             if view is not None:
                 if self.kinds[id(view.buffer)] != "leaf":
                     deps.append((view.buffer, None))
+                else:
+                    self.leaf_deps.append((view.buffer, None))
             else:
                 self.failed.add(id(arg))
             return
@@ -250,7 +253,7 @@ class Planner:
     def place(self, item: Item, steps: list, produced: dict) -> int:
         deps: list = []
         visits: list = []
-        self.loop_shape, self.item_cuts = item.shape, []
+        self.loop_shape, self.item_cuts, self.leaf_deps = item.shape, [], []
         if item.kind == "reduce":
             self.walk(item.node.args[0], L.identity(len(item.shape)), deps, visits, set())
         else:
@@ -300,6 +303,12 @@ class Planner:
             self.reads.setdefault(id(n), set()).add(chosen)
             if not same_point(m, len(steps[chosen].shape)):
                 self.far_reads.add(id(n))
+        position = len(steps[chosen].items) - 1
+        for n, m in self.leaf_deps:        # (what writing a donated input must follow)
+            self.leaf_reads.setdefault(id(n), set()).add(chosen)
+            self.last_reader[(id(n), chosen)] = position
+            if m is None or len(m) != len(item.shape) or m != L.identity(len(m)):
+                self.off_point.add((id(n), chosen))
         return chosen
 
     def reusable(self, st: "LoopStep", n: Node, rank: int) -> bool:
@@ -361,6 +370,11 @@ class Planner:
             self.contexts: dict[int, set] = {}
             self.reads: dict[int, set] = {}
             self.far_reads: set[int] = set()
+            # leaves read by loops: the loops; (leaf, loop) read at another element than
+            # the item's own index; (leaf, loop) -> the last item reading it
+            self.leaf_reads: dict[int, set] = {}
+            self.off_point: set[tuple[int, int]] = set()
+            self.last_reader: dict[tuple[int, int], int] = {}
             steps, produced = self.assign()
             extra = set(self.failed)
             for n in self.nodes:

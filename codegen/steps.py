@@ -21,6 +21,9 @@ from .classify import const_scalar, numpy_reason
 __all__ = ["Plan", "Storage", "Item", "LoopStep", "NodeStep", "CopyStep", "strided_view",
            "ident", "same_point", "reduced_axes", "inline_reduction"]
 
+# the family of opaque primitives whose kernels can fail at run time (an index out of range)
+FALLIBLE_FAMILY = "index"
+
 
 @dataclass(eq=False)
 class Storage:
@@ -101,6 +104,7 @@ class Plan:
     segments: list[list[int]]     # step indices of each native segment, in order
     local: set = field(default_factory=set)   # roots that live only in registers of their loop
     aliases: dict = field(default_factory=dict)   # (id(storage), shift) -> alias Storage
+    donated: dict = field(default_factory=dict)   # output j -> input k it is written into
 
     def name(self, node: Node) -> str:
         """The node's name in ``program.as_text()`` (``a``, ``b``, ...), its input name, or

@@ -31,8 +31,8 @@ from .functions import methods as _methods
 from .functions.creation import (arange, as_tensor, empty, empty_like, eye, from_numpy, full,
                                  full_like, linspace, ones, ones_like, scalar_tensor, tensor,
                                  zeros, zeros_like)
-from .functions.random import (Generator, bernoulli, manual_seed, normal, rand, rand_like,
-                               randint, randn, randn_like, randperm, seed)
+from .functions.random import (Generator, bernoulli, manual_seed, multinomial, normal, rand,
+                               rand_like, randint, randn, randn_like, randperm, seed)
 from .functions.elementwise import clamp, where
 from .functions.reduction import (all, amax, amin, any, argmax, argmin, logsumexp, max,
                                   mean, min, norm, prod, return_types, sum)

@@ -29,6 +29,7 @@ from symgrad.config import settings
 
 from .. import jit, runtime, target as targets
 from .. import types as T
+from ..executable import release_arena_on_unload
 from ..numpy_abi import numpy_layout
 from ..lower.context import SANITIZE_FAULT
 from .errors import NotGeneric
@@ -60,6 +61,7 @@ class DynamicExecutable:
             raise NotGeneric("no argument dimension depends on the size")
         self._fn = compiled.cfunc(f"{name}.{OBJECTS}", ctypes.c_int32, ctypes.c_void_p,
                                   ctypes.c_int64, ctypes.POINTER(ctypes.c_int64))
+        release_arena_on_unload(compiled.loaded, name)   # (the arena kept between calls)
         self._fault = compiled.address(f"{name}.{SANITIZE_FAULT}") if settings.sanitize else None
         self._shapes: dict = {}
         self._local = threading.local()

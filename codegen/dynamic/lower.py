@@ -34,6 +34,7 @@ from symgrad.graph.node import Node, toposort
 
 from .. import runtime
 from .. import types as T
+from ..executable import arena_release_name
 from ..classify import REDUCE_OPS, const_scalar, formula_of, kind_of, numpy_reason
 from ..lower.context import ConstPool, sanitize_fault_global
 from ..lower.loops import Loop
@@ -595,15 +596,11 @@ def build(dm: DynamicModule) -> ir.Module:
         offsets[key] = total
         nbytes = b.mul(buf.size.emit(b, n), T.I64(buf.dtype.itemsize))
         total = b.and_(b.add(b.add(total, nbytes), T.I64(ALIGN - 1)), T.I64(-ALIGN))
-    malloc = module.globals.get(runtime.MALLOC) or ir.Function(
-        module, ir.FunctionType(T.PTR, [T.I64]), runtime.MALLOC)
-    free = module.globals.get(runtime.FREE) or ir.Function(
-        module, ir.FunctionType(ir.VoidType(), [T.PTR]), runtime.FREE)
-    raw = b.call(malloc, [b.add(total, T.I64(ALIGN))], name="arena.raw")
-    with b.if_then(b.icmp_unsigned("==", raw, ir.Constant(T.PTR, None)), likely=False):
-        b.ret(T.I32(2))
+    free = _declare(module, runtime.FREE, ir.FunctionType(ir.VoidType(), [T.PTR]))
+    raw, release = _take_arena(module, b, dm.name, total)
     mis = b.and_(b.sub(T.I64(0), b.ptrtoint(raw, T.I64)), T.I64(ALIGN - 1))
-    arena = b.gep(raw, [mis], inbounds=True, source_etype=T.I8, name="arena")
+    arena = b.gep(raw, [b.add(mis, T.I64(ALIGN))], inbounds=True, source_etype=T.I8,
+                  name="arena")
     for key, _ in temps:
         ptrs[key] = b.gep(arena, [offsets[key]], inbounds=True, source_etype=T.I8)
 
@@ -612,7 +609,7 @@ def build(dm: DynamicModule) -> ir.Module:
         status = b.call(f.fn, args)
         if fallible:
             with b.if_then(b.icmp_signed("!=", status, T.I32(0)), likely=False):
-                b.call(free, [raw])
+                release()
                 b.ret(status)
 
     for pos, node in enumerate(dm.order):
@@ -648,6 +645,66 @@ def build(dm: DynamicModule) -> ir.Module:
         _emit_copy(f, o, contiguous(key, dm.shape[id(o)]))
         f.done()
         call(f, False)
-    b.call(free, [raw])
+    release()
     b.ret(T.I32(0))
+    _arena_release(module, dm.name, free)
     return module
+
+
+def _declare(module: ir.Module, name: str, fnty: ir.FunctionType) -> ir.Function:
+    return module.globals.get(name) or ir.Function(module, fnty, name)
+
+
+def _arena_slot(module: ir.Module, name: str) -> ir.GlobalVariable:
+    """The module's slot for the arena kept between calls (null: none kept)."""
+    slot_name = f"{name}.arena.cache"
+    slot = module.globals.get(slot_name)
+    if slot is None:
+        slot = ir.GlobalVariable(module, T.PTR, slot_name)
+        slot.initializer, slot.linkage, slot.align = ir.Constant(T.PTR, None), "internal", 8
+    return slot
+
+
+def _take_arena(module: ir.Module, b: ir.IRBuilder, name: str, total: ir.Value):
+    """(the raw block of this call's arena, a function emitting its release). As the
+    static kernels' arena (:meth:`codegen.module._Builder.arena`): the block the last
+    call left in the module's slot is taken with an atomic exchange -- kept if it is
+    large enough for this ``n`` (its capacity is in its first 8 bytes), else freed --
+    or ``malloc``'d; released, it goes back to the slot if that is empty, else it is
+    freed, so concurrent calls each have their own. (Status 2 if malloc fails.)"""
+    malloc = _declare(module, runtime.MALLOC, ir.FunctionType(T.PTR, [T.I64]))
+    free = _declare(module, runtime.FREE, ir.FunctionType(ir.VoidType(), [T.PTR]))
+    null = ir.Constant(T.PTR, None)
+    cache = _arena_slot(module, name)
+    held = b.alloca(T.PTR, name="arena.held")
+    cached = b.atomic_rmw("xchg", cache, null, "acquire", name="arena.cached")
+    b.store(cached, held)
+    with b.if_then(b.icmp_unsigned("!=", cached, null)):
+        capacity = b.load(cached, typ=T.I64, name="arena.capacity")
+        with b.if_then(b.icmp_unsigned("<", capacity, total), likely=False):
+            b.call(free, [cached])
+            b.store(null, held)
+    with b.if_then(b.icmp_unsigned("==", b.load(held, typ=T.PTR), null), likely=False):
+        fresh = b.call(malloc, [b.add(total, T.I64(2 * ALIGN))], name="arena.fresh")
+        with b.if_then(b.icmp_unsigned("==", fresh, null), likely=False):
+            b.ret(T.I32(2))
+        b.store(total, fresh)
+        b.store(fresh, held)
+    raw = b.load(held, typ=T.PTR, name="arena.raw")
+
+    def release():
+        kept = b.extract_value(b.cmpxchg(cache, null, raw, "release", "monotonic"), 1)
+        with b.if_then(b.not_(kept), likely=False):
+            b.call(free, [raw])
+    return raw, release
+
+
+def _arena_release(module: ir.Module, name: str, free: ir.Function) -> None:
+    """``void @<name>.arena.release()``: frees the block kept in the slot (called when
+    the code is unloaded)."""
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), []), arena_release_name(name))
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    kept = b.atomic_rmw("xchg", _arena_slot(module, name), ir.Constant(T.PTR, None), "acquire")
+    with b.if_then(b.icmp_unsigned("!=", kept, ir.Constant(T.PTR, None))):
+        b.call(free, [kept])
+    b.ret_void()

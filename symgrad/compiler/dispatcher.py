@@ -62,7 +62,8 @@ _VARIANTS_PER_KEY = 4        # programs kept per signature whose guards no longe
 class _Entry:
     __slots__ = ("exe", "call", "closure", "closure_avals", "aux", "aux_avals", "numpy_out",
                  "structure", "lowered", "key", "native_ok", "native_counted", "native_name",
-                 "specs", "effects", "fresh_outputs", "dynamic", "sentinels", "closure_paths")
+                 "specs", "effects", "fresh_outputs", "dynamic", "sentinels", "closure_paths",
+                 "donated")
 
     def __init__(self, lowered: Lowered, exe, closure, numpy_out, aux, closure_paths=None):
         self.lowered = lowered
@@ -88,6 +89,9 @@ class _Entry:
         self.numpy_out = numpy_out
         self.effects = None
         self.fresh_outputs = lowered.backend == "llvm"    # native code allocates outputs
+        # the inputs native code updates in place (state outputs donated to them)
+        self.donated = tuple(k for _, k in getattr(getattr(exe, "interface", None),
+                                                   "donated", ()))
         self.dynamic = None            # a shape-generic entry: its (leaf, axis) pairs
         self.sentinels = ()            # ... and its programs at dynamic.SENTINELS
         _, self.specs, self.structure = lowered.signature
@@ -108,6 +112,20 @@ class _Entry:
                 return (f"closed-over tensor of shape {list(shape)} {dt.name} now has "
                         f"requires_grad={t._requires_grad}")
         return self.effects.stale() if self.effects is not None else None
+
+
+def _separate(arrays: list, donated: tuple) -> None:
+    """Before a call whose native code writes inputs ``donated`` in place: an input
+    sharing memory with another argument (a view of the same array, the same array
+    twice) or not writeable is replaced by a copy, so the call reads every other input
+    as it was and writes only the copy (the state then takes the output by a copy, as
+    without donation)."""
+    owners = [id(a) if a.base is None else id(a.base) for a in arrays]
+    shared = len(set(owners)) != len(owners)
+    for k in donated:
+        a = arrays[k]
+        if not a.flags.writeable or (shared and owners.count(owners[k]) > 1):
+            arrays[k] = np.array(a, copy=True)
 
 
 class Compiled:
@@ -472,6 +490,8 @@ class Compiled:
             effects.before_call()
         arrays.extend(t._data for t in entry.closure)
         arrays.extend(entry.aux)
+        if entry.donated:
+            _separate(arrays, entry.donated)
         outs = entry.call(*arrays)
         self._py_native += entry.native_counted
         if entry.native_counted:      # the native entry returns the outputs' own nesting
@@ -692,6 +712,7 @@ class _OneShot:
     key = None
     aux: list = []
     fresh_outputs = False
+    donated = ()
 
     def __init__(self, tr, key, numpy_out):
         self.closure = [t for t, _ in tr.closure]

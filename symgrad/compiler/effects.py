@@ -35,8 +35,11 @@ class Effects:
     """The recorded state effects of one traced program (see the module docstring)."""
 
     writes: list = field(default_factory=list)    # tensors whose storage takes an output
+    write_inputs: list = field(default_factory=list)   # per write: the input node its
+                                   # storage is read through (None: not read), whose
+                                   # buffer native code may update in place (donated)
     grads: list = field(default_factory=list)     # (leaf, kind, payload): see _grad_effect
-    guards: list = field(default_factory=list)    # (description, getter, value)
+    guards: list = field(default_factory=list)    # (description, getter, value, version)
     scalars: list = field(default_factory=list)   # (input tensor, getter): runtime values
     one_shot: bool = False
 
@@ -47,17 +50,40 @@ class Effects:
         # how many trailing outputs of the program are effect values; with none, the
         # program returns its results alone, else (results, effect values)
         self.n_outputs = len(self.writes) + sum(kind == "output" for _, kind, _ in self.grads)
+        # guards sharing a version function (a counter of changes, e.g. of every module's
+        # attributes) are read again only when it moved since they last all held: a
+        # check costs O(changes), not O(guards) (one training guard per module call)
+        self._versioned: dict = {}
+        self._plain: list = []
+        for description, getter, value, version in self.guards:
+            if version is None:
+                self._plain.append((description, getter, value))
+            else:
+                self._versioned.setdefault(version, []).append((description, getter, value))
+        self._seen: dict = {}
+
+    def donations(self, n_outputs: int, inputs: list) -> tuple:
+        """(output index, input index) pairs of a program with ``n_outputs`` outputs (the
+        effect values last) and ``inputs``: each write whose storage the program reads
+        through an input -- its new value may be computed into that input's buffer
+        (``Program.donated``; the code generator decides where that is safe)."""
+        position = {id(n): k for k, n in enumerate(inputs)}
+        first = n_outputs - self.n_outputs
+        return tuple((first + w, position[id(node)])
+                     for w, node in enumerate(self.write_inputs)
+                     if node is not None and id(node) in position)
 
     def stale(self) -> str | None:
         """Why this program does not fit the state of the world now, or None."""
-        for description, getter, value in self.guards:
-            now = getter()
-            if now != value:
-                was, became = repr(value), repr(now)
-                if len(was) + len(became) > 100:
-                    return f"{description} changed"
-                return f"{description}: {was} → {became}"
-        return None
+        for version, members in self._versioned.items():
+            now = version()
+            if self._seen.get(version) == now:
+                continue
+            why = _failed(members)
+            if why is not None:
+                return why
+            self._seen[version] = now
+        return _failed(self._plain)
 
     def before_call(self) -> None:
         """Feed the runtime values their values of now."""
@@ -70,10 +96,13 @@ class Effects:
     def apply(self, values, fresh: bool) -> None:
         """Store the effect outputs ``values`` (arrays, in :func:`collect`'s order) into
         the state. ``fresh``: the arrays are new (native code allocates its outputs);
-        otherwise they may be inputs or constants of the program and are copied."""
+        otherwise they may be inputs or constants of the program and are copied. A value
+        that is the state's own array was written in place by the call (donated)."""
         it = iter(values)
         for t in self.writes:
-            np.copyto(t._data, next(it), casting="unsafe")
+            v = next(it)
+            if v is not t._data:
+                np.copyto(t._data, v, casting="unsafe")
             t._vc[0] += 1
         for leaf, kind, payload in self.grads:
             if kind == "output":
@@ -82,6 +111,19 @@ class Effects:
                                                 leaf._dtype)
             else:               # None, or a tensor (an earlier .grad updated in place)
                 leaf._grad = payload
+
+
+def _failed(guards) -> str | None:
+    """Why the first of ``guards`` (description, getter, value) that no longer holds
+    fails, or None."""
+    for description, getter, value in guards:
+        now = getter()
+        if now != value:
+            was, became = repr(value), repr(now)
+            if len(was) + len(became) > 100:
+                return f"{description} changed"
+            return f"{description}: {was} → {became}"
+    return None
 
 
 def collect(tracer, stateful: bool = True):
@@ -93,7 +135,8 @@ def collect(tracer, stateful: bool = True):
     if stateful:
         for leaf, before in tracer._grad_backup.values():
             _grad_effect(tracer, leaf, before, grads, grad_nodes)
-    writes = [(t, n) for k, (t, n) in tracer.writes.items()
+    writes = [(t, n, tracer.lifted.get(k, (None, None))[1])
+              for k, (t, n) in tracer.writes.items()
               if tracer.lifted.get(k, (None, None))[1] is not n]   # x.copy_(x): none
     if writes and not stateful:
         raise RuntimeError("a transformed function (symgrad.grad, jacobian, ...) attempted "
@@ -104,9 +147,9 @@ def collect(tracer, stateful: bool = True):
                            "eval() mode")
     if not (writes or grads or tracer.guards or tracer.scalars or tracer.one_shot):
         return None, []
-    eff = Effects([t for t, _ in writes], grads, list(tracer.guards), list(tracer.scalars),
-                  tracer.one_shot)
-    return eff, [n for _, n in writes] + grad_nodes
+    eff = Effects([t for t, _, _ in writes], [i for _, _, i in writes], grads,
+                  list(tracer.guards), list(tracer.scalars), tracer.one_shot)
+    return eff, [n for _, n, _ in writes] + grad_nodes
 
 
 def _grad_effect(tracer, leaf, before, grads, grad_nodes) -> None:

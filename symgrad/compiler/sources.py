@@ -44,7 +44,7 @@ import numpy as np
 
 from ..tensor import Tensor
 
-__all__ = ["Source", "Guards", "find", "registration_changed"]
+__all__ = ["Source", "Guards", "find", "registration_changed", "registration_version"]
 
 _registration = [0]        # a fresh ticket after every write to a module's registration
                            # tables or attributes (symgrad.nn.modules.registration)
@@ -62,6 +62,12 @@ log = logging.getLogger("symgrad.recompiles")
 def registration_changed() -> None:
     """Called *after* a module's parameters, buffers, submodules or attributes changed."""
     _registration[0] = next(_tickets)
+
+
+def registration_version() -> int:
+    """The ticket of the last :func:`registration_changed`: while it stays, no module
+    attribute was assigned (a guard's ``version``)."""
+    return _registration[0]
 
 
 _MISSING = object()

@@ -189,7 +189,12 @@ def run_stages(transform: Transform, tr, key, names, clock: StageClock) -> _Stag
         rewritten = rewrite(built.outputs)
     with clock.stage("fuse"):
         optimized_outs = in_bodies(fuse)(rewritten)
-    optimized = Program(inputs, in_names, optimized_outs, built.names, built.structure)
+    donated = ()
+    if tr.effects is not None and transform.name == "compile" \
+            and len(optimized_outs) == len(tr.out_nodes):
+        donated = tr.effects.donations(len(optimized_outs), inputs)
+    optimized = Program(inputs, in_names, optimized_outs, built.names, built.structure,
+                        donated)
     stats = {"traced": traced_count, "transform": transform.name,
              "transformed": transformed, "optimized": count_nodes(optimized_outs),
              "fused": sum(1 for n in toposort(optimized_outs) if n.op == "fused"),

@@ -91,7 +91,7 @@ class Tracer:
         self._grad_backup: dict[int, tuple[Tensor, object]] = {}
         self.writes: dict[int, tuple[Tensor, Node]] = {}   # eager tensor -> its new value
         self.adopted: set[int] = set()     # tensors made here that are state (see adopt)
-        self.guards: list = []             # (description, getter, value read)
+        self.guards: list = []             # (description, getter, value read, version)
         self.scalars: list = []            # (input tensor fed per call, getter)
         self.one_shot = False              # the trace created state: run it once, uncached
         self._keep: list = []              # keeps ids of adopted tensors unique
@@ -156,10 +156,12 @@ class Tracer:
         self.one_shot = True
         return t
 
-    def guard(self, description: str, getter, value) -> None:
+    def guard(self, description: str, getter, value, version=None) -> None:
         """The trace's control flow read ``value`` (``getter()`` now): a call where
-        ``getter()`` differs traces again (``description`` says why)."""
-        self.guards.append((description, getter, value))
+        ``getter()`` differs traces again (``description`` says why). ``version``: a
+        function whose result changes whenever ``getter()`` may have (a counter of
+        changes): while it does not, the guard is not read again."""
+        self.guards.append((description, getter, value, version))
 
     def runtime_value(self, getter, dtype, name: str) -> Tensor:
         """An input of the program holding ``getter()`` at each call (a learning rate a

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, NoReturn
 
+import numpy as np
+
 from ..graph import dtypes
 from ..ops import lax
 from . import elementwise as E
@@ -15,6 +17,7 @@ from ..autograd import engine, grad_mode, hooks
 from ..device import check_device
 from .composite import named
 from ..graph.shapes import broadcast_shapes
+from . import random
 from .random import generator as gen
 from .creation import as_tensor
 
@@ -100,6 +103,20 @@ def _copy_(self: Tensor, src: TensorLike, non_blocking: bool = False) -> Tensor:
     return _overwrite(self, "torch::autograd::CopyBackwards",
                       lambda s: lax.expand(lax.reshape(lax.cast(s, dt), (1,) * (
                           len(shape) - s.dim()) + tuple(s.shape)), shape), src)
+
+
+def _exponential_(self: Tensor, lambd: float = 1.0, *,
+                  generator: Generator | None = None) -> Tensor:
+    """``exponential_``: ``-log1p(-u) / lambd`` per element (PyTorch's draws; float64
+    values may differ from PyTorch's in the last bit or two, its ``log1p`` being its own)."""
+    inplace.check_inplace(self)
+    if not self.dtype.is_floating_point:
+        raise RuntimeError("Exponential distribution is a continuous probability distribution. "
+                           f"dtype must be a floating point but you specified {self.dtype.c_name}")
+    if not lambd > 0:
+        raise RuntimeError(f"exponential_ expects lambda > 0.0, but found lambda={float(lambd):g}")
+    vals = gen(generator).exponential(tuple(self.shape), np.float64) / float(lambd)
+    return inplace.update(self, as_tensor(vals.astype(self.dtype.np)))
 
 
 def _random_fill(kind: str) -> Callable[..., Tensor]:
@@ -361,6 +378,7 @@ _METHODS = {
     # in-place
     "zero_": _zero_, "fill_": _fill_, "copy_": _copy_,
     "normal_": _random_fill("normal"), "uniform_": _random_fill("uniform"),
+    "exponential_": _exponential_, "multinomial": random.multinomial,
     # dtype conversion
     "float": _type_conv(dtypes.float32), "double": _type_conv(dtypes.float64),
     "half": _type_conv(dtypes.float16), "long": _type_conv(dtypes.int64),

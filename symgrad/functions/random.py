@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from ..types import DeviceLike, DTypeLike
 
 __all__ = ["manual_seed", "seed", "rand", "randn", "randint", "rand_like", "randn_like",
-           "randperm", "normal", "bernoulli", "generator", "Generator"]
+           "randperm", "normal", "bernoulli", "multinomial", "generator", "Generator"]
 
 _gen = [TorchRNG()]         # PyTorch's default seed
 
@@ -233,6 +233,61 @@ def bernoulli(input: Tensor, p: float | None = None, *,
                            "enhancement request to PyTorch.)")
     u = _generator_fn(generator).random(probs.shape, dt.np)
     return _finish((u < probs).astype(dt.np), dt, False)
+
+
+def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *,
+                generator: Generator | None = None) -> Tensor:
+    """``torch.multinomial``: ``num_samples`` category indices per row of ``input`` (1-D
+    or 2-D, non-negative weights), PyTorch's numbers for a seed: one sample, or samples
+    without replacement, take the largest ``input / q`` with ``q ~ Exp(1)`` drawn per
+    element (argmax, or the top ``num_samples`` in order); samples with replacement a
+    float64 uniform each, row by row, found in the row's cumulative distribution
+    (accumulated in the input's dtype, divided by its total, the last bucket 1).  (Ties
+    among the top values -- categories of probability 0 when more samples than positive
+    weights are asked for -- come in index order; PyTorch's partial sort does not
+    promise an order.)"""
+    dt = input.dtype
+    if not dt.is_floating_point:
+        raise RuntimeError(f"multinomial only supports floating-point dtypes for input, got: "
+                           f"{dt.c_name}")
+    if input.dim() not in (1, 2):
+        raise RuntimeError("prob_dist must be 1 or 2 dim")
+    n, k = int(num_samples), int(input.shape[-1])
+    if n <= 0:
+        raise RuntimeError("cannot sample n_sample <= 0 samples")
+    if not replacement and n > k:
+        raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without "
+                           "replacement")
+    if k > 1 << 24:
+        raise RuntimeError("number of categories cannot exceed 2^24")
+    probs = input.detach().numpy()
+    rows = probs.reshape(-1, k)
+    rng = _generator_fn(generator)
+    if rows.shape[0] == 0:
+        out = np.zeros((0, n), np.int64)
+    elif not replacement or n == 1:
+        if not (np.all(rows >= 0) and np.all(rows < np.inf)):
+            raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
+        if np.any(rows.sum(axis=1) == 0):
+            raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
+        q = rows / rng.exponential(rows.shape, dt.np)
+        out = np.argsort(-q, axis=1, kind="stable")[:, :n].astype(np.int64)
+    else:
+        out = np.empty((rows.shape[0], n), np.int64)
+        for i, row in enumerate(rows):
+            bad = np.flatnonzero(~(row >= 0) | ~np.isfinite(row))
+            if bad.size:
+                what = "< 0" if row[bad[0]] < 0 else "= infinity or NaN"
+                raise RuntimeError(f"invalid multinomial distribution (encountering "
+                                   f"probability entry {what})")
+            cum = np.add.accumulate(row, dtype=dt.np)
+            if not cum[-1] > 0:
+                raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
+            cum = cum / cum[-1]
+            cum[-1] = 1
+            u = rng.random((n,), np.float64)
+            out[i] = np.searchsorted(cum.astype(np.float64), u, side="left")
+    return _finish(out.reshape(tuple(input.shape[:-1]) + (n,)), dtypes.int64, False)
 
 
 _generator_fn = generator   # (the functions above take a `generator` argument)

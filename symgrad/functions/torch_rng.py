@@ -13,7 +13,8 @@ the engine's 32-bit draws into numbers, so one seed gives PyTorch's numbers.
   float64 uniforms per element and keep the second normal of each pair for the next one;
 * integers in ``[low, high)``: ``low + draw % (high - low)`` (a 64-bit draw for ranges
   of 2^32 or more);
-* ``randperm(n)``: the swaps ``r[i] <-> r[i + draw % (n - i)]`` for ``i < n - 1``.
+* ``randperm(n)``: the swaps ``r[i] <-> r[i + draw % (n - i)]`` for ``i < n - 1``;
+* exponential (``exponential_``, ``multinomial``): ``-log1p(-u)`` of a float64 uniform.
 
 Uniforms and integers are PyTorch's bit for bit.  Normal values equal PyTorch's up to the
 last bit or so: PyTorch computes ``log`` / ``cos`` / ``sin`` with its own vectorised
@@ -130,6 +131,13 @@ class TorchRNG:
         theta = 2.0 * math.pi * u1
         self.next_normal = r * math.sin(theta)
         return r * math.cos(theta)
+
+    # ---- exponential ---------------------------------------------------------------------
+    def exponential(self, size=None, dtype=np.float64) -> np.ndarray:
+        """``exponential_(1)``: ``-log1p(-u)`` of a float64 uniform (53 bits of a 64-bit
+        draw) per element, in float64, then cast to ``dtype``."""
+        shape = _shape(size)
+        return (-np.log1p(-self._unit(math.prod(shape), np.float64))).astype(dtype).reshape(shape)
 
     # ---- integers ----------------------------------------------------------------------
     def integers(self, low, high=None, size=None, dtype=np.int64) -> np.ndarray:

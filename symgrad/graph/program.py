@@ -38,6 +38,10 @@ class Program:
     outputs: list[Node]
     output_names: list[str]
     out_structure: object = None          # the pytree nesting of the outputs
+    # (output index, input index) pairs: the output is the input's new value (state a
+    # training step updates), so native code may compute it straight into the input's
+    # buffer -- the call then writes the state in place instead of returning a copy
+    donated: tuple = ()
 
     def native_structure(self):
         """The outputs' nesting as tuples of output indices (``0`` for one bare output),

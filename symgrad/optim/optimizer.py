@@ -26,6 +26,9 @@ from ..autograd import grad_mode
 from ..autograd.engine import zero_grads
 from ..graph import dtypes
 from ..tensor import Tensor
+from .observed import (ObservedDict, ObservedList, ObservedState, changes, observe_groups,
+                       observed)
+from .observed import bump as _bump_changes
 from .traced import TracedArray, as_array as _array
 
 __all__ = ["Optimizer", "required"]
@@ -71,8 +74,8 @@ class Optimizer:
         if isinstance(params, Tensor):
             raise TypeError("params argument given to the optimizer should be an iterable of "
                             f"Tensors or dicts, but got {_typename(params)}")
-        self.state: defaultdict = defaultdict(dict)
-        self.param_groups: list[dict] = []
+        self.state: defaultdict = ObservedState()      # (containers counting their changes:
+        self.param_groups: list[dict] = ObservedList()   # see _layout_now)
         groups = list(params)
         if len(groups) == 0:
             raise ValueError("optimizer got an empty parameter list")
@@ -103,8 +106,8 @@ class Optimizer:
                                 + _typename(p))
             if not p.is_leaf:
                 raise ValueError("can't optimize a non-leaf Tensor")
-        group = dict(param_group)
-        group["params"] = params
+        group = ObservedDict(param_group)
+        group["params"] = ObservedList(params)
         if names is not None:
             group["param_names"] = names
         for name, default in self.defaults.items():
@@ -139,8 +142,33 @@ class Optimizer:
         options above, the parameters, which state each has -- which tensors, since the
         program reads and writes those: a loaded state dict brings new ones -- and state
         held as Python numbers, which a compiled program cannot update)."""
-        dispatch._lifter[0].guard(f"{type(self).__name__} options or state", self._layout,
-                                  self._layout())
+        dispatch._lifter[0].guard(f"{type(self).__name__} options or state", self._layout_now,
+                                  self._layout_now())
+
+    def __setattr__(self, name: str, value) -> None:
+        if name in ("param_groups", "state"):
+            _bump_changes()            # (plain containers: the layout is then read in full)
+        object.__setattr__(self, name, value)
+
+    def _layout_now(self) -> tuple:
+        """:meth:`_layout`, read again only when an observed container changed since
+        (``param_groups`` and ``state`` count their changes, see
+        :mod:`symgrad.optim.observed`) -- O(groups) per compiled call instead of
+        O(parameters + state entries). The same tuple comes back while nothing changed.
+        Kept only when everything the layout holds and every option is immutable
+        (numbers, strings, tuples of them): a list or tensor option changed in place
+        would not be counted."""
+        now = changes()
+        memo = self.__dict__.get("_layout_memo")
+        if memo is not None and memo[0] == now and observed(self.param_groups, self.state):
+            return memo[1]
+        layout = self._layout()
+        options = tuple(v for g in self.param_groups for k, v in g.items() if k != "params")
+        if observed(self.param_groups, self.state) and _immutable((layout, options)):
+            self.__dict__["_layout_memo"] = (now, layout)
+        else:
+            self.__dict__.pop("_layout_memo", None)
+        return layout
 
     def _layout(self) -> tuple:
         state, flags = self.state, self._FLAGS
@@ -194,24 +222,25 @@ class Optimizer:
                 ids.append(index[id(p)])
             packed["params"] = ids
             groups.append(packed)
-        state = {index[id(p)]: v for p, v in self.state.items() if id(p) in index}
+        state = {index[id(p)]: dict(v) for p, v in self.state.items() if id(p) in index}
         return {"state": state, "param_groups": groups}
 
     def load_state_dict(self, state_dict: dict) -> None:
-        state_dict = deepcopy(state_dict)
-        groups, saved = self.param_groups, state_dict["param_groups"]
+        # as PyTorch: the groups are copied, state tensors are taken as they are (cast
+        # to the parameter's dtype if they differ) -- the state shares them
+        groups, saved = self.param_groups, deepcopy(state_dict["param_groups"])
         if len(groups) != len(saved):
             raise ValueError("loaded state dict has a different number of parameter groups")
         if any(len(g["params"]) != len(s["params"]) for g, s in zip(groups, saved)):
             raise ValueError("loaded state dict contains a parameter group that doesn't match "
                              "the size of optimizer's group")
         id_map = {old: p for g, s in zip(groups, saved) for old, p in zip(s["params"], g["params"])}
-        self.state = defaultdict(dict)
+        self.state = ObservedState()
         for k, v in state_dict["state"].items():
             if k in id_map:
                 p = id_map[k]
-                self.state[p] = {name: (_cast_like(val, p) if name != "step" else val)
-                                     for name, val in v.items()}
+                self.state[p] = ObservedDict({name: _cast_state(val, p, name)
+                                              for name, val in v.items()})
         new_groups = []
         for g, s in zip(groups, saved):
             s = dict(s)
@@ -219,13 +248,18 @@ class Optimizer:
             if "param_names" in g and "param_names" not in s:
                 s["param_names"] = g["param_names"]
             new_groups.append(s)
-        self.param_groups = new_groups
+        self.param_groups = observe_groups(new_groups)
 
-    def __getstate__(self):
-        return {"defaults": self.defaults, "state": self.state, "param_groups": self.param_groups}
+    def __getstate__(self):        # (plain containers: see symgrad.optim.observed)
+        return {"defaults": self.defaults,
+                "state": defaultdict(dict, {p: dict(v) for p, v in self.state.items()}),
+                "param_groups": [{k: (list(v) if k == "params" else v) for k, v in g.items()}
+                                 for g in self.param_groups]}
 
     def __setstate__(self, state) -> None:
         self.__dict__.update(state)
+        self.__dict__["param_groups"] = observe_groups(self.param_groups)
+        self.__dict__["state"] = ObservedState((p, ObservedDict(v)) for p, v in self.state.items())
 
     def __repr__(self) -> str:
         out = type(self).__name__ + " ("
@@ -261,10 +295,18 @@ class Optimizer:
         return pair
 
 
-def _cast_like(value, p: Tensor):
-    """A loaded state tensor in the parameter's dtype (as PyTorch casts floating state)."""
-    if isinstance(value, Tensor) and value.is_floating_point() and value.dtype != p.dtype:
-        return value.to(p.dtype)
+def _cast_state(value, p: Tensor, key):
+    """A loaded state value as PyTorch's ``load_state_dict`` takes it: a tensor itself
+    (``step`` always; else cast to the parameter's floating dtype when it differs),
+    containers rebuilt around their cast items, anything else as it is."""
+    if isinstance(value, Tensor):
+        if key != "step" and value.is_floating_point() and value.dtype != p.dtype:
+            return value.to(p.dtype)
+        return value
+    if isinstance(value, dict):
+        return {k: _cast_state(v, p, k) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_cast_state(v, p, key) for v in value)
     return value
 
 
@@ -306,3 +348,18 @@ def _count(step):
 def _sqrt(v):
     """math.sqrt of a Python number, or of a traced one."""
     return np.sqrt(v) if isinstance(v, TracedArray) else math.sqrt(v)
+
+
+_IMMUTABLE = (int, float, bool, complex, str, bytes, type(None))
+
+
+def _immutable(value) -> bool:
+    """Whether ``value`` (a layout: nested tuples) holds only immutable values."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if type(v) is tuple:
+            stack.extend(v)
+        elif not isinstance(v, _IMMUTABLE):
+            return False
+    return True

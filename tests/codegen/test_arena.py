@@ -74,9 +74,8 @@ def test_concurrent_calls_each_get_an_arena(dtype):
         list(pool.map(work, range(4)))         # re-raises a failed check
 
 
-def test_unloading_the_code_frees_its_arena(monkeypatch):
-    """The arena kept by an executable's code is released (once) when that code is
-    unloaded."""
+def count_releases(monkeypatch) -> list:
+    """The addresses of the arena release functions called from now on (each also runs)."""
     from codegen import executable
     released = []
 
@@ -85,6 +84,13 @@ def test_unloading_the_code_frees_its_arena(monkeypatch):
         real(address)
     real = executable._release_arena
     monkeypatch.setattr(executable, "_release_arena", release)
+    return released
+
+
+def test_unloading_the_code_frees_its_arena(monkeypatch):
+    """The arena kept by an executable's code is released (once) when that code is
+    unloaded."""
+    released = count_releases(monkeypatch)
     rng = np.random.default_rng(2)
     x, w = _inputs(rng, np.float64)
     lowered = _compiled().lower(x, w)

@@ -12,7 +12,7 @@ from ...functions.methods import to_target
 from ...tensor import Tensor
 from ..parameter import Buffer, Parameter
 from ...autograd.engine import zero_grads
-from ...compiler.sources import registration_changed
+from ...compiler.sources import registration_changed, registration_version
 from .registration import TABLES, RegistrationTable
 from ...utils.hooks import RemovableHandle
 
@@ -83,7 +83,8 @@ class Module:
     def __call__(self, *args, **kwargs):
         guard = getattr(dispatch._lifter[0], "guard", None)
         if guard is not None:    # symgrad.compile: a compiled call is for this mode only
-            guard(f"{type(self).__name__}.training", lambda: self.training, self.training)
+            guard(f"{type(self).__name__}.training", lambda: self.training, self.training,
+                  registration_version)     # (training is assigned through __setattr__)
         pre, post = self.__dict__.get("_forward_pre_hooks"), self.__dict__.get("_forward_hooks")
         if not pre and not post:
             return self.forward(*args, **kwargs)

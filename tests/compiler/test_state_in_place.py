@@ -1,0 +1,159 @@
+"""A compiled training step writes parameters and optimizer state in place: native code
+computes each new value straight into the state's own array (``Program.donated``), no
+copy after the call. Checked against torch eager after every step (parameters, ``.grad``,
+optimizer state; both dtypes; a two-layer model whose backward reads a weight after its
+gradient is known, so a write scheduled too early would show), that the arrays kept
+their identity (a numpy view taken before sees the update), and the cases where writing
+in place would be wrong: an argument sharing memory with the state, a read-only state
+array, a call failing part-way (an index out of range) -- the state stays as it was."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import symgrad as sg
+from tests.compiler.test_train_step import (DTYPES, TOL, _batches, _compiled_step, _model,
+                                            _same_state)
+
+OPTIMIZERS = [("SGD", dict(lr=0.1, momentum=0.9)),
+              ("Adam", dict(lr=0.01)),
+              ("AdamW", dict(lr=0.01, weight_decay=0.3, amsgrad=True))]
+
+
+def _closure_step(model, opt, x, y):
+    """The step over data it closes over (as the training bench does)."""
+    body = _compiled_step(model, opt).__wrapped__
+    return sg.compile(lambda: body(x, y))
+
+
+def _donated(step) -> tuple:
+    return tuple(d for e in step._cache.values()
+                 for d in getattr(getattr(e.exe, "interface", None), "donated", ()))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name,kw", OPTIMIZERS, ids=[n for n, _ in OPTIMIZERS])
+def test_state_written_in_place_equals_torch_each_step(name, kw, dtype):
+    model, tmodel = _model(sg, dtype), _model(torch, dtype)
+    opt = getattr(sg.optim, name)(model.parameters(), **kw)
+    topt = getattr(torch.optim, name)(tmodel.parameters(), **kw)
+    x, y = _batches(dtype, 1)[0]
+    step = _closure_step(model, opt, sg.tensor(x), sg.tensor(y))
+    arrays = views = None
+    for k in range(6):
+        topt.zero_grad()
+        tloss = torch.nn.functional.cross_entropy(tmodel(torch.tensor(x)), torch.tensor(y))
+        tloss.backward()
+        topt.step()
+        loss = step()
+        np.testing.assert_allclose(float(loss), tloss.item(), **TOL[dtype])
+        _same_state(model, opt, tmodel, topt, dtype)
+        state = [p for p in model.parameters()] + [
+            v for s in opt.state.values() for v in s.values() if isinstance(v, sg.Tensor)]
+        if arrays is not None:         # same arrays as before the call; views see the update
+            assert all(t._data is a for t, a in zip(state, arrays))
+            for t, v in zip(state, views):
+                np.testing.assert_array_equal(v, t.detach().numpy())
+        if k >= 1:
+            arrays = [t._data for t in state]
+            views = [t.detach().numpy() for t in state]
+    assert _donated(step), "no state output was written in place"
+    assert step.cache_info().misses == 2       # the first step made state; then one program
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_an_argument_sharing_memory_with_the_state_reads_the_old_values(dtype):
+    """``p`` is updated in place by the call while an argument views its memory: the
+    argument's reads see the values before the update, as in torch's eager order."""
+    rng = np.random.default_rng(0)
+    init = rng.normal(size=(4, 5)).astype(dtype)
+    p, tp = sg.tensor(init.copy()), torch.tensor(init.copy())
+
+    def body(lib, p, x):
+        s = (x * x).sum(1)
+        p.mul_(0.5).add_(1.0)
+        return p.sum(1) + s
+
+    f = sg.compile(lambda x: body(sg, p, x))
+    for k in range(3):
+        want = body(torch, tp, tp.detach()[:]).numpy()   # torch: x aliases p
+        got = f(sg.tensor(p.numpy()[:]) if k == 0 else p.detach()[:])
+        np.testing.assert_allclose(got.numpy(), want, **TOL[dtype])
+        np.testing.assert_allclose(p.numpy(), tp.numpy(), **TOL[dtype])
+    other = sg.tensor(rng.normal(size=(4, 5)).astype(dtype))       # no alias: in place
+    before = p._data
+    want = body(torch, tp, torch.tensor(other.numpy())).numpy()
+    np.testing.assert_allclose(f(other).numpy(), want, **TOL[dtype])
+    np.testing.assert_allclose(p.numpy(), tp.numpy(), **TOL[dtype])
+    assert p._data is before
+    assert _donated(f)
+
+
+def test_read_only_state_is_not_written():
+    p = sg.tensor(np.arange(6.0))
+    f = sg.compile(lambda: p.mul_(2.0).sum())
+    f()
+    f()
+    assert _donated(f)
+    p._data.flags.writeable = False
+    before = p.numpy().copy()
+    with pytest.raises(ValueError, match="read-only"):
+        f()
+    np.testing.assert_array_equal(p.numpy(), before)
+    t = torch.arange(6.0) * 4
+    np.testing.assert_array_equal(before, t.numpy())
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_a_failing_call_leaves_the_state_unchanged(dtype):
+    """A target out of range fails inside native code: torch's IndexError, and neither
+    the parameters nor the optimizer state changed (every in-place write comes after
+    every step that can fail)."""
+    model, tmodel = _model(sg, dtype), _model(torch, dtype)
+    opt = sg.optim.Adam(model.parameters(), lr=0.01)
+    x, y = _batches(dtype, 1)[0]
+    yt = sg.tensor(y)
+    step = _closure_step(model, opt, sg.tensor(x), yt)
+    for _ in range(3):
+        step()
+    assert _donated(step)
+    snapshot = [t.detach().numpy().copy() for t in model.parameters()] + [
+        v.numpy().copy() for s in opt.state.values() for v in s.values()]
+    yt._data[0] = 3                      # 3 classes: out of range
+    bad = torch.tensor(yt.numpy())
+    with pytest.raises(IndexError):
+        torch.nn.functional.cross_entropy(tmodel(torch.tensor(x)), bad)
+    with pytest.raises(IndexError):
+        step()
+    after = [t.detach().numpy() for t in model.parameters()] + [
+        v.numpy() for s in opt.state.values() for v in s.values()]
+    for a, b in zip(snapshot, after):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("late", ["sum", "matmul", "broadcast"])
+def test_reads_of_the_old_value_come_before_the_write(late, dtype):
+    """Values computed from the state before its in-place update (fused and recomputed
+    where they are used, or read by a product) still see the old values when the
+    program reads them after computing the update: such an update is not written in
+    place before those reads."""
+    rng = np.random.default_rng(1)
+    init = rng.normal(size=(5, 5)).astype(dtype)
+    p, tp = sg.tensor(init.copy()), torch.tensor(init.copy())
+
+    def body(lib, p):
+        q = p * 2 + 1
+        p.mul_(0.5).add_(p * p)
+        if late == "sum":
+            return p.sum() + q.exp().sum()
+        if late == "matmul":
+            return (p @ q).sum() + (q @ p.T).sum()
+        return (p + q.sum(0)).sum()
+
+    f = sg.compile(lambda: body(sg, p))
+    for _ in range(3):
+        want = body(torch, tp).item()
+        np.testing.assert_allclose(float(f()), want, **TOL[dtype])
+        np.testing.assert_allclose(p.numpy(), tp.numpy(), **TOL[dtype])
