@@ -103,7 +103,7 @@ def round(input: Tensor, *, decimals: _int | None = None) -> Tensor:  # noqa: A0
 
 
 from .functions import rounding as _rounding  # noqa: E402
-from .functions.rounding import equal, fix, frac, heaviside, sgn, trunc  # noqa: E402
+from .functions.rounding import equal, fix, frac, fmod, heaviside, sgn, trunc  # noqa: E402
 
 
 def add(input: TensorOrScalar, other: TensorOrScalar, *, alpha: TensorOrScalar = 1) -> Tensor:

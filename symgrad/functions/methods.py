@@ -323,6 +323,7 @@ _METHODS = {
     "clamp": _clamp, "clip": _clamp, "clamp_min": _clamp_min, "clamp_max": _clamp_max,
     "square": _square, "round": _round, "trunc": rounding.trunc, "fix": rounding.fix,
     "frac": rounding.frac, "sgn": rounding.sgn, "equal": _equal, "heaviside": _heaviside,
+    "fmod": rounding.fmod,
     # reductions
     "sum": reduction.sum, "mean": reduction.mean, "prod": reduction.prod,
     "max": reduction.max, "min": reduction.min, "amax": reduction.amax,
@@ -377,6 +378,7 @@ _INPLACE = {
     "atan2_": "atan2", "scatter_": "scatter", "scatter_add_": "scatter_add",
     "scatter_reduce_": _scatter_reduce_method("scatter_reduce_"), "index_add_": "index_add",
     "trunc_": "trunc", "fix_": "fix", "frac_": "frac", "sgn_": "sgn", "heaviside_": _heaviside_,
+    "fmod_": "fmod",
 }
 _INPLACE.update({f"{n}_": n for n in E.UNARY_NAMES
                  if n not in ("isnan", "logical_not") and f"{n}_" not in _INPLACE})
