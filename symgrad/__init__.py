@@ -46,6 +46,7 @@ from .functions.matrix import diag, diag_embed, diagonal, trace
 from .functions.einsum import einsum
 from .functions.repeat import repeat_interleave, tile
 from .functions.scatter import index_add, scatter, scatter_add, scatter_reduce
+from .functions.indexed import index_copy, index_fill, index_put, take, take_along_dim
 from .functions.solvers import _torch_slogdet as slogdet, det, inverse, logdet
 from .functions.solvers import _torch_cholesky as cholesky, _torch_svd as svd
 from . import linalg
