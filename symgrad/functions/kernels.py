@@ -18,7 +18,7 @@ import numpy as np
 from ..graph.primitives import NUMPY_RULES
 
 __all__ = ["Kernel", "softmax_kernel", "log_softmax_kernel", "nll_loss_kernel", "gelu_kernel",
-           "gather_kernel", "layer_norm_kernel"]
+           "gather_kernel", "layer_norm_kernel", "stack_kernel"]
 
 
 class Kernel:
@@ -212,3 +212,15 @@ def layer_norm_kernel(axes: tuple, eps: float, affine: tuple[bool, bool]) -> Ker
             grads.append(np.add.reduce(g, axis=lead))
         return tuple(grads)
     return Kernel(forward, backward)
+
+
+def stack_kernel(axis: int, n: int) -> Kernel:
+    """`n` arrays of one shape stacked along a new `axis` (``np.stack``: a copy, the same
+    bits as the reshapes and ``cat``); backward: the cotangent's slices along `axis`."""
+    def forward(*arrays):
+        return np.stack(arrays, axis=axis)
+
+    def backward(g, inputs, out):
+        parts = np.moveaxis(g, axis, 0)
+        return tuple(np.array(parts[i]) for i in range(n))
+    return _cached(("stack", axis, n), lambda: Kernel(forward, backward))
