@@ -117,10 +117,30 @@ def add_symbol(name: str, address: int) -> None:
     llvm.add_symbol(name, address)
 
 
+# C library functions LLVM itself emits calls to (``frem`` is a call to fmod / fmodf on
+# every target): published from the C library the process has loaded, on first need
+_LIBC_FUNCTIONS = ("fmod", "fmodf")
+
+
 def symbol_address(name: str) -> int | None:
     """Address that an external reference to ``name`` would resolve to, or None."""
     init()
-    return llvm.address_of_symbol(name)
+    address = llvm.address_of_symbol(name)
+    if address is None and name in _LIBC_FUNCTIONS:
+        address = _libc_address(name)
+        if address:
+            llvm.add_symbol(name, address)
+    return address
+
+
+def _libc_address(name: str) -> int | None:
+    import ctypes.util
+    for lib in (None, ctypes.util.find_library("m"), ctypes.util.find_library("c")):
+        try:
+            return ctypes.cast(getattr(ctypes.CDLL(lib), name), ctypes.c_void_p).value
+        except (OSError, AttributeError, TypeError):
+            continue
+    return None
 
 
 def elf_symbols(obj: bytes) -> tuple[list[str], list[str]]:

@@ -46,6 +46,7 @@ from .functions.matrix import diag, diag_embed, diagonal, trace
 from .functions.einsum import einsum
 from .functions.repeat import repeat_interleave, tile
 from .functions.scatter import index_add, scatter, scatter_add, scatter_reduce
+from .functions.indexed import index_copy, index_fill, index_put, take, take_along_dim
 from .functions.solvers import _torch_slogdet as slogdet, det, inverse, logdet
 from .functions.solvers import _torch_cholesky as cholesky, _torch_svd as svd
 from . import linalg
@@ -103,7 +104,7 @@ def round(input: Tensor, *, decimals: _int | None = None) -> Tensor:  # noqa: A0
 
 
 from .functions import rounding as _rounding  # noqa: E402
-from .functions.rounding import equal, fix, frac, heaviside, sgn, trunc  # noqa: E402
+from .functions.rounding import equal, fix, frac, fmod, heaviside, sgn, trunc  # noqa: E402
 
 
 def add(input: TensorOrScalar, other: TensorOrScalar, *, alpha: TensorOrScalar = 1) -> Tensor:

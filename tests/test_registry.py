@@ -109,7 +109,7 @@ def _points(name, n, seed):
         x = np.concatenate([u(0.05, 3), -u(0.1, 3), u(0.05, 3)])
         y = np.concatenate([u(-3, 3), r.integers(-3, 4, n).astype(float), np.zeros(n)])
         return [x, y]
-    if name in ("remainder", "floor_divide"):
+    if name in ("remainder", "floor_divide", "fmod"):
         y = u(0.3, 3) * r.choice([-1, 1], n)
         return [u(-10, 10), y]
     if name in ("maximum", "minimum"):
@@ -149,7 +149,7 @@ def _points(name, n, seed):
     return [u(-3, 3) for _ in range(nin)]
 
 
-_LAMBDIFY_MODULES = [{"round": np.round, "erf": scipy.special.erf,
+_LAMBDIFY_MODULES = [{"round": np.round, "fmod": np.fmod, "erf": scipy.special.erf,
                       "erfinv": scipy.special.erfinv}, "numpy"]
 
 

@@ -10,6 +10,7 @@ formula needs floats), conditions are ``i1``.  Lowering rules:
   PyTorch's chain), an integer product in sympy's order;
 * integer powers by repeated squaring, ``x**(1/2)`` -> ``sqrt``, ``x**(-1/2)`` -> ``1/sqrt``,
   other powers -> :func:`codegen.vecmath.pow`;
+* fmod -> ``frem`` (integers: ``srem``, guarded against a zero or -1 divisor);
 * exp/log/log1p/expm1/sin/cos/tan/tanh/floor/ceiling/Abs/round -> :mod:`codegen.vecmath`
   (branch-free, vectorisable: never a scalar libm call); ``log1p(exp(a))`` ->
   ``log1pexp(a)`` and ``1/(1 + exp(-a))`` (also as a divisor) -> ``sigmoid(a)``: the
@@ -72,7 +73,7 @@ def _is_supported_node(e: sympy.Basic) -> bool:
         return True
     if isinstance(e, sympy.core.containers.Tuple) or isinstance(e, sympy.functions.elementary.piecewise.ExprCondPair):
         return True
-    return getattr(e.func, "__name__", None) in ("round", "isnan", "keep")
+    return getattr(e.func, "__name__", None) in ("round", "isnan", "keep", "fmod")
 
 
 def unsupported(expr: sympy.Basic) -> str | None:
@@ -330,6 +331,8 @@ class FormulaEmitter:
         if name == "isnan":
             x = self.num(e.args[0])
             return self.b.fcmp_unordered("uno", x, x) if self.is_float else T.I1(0)
+        if name == "fmod":
+            return self._fmod(self.num(e.args[0]), self.num(e.args[1]))
         if e.func is log1p and e.args[0].func is sympy.exp and self.is_float:
             return vecmath.log1pexp(self.b, self.num(e.args[0].args[0]))
         args = [self.num(a) for a in e.args]
@@ -359,6 +362,16 @@ class FormulaEmitter:
             s = self.add(vecmath.exp(self.b, x), vecmath.exp(self.b, self.neg(x)))
             return self.mul(s, self.const(0.5))
         raise NotImplementedError(f"no LLVM lowering for {e.func}")
+
+    def _fmod(self, x: ir.Value, y: ir.Value) -> ir.Value:
+        """C's fmod: ``frem``; for integers ``srem`` with 0 where y is 0 or -1 (srem is
+        undefined there: y = 0 traps, as INT_MIN % -1 does; the callers raise PyTorch's
+        ZeroDivisionError before a zero divisor gets here)."""
+        if self.is_float:
+            return self.b.frem(x, y)
+        unsafe = self.b.or_(self.cmp("==", y, self.const(0)), self.cmp("==", y, self.const(-1)))
+        r = self.b.srem(x, self.b.select(unsafe, self.const(1), y))
+        return self.b.select(unsafe, self.const(0), r)
 
     def _minmax(self, e: sympy.Basic, args: list[ir.Value]) -> ir.Value:
         is_max = isinstance(e, sympy.Max)

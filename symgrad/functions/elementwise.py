@@ -84,7 +84,7 @@ def binary(name: str, a: TensorOrScalar | np.ndarray, b: TensorOrScalar | np.nda
     _check_bool_sub(name, a, b)
     grad_name = grad_name or _binary_grad_name(name, a, b)
     (a, b), dt = _common(prim, [a, b])
-    _check_integer_division(name, b, dt)
+    b = _check_integer_division(name, b, dt)
     if not isinstance(a, Tensor):
         a = _scalar_as(a, dt)
     if not isinstance(b, Tensor):
@@ -111,23 +111,31 @@ def _check_bool_sub(name, a, b):
 
 
 def _check_integer_division(name, b, dt):
-    """PyTorch refuses integer division by zero (numpy returns 0) and bool // and **."""
-    if dt.category == "bool" and name in ("floor_divide", "pow", "remainder") and \
+    """PyTorch refuses integer division by zero (numpy returns 0) and bool // and **;
+    returns the divisor (a traced integer one through a check compiled code runs)."""
+    if dt.category == "bool" and name in ("floor_divide", "pow", "remainder", "fmod") and \
             (name != "pow" or isinstance(b, Tensor)):
-        kernel = {"floor_divide": "div_floor_cpu", "remainder": "remainder_cpu"}.get(name, name)
+        kernel = {"floor_divide": "div_floor_cpu", "remainder": "remainder_cpu",
+                  "fmod": "fmod_cpu"}.get(name, name)
         raise NotImplementedError(f'"{kernel}" not implemented for \'Bool\'')
-    if dt.category == "float" or name not in ("floor_divide", "remainder"):
-        return
+    if dt.category == "float" or name not in ("floor_divide", "remainder", "fmod"):
+        return b
     zero = (not b._data.all()) if isinstance(b, Tensor) and b._data is not None else \
         (not isinstance(b, Tensor) and b == 0)
     if zero:
         raise RuntimeError("ZeroDivisionError")
+    if isinstance(b, Tensor) and b._data is None:     # traced: checked at every call
+        zeros = lax.in_bounds(lax.cast(lax.eq(b, 0), dtypes.int64), 1, "ZeroDivisionError")
+        return lax.add(b, lax.cast(zeros, b.dtype))    # (+ 0: the divisor waits for it)
+    return b
 
 
 def _binary_grad_name(name, a, b):
     """PyTorch's backward names that depend on which operands are tensors."""
     if name == "floor_divide":
         return NOT_IMPLEMENTED          # no derivative in PyTorch: backward raises
+    if name == "fmod":
+        return "FmodBackward1" if isinstance(b, Tensor) else "FmodBackward0"
     if name == "remainder":
         if not isinstance(a, Tensor):
             return NOT_IMPLEMENTED

@@ -18,7 +18,7 @@ import numpy as np
 from ..graph.primitives import NUMPY_RULES
 
 __all__ = ["Kernel", "softmax_kernel", "log_softmax_kernel", "nll_loss_kernel", "gelu_kernel",
-           "gather_kernel"]
+           "gather_kernel", "layer_norm_kernel", "stack_kernel"]
 
 
 class Kernel:
@@ -172,3 +172,55 @@ def gather_kernel(idx: np.ndarray, axis: int, shape: tuple) -> Kernel:
         np.put_along_axis(gx, idx, g.reshape(idx.shape), axis=axis)
         return (gx,)
     return Kernel(forward, backward)
+
+
+def layer_norm_kernel(axes: tuple, eps: float, affine: tuple[bool, bool]) -> Kernel:
+    """layer_norm over `axes` (the last ones), ``(x - mean) * rsqrt(var + eps)`` then
+    ``* weight`` / ``+ bias`` where `affine` says they are given -- the primitives' numpy
+    rules in their order (the same bits). Backward: PyTorch's native_layer_norm_backward,
+    ``rstd (gy - mean(gy) - xhat mean(gy xhat))`` with ``gy = g * weight``; weight gets
+    ``sum(g xhat)``, bias ``sum(g)`` over the leading axes; xhat and rstd kept from the
+    forward."""
+    mean, rsqrt = NUMPY_RULES["mean"], NUMPY_RULES["rsqrt"]
+    kept = [None, None, None]
+
+    def forward(x, *wb):
+        c = np.subtract(x, mean(x, axes=axes, keepdim=True))
+        rstd = rsqrt(np.add(mean(np.multiply(c, c), axes=axes, keepdim=True), eps))
+        if type(rstd) is not np.ndarray or rstd.dtype != x.dtype:
+            rstd = np.asarray(rstd, dtype=x.dtype)
+        y = xhat = np.multiply(c, rstd)
+        kept[:] = xhat, rstd, (wb[0] if affine[0] else None)
+        it = iter(wb)
+        if affine[0]:
+            y = np.multiply(y, next(it))
+        if affine[1]:
+            y = np.add(y, next(it))
+        return y
+
+    def backward(g, inputs, out):
+        xhat, rstd, w = kept
+        lead = tuple(range(xhat.ndim - len(axes)))
+        gy = g if w is None else np.multiply(g, w)
+        m1 = np.mean(gy, axis=axes, keepdims=True)
+        m2 = np.mean(np.multiply(gy, xhat), axis=axes, keepdims=True)
+        gx = np.multiply(rstd, np.subtract(np.subtract(gy, m1), np.multiply(xhat, m2)))
+        grads = [gx]
+        if affine[0]:
+            grads.append(np.add.reduce(np.multiply(g, xhat), axis=lead))
+        if affine[1]:
+            grads.append(np.add.reduce(g, axis=lead))
+        return tuple(grads)
+    return Kernel(forward, backward)
+
+
+def stack_kernel(axis: int, n: int) -> Kernel:
+    """`n` arrays of one shape stacked along a new `axis` (``np.stack``: a copy, the same
+    bits as the reshapes and ``cat``); backward: the cotangent's slices along `axis`."""
+    def forward(*arrays):
+        return np.stack(arrays, axis=axis)
+
+    def backward(g, inputs, out):
+        parts = np.moveaxis(g, axis, 0)
+        return tuple(np.array(parts[i]) for i in range(n))
+    return _cached(("stack", axis, n), lambda: Kernel(forward, backward))

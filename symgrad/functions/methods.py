@@ -10,8 +10,8 @@ import numpy as np
 from ..graph import dtypes
 from ..ops import lax
 from . import elementwise as E
-from . import (indexing, inplace, linalg, matrix, reduction, repeat, rounding, scatter, selection,
-               shape, solvers, statistics)
+from . import (indexed, indexing, inplace, linalg, matrix, reduction, repeat, rounding, scatter,
+               selection, shape, solvers, statistics)
 from .common import Tensor, is_scalar, to_tensor
 from ..autograd import engine, grad_mode, hooks
 from ..device import check_device
@@ -340,6 +340,9 @@ _METHODS = {
     "clamp": _clamp, "clip": _clamp, "clamp_min": _clamp_min, "clamp_max": _clamp_max,
     "square": _square, "round": _round, "trunc": rounding.trunc, "fix": rounding.fix,
     "frac": rounding.frac, "sgn": rounding.sgn, "equal": _equal, "heaviside": _heaviside,
+    "fmod": rounding.fmod, "take": indexed.take, "take_along_dim": indexed.take_along_dim,
+    "index_fill": indexed.index_fill, "index_copy": indexed.index_copy,
+    "index_put": indexed.index_put,
     # reductions
     "sum": reduction.sum, "mean": reduction.mean, "prod": reduction.prod,
     "max": reduction.max, "min": reduction.min, "amax": reduction.amax,
@@ -395,6 +398,8 @@ _INPLACE = {
     "atan2_": "atan2", "scatter_": "scatter", "scatter_add_": "scatter_add",
     "scatter_reduce_": _scatter_reduce_method("scatter_reduce_"), "index_add_": "index_add",
     "trunc_": "trunc", "fix_": "fix", "frac_": "frac", "sgn_": "sgn", "heaviside_": _heaviside_,
+    "fmod_": "fmod", "index_fill_": "index_fill", "index_copy_": "index_copy",
+    "index_put_": "index_put",
 }
 _INPLACE.update({f"{n}_": n for n in E.UNARY_NAMES
                  if n not in ("isnan", "logical_not") and f"{n}_" not in _INPLACE})

@@ -1,12 +1,15 @@
 """Rounding-like elementwise functions built from the floor / ceil / round / sign
 primitives, with PyTorch's names and integer rules: trunc (fix), frac, sgn (real
-tensors), round with ``decimals``, the heaviside step, and Tensor.equal.
+tensors), round with ``decimals``, fmod (the remainder of the division rounded toward
+zero), the heaviside step, and Tensor.equal.
 
 >>> import symgrad as torch
 >>> torch.tensor([-2.5, 1.75]).trunc(), torch.tensor([1.25]).round(decimals=1)
 (tensor([-2.,  1.]), tensor([1.2000]))
 """
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from ..graph import dtypes
 from ..ops import lax
@@ -15,7 +18,10 @@ from .common import Tensor, floating_kernel, to_tensor
 from .composite import named
 from .elementwise import NOT_IMPLEMENTED, NotImplementedBackward
 
-__all__ = ["trunc", "fix", "frac", "sgn", "round", "heaviside", "equal"]
+if TYPE_CHECKING:
+    from ..types import TensorOrScalar
+
+__all__ = ["trunc", "fix", "frac", "sgn", "round", "fmod", "heaviside", "equal"]
 
 
 def _trunc_prims(v):
@@ -68,6 +74,25 @@ def round(input: Tensor, *, decimals: int = 0) -> Tensor:
             return lax.div(lax.unary("round", lax.mul(v, scale)), scale)
         return lax.mul(lax.unary("round", lax.div(v, scale)), scale)
     return named("RoundBackward1", f, x)
+
+
+def fmod(input: Tensor, other: TensorOrScalar) -> Tensor:
+    """The remainder of ``input / other`` rounded toward zero (C's fmod: the sign of
+    input), broadcast, with PyTorch's promotion; ``FmodBackward0`` (scalar divisor) /
+    ``FmodBackward1`` (partials 1 and ``-trunc(input / other)``). Integers divided by
+    zero raise PyTorch's ``RuntimeError: ZeroDivisionError``; bool is refused.
+
+    >>> import symgrad as torch
+    >>> torch.fmod(torch.tensor([-3.0, 5.5]), 2)
+    tensor([-1.0000,  1.5000])
+    """
+    import numbers
+    if not isinstance(input, Tensor) or not isinstance(other, (Tensor, numbers.Number)):
+        got = ", ".join(type(v).__name__ for v in (input, other))
+        raise TypeError(f"fmod() received an invalid combination of arguments - got ({got}), "
+                        f"but expected one of:\n * (Tensor input, Tensor other, *, Tensor out "
+                        f"= None)\n * (Tensor input, Number other, *, Tensor out = None)\n")
+    return E.binary("fmod", input, other)
 
 
 def equal(input: Tensor, other: Tensor, *, _position: int = 2) -> bool:

@@ -339,6 +339,13 @@ def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
             raise RuntimeError(f"stack expects each tensor to be equal size, but got {list(ref)} "
                                f"at entry 0 and {list(t_.shape)} at entry {i}")
     d = wrap_dim(dim, len(ref) + 1)
-    parts = [lax.reshape(t_, tuple(ref[:d]) + (1,) + tuple(ref[d:])) for t_ in tensors]
-    dt = promote(parts)
-    return bind(P["cat"], *(lax.cast(p, dt) for p in parts), axis=d, grad_name="StackBackward0")
+    dt = promote(tensors)
+    unit = tuple(ref[:d]) + (1,) + tuple(ref[d:])
+
+    def f(*ts):
+        return bind(P["cat"], *(lax.cast(lax.reshape(t_, unit), dt) for t_ in ts), axis=d)
+    same = dt.is_floating_point and all(t_.dtype is dt for t_ in tensors)
+    from .composite import named        # late: composite imports this module's views
+    from .kernels import stack_kernel
+    return named("StackBackward0", f, *tensors,
+                 kernel=stack_kernel(d, len(tensors)) if same else None)

@@ -81,9 +81,35 @@ def keep():
     return keep
 
 
+@functools.cache
+def fmod():
+    """The sympy function ``fmod(x, y)``: the remainder of x / y rounded toward zero (C's
+    fmod, exact in IEEE arithmetic; the sign of x). Its partials are 1 and ``-trunc(x/y)``
+    (PyTorch's); numpy evaluates it as ``np.fmod``, the LLVM backend as ``frem`` (``srem``
+    for integers)."""
+    sympy = _sympy()
+
+    class fmod(sympy.Function):
+        nargs = 2
+
+        def fdiff(self, argindex=1):
+            if argindex == 1:
+                return sympy.S.One
+            q = self.args[0] / self.args[1]
+            return -sympy.Piecewise((sympy.ceiling(q), q < 0), (sympy.floor(q), True))
+
+        def _eval_is_real(self):
+            return self.args[0].is_real and self.args[1].is_real
+
+    fmod.__qualname__ = "fmod_function"     # pickled by reference: see __getattr__
+    return fmod
+
+
 def __getattr__(name: str):
     if name == "keep_function":             # the class keep() makes (for pickle)
         return keep()
+    if name == "fmod_function":             # the class fmod() makes (for pickle)
+        return fmod()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -424,7 +450,7 @@ def _erfinv(x):
 
 LAMBDIFY_MODULES = [{"select": _select, "logical_and": _Fold(np.logical_and),
                      "logical_or": _Fold(np.logical_or), "erf": _erf, "erfinv": _erfinv,
-                     "keep": lambda u: u}, np]
+                     "keep": lambda u: u, "fmod": np.fmod}, np]
 
 
 def lambdify(syms, expr, cse: bool = False) -> Callable:

@@ -590,7 +590,10 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
         if bias is not None:
             y = lax.add(y, next(it))
         return y
-    return named("NativeLayerNormBackward0", f, *args)
+    kernel = None
+    if all(a.dtype is x.dtype for a in args) and x.dtype.is_floating_point:
+        kernel = kernels.layer_norm_kernel(axes, float(eps), (weight is not None, bias is not None))
+    return named("NativeLayerNormBackward0", f, *args, kernel=kernel)
 
 
 def bilinear(input1, input2, weight, bias=None):

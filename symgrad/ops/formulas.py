@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..graph.primitives import elementwise
+from ..graph.primitives import elementwise, fmod as _fmod
 from .vjp import masked_vjp, pow_vjp, relu_vjp, where_vjp
 from ..graph.fpstate import quiet
 
@@ -100,6 +100,9 @@ _ew("pow", lambda x, y: x ** y, numpy=np.power,
     vjp=pow_vjp)
 _ew("remainder", lambda x, y: x - y * S.floor(x / y), numpy=np.remainder,
     grads=lambda x, y, out: (1, -S.floor(x / y)))
+# fmod: the remainder of the division rounded toward zero (an opaque sympy function:
+# exact, where x - y*trunc(x/y) is not); partials 1 and -trunc(x/y) (its fdiff)
+_ew("fmod", lambda x, y: _fmod()(x, y), numpy=np.fmod)
 _ew("floor_divide", lambda x, y: S.floor(x / y), numpy=np.floor_divide,
     grads=lambda x, y, out: (0, 0), grad_name="DivBackward2")
 # ties split the gradient; where a NaN is compared (no order) both operands get all of it,
@@ -229,7 +232,7 @@ _ew("atan2", lambda y, x: S.atan2(y, x), numpy=np.arctan2, out_dtype="float",
 _ew("isnan", lambda x: S.Function("isnan")(x), numpy=np.isnan, out_dtype="bool",
     differentiable=False)
 
-BUILTIN_ELEMENTWISE = ("add", "sub", "mul", "div", "neg", "copy", "pow", "remainder", "floor_divide",
+BUILTIN_ELEMENTWISE = ("add", "sub", "mul", "div", "neg", "copy", "pow", "remainder", "fmod", "floor_divide",
                        "maximum", "minimum", "clamp", "where", "exp", "log", "log1p", "expm1",
                        "sqrt", "rsqrt", "sin", "cos", "tan", "tanh", "sigmoid", "softplus",
                        "log1pexp", "reciprocal", "relu", "abs", "sign", "floor", "ceil", "round", "lt",
