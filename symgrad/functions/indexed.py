@@ -28,6 +28,7 @@ from ..ops import lax
 from .common import Tensor, is_scalar, to_tensor, wrap_dim
 from .composite import named
 from .scatter import _flat_positions, _put
+from .selection import gather
 
 __all__ = ["take", "take_along_dim", "index_fill", "index_copy", "index_put"]
 
@@ -78,7 +79,6 @@ def take_along_dim(input: Tensor, indices: Tensor, dim: int | None = None) -> Te
     """``input``'s values at ``indices`` along ``dim`` (``gather`` after broadcasting the
     other dimensions of both; indices taken modulo the size, as PyTorch's kernel), or at
     flat positions when ``dim`` is None (``GatherBackward0``)."""
-    from .selection import gather
     x, idx = to_tensor(input), to_tensor(indices)
     if idx.dtype is not dtypes.int64:
         raise RuntimeError(f"torch.take_along_dim(): dtype of indices should be Long but got "

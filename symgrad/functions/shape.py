@@ -19,6 +19,7 @@ from ..graph.shapes import infer_reshape, wrap_dim
 from .common import Tensor, to_tensor
 from .creation import _dtype_view
 from .elementwise import promote
+from .kernels import stack_kernel
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -346,6 +347,5 @@ def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
         return bind(P["cat"], *(lax.cast(lax.reshape(t_, unit), dt) for t_ in ts), axis=d)
     same = dt.is_floating_point and all(t_.dtype is dt for t_ in tensors)
     from .composite import named        # late: composite imports this module's views
-    from .kernels import stack_kernel
     return named("StackBackward0", f, *tensors,
                  kernel=stack_kernel(d, len(tensors)) if same else None)
