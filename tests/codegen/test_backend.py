@@ -277,7 +277,9 @@ def test_benchmark_workloads_are_fully_native():
     import bench.workloads as W
     from codegen.plan import build_plan
     for family, sizes in [("seed", {}), ("rosenbrock", {"N": 100}), ("logreg", {"N": 50, "D": 5}),
-                          ("mlp", {"B": 4, "D": 20, "H": 8, "C": 3}), ("chain", {"N": 64})]:
+                          ("mlp", {"B": 4, "D": 20, "H": 8, "C": 3}), ("chain", {"N": 64}),
+                          ("matmul-tanh", {"N": 12}), ("attention", {"T": 6, "d": 3}),
+                          ("rnn", {"T": 4, "B": 3, "W": 5})]:
         fam = W.FAMILIES[family]
         arrays = fam.make_inputs(np.random.default_rng(0), np.dtype("float64"), **sizes)
         names = list(arrays)
@@ -289,6 +291,26 @@ def test_benchmark_workloads_are_fully_native():
         # called with numpy arrays, each takes the native fast path (no Python dispatcher)
         vg(*arrays.values())
         assert getattr(type(vg), "_native_for", None) is not None, family
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_benchmark_product_workloads_match_torch(dtype):
+    """The compiled value and gradients of the product-bound benchmark workloads (one
+    product and tanh, causal attention, an RNN) agree with torch float64 at shapes whose
+    products have tails (no dimension a multiple of a vector)."""
+    from dataclasses import replace
+    from bench import check
+    from bench.workloads import Workload, reference
+    for family, sizes in [("matmul-tanh", {"N": 37}), ("attention", {"T": 19, "d": 5}),
+                          ("rnn", {"T": 5, "B": 3, "W": 11})]:
+        w = replace(Workload(family, dtype, tuple(sizes.items())), _cache={})
+        vg = symgrad.value_and_grad(lambda *a: w.loss(symgrad, *a),
+                                    argnums=tuple(range(len(w.params))), backend="llvm")
+        value, grads = vg(*w.ordered())
+        ref_value, ref_grads = reference(w)
+        res = check.check(np.asarray(value, np.float64), [np.asarray(g, np.float64) for g in grads],
+                          ref_value, ref_grads, dtype, w.params)
+        assert res.ok, (family, res.describe())
 
 
 # ---- inspection -------------------------------------------------------------------------------
