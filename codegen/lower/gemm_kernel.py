@@ -64,9 +64,8 @@ def row_granule(dtype: DType, how: str = "outer") -> int:
 
 
 def chunk_rows(dtype: DType, how: str = "outer") -> int:
-    """Rows of a split product's chunks at least: ``CHUNK_TILES`` tiles (the MLP's 64-row
-    forward product in 4 chunks of 16 rows: 521-530 us min per MLP call against 532-554
-    with 8 chunks of 8, each chunk streaming all of B from L3 again)."""
+    """Rows of a split product's chunks at least: ``CHUNK_TILES`` tiles (each chunk streams
+    all of B from L3 again, so fewer, larger chunks are faster)."""
     return CHUNK_TILES * row_granule(dtype, how)
 
 

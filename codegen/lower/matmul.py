@@ -9,19 +9,18 @@ Each batch element is one ``C[m, n] = A[m, k] @ B[k, n]`` on strided views:
 * else the unpacked IR GEMM (:mod:`.gemm_kernel`: register tiles, no packing) when the
   product is large enough for BLAS, C has contiguous rows and B contiguous rows, or
   contiguous columns with A's rows contiguous (``x @ w.T``: :mod:`.gemm_dot`)
-  (float32/float64, B at most ``gemm_kernel.MAX_B_BYTES``): the MLP's X @ W1 and its
-  weight gradient X^T @ dZ1 run 12-19% faster than OpenBLAS on one thread, and its row
-  chunks cost nothing, so a split product is handed out in chunks of two tiles
+  (float32/float64, B at most ``gemm_kernel.MAX_B_BYTES``): such products (an MLP's
+  X @ W1 and its weight gradient X^T @ dZ1) run faster than OpenBLAS on one thread
+  (``python -m bench``), and its row chunks cost nothing, so a split product is handed out in chunks of two tiles
   (:func:`row_chunking`);
 * BLAS (``dgemm_``/``sgemm_`` of scipy's OpenBLAS, called by name, see
   :mod:`codegen.runtime`) for other large products (``m*n*k >= BLAS_MIN_WORK``, every
-  dimension >= ``BLAS_MIN_DIM``: OpenBLAS's gemm takes ~1 s for a 1e6x5 @ 5x1 product
-  that a loop does in a few ms) when each operand has a unit stride in one of its two
+  dimension >= ``BLAS_MIN_DIM``: on skinny products OpenBLAS's gemm is orders of
+  magnitude slower than a loop) when each operand has a unit stride in one of its two
   dimensions -- a transposed view is passed as ``'T'``, never copied.  Row-major
   C = A B is column-major C^T = B^T A^T.  Every BLAS call runs on the calling thread
   only (``openblas_set_num_threads_local(1)`` around the call): on a shared, busy
-  2-core machine OpenBLAS's spinning pool made the MLP's 64x784x256 products 20x
-  slower than one thread, and a CNN's 32x144x12544 convolution products 4-8x slower
+  machine OpenBLAS's spinning pool makes products many times slower than one thread
   (its threads wait for each other when one gets no CPU).  Products of at least
   ``PARALLEL_GEMM_WORK`` multiply-adds are instead split between the calling thread
   and the process's helper thread (:mod:`.parallel`), each calling single-threaded
@@ -29,10 +28,9 @@ Each batch element is one ``C[m, n] = A[m, k] @ B[k, n]`` on strided views:
   ``WAKE_GEMM_WORK`` are split only when the helper is already spinning (right after
   another split step), never worth waking it for.  How to split is a cost model
   (:func:`split_costs`, extra work over one call): by row blocks, each BLAS call packs
-  all of B again (K*N per extra chunk: 64x784 @ 784x256, 1.6 MB of B, costs ~32 us
-  more in two row halves); along K (:func:`k_split`), two halves of the shared
-  dimension, the second into a private partial product added after both (M*N, ~1 us
-  for the barrier), then the loop fused after the product runs on row chunks; by
+  all of B again (K*N per extra chunk); along K (:func:`k_split`), two halves of the shared
+  dimension, the second into a private partial product added after both (M*N, and a
+  barrier), then the loop fused after the product runs on row chunks; by
   column blocks when there are too few rows for row blocks (a convolution's
   ``weight @ columns``, 16 or 32 rows): each call packs all of A again (M*K, small
   there).

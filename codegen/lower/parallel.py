@@ -1,7 +1,7 @@
 """Two threads for fused loops and split products, robust to a busy machine.
 
 A :class:`~codegen.lower.fused_loop.FusedLoop` whose estimated work (iterations x formula
-cost and memory accesses) reaches ``PARALLEL_MIN_WORK`` -- about 8 us on one core --
+cost and memory accesses) reaches ``PARALLEL_MIN_WORK`` (a few microseconds on one core)
 splits its outermost loop into ``CHUNKS`` chunks that the calling thread and the
 process-wide helper thread (:mod:`codegen.worker`) take from a shared atomic counter
 (a product split by rows, :func:`emit_parallel_rows`, works the same way, and may carry
