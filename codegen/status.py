@@ -35,7 +35,7 @@ def raise_for(status: int, err, name: str, step_node: Callable[[int], object],
         return
     if status == INDEX:
         _, value, axis, size = err
-        raise IndexError(f"index {value} is out of bounds for axis {axis} with size {size}")
+        raise IndexError(f"index {value} is out of bounds for dimension {axis} with size {size}")
     if status == MEMORY:
         raise MemoryError(f"{name}: {memory}")
     if status == CHECK:

@@ -241,3 +241,23 @@ def test_in_bounds_runtime_indices_compiled_as_torch(dtype):
 def test_index_select_and_gather_errors_as_torch(snippet):
     want = _outcome(lambda: snippet(torch))
     assert isinstance(want, tuple) and _outcome(lambda: snippet(sg)) == want
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+@pytest.mark.parametrize("name", ["index_add_negative", "index_add_past_end", "list_index"])
+def test_index_errors_are_torchs(name, compiled):
+    """PyTorch's exception type and text for a bad index, eager and compiled (index_add:
+    IndexError 'index out of range in self'; indexing by a list: '... for dimension d')."""
+    fn = {"index_add_negative": lambda L, x, i: x.index_add(0, i, x[:2]),
+          "index_add_past_end": lambda L, x, i: x.index_add(0, i, x[:2]),
+          "list_index": lambda L, x, i: x[i]}[name]
+    idx = {"index_add_negative": [0, -1], "index_add_past_end": [0, 4], "list_index": [0, 4]}[name]
+    x = np.arange(4.0)
+    with pytest.raises(Exception) as want:
+        fn(torch, torch.tensor(x), torch.tensor(idx))
+    f = sg.compile(lambda a, i: fn(sg, a, i)) if compiled else (lambda a, i: fn(sg, a, i))
+    if compiled:
+        f(sg.tensor(x), sg.tensor([0, 1]))              # compiled with good indices first
+    with pytest.raises(Exception) as got:
+        f(sg.tensor(x), sg.tensor(idx))
+    assert type(got.value) is type(want.value) and str(got.value) == str(want.value)

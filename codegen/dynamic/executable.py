@@ -135,7 +135,8 @@ class DynamicExecutable:
     def _fail(self, status: int, n: int, err):
         if status == 1:
             _, value, axis, size = err
-            raise IndexError(f"index {value} is out of bounds for axis {axis} with size {size}")
+            raise IndexError(f"index {value} is out of bounds for dimension {axis} with size "
+                             f"{size}")
         if status == 2:
             raise MemoryError(f"{self.name}: out of memory for temporaries at size {n}")
         raise RuntimeError(f"{self.name}: native code failed with status {status}")

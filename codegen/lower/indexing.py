@@ -6,8 +6,8 @@ indices an argmax / argmin along an axis of the indexed length produced (max poo
 gather and its gradient): those are in ``[0, n)`` by construction.  numpy semantics: an
 index ``v`` in ``[-n, n)`` wraps (``v + n`` when negative); anything else
 stops the kernel with status 1 and an error record ``(step, v, axis, n)`` from which the
-caller raises ``IndexError: index v is out of bounds for axis a with size n`` -- never
-an out-of-bounds read or write.  Scatters accumulate in C order (``np.add.at``).
+caller raises PyTorch's ``IndexError: index v is out of bounds for dimension a with size
+n`` -- never an out-of-bounds read or write.  Scatters accumulate in C order (``np.add.at``).
 ``index_check`` copies its indices, each checked in ``[0, n)`` (no wrapping) before it
 is stored; the first bad one stops the kernel with status ``CHECK`` and the record
 ``(step, v, 0, 0)`` (:mod:`codegen.status`: the caller raises PyTorch's error).  A kernel

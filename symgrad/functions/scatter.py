@@ -234,7 +234,11 @@ def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *,
         raise RuntimeError(f"index_add_(): self ({x.dtype.c_name.capitalize()}) and source "
                            f"({s.dtype.c_name.capitalize()}) must have the same scalar type")
     idx1 = lax.cast(lax.reshape(idx, (idx.numel(),)), dtypes.int64)
-    idx1 = _check_bounds(idx1, x.shape[d] if x.dim() else 1, d)
+    if x.dim() <= 1:        # PyTorch's 1-D kernel checks with its own text and type
+        idx1 = lax.in_bounds(idx1, x.shape[d] if x.dim() else 1, "index out of range in self",
+                             "IndexError")
+    else:
+        idx1 = _check_bounds(idx1, x.shape[d], d)
 
     def run(v, w):
         if not w.shape:
