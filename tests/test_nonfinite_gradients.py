@@ -342,6 +342,9 @@ MERGING = {
 }
 
 
+TRANSCENDENTAL = {"root_of_fourth_power", "cubed_into_log1p"}   # (not exact in IEEE)
+
+
 @pytest.mark.parametrize("name", sorted(MERGING))
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("backend", ("numpy", "llvm"))
@@ -351,7 +354,13 @@ def test_fused_steps_are_not_merged(backend, dtype, name):
     x = np.array([1e-20, big, -big, 0.1, 1e16, -1e16, 3.0, -0.0], dtype=dtype)
     want = fn(torch, torch.tensor(x)).numpy()
     got = np.asarray(sg.compile(lambda v: fn(sg, v), backend=backend)(x))
-    np.testing.assert_array_equal(got, want)
+    if name in TRANSCENDENTAL:
+        # pow / log1p are each library's own routine (PyTorch's Sleef or libm, ours or
+        # numpy's), within an ulp or two of each other and not the same on every CPU:
+        # inf / NaN / zero positions must agree exactly, finite values to a few ulp
+        np.testing.assert_allclose(got, want, rtol=4 * np.finfo(dtype).eps, atol=0)
+    else:
+        np.testing.assert_array_equal(got, want)
     # and the gradient of a weighted sum of it, against PyTorch's
     w = np.linspace(-2, 2, x.size).astype(dtype)
     _check(lambda m, v: (fn(m, v) * m.tensor(w)).sum(), [x], backend)
