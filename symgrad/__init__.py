@@ -62,7 +62,8 @@ from .parallelism import (get_num_interop_threads, get_num_threads, set_num_inte
                           set_num_threads)
 from . import autograd
 from .ops import fused as _fused  # registers the `fused` primitive
-from .compiler import (compile, grad, value_and_grad, jacobian, hessian, jit, jvp, vjp, vmap)
+from .compiler import (grad, value_and_grad, jacobian, hessian, jit, jvp, vjp, vmap)
+from .torch_compile import compile
 
 if _typing.TYPE_CHECKING:   # annotations only (``bool``, ``int``, ``float`` are dtypes here)
     from collections.abc import Callable

@@ -230,7 +230,7 @@ LAYERS = (
     ("compiler", ("symgrad.compiler", "symgrad.func", "symgrad.exporting", "symgrad.tree_util",
                   "symgrad.dask", "symgrad.parallelism")),
     ("libraries", ("symgrad.autograd", "symgrad.nn", "symgrad.optim", "symgrad.utils.data",
-                   "symgrad.serialization")),
+                   "symgrad.serialization", "symgrad.torch_compile")),
     ("package", ("symgrad", "symgrad.cli", "symgrad.__main__")),
 )
 _LAYER_OF = {name: i for i, (_, names) in enumerate(LAYERS) for name in names}
@@ -302,6 +302,8 @@ UPWARD_LATE_IMPORTS = {
         "a loop's VJP builds its body's gradient graph with the compiler's autodiff",
     ("symgrad.functions.methods", "symgrad.nn.functional"):
         "Tensor methods that are nn.functional's (softmax, ...); nn loads on first use",
+    ("symgrad.compiler.dispatcher", "symgrad.autograd.compiled_function"):
+        "compiled outputs join eager autograd through an autograd.Function",
 }
 
 

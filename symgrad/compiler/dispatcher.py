@@ -17,6 +17,7 @@ from collections import OrderedDict, namedtuple
 
 import numpy as np
 
+from ..autograd.grad_mode import _state as _grad_state
 from ..config import settings
 from ..graph import pytree
 from ..graph.interpret import evaluate
@@ -53,6 +54,7 @@ def _leaf_key(v):
 
 
 _Aval = namedtuple("_Aval", "shape dtype")
+_UNSET = object()
 
 
 _FAST_KEYS_PER_ENTRY = 16    # bound of the fast-key table, per cache entry
@@ -63,7 +65,7 @@ class _Entry:
     __slots__ = ("exe", "call", "closure", "closure_avals", "aux", "aux_avals", "numpy_out",
                  "structure", "lowered", "key", "native_ok", "native_counted", "native_name",
                  "specs", "effects", "fresh_outputs", "dynamic", "sentinels", "closure_paths",
-                 "donated")
+                 "donated", "bridge")
 
     def __init__(self, lowered: Lowered, exe, closure, numpy_out, aux, closure_paths=None):
         self.lowered = lowered
@@ -94,6 +96,7 @@ class _Entry:
                                                    "donated", ()))
         self.dynamic = None            # a shape-generic entry: its (leaf, axis) pairs
         self.sentinels = ()            # ... and its programs at dynamic.SENTINELS
+        self.bridge = _UNSET           # its link to eager autograd (made on first use)
         _, self.specs, self.structure = lowered.signature
 
     def stale(self) -> str | None:
@@ -130,6 +133,9 @@ def _separate(arrays: list, donated: tuple) -> None:
 
 class Compiled:
     """A compiled function: call it like the original (see :func:`compile`)."""
+
+    bridged = True        # outputs join eager autograd (see _bridge)
+    dynamic_shapes = True  # a size that changes may become a runtime size (see _dynamic)
 
     def __init__(self, fn, static_argnums=(), backend=None, transform: Transform | None = None,
                  maxsize: int | None = None, target=None):
@@ -398,6 +404,8 @@ class Compiled:
             return None, None
         if not settings.dynamic_shapes:
             return None, f"{base}; dynamic shapes are off (SYMGRAD_DYNAMIC_SHAPES=0)"
+        if not self.dynamic_shapes:
+            return None, f"{base}; dynamic shapes are off for this function (dynamic=False)"
         if after < 2:
             return None, (f"{base}; sizes 0 and 1 are specialised (compiled for their exact "
                           f"shapes, as torch.compile does)")
@@ -507,7 +515,30 @@ class Compiled:
             res = list(outs)
         else:
             res = [Tensor._from_array(np.asarray(o)) for o in outs]
+            bridge = entry.bridge
+            if bridge is not None and _grad_state.grad:
+                if bridge is _UNSET:
+                    bridge = entry.bridge = self._bridge(entry)
+                if bridge is not None:
+                    res = bridge.connect(leaves, res)
         return pytree.unflatten(structure, res)
+
+    def _bridge(self, entry):
+        """The entry's link to eager autograd (see :mod:`symgrad.autograd.compiled_function`),
+        or None: a transform's outputs (JAX's ``grad`` ...) and a function updating state
+        return plain tensors."""
+        effects = entry.effects
+        if not self.bridged or not isinstance(self.transform, Identity) \
+                or (effects is not None and effects.grads):     # (a training step)
+            return None
+        if not any(t._requires_grad for t in entry.closure) \
+                and not any(s.requires_grad for s in entry.specs if s.kind == "tensor"):
+            return None
+        # late: autograd's libraries layer sits above the compiler
+        from ..autograd.compiled_function import Bridge, StateBridge
+        if effects is not None and effects.writes:
+            return StateBridge(self)
+        return Bridge(self, entry.closure, entry.key, effects)
 
     def _build(self, args, key, leaves, names) -> _Entry:
         with StageClock(getattr(self.fn, "__qualname__", "function")) as clock:
@@ -713,6 +744,7 @@ class _OneShot:
     aux: list = []
     fresh_outputs = False
     donated = ()
+    bridge = None
 
     def __init__(self, tr, key, numpy_out):
         self.closure = [t for t, _ in tr.closure]

@@ -11,7 +11,9 @@ recorded by the :class:`Tracer` and becomes the program's
 """
 from __future__ import annotations
 
+import contextlib
 import inspect
+import threading
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -26,7 +28,24 @@ from . import sources
 from .effects import Effects, collect
 from .sources import Guards
 
-__all__ = ["Tracer", "TraceResult", "trace", "Leaf", "leaf_spec", "foreign_array"]
+__all__ = ["Tracer", "TraceResult", "trace", "Leaf", "leaf_spec", "foreign_array",
+           "replaying"]
+
+_replay = threading.local()
+
+
+@contextlib.contextmanager
+def replaying(values):
+    """Inside, a trace's runtime values (:meth:`Tracer.runtime_value`: random draws, a
+    scheduler's learning rate) are ``values`` in turn -- traced tensors -- instead of
+    inputs read per call: a program recomputing a forward call (the VJP of a compiled
+    function's outputs) uses the numbers that call used."""
+    prev = getattr(_replay, "values", None)
+    _replay.values = iter(values)
+    try:
+        yield
+    finally:
+        _replay.values = prev
 
 
 @dataclass(frozen=True)
@@ -167,6 +186,13 @@ class Tracer:
         """An input of the program holding ``getter()`` at each call (a learning rate a
         scheduler changes, a dropout mask drawn per call): read per call, never baked
         into the code. The value got now serves the first call."""
+        replay = getattr(_replay, "values", None)
+        if replay is not None:
+            t = next(replay, None)
+            if t is None or t.dtype is not dtype:     # (never getter(): it may draw)
+                raise RuntimeError(f"symgrad: recomputing a compiled call, its runtime value "
+                                   f"{name!r} does not match the call's")
+            return t
         t = Tensor._from_array(np.array(getter(), dtype=dtype.np), dtype)
         self.scalars.append((t, getter))
         self.adopted.add(_key(t))

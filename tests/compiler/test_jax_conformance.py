@@ -76,9 +76,12 @@ def test_has_aux_requires_a_pair():
 
 
 def test_jit_is_compile():
-    assert sg.jit is sg.compile
+    """``jit`` is the compiler's ``compile``; ``symgrad.compile`` (torch.compile's
+    signature on top of it) gives the same compiled function for a function."""
+    assert sg.jit is sg.compiler.api.compile
     f = sg.jit(lambda x: (x * 2).sum())
     assert float(f(np.ones(3))) == 6.0
+    assert type(sg.compile(lambda x: x)) is type(f)
 
 
 Params = __import__("collections").namedtuple("Params", "w b")

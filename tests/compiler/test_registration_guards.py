@@ -150,14 +150,14 @@ def test_module_dict_list_and_parameter_containers():
         for p in pd.values():
             tx = tx + torch.tensor(p.detach().numpy())
         return tx.numpy()
-    np.testing.assert_allclose(cf(x).numpy(), expect(), rtol=1e-12)
+    np.testing.assert_allclose(cf(x).detach().numpy(), expect(), rtol=1e-12)
     edits = [lambda: md.pop("b"), lambda: md.__setitem__("c", sg.nn.Tanh()), md.clear,
              lambda: ml.__delitem__(1), lambda: ml.insert(0, sg.nn.Tanh()),
              lambda: pl.__setitem__(1, sg.tensor(w[2])), lambda: pl.append(sg.tensor(w[2])),
              lambda: pd.__delitem__("p"), lambda: pd.__setitem__("q", sg.tensor(w[2]))]
     for edit in edits:
         edit()
-        np.testing.assert_allclose(cf(x).numpy(), expect(), rtol=1e-12)
+        np.testing.assert_allclose(cf(x).detach().numpy(), expect(), rtol=1e-12)
 
 
 @pytest.mark.parametrize("method", ["setitem", "delitem", "pop", "popitem", "clear", "update",

@@ -1,0 +1,167 @@
+"""Outputs of ``symgrad.compile`` that join eager autograd, as torch.compile's do.
+
+A compiled function called while grad mode is on, with tensors that require grad -- its
+arguments, or tensors it closes over such as a module's parameters -- returns outputs
+whose ``grad_fn`` is a ``CompiledFunctionBackward`` node (PyTorch's name), listing those
+tensors in ``next_functions``: ``model = symgrad.compile(model)`` followed by
+``loss.backward()`` and ``optimizer.step()`` trains as the eager model does.
+
+The node's backward calls a second compiled program per cache entry: the symbolic VJP of
+the function with respect to those tensors, the forward recomputed inside it (one native
+call, forward and gradient fused), built on the first backward and cached as any compiled
+function is. With ``create_graph=True`` the backward is recorded eagerly instead, so
+higher derivatives go through it. The tensors a backward needs are saved with their
+versions: one modified in place between the call and ``backward()`` raises PyTorch's
+error. Values the call drew at run time (dropout masks, ``randn``) are kept with its
+outputs and read again by the recomputation (:func:`symgrad.compiler.trace.replaying`).
+
+A function that runs ``backward()`` itself (a compiled training step) returns plain
+outputs; one that updates other state in place (BatchNorm's running statistics in
+training mode) returns outputs whose differentiation raises a clear error: the
+recomputation would see the state after the update.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import grad_mode
+from .custom_function import Function
+from .engine import grad as autograd_grad
+from .nodes import delayed_error
+from ..compiler.dispatcher import Compiled
+from ..compiler.trace import replaying
+from ..functions.creation import zeros_like
+from ..graph import pytree
+from ..tensor import Tensor
+
+__all__ = ["Bridge", "StateBridge", "CompiledFunction"]
+
+
+class CompiledFunction(Function):
+    """What compiled outputs hang on: ``grad_fn`` is ``CompiledFunctionBackward``."""
+
+    @staticmethod
+    def forward(ctx, call, *inputs):
+        ctx.call = call
+        ctx.save_for_backward(*inputs)
+        return tuple(call.outputs)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        inputs = ctx.saved_tensors          # (PyTorch's error if one changed in place)
+        return (None,) + ctx.call.bridge.backward(ctx.call, inputs, grads)
+
+
+class _Call:
+    __slots__ = ("bridge", "leaves", "outputs", "drawn")
+
+    def __init__(self, bridge, leaves, outputs, drawn):
+        self.bridge, self.leaves, self.outputs, self.drawn = bridge, leaves, outputs, drawn
+
+
+def _merge(static_argnums, static, dyn) -> tuple:
+    """The call's arguments from its static and dynamic parts (positions as given)."""
+    args, s, d = [], iter(static), iter(dyn)
+    for i in range(len(static) + len(dyn)):
+        args.append(next(s) if i in static_argnums else next(d))
+    return tuple(args)
+
+
+def _pairs(outs, cotangents):
+    """(output, cotangent) for the outputs that carry a gradient."""
+    return [(o, c) for o, c in zip(outs, cotangents)
+            if isinstance(o, Tensor) and o.requires_grad and o.is_floating_point()]
+
+
+class Bridge:
+    """One cache entry's link to autograd: the tensors its outputs are differentiable in
+    (closed-over tensors that require grad, then every tensor argument) and, built on
+    first use, the compiled VJP."""
+
+    __slots__ = ("compiled", "closure", "structure", "static", "runtime", "_vjp")
+
+    def __init__(self, compiled, closure, key, effects):
+        self.compiled = compiled
+        self.closure = [t for t in closure if t._requires_grad]
+        self.structure, _, self.static = key
+        # the tensors holding the values the call read at run time (see Effects.scalars)
+        self.runtime = [t for t, _ in effects.scalars] if effects is not None else []
+        self._vjp = None
+
+    def connect(self, leaves, outputs: list) -> list:
+        """The outputs, recorded as one ``CompiledFunction`` application."""
+        inputs = self.closure + [v for v in leaves if isinstance(v, Tensor)]
+        if not any(t.requires_grad for t in inputs):
+            return outputs
+        drawn = tuple(np.array(t._data, copy=True) for t in self.runtime)
+        return list(CompiledFunction.apply(_Call(self, leaves, outputs, drawn), *inputs))
+
+    def _args(self, leaves) -> tuple:
+        return _merge(self.compiled.static_argnums, self.static,
+                      pytree.unflatten(self.structure, list(leaves)))
+
+    def backward(self, call, inputs, grads) -> tuple:
+        cts = tuple(g if g is not None else np.zeros(o.shape, o._dtype.np)
+                    for g, o in zip(grads, call.outputs))
+        if grad_mode.is_grad_enabled():      # create_graph: record the backward eagerly
+            if call.drawn:
+                raise RuntimeError(
+                    "symgrad.compile: create_graph=True through a compiled function that "
+                    "draws random numbers (dropout, randn) is not supported: call it "
+                    "uncompiled to differentiate its gradient")
+            out = self.compiled.fn(*self._args(call.leaves))
+            pairs = _pairs(pytree.flatten(out)[0], cts)
+            wrt = [t for t in inputs if t.requires_grad]
+            got = iter(autograd_grad([o for o, _ in pairs], wrt, [c for _, c in pairs],
+                                     create_graph=True, allow_unused=True,
+                                     materialize_grads=True) if pairs else
+                       [None] * len(wrt))
+        else:
+            got = iter(self._compiled_vjp()(*call.leaves, call.drawn, cts))
+        return tuple(next(got) if t.requires_grad else None for t in inputs)
+
+    def _compiled_vjp(self):
+        if self._vjp is None:
+            fn, closure, args_of = self.compiled.fn, self.closure, self._args
+
+            def backward(*a):
+                leaves, drawn, cts = a[:-2], a[-2], a[-1]
+                with grad_mode.enable_grad(), replaying(drawn):
+                    out = fn(*args_of(leaves))
+                pairs = _pairs(pytree.flatten(out)[0], cts)
+                wrt = closure + [v for v in leaves if isinstance(v, Tensor) and v.requires_grad]
+                if not pairs:
+                    return tuple(zeros_like(w) for w in wrt)
+                return tuple(autograd_grad([o for o, _ in pairs], wrt, [c for _, c in pairs],
+                                           allow_unused=True, materialize_grads=True))
+            backward.__name__ = backward.__qualname__ = \
+                f"{getattr(fn, '__name__', type(fn).__name__)}_backward"
+            vjp = Compiled(backward, (), self.compiled.backend)
+            vjp.bridged = False                # (its own outputs need no node)
+            self._vjp = vjp
+        return self._vjp
+
+
+class StateBridge:
+    """The link of an entry that updates state in place: its floating outputs hang from
+    an Error node (differentiating them raises; using them is fine)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, compiled):
+        self.name = getattr(compiled.fn, "__qualname__", type(compiled.fn).__name__)
+
+    def connect(self, leaves, outputs: list) -> list:
+        floats = [k for k, o in enumerate(outputs) if o.is_floating_point()]
+        hung = delayed_error(tuple(outputs[k] for k in floats), _STATE_MESSAGE.format(self.name))
+        outputs = list(outputs)
+        for k, t in zip(floats, hung):
+            outputs[k] = t
+        return outputs
+
+
+_STATE_MESSAGE = (
+    "symgrad.compile: {} updates state in place (e.g. BatchNorm's running statistics in "
+    "training mode), so its compiled outputs cannot be differentiated from outside the "
+    "call. Compile the whole training step instead (forward, loss.backward() and "
+    "optimizer.step() in one compiled function), or call it uncompiled.")
