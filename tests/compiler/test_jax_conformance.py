@@ -81,7 +81,7 @@ def test_jit_is_compile():
     assert sg.jit is sg.compiler.api.compile
     f = sg.jit(lambda x: (x * 2).sum())
     assert float(f(np.ones(3))) == 6.0
-    assert type(sg.compile(lambda x: x)) is type(f)
+    assert isinstance(sg.compile(lambda x: x), sg.compiler.api.Compiled)
 
 
 Params = __import__("collections").namedtuple("Params", "w b")

@@ -1,0 +1,211 @@
+"""Compiled outputs join eager autograd as torch.compile's do: ``model = compile(model)``,
+then ``loss.backward()`` and ``optimizer.step()`` -- against PyTorch eager, both dtypes."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import symgrad as sg
+
+DTYPES = [("float32", 1e-5), ("float64", 1e-12)]
+
+
+def _pair(dtype, seed=0):
+    """The same MLP in symgrad and torch (torch's initial weights copied)."""
+    torch.manual_seed(seed)
+    tdt = getattr(torch, dtype)
+    t = torch.nn.Sequential(torch.nn.Linear(5, 7), torch.nn.Tanh(), torch.nn.Linear(7, 3)).to(tdt)
+    s = sg.nn.Sequential(sg.nn.Linear(5, 7), sg.nn.Tanh(), sg.nn.Linear(7, 3)).to(getattr(sg, dtype))
+    with sg.no_grad():
+        for ps, pt in zip(s.parameters(), t.parameters()):
+            ps.copy_(sg.tensor(pt.detach().numpy()))
+    return s, t
+
+
+@pytest.mark.parametrize("dtype,tol", DTYPES)
+def test_compiled_module_trains_as_torch_eager(dtype, tol):
+    s, t = _pair(dtype)
+    cs = sg.compile(s)
+    opt_s = sg.optim.SGD(cs.parameters(), lr=0.1, momentum=0.9)
+    opt_t = torch.optim.SGD(t.parameters(), lr=0.1, momentum=0.9)
+    rng = np.random.default_rng(1)
+    for step in range(6):
+        batch = 4 + step % 3                       # sizes change: dynamic shapes too
+        x = rng.normal(size=(batch, 5)).astype(dtype)
+        y = rng.integers(0, 3, size=batch)
+        for model, opt, lib in ((cs, opt_s, sg), (t, opt_t, torch)):
+            opt.zero_grad()
+            loss = lib.nn.functional.cross_entropy(model(lib.tensor(x)), lib.tensor(y))
+            loss.backward()
+            opt.step()
+        for ps, pt in zip(s.parameters(), t.parameters()):
+            np.testing.assert_allclose(ps.detach().numpy(), pt.detach().numpy(), rtol=tol * 10,
+                                       atol=tol * 10)
+
+
+@pytest.mark.parametrize("dtype,tol", DTYPES)
+def test_closed_over_and_argument_gradients(dtype, tol):
+    rng = np.random.default_rng(2)
+    w0, x0 = rng.normal(size=4).astype(dtype), rng.normal(size=4).astype(dtype)
+    w, x = sg.tensor(w0, requires_grad=True), sg.tensor(x0, requires_grad=True)
+    tw, tx = torch.tensor(w0, requires_grad=True), torch.tensor(x0, requires_grad=True)
+    f = sg.compile(lambda x: (w * sg.sin(x)).sum() * x.exp().mean())
+    out = f(x)
+    assert type(out.grad_fn).__name__ == "CompiledFunctionBackward"
+    assert [type(n).__name__ if n is not None else None for n, _ in out.grad_fn.next_functions] \
+        == ["AccumulateGrad", "AccumulateGrad"]
+    (out * 3).backward()
+    t_out = (tw * torch.sin(tx)).sum() * tx.exp().mean()
+    (t_out * 3).backward()
+    np.testing.assert_allclose(out.item(), t_out.item(), rtol=tol)
+    np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy(), rtol=tol * 10, atol=tol)
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=tol * 10, atol=tol)
+
+
+def test_arguments_that_need_no_grad_are_none_edges_and_int_outputs_carry_none():
+    w = sg.tensor([1.0, -2.0, 3.0], requires_grad=True)
+    f = sg.compile(lambda x: ((w * x), (w * x).argmax()))
+    v, i = f(sg.tensor([1.0, 2.0, 3.0]))
+    assert [n is None for n, _ in v.grad_fn.next_functions] == [False, True]
+    assert i.grad_fn is None and not i.requires_grad and int(i) == 2
+    v.sum().backward()
+    np.testing.assert_array_equal(w.grad.numpy(), [1.0, 2.0, 3.0])
+
+
+@pytest.mark.parametrize("dtype,tol", DTYPES)
+def test_create_graph_gives_second_derivatives(dtype, tol):
+    x0 = np.array([0.3, -1.2, 2.0], dtype)
+    x, tx = sg.tensor(x0, requires_grad=True), torch.tensor(x0, requires_grad=True)
+    f = sg.compile(lambda x: (sg.sin(x) * x ** 2).sum())
+    g, = sg.autograd.grad(f(x), [x], create_graph=True)
+    tg, = torch.autograd.grad((torch.sin(tx) * tx ** 2).sum(), [tx], create_graph=True)
+    np.testing.assert_allclose(g.detach().numpy(), tg.detach().numpy(), rtol=tol * 10)
+    (g ** 2).sum().backward()
+    (tg ** 2).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=tol * 100)
+
+
+def test_dropout_backward_uses_the_calls_mask():
+    """The recomputed forward reads the mask the call drew: the gradient of
+    sum(dropout(w * x)) is 2 x where the output kept the unit, 0 elsewhere."""
+    sg.manual_seed(0)
+    w = sg.ones(1000, requires_grad=True)
+    x = sg.tensor(np.linspace(1.0, 2.0, 1000))
+    f = sg.compile(lambda x: sg.nn.functional.dropout(w * x, 0.5, training=True))
+    for _ in range(3):
+        w.grad = None
+        out = f(x)
+        out.sum().backward()
+        kept = out.detach().numpy() != 0
+        assert 300 < kept.sum() < 700
+        np.testing.assert_allclose(w.grad.numpy(), np.where(kept, 2 * x.numpy(), 0.0), rtol=1e-6)
+
+
+def test_in_place_change_before_backward_raises_torchs_error():
+    w = sg.tensor([1.0, 2.0], requires_grad=True)
+    f = sg.compile(lambda x: (w * x).sum())
+    x = sg.tensor([3.0, 4.0], requires_grad=True)
+    out = f(x)
+    with sg.no_grad():
+        x.add_(1)
+    tx = torch.tensor([3.0, 4.0], requires_grad=True)
+    t_out = (torch.tensor([1.0, 2.0], requires_grad=True) * tx).sum()
+    with torch.no_grad():
+        tx.add_(1)
+    with pytest.raises(RuntimeError) as want:
+        t_out.backward()
+    with pytest.raises(RuntimeError) as got:
+        out.backward()
+    assert str(got.value).split(":")[0] == str(want.value).split(":")[0]
+
+
+def test_second_backward_without_retain_graph_raises():
+    w = sg.tensor([1.0, 2.0], requires_grad=True)
+    out = sg.compile(lambda x: (w * x).sum())(sg.tensor([3.0, 4.0]))
+    out.backward()
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        out.backward()
+
+
+def test_batchnorm_training_mode_says_why_and_eval_mode_works():
+    torch.manual_seed(0)
+    t = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4))
+    s = sg.nn.Sequential(sg.nn.Linear(4, 4), sg.nn.BatchNorm1d(4))
+    s.load_state_dict({k: sg.tensor(v.numpy()) for k, v in t.state_dict().items()})
+    cs = sg.compile(s)
+    x = np.random.default_rng(3).normal(size=(6, 4)).astype(np.float32)
+    out = cs(sg.tensor(x))
+    np.testing.assert_allclose(out.detach().numpy(), t(torch.tensor(x)).detach().numpy(),
+                               rtol=1e-5, atol=1e-6)
+    with pytest.raises(RuntimeError, match="updates state in place"):
+        out.sum().backward()
+    s.eval(), t.eval()
+    cs(sg.tensor(x)).sum().backward()
+    t(torch.tensor(x)).sum().backward()
+    np.testing.assert_allclose(s[0].weight.grad.numpy(), t[0].weight.grad.numpy(), rtol=1e-5,
+                               atol=1e-6)
+
+
+def test_no_grad_and_inference_mode_return_plain_outputs():
+    w = sg.tensor([1.0, 2.0], requires_grad=True)
+    f = sg.compile(lambda x: w * x)
+    with sg.no_grad():
+        assert f(sg.ones(2)).grad_fn is None
+    with sg.inference_mode():
+        assert not f(sg.ones(2)).requires_grad
+    assert f(sg.ones(2)).requires_grad
+
+
+def test_a_compiled_training_step_keeps_its_plain_loss():
+    s, _ = _pair("float32")
+    opt = sg.optim.SGD(s.parameters(), lr=0.1)
+
+    @sg.compile
+    def step(x):
+        opt.zero_grad()
+        loss = s(x).pow(2).mean()
+        loss.backward()
+        opt.step()
+        return loss
+    for _ in range(3):
+        loss = step(sg.ones(2, 5))
+    assert loss.grad_fn is None
+
+
+def test_optimized_module_is_torchs():
+    s = sg.nn.Linear(3, 2)
+    cs = sg.compile(s)
+    t = torch.compile(torch.nn.Linear(3, 2))
+    assert type(cs).__name__ == type(t).__name__ == "OptimizedModule"
+    assert repr(cs) == repr(t)
+    assert list(cs.state_dict()) == list(t.state_dict())
+    assert [p is q for p, q in zip(cs.parameters(), s.parameters())] == [True, True]
+    assert cs.weight is s.weight and cs.in_features == 3
+    cs.eval()
+    assert not s.training
+    cs.load_state_dict({k: sg.zeros(v.shape) for k, v in cs.state_dict().items()})
+    assert float(s.weight.detach().abs().sum()) == 0.0
+    cs(sg.ones(1, 3))
+    assert cs.cache_info().misses == 1           # the compiled function's attributes too
+
+
+def test_torch_compile_keywords():
+    def f(x):
+        return x * 2
+    with pytest.raises(RuntimeError) as want:
+        torch.compile(f, mode="fast")
+    with pytest.raises(RuntimeError) as got:
+        sg.compile(f, mode="fast")
+    assert str(got.value) == str(want.value)
+    with pytest.raises(RuntimeError) as want:
+        torch.compile(f, mode="default", options={})
+    with pytest.raises(RuntimeError) as got:
+        sg.compile(f, mode="default", options={})
+    assert str(got.value) == str(want.value)
+    assert sg.compile(f, disable=True) is f
+    assert float(sg.compile(f, backend="inductor", mode="max-autotune")(sg.ones(2)).sum()) == 4.0
+    fixed = sg.compile(f, dynamic=False)
+    for n in (2, 3, 4, 5):
+        fixed(sg.ones(n))
+    assert fixed.cache_info().misses == 4 and "dynamic=False" in fixed.last_miss_reason
