@@ -3,7 +3,9 @@
 ``functional_call(module, params, args)`` runs ``module`` with some of its parameters and
 buffers replaced by the given tensors (or arrays), leaving the module unchanged -- so a
 module's loss becomes a function of a dict of parameters that ``symgrad.grad`` /
-``symgrad.compile`` can differentiate and compile.
+``symgrad.compile`` can differentiate and compile. ``grad``, ``grad_and_value``, ``vjp``,
+``jvp``, ``jacrev``, ``jacfwd``, ``hessian`` and ``vmap`` are torch.func's, compiled
+(:mod:`symgrad.compiler.torch_func`).
 
 >>> import numpy as np, symgrad as torch
 >>> model = torch.nn.Linear(2, 1)
@@ -22,8 +24,10 @@ from .functions.common import to_tensor
 from .tensor import Tensor
 
 from .compiler.vmap import vmap as _jax_vmap
+from .compiler.torch_func import grad, grad_and_value, hessian, jacfwd, jacrev, jvp, vjp
 
-__all__ = ["functional_call", "vmap"]
+__all__ = ["functional_call", "vmap", "grad", "grad_and_value", "vjp", "jvp", "jacrev",
+           "jacfwd", "hessian"]
 
 
 def vmap(func, in_dims=0, out_dims=0, randomness: str = "error", *, chunk_size=None):
