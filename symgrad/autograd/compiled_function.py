@@ -16,9 +16,10 @@ error. Values the call drew at run time (dropout masks, ``randn``) are kept with
 outputs and read again by the recomputation (:func:`symgrad.compiler.trace.replaying`).
 
 A function that runs ``backward()`` itself (a compiled training step) returns plain
-outputs; one that updates other state in place (BatchNorm's running statistics in
-training mode) returns outputs whose differentiation raises a clear error: the
-recomputation would see the state after the update.
+outputs. One that updates other state in place (BatchNorm's running statistics in
+training mode) is recomputed without those updates -- the call made them; when its
+outputs read what it updated, the recomputation could not reproduce them and the
+backward raises a clear error instead.
 """
 from __future__ import annotations
 
@@ -27,14 +28,13 @@ import numpy as np
 from . import grad_mode
 from .custom_function import Function
 from .engine import grad as autograd_grad
-from .nodes import delayed_error
 from ..compiler.dispatcher import Compiled
 from ..compiler.trace import replaying
 from ..functions.creation import zeros_like
 from ..graph import pytree
 from ..tensor import Tensor
 
-__all__ = ["Bridge", "StateBridge", "CompiledFunction"]
+__all__ = ["Bridge", "CompiledFunction"]
 
 
 class CompiledFunction(Function):
@@ -134,34 +134,11 @@ class Bridge:
                     return tuple(zeros_like(w) for w in wrt)
                 return tuple(autograd_grad([o for o, _ in pairs], wrt, [c for _, c in pairs],
                                            allow_unused=True, materialize_grads=True))
-            backward.__name__ = backward.__qualname__ = \
-                f"{getattr(fn, '__name__', type(fn).__name__)}_backward"
+            backward.__name__ = f"{getattr(fn, '__name__', type(fn).__name__)}_backward"
+            backward.__qualname__ = getattr(fn, "__qualname__", type(fn).__name__)
             vjp = Compiled(backward, (), self.compiled.backend)
             vjp.bridged = False                # (its own outputs need no node)
+            vjp.performs_writes = False        # (the call made them)
             self._vjp = vjp
         return self._vjp
 
-
-class StateBridge:
-    """The link of an entry that updates state in place: its floating outputs hang from
-    an Error node (differentiating them raises; using them is fine)."""
-
-    __slots__ = ("name",)
-
-    def __init__(self, compiled):
-        self.name = getattr(compiled.fn, "__qualname__", type(compiled.fn).__name__)
-
-    def connect(self, leaves, outputs: list) -> list:
-        floats = [k for k, o in enumerate(outputs) if o.is_floating_point()]
-        hung = delayed_error(tuple(outputs[k] for k in floats), _STATE_MESSAGE.format(self.name))
-        outputs = list(outputs)
-        for k, t in zip(floats, hung):
-            outputs[k] = t
-        return outputs
-
-
-_STATE_MESSAGE = (
-    "symgrad.compile: {} updates state in place (e.g. BatchNorm's running statistics in "
-    "training mode), so its compiled outputs cannot be differentiated from outside the "
-    "call. Compile the whole training step instead (forward, loss.backward() and "
-    "optimizer.step() in one compiled function), or call it uncompiled.")

@@ -136,6 +136,7 @@ class Compiled:
 
     bridged = True        # outputs join eager autograd (see _bridge)
     dynamic_shapes = True  # a size that changes may become a runtime size (see _dynamic)
+    performs_writes = True  # in-place updates of state are part of the program (see trace)
 
     def __init__(self, fn, static_argnums=(), backend=None, transform: Transform | None = None,
                  maxsize: int | None = None, target=None):
@@ -535,9 +536,7 @@ class Compiled:
                 and not any(s.requires_grad for s in entry.specs if s.kind == "tensor"):
             return None
         # late: autograd's libraries layer sits above the compiler
-        from ..autograd.compiled_function import Bridge, StateBridge
-        if effects is not None and effects.writes:
-            return StateBridge(self)
+        from ..autograd.compiled_function import Bridge
         return Bridge(self, entry.closure, entry.key, effects)
 
     def _build(self, args, key, leaves, names) -> _Entry:
@@ -632,7 +631,7 @@ class Compiled:
     def _trace(self, args, key, names):
         structure, specs, static = key
         return trace(self.fn, args, self.static_argnums, list(specs), structure, names,
-                     stateful=isinstance(self.transform, Identity))
+                     stateful=isinstance(self.transform, Identity), writes=self.performs_writes)
 
     def _disk_key(self, tr, key) -> str | None:
         """The disk cache key of the traced program, if the disk cache can answer it."""

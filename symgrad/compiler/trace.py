@@ -21,7 +21,7 @@ import numpy as np
 from .. import dispatch
 
 from ..graph import dtypes
-from ..graph.node import Node, const, make_node
+from ..graph.node import Node, const, make_node, toposort
 from ..tensor import Tensor, next_birth
 from ..graph import pytree
 from . import sources
@@ -249,11 +249,30 @@ def arg_names(fn, n: int) -> list[str]:
     return names
 
 
+def _drop_writes(tracer, out_nodes, fn) -> None:
+    """Forget the trace's in-place updates of state; refused (RuntimeError) when an
+    output depends on a tensor the trace updated: recomputed after the update, it would
+    not be what the call computed."""
+    updated = {id(tracer.lifted[k][1]) for k in tracer.writes if k in tracer.lifted}
+    if updated and any(id(n) in updated for n in toposort(out_nodes)):
+        name = getattr(fn, "__qualname__", type(fn).__name__)
+        raise RuntimeError(
+            f"symgrad.compile: {name} updates state in place that its outputs read, so its "
+            "compiled outputs cannot be differentiated from outside the call. Compile the "
+            "whole training step instead (forward, loss.backward() and optimizer.step() in "
+            "one compiled function), or call it uncompiled.")
+    tracer.writes.clear()
+
+
 def trace(fn, args: tuple, static_argnums: tuple[int, ...], leaves_specs: list[Leaf],
-          structure, names: list[str], stateful: bool = True) -> TraceResult:
+          structure, names: list[str], stateful: bool = True,
+          writes: bool = True) -> TraceResult:
     """Run fn on symbolic stand-ins for the non-static arguments. ``stateful``: the
     program performs fn's state effects (symgrad.compile); else (gradient transforms)
-    it has none (see :func:`~symgrad.compiler.effects.collect`)."""
+    it has none (see :func:`~symgrad.compiler.effects.collect`). ``writes=False``: fn's
+    in-place updates of state are left out of the program -- a recomputation of a call
+    that made them (see :mod:`symgrad.autograd.compiled_function`), allowed only while
+    its outputs do not read what they wrote."""
     nodes, stand_ins = [], []
     for i, (spec, name) in enumerate(zip(leaves_specs, names)):
         node = make_node("input", (), (("name", name), ("slot", ("arg", i))), spec.shape,
@@ -272,6 +291,8 @@ def trace(fn, args: tuple, static_argnums: tuple[int, ...], leaves_specs: list[L
         result = fn(*call_args)
         out_leaves, out_structure = pytree.flatten(result)
         out_nodes = [_output_node(o, tracer, k) for k, o in enumerate(out_leaves)]
+        if not writes:
+            _drop_writes(tracer, out_nodes, fn)
         effects, effect_nodes = collect(tracer, stateful)
     finally:
         dispatch.set_lifter(prev)

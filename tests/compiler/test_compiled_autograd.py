@@ -128,23 +128,46 @@ def test_second_backward_without_retain_graph_raises():
         out.backward()
 
 
-def test_batchnorm_training_mode_says_why_and_eval_mode_works():
+def test_batchnorm_in_training_mode_and_eval_mode_as_torch():
+    """The call updates the running statistics once; the backward's recomputation leaves
+    them alone (its outputs do not read them)."""
     torch.manual_seed(0)
-    t = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4))
-    s = sg.nn.Sequential(sg.nn.Linear(4, 4), sg.nn.BatchNorm1d(4))
+    t = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4), torch.nn.ReLU(),
+                            torch.nn.Linear(4, 2))
+    s = sg.nn.Sequential(sg.nn.Linear(4, 4), sg.nn.BatchNorm1d(4), sg.nn.ReLU(),
+                         sg.nn.Linear(4, 2))
     s.load_state_dict({k: sg.tensor(v.numpy()) for k, v in t.state_dict().items()})
     cs = sg.compile(s)
-    x = np.random.default_rng(3).normal(size=(6, 4)).astype(np.float32)
-    out = cs(sg.tensor(x))
-    np.testing.assert_allclose(out.detach().numpy(), t(torch.tensor(x)).detach().numpy(),
-                               rtol=1e-5, atol=1e-6)
-    with pytest.raises(RuntimeError, match="updates state in place"):
-        out.sum().backward()
-    s.eval(), t.eval()
-    cs(sg.tensor(x)).sum().backward()
-    t(torch.tensor(x)).sum().backward()
-    np.testing.assert_allclose(s[0].weight.grad.numpy(), t[0].weight.grad.numpy(), rtol=1e-5,
-                               atol=1e-6)
+    for step in range(4):
+        if step == 2:
+            s.eval(), t.eval()
+        x = np.random.default_rng(step).normal(size=(6, 4)).astype(np.float32)
+        s.zero_grad(), t.zero_grad()
+        out, t_out = cs(sg.tensor(x)), t(torch.tensor(x))
+        np.testing.assert_allclose(out.detach().numpy(), t_out.detach().numpy(), rtol=1e-5,
+                                   atol=1e-6)
+        out.pow(2).sum().backward()
+        t_out.pow(2).sum().backward()
+        for (name, ps), pt in zip(s.named_parameters(), t.parameters()):
+            np.testing.assert_allclose(ps.grad.numpy(), pt.grad.numpy(), rtol=1e-5, atol=1e-6,
+                                       err_msg=name)
+        for bs, bt in zip(s.buffers(), t.buffers()):
+            np.testing.assert_allclose(bs.numpy(), bt.numpy(), rtol=1e-6, atol=1e-7)
+
+
+def test_outputs_reading_updated_state_say_why():
+    buf = sg.zeros(3)
+    w = sg.ones(3, requires_grad=True)
+
+    def accumulate(x):
+        buf.add_(x.detach())
+        return (w * x * buf).sum()
+    out = sg.compile(accumulate)(sg.ones(3))
+    assert float(buf.sum()) == 3.0
+    with pytest.raises(RuntimeError, match="accumulate updates state in place that its "
+                                           "outputs read"):
+        out.backward()
+    assert float(buf.sum()) == 3.0
 
 
 def test_no_grad_and_inference_mode_return_plain_outputs():
