@@ -29,7 +29,7 @@ from .graph.primitives import elementwise
 from .dispatch import bind as apply
 from .functions import methods as _methods
 from .functions.creation import (arange, as_tensor, empty, empty_like, eye, from_numpy, full,
-                                 full_like, linspace, ones, ones_like, scalar_tensor, tensor,
+                                 full_like, linspace, logspace, ones, ones_like, scalar_tensor, tensor,
                                  zeros, zeros_like)
 from .functions.random import (Generator, bernoulli, manual_seed, multinomial, normal, rand,
                                rand_like, randint, randn, randn_like, randperm, seed)

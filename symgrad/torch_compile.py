@@ -11,9 +11,12 @@ from the second size on), ``disable=True`` returns the function itself.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from .compiler import api
+
+if TYPE_CHECKING:
+    from .types import TargetSpec
 
 __all__ = ["compile"]
 
@@ -22,9 +25,9 @@ _TORCH_BACKENDS = {"inductor": None}
 
 
 def compile(model: Callable[..., Any] | None = None, static_argnums: int | Sequence[int] = (),
-            backend: str | None = None, *, target=None, fullgraph: bool = False,
-            dynamic: bool | None = None, mode: str | None = None,
-            options: dict | None = None, disable: bool = False):
+            backend: str | None = None, *, target: TargetSpec | None = None,
+            fullgraph: bool = False, dynamic: bool | None = None, mode: str | None = None,
+            options: dict | None = None, disable: bool = False) -> Any:
     """Compile ``model`` (a function or a Module): trace once per input signature,
     optimise, run natively, cache. Usable as a decorator. ``static_argnums``, ``backend``
     and ``target`` as :func:`symgrad.compiler.api.compile`; torch.compile's keywords as

@@ -1,7 +1,8 @@
 """Creating tensors: tensor, as_tensor, from_numpy, ones / zeros / full / empty, eye,
-arange, linspace, the *_like variants, with PyTorch's dtype inference."""
+arange, linspace, logspace, the *_like variants, with PyTorch's dtype inference."""
 from __future__ import annotations
 
+import math
 import warnings
 from typing import TYPE_CHECKING
 
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
     from ..types import DeviceLike, DTypeLike, TensorLike
 
 __all__ = ["tensor", "as_tensor", "shape_arg", "from_numpy", "ones", "zeros", "full", "empty", "eye",
-           "arange", "linspace", "ones_like", "zeros_like", "full_like", "empty_like",
+           "arange", "linspace", "logspace", "ones_like", "zeros_like", "full_like", "empty_like",
            "scalar_tensor"]
 
 _COPY_WARNING = ("To copy construct from a tensor, it is recommended to use "
@@ -214,9 +215,83 @@ def linspace(start: int | float, end: int | float, steps: int, *,
     check_device(device)
     dt = _dt(dtype)
     if steps < 0:
-        raise RuntimeError("linspace(): number of steps must be non-negative")
-    return _finish(np.linspace(float(start), float(end), int(steps)).astype(dt.np), dt,
-                   requires_grad)
+        raise RuntimeError("number of steps must be non-negative")
+    return _finish(_linspace(start, end, int(steps), dt), dt, requires_grad)
+
+
+def _linspace(start, end, steps: int, dt) -> np.ndarray:
+    """PyTorch's CPU linspace, bit for bit: ``step = (end - start) / (steps - 1)`` in the
+    output dtype (double for integers), then ``fma(step, i, start)`` for the first half
+    and ``fma(-step, steps - 1 - i, end)`` for the rest, each rounded once."""
+    if steps <= 1:
+        return np.full(steps, start).astype(dt.np)
+    work = np.float32 if dt.np in (np.float32, np.float16) else np.float64
+    if dt.is_floating_point:
+        start, end = dt.np.type(start), dt.np.type(end)        # (the Scalar's conversion)
+    else:
+        start, end = int(start), int(end)
+    a, b = work(start), work(end)
+    step = (b - a) / work(steps - 1)
+    i = np.arange(steps, dtype=np.float64)
+    half = steps // 2
+    out = np.where(i < half, _fma(np.float64(step), i, np.float64(a)),
+                   _fma(-np.float64(step), steps - 1 - i, np.float64(b)))
+    if dt.is_floating_point:
+        return out.astype(work).astype(dt.np)
+    return np.trunc(out).astype(dt.np)          # (C's conversion: toward zero)
+
+
+def _fma(a, b, c) -> np.ndarray:
+    """``a * b + c`` rounded once, in float64 (Dekker's product and Knuth's sum; the
+    float32 case is exact: its product fits a double)."""
+    p = a * b
+    split = 134217729.0                      # 2**27 + 1
+    ah = a * split
+    ah = ah - (ah - a)
+    bh = b * split
+    bh = bh - (bh - b)
+    p_err = ((ah * bh - p) + ah * (b - bh) + (a - ah) * bh) + (a - ah) * (b - bh)
+    s = p + c
+    bb = s - p
+    s_err = (p - (s - bb)) + (c - bb)
+    return s + (s_err + p_err)
+
+
+def logspace(start: int | float, end: int | float, steps: int, base: float = 10.0, *,
+             dtype: DTypeLike | None = None, device: DeviceLike | None = None,
+             requires_grad: bool = False) -> Tensor:
+    """PyTorch's CPU logspace, bit for bit: start and end in the output dtype, their
+    difference over ``steps - 1`` in double, ``pow(base, start + step * i)`` (from the
+    end for the second half) in double, converted to the output dtype."""
+    check_device(device)
+    dt = _dt(dtype)
+    if steps < 0:
+        raise RuntimeError("number of steps must be non-negative")
+    steps = int(steps)
+    if steps == 1:                               # (PyTorch: base ** start, in double)
+        a = b = float(start)
+    elif dt.is_floating_point:
+        a, b = dt.np.type(start), dt.np.type(end)
+    else:
+        a, b = int(start), int(end)
+    diff = np.float64(b - a)
+    step = diff / np.float64(steps - 1) if steps > 1 else np.float64(0.0)
+    i = np.arange(steps, dtype=np.float64)
+    exponents = np.where(i < steps // 2, np.float64(a) + step * i,
+                         np.float64(b) - step * (steps - 1 - i))
+    values = np.array([_pow(float(base), e) for e in exponents.tolist()], np.float64)
+    if not dt.is_floating_point:
+        values = np.trunc(values)
+    return _finish(values.astype(dt.np), dt, requires_grad)
+
+
+def _pow(x: float, y: float) -> float:
+    """C's ``pow`` (the platform's libm, as PyTorch's ``std::pow``; numpy's vectorised
+    power may round otherwise), inf on overflow."""
+    try:
+        return math.pow(x, y)
+    except OverflowError:
+        return math.inf
 
 
 def _like(x, dtype):
