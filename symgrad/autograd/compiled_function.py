@@ -78,10 +78,13 @@ class Bridge:
     (closed-over tensors that require grad, then every tensor argument) and, built on
     first use, the compiled VJP."""
 
-    __slots__ = ("compiled", "closure", "structure", "static", "runtime", "_vjp")
+    __slots__ = ("fn", "static_argnums", "backend", "closure", "structure", "static",
+                 "runtime", "_vjp")
 
     def __init__(self, compiled, closure, key, effects):
-        self.compiled = compiled
+        # (what it needs of the compiled function, not the object: its cache holds this)
+        self.fn, self.static_argnums = compiled.fn, compiled.static_argnums
+        self.backend = compiled.backend
         self.closure = [t for t in closure if t._requires_grad]
         self.structure, _, self.static = key
         # the tensors holding the values the call read at run time (see Effects.scalars)
@@ -97,7 +100,7 @@ class Bridge:
         return list(CompiledFunction.apply(_Call(self, leaves, outputs, drawn), *inputs))
 
     def _args(self, leaves) -> tuple:
-        return _merge(self.compiled.static_argnums, self.static,
+        return _merge(self.static_argnums, self.static,
                       pytree.unflatten(self.structure, list(leaves)))
 
     def backward(self, call, inputs, grads) -> tuple:
@@ -109,7 +112,7 @@ class Bridge:
                     "symgrad.compile: create_graph=True through a compiled function that "
                     "draws random numbers (dropout, randn) is not supported: call it "
                     "uncompiled to differentiate its gradient")
-            out = self.compiled.fn(*self._args(call.leaves))
+            out = self.fn(*self._args(call.leaves))
             pairs = _pairs(pytree.flatten(out)[0], cts)
             wrt = [t for t in inputs if t.requires_grad]
             got = iter(autograd_grad([o for o, _ in pairs], wrt, [c for _, c in pairs],
@@ -122,7 +125,11 @@ class Bridge:
 
     def _compiled_vjp(self):
         if self._vjp is None:
-            fn, closure, args_of = self.compiled.fn, self.closure, self._args
+            fn, closure = self.fn, self.closure
+            nums, static, structure = self.static_argnums, self.static, self.structure
+
+            def args_of(leaves):        # (not self._args: no cycle through this bridge)
+                return _merge(nums, static, pytree.unflatten(structure, list(leaves)))
 
             def backward(*a):
                 leaves, drawn, cts = a[:-2], a[-2], a[-1]
@@ -136,7 +143,7 @@ class Bridge:
                                            allow_unused=True, materialize_grads=True))
             backward.__name__ = f"{getattr(fn, '__name__', type(fn).__name__)}_backward"
             backward.__qualname__ = getattr(fn, "__qualname__", type(fn).__name__)
-            vjp = Compiled(backward, (), self.compiled.backend)
+            vjp = Compiled(backward, (), self.backend)
             vjp.bridged = False                # (its own outputs need no node)
             vjp.performs_writes = False        # (the call made them)
             self._vjp = vjp
