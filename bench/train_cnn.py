@@ -42,8 +42,9 @@ def _data(seed: int = 0):
     return x, y, init
 
 
-def _torch_like(T) -> Callable[[], float]:
-    """The training step as PyTorch code, over the module ``T`` (torch or symgrad)."""
+def _torch_like(T, wrap=None) -> Callable[[], float]:
+    """The training step as PyTorch code, over the module ``T`` (torch or symgrad), the
+    model passed through ``wrap`` (``T.compile``) if given."""
     x_np, y_np, init = _data()
     nn = T.nn
     model = nn.Sequential(nn.Conv2d(1, C1, 3, padding=1), nn.BatchNorm2d(C1), nn.ReLU(),
@@ -53,7 +54,7 @@ def _torch_like(T) -> Callable[[], float]:
     opt = T.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
     x, y = T.tensor(x_np), T.tensor(y_np)
-    return torch_step(model, opt, loss_fn, x, y)
+    return torch_step(wrap(model) if wrap else model, opt, loss_fn, x, y)
 
 
 def _jax():

@@ -1,6 +1,7 @@
 """What the training workloads of ``python -m bench train`` share: the training step as a
 PyTorch user writes it, and the PyTorch-style systems that run it (symgrad eager under
-``import symgrad as torch``, the same step under ``symgrad.compile``, torch eager on one
+``import symgrad as torch``, the same step under ``symgrad.compile``, the eager step over
+``model = symgrad.compile(model)`` as PyTorch 2 tutorials write it, torch eager on one
 thread or all)."""
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ def torch_step(model, opt, loss_fn, x, y) -> Callable[[], object]:
 
 
 def torch_style_systems(torch_like: Callable) -> dict[str, Callable]:
-    """The systems running ``torch_like(T)`` (a step over the module ``T``)."""
+    """The systems running ``torch_like(T, wrap)`` (a step over the module ``T``, the
+    model passed through ``wrap``)."""
     def symgrad_eager():
         import symgrad
         return torch_like(symgrad)
@@ -29,6 +31,10 @@ def torch_style_systems(torch_like: Callable) -> dict[str, Callable]:
     def symgrad_compiled():          # the same step under symgrad.compile: one native call
         import symgrad
         return symgrad.compile(torch_like(symgrad))
+
+    def symgrad_compiled_model():    # model = torch.compile(model); eager backward and step
+        import symgrad
+        return torch_like(symgrad, symgrad.compile)
 
     def torch_eager(threads: int | None):
         def make():
@@ -38,5 +44,6 @@ def torch_style_systems(torch_like: Callable) -> dict[str, Callable]:
             return torch_like(torch)
         return make
     return {"symgrad-eager": symgrad_eager, "symgrad-compiled": symgrad_compiled,
+            "symgrad-compile-model": symgrad_compiled_model,
             "torch-eager-1t": torch_eager(1),
             "torch-eager-all": torch_eager(None)}

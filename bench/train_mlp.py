@@ -28,15 +28,16 @@ def _data(seed: int = 0):
     return x, y, {"0.weight": w1, "0.bias": b1, "2.weight": w2, "2.bias": b2}
 
 
-def _torch_like(T) -> Callable[[], float]:
-    """The training step as PyTorch code, over the module ``T`` (torch or symgrad)."""
+def _torch_like(T, wrap=None) -> Callable[[], float]:
+    """The training step as PyTorch code, over the module ``T`` (torch or symgrad), the
+    model passed through ``wrap`` (``T.compile``) if given."""
     x_np, y_np, init = _data()
     model = T.nn.Sequential(T.nn.Linear(D, H), T.nn.ReLU(), T.nn.Linear(H, C))
     model.load_state_dict({k: T.tensor(v) for k, v in init.items()})
     opt = T.optim.Adam(model.parameters(), lr=1e-3)
     loss_fn = T.nn.CrossEntropyLoss()
     x, y = T.tensor(x_np), T.tensor(y_np)
-    return torch_step(model, opt, loss_fn, x, y)
+    return torch_step(wrap(model) if wrap else model, opt, loss_fn, x, y)
 
 
 def _jax():

@@ -136,8 +136,9 @@ def test_compile_bench_slope() -> None:
 
 
 @pytest.mark.parametrize("workload,systems", [
-    ("mlp-adam", ("symgrad-eager", "symgrad-compiled", "torch-eager-1t")),
-    ("cnn-sgd", ("symgrad-eager", "torch-eager-1t"))])
+    ("mlp-adam", ("symgrad-eager", "symgrad-compiled", "symgrad-compile-model",
+                  "torch-eager-1t")),
+    ("cnn-sgd", ("symgrad-eager", "symgrad-compile-model", "torch-eager-1t"))])
 def test_train_bench_runs_and_losses_agree(workload, systems) -> None:
     r = _run(["train", "--steps", "3", "--repeats", "1", "--workloads", workload, "--systems",
               ",".join(systems)])
