@@ -6,20 +6,19 @@ whose ``grad_fn`` is a ``CompiledFunctionBackward`` node (PyTorch's name), listi
 tensors in ``next_functions``: ``model = symgrad.compile(model)`` followed by
 ``loss.backward()`` and ``optimizer.step()`` trains as the eager model does.
 
-The node's backward calls a second compiled program per cache entry: the symbolic VJP of
-the function with respect to those tensors, the forward recomputed inside it (one native
-call, forward and gradient fused), built on the first backward and cached as any compiled
-function is. With ``create_graph=True`` the backward is recorded eagerly instead, so
-higher derivatives go through it. The tensors a backward needs are saved with their
-versions: one modified in place between the call and ``backward()`` raises PyTorch's
-error. Values the call drew at run time (dropout masks, ``randn``) are kept with its
-outputs and read again by the recomputation (:func:`symgrad.compiler.trace.replaying`).
+In grad mode such a call runs a forward program that also returns the values its
+backward needs, and the node's backward runs the matching backward program (both
+compiled once per cache entry: :mod:`symgrad.autograd.compiled_split`). A function that
+cannot be split is recomputed instead: the backward program is then the symbolic VJP of
+the whole call, reading the random numbers the call drew
+(:func:`symgrad.compiler.trace.replaying`) and leaving out its state updates (refused,
+with a clear error, when its outputs read what it updated). With ``create_graph=True``
+the backward is recorded eagerly, so higher derivatives go through it. The tensors a
+backward needs are saved with their versions: one modified in place between the call and
+``backward()`` raises PyTorch's error.
 
 A function that runs ``backward()`` itself (a compiled training step) returns plain
-outputs. One that updates other state in place (BatchNorm's running statistics in
-training mode) is recomputed without those updates -- the call made them; when its
-outputs read what it updated, the recomputation could not reproduce them and the
-backward raises a clear error instead.
+outputs.
 """
 from __future__ import annotations
 
@@ -30,6 +29,7 @@ from .custom_function import Function
 from .engine import grad as autograd_grad
 from ..compiler.dispatcher import Compiled
 from ..compiler.trace import replaying
+from .compiled_split import NotSplit, Split
 from ..functions.creation import zeros_like
 from ..graph import pytree
 from ..tensor import Tensor
@@ -53,10 +53,11 @@ class CompiledFunction(Function):
 
 
 class _Call:
-    __slots__ = ("bridge", "leaves", "outputs", "drawn")
+    __slots__ = ("bridge", "leaves", "outputs", "drawn", "residuals")
 
-    def __init__(self, bridge, leaves, outputs, drawn):
-        self.bridge, self.leaves, self.outputs, self.drawn = bridge, leaves, outputs, drawn
+    def __init__(self, bridge, leaves, outputs, drawn=(), residuals=None):
+        self.bridge, self.leaves, self.outputs = bridge, leaves, outputs
+        self.drawn, self.residuals = drawn, residuals
 
 
 def _merge(static_argnums, static, dyn) -> tuple:
@@ -75,29 +76,55 @@ def _pairs(outs, cotangents):
 
 class Bridge:
     """One cache entry's link to autograd: the tensors its outputs are differentiable in
-    (closed-over tensors that require grad, then every tensor argument) and, built on
-    first use, the compiled VJP."""
+    (closed-over tensors that require grad, then every tensor argument), the split
+    forward / backward programs (:mod:`~symgrad.autograd.compiled_split`) or, for a
+    function that cannot be split, the compiled VJP that recomputes the forward."""
 
     __slots__ = ("fn", "static_argnums", "backend", "closure", "structure", "static",
-                 "runtime", "_vjp")
+                 "runtime", "out_structure", "_vjp", "_split")
 
-    def __init__(self, compiled, closure, key, effects):
+    def __init__(self, compiled, closure, key, effects, out_structure):
         # (what it needs of the compiled function, not the object: its cache holds this)
         self.fn, self.static_argnums = compiled.fn, compiled.static_argnums
         self.backend = compiled.backend
         self.closure = [t for t in closure if t._requires_grad]
         self.structure, _, self.static = key
-        # the tensors holding the values the call read at run time (see Effects.scalars)
-        self.runtime = [t for t, _ in effects.scalars] if effects is not None else []
+        # the values the call reads at run time (see Effects.scalars): (tensor, getter)
+        self.runtime = list(effects.scalars) if effects is not None else []
+        self.out_structure = out_structure
         self._vjp = None
+        self._split = None
 
-    def connect(self, leaves, outputs: list) -> list:
-        """The outputs, recorded as one ``CompiledFunction`` application."""
+    def run(self, plain, leaves) -> tuple[list, object]:
+        """The call's outputs (flat) recorded as one ``CompiledFunction`` application, and
+        their structure; ``plain()`` runs the entry's own program."""
         inputs = self.closure + [v for v in leaves if isinstance(v, Tensor)]
         if not any(t.requires_grad for t in inputs):
-            return outputs
-        drawn = tuple(np.array(t._data, copy=True) for t in self.runtime)
-        return list(CompiledFunction.apply(_Call(self, leaves, outputs, drawn), *inputs))
+            return plain()
+        split = self._split
+        if split is None:
+            split = self._split = self._make_split(leaves)
+        if split:
+            try:
+                outs, residuals = split.forward(leaves)
+            except (NotSplit, RuntimeError, TypeError, ValueError):
+                if split.proven:
+                    raise
+                self._split = False    # (cannot be split after all: recompute instead)
+                return self.run(plain, leaves)
+            call = _Call(self, leaves, outs, residuals=residuals)
+            structure = self.out_structure
+        else:
+            outs, structure = plain()
+            call = _Call(self, leaves, outs,
+                         tuple(np.array(t._data, copy=True) for t, _ in self.runtime))
+        return list(CompiledFunction.apply(call, *inputs)), structure
+
+    def _make_split(self, leaves):
+        try:
+            return Split(self.fn, self._args, self.closure, self.runtime, leaves, self.backend)
+        except (NotSplit, RuntimeError, TypeError, ValueError, KeyError):
+            return False
 
     def _args(self, leaves) -> tuple:
         return _merge(self.static_argnums, self.static,
@@ -107,10 +134,10 @@ class Bridge:
         cts = tuple(g if g is not None else np.zeros(o.shape, o._dtype.np)
                     for g, o in zip(grads, call.outputs))
         if grad_mode.is_grad_enabled():      # create_graph: record the backward eagerly
-            if call.drawn:
+            if self.runtime:
                 raise RuntimeError(
                     "symgrad.compile: create_graph=True through a compiled function that "
-                    "draws random numbers (dropout, randn) is not supported: call it "
+                    "reads values at run time (dropout, randn) is not supported: call it "
                     "uncompiled to differentiate its gradient")
             out = self.fn(*self._args(call.leaves))
             pairs = _pairs(pytree.flatten(out)[0], cts)
@@ -119,6 +146,9 @@ class Bridge:
                                      create_graph=True, allow_unused=True,
                                      materialize_grads=True) if pairs else
                        [None] * len(wrt))
+        elif call.residuals is not None:
+            got = iter(self._split.backward(call.leaves, cts, call.residuals))
+            self._split.proven = True
         else:
             got = iter(self._compiled_vjp()(*call.leaves, call.drawn, cts))
         return tuple(next(got) if t.requires_grad else None for t in inputs)
@@ -148,4 +178,3 @@ class Bridge:
             vjp.performs_writes = False        # (the call made them)
             self._vjp = vjp
         return self._vjp
-

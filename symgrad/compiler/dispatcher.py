@@ -484,6 +484,18 @@ class Compiled:
         return entry
 
     def _run(self, entry: _Entry, leaves):
+        bridge = entry.bridge
+        if bridge is not None and _grad_state.grad and not entry.numpy_out:
+            if bridge is _UNSET:
+                bridge = entry.bridge = self._bridge(entry)
+            if bridge is not None:      # outputs that join autograd (grad mode, inputs need it)
+                res, structure = bridge.run(lambda: self._run_program(entry, leaves), leaves)
+                return pytree.unflatten(structure, res)
+        res, structure = self._run_program(entry, leaves)
+        return pytree.unflatten(structure, res)
+
+    def _run_program(self, entry: _Entry, leaves) -> tuple[list, object]:
+        """Run the entry's program: (its outputs, flat, and their structure)."""
         arrays = []
         for v, spec in zip(leaves, entry.specs):
             if isinstance(v, Tensor):
@@ -513,16 +525,8 @@ class Compiled:
                 outs = outs[:len(outs) - n]
                 structure = pytree.children(structure)[0]
         if entry.numpy_out:
-            res = list(outs)
-        else:
-            res = [Tensor._from_array(np.asarray(o)) for o in outs]
-            bridge = entry.bridge
-            if bridge is not None and _grad_state.grad:
-                if bridge is _UNSET:
-                    bridge = entry.bridge = self._bridge(entry)
-                if bridge is not None:
-                    res = bridge.connect(leaves, res)
-        return pytree.unflatten(structure, res)
+            return list(outs), structure
+        return [Tensor._from_array(np.asarray(o)) for o in outs], structure
 
     def _bridge(self, entry):
         """The entry's link to eager autograd (see :mod:`symgrad.autograd.compiled_function`),
@@ -537,7 +541,10 @@ class Compiled:
             return None
         # late: autograd's libraries layer sits above the compiler
         from ..autograd.compiled_function import Bridge
-        return Bridge(self, entry.closure, entry.key, effects)
+        structure = entry.structure
+        if effects is not None and effects.n_outputs:
+            structure = pytree.children(structure)[0]
+        return Bridge(self, entry.closure, entry.key, effects, structure)
 
     def _build(self, args, key, leaves, names) -> _Entry:
         with StageClock(getattr(self.fn, "__qualname__", "function")) as clock:

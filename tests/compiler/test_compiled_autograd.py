@@ -155,19 +155,69 @@ def test_batchnorm_in_training_mode_and_eval_mode_as_torch():
             np.testing.assert_allclose(bs.numpy(), bt.numpy(), rtol=1e-6, atol=1e-7)
 
 
-def test_outputs_reading_updated_state_say_why():
+def test_outputs_reading_state_the_call_updated():
+    """The backward uses the values the forward computed (no recomputation after the
+    update): as torch eager, call after call."""
+    grads = {}
+    for lib in (torch, sg):
+        buf = lib.zeros(3)
+        w = lib.ones(3, requires_grad=True)
+
+        def accumulate(x):
+            buf.add_(x.detach())
+            return (w * x * buf).sum()
+        f = sg.compile(accumulate) if lib is sg else accumulate
+        for k in range(3):
+            w.grad = None
+            f(lib.tensor([1.0, 2.0, 3.0]) * (k + 1)).backward()
+        grads[lib.__name__] = (w.grad.numpy().copy(), buf.numpy().copy())
+    np.testing.assert_allclose(grads["symgrad"][0], grads["torch"][0], rtol=1e-6)
+    np.testing.assert_allclose(grads["symgrad"][1], grads["torch"][1], rtol=1e-6)
+
+
+def test_a_function_that_cannot_be_split_recomputes_its_forward():
+    """A Python number among the outputs: no split; the backward recomputes the call."""
+    x0 = np.array([0.3, -0.7, 1.1])
+    out = {}
+    for lib in (torch, sg):
+        w = lib.tensor(x0, requires_grad=True)
+
+        def f(x):
+            return (lib.sin(w) * x).sum(), 3
+        g = sg.compile(f) if lib is sg else f
+        v, three = g(lib.tensor([1.0, 2.0, 3.0]))
+        assert int(three) == 3
+        (v * 2).backward()
+        out[lib.__name__] = w.grad.numpy().copy()
+    np.testing.assert_allclose(out["symgrad"], out["torch"], rtol=1e-12)
+
+
+def test_recomputing_outputs_that_read_updated_state_says_why():
     buf = sg.zeros(3)
     w = sg.ones(3, requires_grad=True)
 
     def accumulate(x):
         buf.add_(x.detach())
-        return (w * x * buf).sum()
-    out = sg.compile(accumulate)(sg.ones(3))
-    assert float(buf.sum()) == 3.0
+        return (w * x * buf).sum(), 3          # (not split: recomputed)
+    out, _ = sg.compile(accumulate)(sg.ones(3))
     with pytest.raises(RuntimeError, match="accumulate updates state in place that its "
                                            "outputs read"):
         out.backward()
     assert float(buf.sum()) == 3.0
+
+
+def test_the_forward_runs_once_per_training_step():
+    """The backward reads the forward's residuals: a function with a Python-visible
+    side effect per traced call shows one forward program, one backward program."""
+    from symgrad.autograd.compiled_function import Bridge
+    s, _ = _pair("float32")
+    cs = sg.compile(s)
+    for _ in range(3):
+        cs(sg.ones(2, 5)).sum().backward()
+    bridge = next(iter(cs._compiled._cache.values())).bridge
+    assert isinstance(bridge, Bridge) and bridge._split and bridge._vjp is None
+    assert bridge._split.forward_program.cache_info().misses == 1
+    assert bridge._split.backward_program.cache_info().misses == 1
 
 
 def test_no_grad_and_inference_mode_return_plain_outputs():

@@ -1,0 +1,175 @@
+"""A compiled call's forward and backward as two programs, cut where the backward reads
+forward values (the partition AOTAutograd makes for torch.compile).
+
+One joint trace runs the function and, inside the same trace, its VJP with respect to
+the tensors its outputs are differentiable in (placeholder cotangents). The VJP's nodes
+that depend on a cotangent are the backward; the forward values they read are the
+*residuals*. The forward program computes the outputs and the residuals (and performs the
+call's state updates, and draws its random numbers, as the plain program does); the
+backward program takes the call's arguments, the cotangents and the residuals, and
+reads the tensors the function closes over (their versions are checked by the autograd
+node). So a training step through ``compile(model)`` computes the forward once.
+
+Used by :mod:`symgrad.autograd.compiled_function`; when a function cannot be split
+(:class:`NotSplit`), the node recomputes the forward in its backward instead.
+"""
+from __future__ import annotations
+
+from .. import dispatch
+from ..compiler.dispatcher import Compiled
+from ..compiler.trace import leaf_spec, replaying, trace
+from ..compiler.transforms import make_aux
+from ..functions.creation import zeros_like
+from ..graph import pytree
+from ..graph.node import Node, toposort
+from ..graph.primitives import PRIMITIVES
+from ..tensor import Tensor
+from . import grad_mode
+from .engine import grad as autograd_grad
+
+__all__ = ["Split", "NotSplit"]
+
+
+class NotSplit(Exception):
+    """The function's call cannot be split (its outputs are not all tensors, the trace
+    created state, ...)."""
+
+
+def _replay_cut(outputs: list[Node], env: dict) -> list:
+    """``outputs`` bound again on the tensors ``env`` gives for some nodes (by id), not
+    looking past those nodes (unlike :func:`symgrad.compiler.replay.replay`: the backward
+    program must not recompute what it is given)."""
+    vals = dict(env)
+    order, seen = [], set(vals)
+    for root in outputs:
+        if id(root) in seen:
+            continue
+        stack = [(root, False)]
+        while stack:
+            node, expanded = stack.pop()
+            if expanded:
+                order.append(node)
+                continue
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            stack.append((node, True))
+            stack.extend((a, False) for a in reversed(node.args) if id(a) not in seen)
+    for node in order:
+        if node.op == "const":
+            vals[id(node)] = Tensor._from_array(node.attr("value").value, node.dtype)
+        elif node.op == "input":
+            raise NotSplit(f"an input of the joint trace is not given: {node}")
+        else:
+            vals[id(node)] = dispatch.bind(PRIMITIVES[node.op], *[vals[id(a)] for a in node.args],
+                                           **dict(node.attrs))
+    return [vals[id(o)] for o in outputs]
+
+
+class Split:
+    """The forward and backward programs of one cache entry (see the module docstring)."""
+
+    def __init__(self, fn, args_of, closure: list, scalars: list, leaves: list, backend):
+        holder: dict = {}
+
+        def joint(*flat):
+            drawn = [Tensor._from_node(make_aux(f"drawn{k}", tuple(t.shape), t.dtype))
+                     for k, (t, _) in enumerate(scalars)]
+            with grad_mode.enable_grad(), replaying(drawn):
+                out = fn(*args_of(flat))
+            outs = pytree.flatten(out)[0]
+            if not all(isinstance(o, Tensor) for o in outs):
+                raise NotSplit("an output is not a tensor")
+            cts = [Tensor._from_node(make_aux(f"ct{k}", tuple(o.shape), o.dtype))
+                   for k, o in enumerate(outs)]
+            pairs = [(o, c) for o, c in zip(outs, cts) if o.requires_grad
+                     and o.is_floating_point()]
+            wrt = closure + [v for v in flat if isinstance(v, Tensor) and v.requires_grad]
+            grads = (autograd_grad([o for o, _ in pairs], wrt, [c for _, c in pairs],
+                                   allow_unused=True, materialize_grads=True)
+                     if pairs else [zeros_like(w) for w in wrt])
+            holder.update(drawn=[d._node for d in drawn], cts=[c._node for c in cts],
+                          n_out=len(outs), n_grad=len(grads))
+            return tuple(outs) + tuple(grads)
+
+        flat = list(leaves)
+        names = [f"arg{i}" for i in range(len(flat))]
+        tr = trace(joint, tuple(flat), (), [leaf_spec(v, n) for v, n in zip(flat, names)],
+                   pytree.flatten(tuple(flat))[1], names)
+        effects = tr.effects
+        if effects is not None and (effects.grads or effects.one_shot or effects.scalars):
+            raise NotSplit("the joint trace has effects other than state updates")
+        n_out, n_grad = holder["n_out"], holder["n_grad"]
+        outs = tr.out_nodes[:n_out]
+        grads = tr.out_nodes[n_out:n_out + n_grad]
+        written = list(effects.writes) if effects is not None else []
+        new_state = tr.out_nodes[n_out + n_grad:]
+        closure_nodes = {id(n): t for t, n in tr.closure}
+        written_nodes = {id(n) for t, n in tr.closure if any(t is w for w in written)}
+        arg_ids = {id(n) for n in tr.arg_nodes}
+        # the backward: every node of the gradients that depends on a cotangent
+        backward_ids = {id(c) for c in holder["cts"]}
+        order = toposort(grads)
+        for node in order:
+            if id(node) not in backward_ids and any(id(a) in backward_ids for a in node.args):
+                backward_ids.add(id(node))
+        residuals, seen = [], set()
+
+        def needs(node):            # a forward value the backward program must be given
+            if id(node) in backward_ids or id(node) in seen or node.op == "const":
+                return False
+            if id(node) in arg_ids:
+                return False        # (the call's arguments: given as they are)
+            if id(node) in closure_nodes and id(node) not in written_nodes:
+                return False        # (read by the backward program; versions are checked)
+            return True
+        for node in order:
+            if id(node) in backward_ids:
+                for a in node.args:
+                    if needs(a):
+                        residuals.append(a)
+                        seen.add(id(a))
+        for g in grads:             # (a gradient no cotangent reaches: zero, or constant)
+            if needs(g):
+                residuals.append(g)
+                seen.add(id(g))
+        self.n_residuals = len(residuals)
+        arg_nodes, drawn_nodes, ct_nodes = tr.arg_nodes, holder["drawn"], holder["cts"]
+        plain_closure = [(t, n) for t, n in tr.closure if id(n) not in written_nodes]
+        all_closure = list(tr.closure)
+
+        def forward(*flat):
+            tracer = dispatch._lifter[0]
+            env = {id(n): v for n, v in zip(arg_nodes, flat)}
+            for (t, getter), node in zip(scalars, drawn_nodes):
+                env[id(node)] = tracer.runtime_value(getter, t.dtype, "drawn")
+            env.update((id(n), t) for t, n in all_closure)
+            vals = _replay_cut(outs + new_state + residuals, env)
+            with grad_mode.no_grad():
+                for t, v in zip(written, vals[n_out:n_out + len(new_state)]):
+                    t.copy_(v)
+            return tuple(vals[:n_out]), tuple(vals[n_out + len(new_state):])
+
+        def backward(*a):
+            flat, cts, res = a[:-2], a[-2], a[-1]
+            env = {id(n): v for n, v in zip(arg_nodes, flat)}
+            env.update((id(n), c) for n, c in zip(ct_nodes, cts))
+            env.update((id(n), r) for n, r in zip(residuals, res))
+            env.update((id(n), t) for t, n in plain_closure)
+            return tuple(_replay_cut(grads, env))
+
+        name = getattr(fn, "__name__", type(fn).__name__)
+        forward.__name__, backward.__name__ = f"{name}_forward", f"{name}_backward"
+        self.forward_program = Compiled(forward, (), backend)
+        self.forward_program.bridged = False
+        self.backward_program = Compiled(backward, (), backend)
+        self.backward_program.bridged = False
+        self.proven = False          # (both programs built once: later errors are real)
+
+    def forward(self, leaves) -> tuple[list, tuple]:
+        outs, residuals = self.forward_program(*leaves)
+        return list(outs), tuple(residuals)
+
+    def backward(self, leaves, cotangents: tuple, residuals: tuple) -> tuple:
+        return self.backward_program(*leaves, cotangents, residuals)
+
