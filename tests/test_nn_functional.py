@@ -447,8 +447,7 @@ def test_loss_weights_may_require_grad_under_no_grad():
                                      weight=m.ones(4, requires_grad=True))
 
 
-@pytest.mark.parametrize("compiled", [False])   # compiled: see issue 13's note (the check
-# has no shape-generic lowering yet: a compiled loss would compile per batch size)
+@pytest.mark.parametrize("compiled", [False, True])
 @pytest.mark.parametrize("name,target", [("nll_loss", [0, -1, 1]), ("cross_entropy", [0, -2, 1]),
                                          ("nll_loss", [0, 5, 1]), ("cross_entropy", [4, 0, 1])])
 def test_targets_out_of_range_raise_as_torch(name, target, compiled):
@@ -464,6 +463,47 @@ def test_targets_out_of_range_raise_as_torch(name, target, compiled):
     with pytest.raises(IndexError) as got:
         f(sg.tensor(x), sg.tensor(target))
     assert str(got.value) == str(want.value)
+
+
+@pytest.mark.parametrize("backend", ["llvm", "numpy"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name,ignore", [("nll_loss", -100), ("cross_entropy", -100),
+                                         ("cross_entropy", -1), ("nll_loss", 7)])
+def test_compiled_loss_checks_targets_at_every_batch_size(name, ignore, dtype, backend):
+    """A compiled loss (value and gradient) called at several batch sizes -- one
+    shape-generic kernel on llvm -- checks its targets at every call: ignore_index
+    targets pass, anything else outside [0, C) raises PyTorch's IndexError (never read
+    wrapped); values and gradients as torch's."""
+    C = 5
+    fs = getattr(sg.nn.functional, name)
+    ft = getattr(torch.nn.functional, name)
+    g = sg.value_and_grad(lambda x, t: fs(x, t, ignore_index=ignore), backend=backend)
+    rng = np.random.default_rng(3)
+    tol = dict(rtol=1e-5, atol=1e-6) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-13)
+    for n in (4, 3, 7, 12, 5):
+        x = rng.normal(size=(n, C)).astype(dtype)
+        if name == "nll_loss":
+            x = np.log(np.exp(x) / np.exp(x).sum(1, keepdims=True)).astype(dtype)
+        t = rng.integers(0, C, size=n)
+        t[1] = ignore                                   # an ignored target passes
+        xt = torch.tensor(x, requires_grad=True)
+        want = ft(xt, torch.tensor(t), ignore_index=ignore)
+        want.backward()
+        v, gx = g(x, t)
+        np.testing.assert_allclose(np.asarray(v), want.detach().numpy(), **tol)
+        np.testing.assert_allclose(np.asarray(gx), xt.grad.numpy(), **tol)
+        for bad in (-1, -2, C, C + 1):
+            if bad == ignore:
+                continue
+            tb = t.copy()
+            tb[-1] = bad
+            with pytest.raises(IndexError) as w:
+                ft(torch.tensor(x), torch.tensor(tb), ignore_index=ignore)
+            with pytest.raises(IndexError) as got:
+                g(x, tb)
+            assert str(got.value) == str(w.value)
+    if backend == "llvm":
+        assert g.cache_info().misses == 2, g.last_miss_reason  # one size, then generic
 
 
 @pytest.mark.parametrize("compiled", [False, True])

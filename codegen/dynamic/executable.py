@@ -28,6 +28,7 @@ import numpy as np
 from symgrad.config import settings
 
 from .. import jit, runtime, target as targets
+from .. import status as statuses
 from .. import types as T
 from ..executable import release_arena_on_unload
 from ..numpy_abi import numpy_layout
@@ -47,8 +48,9 @@ class DynamicExecutable:
     """Callable on a list of arrays (the program's inputs, any ``n >= dims.minimum``);
     returns the list of outputs."""
 
-    def __init__(self, compiled, name: str, program, dims) -> None:
+    def __init__(self, compiled, name: str, program, dims, steps=()) -> None:
         self._compiled = compiled          # keeps the machine code alive
+        self._steps = list(steps)          # the node (or ("copy", node)) of each step
         self.name = name
         self.minimum = dims.minimum
         self.inputs = [(tuple(affine(a, b) for a, b in dims.dims(n)), n.dtype.np)
@@ -133,13 +135,8 @@ class DynamicExecutable:
         return got
 
     def _fail(self, status: int, n: int, err):
-        if status == 1:
-            _, value, axis, size = err
-            raise IndexError(f"index {value} is out of bounds for dimension {axis} with size "
-                             f"{size}")
-        if status == 2:
-            raise MemoryError(f"{self.name}: out of memory for temporaries at size {n}")
-        raise RuntimeError(f"{self.name}: native code failed with status {status}")
+        statuses.raise_for(status, list(err), self.name, lambda i: self._steps[i],
+                           f"out of memory for temporaries at size {n}")
 
     def as_text(self, stage: str = "llvm") -> str:
         if stage not in self.texts:
@@ -163,7 +160,7 @@ def compile_dynamic(program, dims, target=None, on_stage=None) -> DynamicExecuta
             runtime.register_blas()
         compiled = jit.compile_module(str(module), level=OPT_LEVEL, target=t, on_stage=stage)
         t.check_runnable()
-        return DynamicExecutable(compiled, name, program, dims)
+        return DynamicExecutable(compiled, name, program, dims, dm.order)
 
 
 def _objects_wrapper(module: ir.Module, name: str, count: int) -> ir.Function:

@@ -17,7 +17,12 @@ buffers are ``noalias`` parameters, LLVM inlines it):
   enough (decided at run time, as :mod:`codegen.lower.matmul` does statically), else a
   loop nest whose innermost loop runs along a unit stride;
 * gather / gather_scatter: every index checked first (status 1 and the error record
-  ``(node, value, axis, size)`` as :mod:`codegen.lower.indexing` writes it).
+  ``(node, value, axis, size)`` as :mod:`codegen.lower.indexing` writes it);
+* index_check (PyTorch's bounds check, no wrapping): a copy of its indices, each
+  checked in ``[0, size)`` before it is stored (status ``CHECK``, record ``(step, value,
+  0, 0)``; :mod:`codegen.status` raises the node's own error).  Its ``size`` is the
+  node's attribute, the same at every ``n`` (a size that moves with ``n`` is refused by
+  the front end's generalisation: the program is compiled per size).
 
 Anything else (windows, other index kernels, numpy-rule nodes, batched products) raises
 :class:`NotGeneric` naming the operation: the caller compiles per size instead.
@@ -33,6 +38,7 @@ from symgrad.graph import dtypes
 from symgrad.graph.node import Node, toposort
 
 from .. import runtime
+from .. import status as statuses
 from .. import types as T
 from ..executable import arena_release_name
 from ..classify import REDUCE_OPS, const_scalar, formula_of, kind_of, numpy_reason
@@ -149,7 +155,7 @@ class DynamicModule:
             if op == "matmul":
                 if len(node.args[0].shape) > 2 or len(node.args[1].shape) > 2:
                     raise NotGeneric("batched matmul")
-            elif op not in ("gather", "gather_scatter"):
+            elif op not in _INDEX_KERNELS:
                 raise NotGeneric(f"{op} (an index kernel without a runtime-extent lowering)")
         elif kind not in ("ew", "reduce", "window"):
             raise NotGeneric(f"{op} ({kind})")
@@ -563,6 +569,29 @@ def _emit_index(f: _Fn, node: Node, node_id: int) -> None:
     close()
 
 
+def _emit_index_check(f: _Fn, node: Node, node_id: int) -> None:
+    """Copy the indices, each checked in ``[0, size)`` before it is stored (one unsigned
+    comparison: a negative index is a huge unsigned one)."""
+    dm, b = f.dm, f.b
+    (idx,) = node.args
+    shape = dm.shape[id(node)]
+    idx_view = dm.views[id(idx)]
+    ix, close = f.nest(shape, "k")
+    raw = f.load(idx_view, ix, idx.dtype)
+    v = b.sext(raw, T.I64) if raw.type.width < 64 else raw
+    with b.if_then(b.icmp_unsigned(">=", v, T.I64(node.attr("size"))), likely=False):
+        for slot, value in enumerate((T.I64(node_id), v, T.I64(0), T.I64(0))):
+            b.store(value, b.gep(f.err, [T.I64(slot)], source_etype=T.I64))
+        b.ret(T.I32(statuses.CHECK))
+    f.store(dm.views[id(node)], ix, raw, node.dtype)
+    close()
+
+
+# the index kernels with a runtime-extent lowering (steps that may fail on an index)
+_INDEX_KERNELS = {"gather": _emit_index, "gather_scatter": _emit_index,
+                  "index_check": _emit_index_check}
+
+
 def _keys_of(dm: DynamicModule, node) -> list:
     if isinstance(node, tuple):                     # ("copy", node)
         return [dm.views[id(node[1])].buffer, ("copy", id(node[1]))]
@@ -619,7 +648,7 @@ def build(dm: DynamicModule) -> ir.Module:
             f.done()
             call(f, False)
             continue
-        fallible = node.op in ("gather", "gather_scatter")
+        fallible = node.op in _INDEX_KERNELS
         f = _Fn(dm, module, consts, f"s{pos}.{node.op}", _keys_of(dm, node), fallible)
         if node.op == "const":
             _emit_scalar(f, node)
@@ -630,7 +659,7 @@ def build(dm: DynamicModule) -> ir.Module:
         elif node.op == "matmul":
             _emit_matmul(f, node)
         elif fallible:
-            _emit_index(f, node, pos)
+            _INDEX_KERNELS[node.op](f, node, pos)
         else:
             _emit_ew(f, node)
         f.done()

@@ -314,7 +314,9 @@ def _nll_loss(x, t, weight, ignore_index, reduction):
     else:
         t = lax.cast(t, dtypes.int64)
         keep = bind(P["ne"], t, ignore_index)
-        safe_t = lax.where(keep, t, 0)
+        # a target out of [0, C) raises at every call, as PyTorch's (not read wrapped)
+        safe_t = lax.in_bounds(lax.where(keep, t, 0), int(x.shape[cdim]),
+                               "Target {} is out of bounds.", "IndexError")
         idx = lax.reshape(safe_t, tuple(safe_t.shape[:cdim]) + (1,) + tuple(safe_t.shape[cdim:]))
     wt = to_tensor(weight) if weight is not None else None
     # PyTorch's nll_loss_nd: 2d kernel for >= 3-D input; 'none' results of 3-D and >= 5-D
