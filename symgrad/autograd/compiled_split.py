@@ -40,21 +40,7 @@ def _replay_cut(outputs: list[Node], env: dict) -> list:
     looking past those nodes (unlike :func:`symgrad.compiler.replay.replay`: the backward
     program must not recompute what it is given)."""
     vals = dict(env)
-    order, seen = [], set(vals)
-    for root in outputs:
-        if id(root) in seen:
-            continue
-        stack = [(root, False)]
-        while stack:
-            node, expanded = stack.pop()
-            if expanded:
-                order.append(node)
-                continue
-            if id(node) in seen:
-                continue
-            seen.add(id(node))
-            stack.append((node, True))
-            stack.extend((a, False) for a in reversed(node.args) if id(a) not in seen)
+    order = toposort(outputs, stop=vals)
     for node in order:
         if node.op == "const":
             vals[id(node)] = Tensor._from_array(node.attr("value").value, node.dtype)

@@ -15,7 +15,6 @@ What differs from PyTorch: ``f`` runs when a signature is traced, not at every c
 """
 from __future__ import annotations
 
-import weakref
 from typing import Any, Callable
 
 from ..autograd import grad_mode
@@ -27,19 +26,11 @@ from . import api
 
 __all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian"]
 
-_PROGRAMS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
 def _program(func, key, make):
     """The compiled program ``make()`` builds for ``func`` and ``key``, kept per function
-    (weakly): ``torch.func.grad(f)(x)`` written inside a loop traces once."""
-    try:
-        per_fn = _PROGRAMS.setdefault(func, {})
-    except TypeError:
-        return make()
-    if key not in per_fn:
-        per_fn[key] = make()
-    return per_fn[key]
+    (weakly, beside :func:`~symgrad.compiler.api.vjp`'s): ``torch.func.grad(f)(x)``
+    written inside a loop traces once."""
+    return api._cached_wrapper(func, ("torch.func",) + key, make)
 
 
 # ---- PyTorch's argument checks ---------------------------------------------------------------

@@ -112,10 +112,11 @@ def stop_gradient_node(node: Node) -> Node:
     return make_node("stop_gradient", (node,), (), node.shape, node.dtype)
 
 
-def toposort(outputs: Iterable[Node]) -> list[Node]:
-    """All nodes reachable from `outputs`, each after its arguments (iterative DFS)."""
+def toposort(outputs: Iterable[Node], stop: Iterable[int] = ()) -> list[Node]:
+    """All nodes reachable from `outputs`, each after its arguments (iterative DFS);
+    nodes whose id is in `stop` are neither listed nor looked past."""
     order: list[Node] = []
-    seen: set[int] = set()
+    seen: set[int] = set(stop)
     for root in outputs:
         if id(root) in seen:
             continue

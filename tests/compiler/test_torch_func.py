@@ -125,5 +125,5 @@ def test_a_transform_written_in_a_loop_traces_once():
     x = sg.tensor([0.1, 0.2, 0.3])
     for _ in range(4):
         sg.func.grad(loss)(x)
-    program = next(iter(sg.compiler.torch_func._PROGRAMS[loss].values()))
+    program = next(iter(sg.compiler.api._WRAPPERS[loss].values()))
     assert program.cache_info().misses == 1 and program.cache_info().hits == 3
