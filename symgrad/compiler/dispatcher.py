@@ -65,7 +65,7 @@ class _Entry:
     __slots__ = ("exe", "call", "closure", "closure_avals", "aux", "aux_avals", "numpy_out",
                  "structure", "lowered", "key", "native_ok", "native_counted", "native_name",
                  "specs", "effects", "fresh_outputs", "dynamic", "sentinels", "closure_paths",
-                 "donated", "bridge")
+                 "donated", "bridge", "refused")
 
     def __init__(self, lowered: Lowered, exe, closure, numpy_out, aux, closure_paths=None):
         self.lowered = lowered
@@ -76,8 +76,18 @@ class _Entry:
             getattr(self.exe, "structured_entry_name", None) or getattr(self.exe, "entry_name", None))
         # (sanitized kernels run through the checked Python path, which reads their fault word)
         structured = self.native_name != getattr(self.exe, "entry_name", None)
-        self.call = self.exe.native_entry(structured=structured) if self.native_name else \
-            (lambda *a: self.exe(list(a)))
+        # calls the native entry handed to the checked path (arguments it does not take
+        # as they are: strided, broadcast): not native calls, for cache_info's count
+        self.refused = refused = [0]
+        if self.native_name:
+            checked = self.exe._fallback
+
+            def fallback(*arrays):
+                refused[0] += 1
+                return checked(*arrays)
+            self.call = self.exe.native_entry(fallback, structured=structured)
+        else:
+            self.call = lambda *a: self.exe(list(a))
         self.native_counted = int(self.native_name is not None)
         self.native_ok = None
         self.closure = [t for t, _ in closure]
@@ -513,8 +523,9 @@ class Compiled:
         arrays.extend(entry.aux)
         if entry.donated:
             _separate(arrays, entry.donated)
+        refused = entry.refused[0]
         outs = entry.call(*arrays)
-        self._py_native += entry.native_counted
+        self._py_native += entry.native_counted - (entry.refused[0] - refused)
         if entry.native_counted:      # the native entry returns the outputs' own nesting
             outs = pytree.flatten(outs)[0]
         structure = entry.structure
@@ -751,6 +762,7 @@ class _OneShot:
     fresh_outputs = False
     donated = ()
     bridge = None
+    refused = (0,)
 
     def __init__(self, tr, key, numpy_out):
         self.closure = [t for t, _ in tr.closure]
