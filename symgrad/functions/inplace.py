@@ -97,7 +97,11 @@ def original(x: Tensor) -> Tensor:
     saving the operand sees the value before the update (as PyTorch does)."""
     if x._data is None or not x.requires_grad or not grad_mode.is_grad_enabled():
         return x
-    snap = Tensor._from_array(np.array(x._data, copy=True), x.dtype)
+    lift = dispatch._lifter[0]
+    if lift is not None:        # in a trace: its value now (a copy made here would be a
+        snap = Tensor._from_node(lift(x))     # constant of the program, frozen)
+    else:
+        snap = Tensor._from_array(np.array(x._data, copy=True), x.dtype)
     set_history(snap, x.grad_fn, x._output_nr)
     snap._requires_grad = x._requires_grad
     if x.grad_fn is None:

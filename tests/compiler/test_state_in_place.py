@@ -157,3 +157,21 @@ def test_reads_of_the_old_value_come_before_the_write(late, dtype):
         want = body(torch, tp).item()
         np.testing.assert_allclose(float(f()), want, **TOL[dtype])
         np.testing.assert_allclose(p.numpy(), tp.numpy(), **TOL[dtype])
+
+
+def test_in_place_update_of_a_closed_over_tensor_with_history():
+    """A buffer that took a value requiring grad (it has a grad_fn, as in torch) and is
+    updated in place by the compiled function: each call reads its value then, never the
+    value it had when traced (review finding: it stayed 2, 2, 2, 2)."""
+    got = {}
+    for lib in (torch, sg):
+        w = lib.ones(1, requires_grad=True)
+        total = lib.zeros(1)
+        total.add_(w)
+
+        def step(x):
+            total.add_(x)
+            return total * 1
+        f = sg.compile(step) if lib is sg else step
+        got[lib.__name__] = ([f(lib.ones(1)).item() for _ in range(4)], total.item())
+    assert got["symgrad"] == got["torch"] == ([2.0, 3.0, 4.0, 5.0], 5.0)
