@@ -214,3 +214,22 @@ def test_a_compiled_function_draws_at_each_call(name):
         np.testing.assert_allclose(g, w, rtol=tol, atol=tol)
     sg.manual_seed(7)                           # reseeding reaches the compiled draws too
     np.testing.assert_allclose(np.asarray(f(np.zeros(3))), want[0], rtol=tol, atol=tol)
+
+
+def test_traces_draw_nothing_the_stream_stays_torchs():
+    """Traces made to learn a program (dynamic-shape sentinels at three sizes, the plain
+    program of a call that runs split for autograd) consume no numbers: after calls at
+    changing sizes and through compile(model) with backward, the values and the next
+    eager draw are PyTorch's (review2 finding 2: 33 numbers were skipped)."""
+    torch.manual_seed(5)
+    stream = torch.rand(80).numpy()
+    sg.manual_seed(5)
+    f = sg.compile(lambda x: sg.rand(x.shape[0]))
+    got = np.concatenate([f(sg.ones(n)).numpy() for n in (3, 4, 5)])
+    np.testing.assert_array_equal(got, stream[:12])
+    w = sg.ones(4, requires_grad=True)
+    g = sg.compile(lambda x: (w * x * sg.rand(4)).sum())
+    for _ in range(2):
+        g(sg.ones(4)).backward()                # (split forward and backward programs)
+    np.testing.assert_array_equal(w.grad.numpy(), stream[12:16] + stream[16:20])
+    assert sg.rand(1).item() == stream[20]

@@ -43,9 +43,6 @@ class Effects:
     scalars: list = field(default_factory=list)   # (input tensor, getter): runtime values
     one_shot: bool = False
 
-    _traced_values = True    # the runtime values still hold what the trace got: the first
-                             # call uses them (a mask is drawn once per call, as eagerly)
-
     def __post_init__(self):
         # how many trailing outputs of the program are effect values; with none, the
         # program returns its results alone, else (results, effect values)
@@ -87,9 +84,6 @@ class Effects:
 
     def before_call(self) -> None:
         """Feed the runtime values their values of now."""
-        if self._traced_values:
-            self._traced_values = False
-            return
         for t, getter in self.scalars:
             t._data[...] = getter()
 

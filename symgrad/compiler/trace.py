@@ -22,6 +22,7 @@ from .. import dispatch
 
 from ..graph import dtypes
 from ..graph.node import Node, const, make_node, toposort
+from ..functions.random import probing
 from ..tensor import Tensor, next_birth
 from ..graph import pytree
 from . import sources
@@ -185,7 +186,9 @@ class Tracer:
     def runtime_value(self, getter, dtype, name: str) -> Tensor:
         """An input of the program holding ``getter()`` at each call (a learning rate a
         scheduler changes, a dropout mask drawn per call): read per call, never baked
-        into the code. The value got now serves the first call."""
+        into the code. Tracing draws nothing for real (the value got now, for its shape,
+        comes from copies of the generators: :func:`symgrad.functions.random.probing`):
+        each call draws once, so the numbers stay PyTorch's whatever was traced."""
         replay = getattr(_replay, "values", None)
         if replay is not None:
             t = next(replay, None)
@@ -193,7 +196,8 @@ class Tracer:
                 raise RuntimeError(f"symgrad: recomputing a compiled call, its runtime value "
                                    f"{name!r} does not match the call's")
             return t
-        t = Tensor._from_array(np.array(getter(), dtype=dtype.np), dtype)
+        with probing():
+            t = Tensor._from_array(np.array(getter(), dtype=dtype.np), dtype)
         self.scalars.append((t, getter))
         self.adopted.add(_key(t))
         self._keep.append(t)

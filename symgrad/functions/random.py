@@ -6,6 +6,8 @@ initialisation give PyTorch's numbers, ``randn`` / ``normal_`` PyTorch's up to t
 bit or so."""
 from __future__ import annotations
 
+import contextlib
+import threading
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -69,9 +71,30 @@ class Generator:
         return self
 
 
+_probing = threading.local()
+
+
+@contextlib.contextmanager
+def probing():
+    """Inside, draws come from throw-away copies of the generators: a trace made only to
+    learn how a program depends on a size (a dynamic-shape sentinel) leaves every
+    generator where it was, so later numbers stay PyTorch's."""
+    prev = getattr(_probing, "on", False)
+    _probing.on = True
+    try:
+        yield
+    finally:
+        _probing.on = prev
+
+
 def generator(g: Generator | None = None) -> TorchRNG:
     """The generator behind ``g`` (None: the global one ``manual_seed`` seeds)."""
-    return g._rng if g is not None else _gen[0]
+    rng = g._rng if g is not None else _gen[0]
+    if getattr(_probing, "on", False):
+        copy = TorchRNG(0)
+        copy.state = rng.state
+        return copy
+    return rng
 
 
 def manual_seed(s: int) -> TorchRNG:
