@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..graph.primitives import elementwise, fmod as _fmod
+from ..graph.primitives import elementwise, fmod as _fmod, keep as _keep
 from .vjp import masked_vjp, pow_vjp, relu_vjp, where_vjp
 from ..graph.fpstate import quiet
 
@@ -98,12 +98,44 @@ _ew("pow", lambda x, y: x ** y, numpy=np.power,
     grads=lambda x, y, out: (_pw((0, S.Eq(y, 0)), (y * x ** (y - 1), True)),
                              _pw((0, S.Eq(x, 0) & (y >= 0)), (out * S.log(x), True))),
     vjp=pow_vjp)
-_ew("remainder", lambda x, y: x - y * S.floor(x / y), numpy=np.remainder,
-    grads=lambda x, y, out: (1, -S.floor(x / y)))
+# remainder and floor_divide as PyTorch (and Python, numpy) compute them, from the exact
+# fmod (x - y*floor(x/y) is off by up to y when x/y rounds: 1000 % 0.1):
+# m = fmod(x, y), moved by y when its sign is not y's; the quotient (x - m)/y, rounded
+# to the nearest integer below (a zero quotient takes the sign of x/y; x or y zero: x/y)
+def _wrong_side(m, y):
+    return ((m < 0) & (y > 0)) | ((m > 0) & (y < 0))
+
+
+def _remainder(x, y):
+    m = _fmod()(x, y)
+    return _pw((m + y, _wrong_side(m, y)), (m, True))
+
+
+def _floor_divide(x, y):
+    # (keep: sympy would distribute a constant divisor over x - m and see through the
+    # floor of a piecewise in the rounding test -- exact for reals, not in IEEE)
+    keep = _keep()
+    m = _fmod()(x, y)
+    d = keep(keep(x - m) / y)
+    q = keep(_pw((d - 1, _wrong_side(m, y)), (d, True)))
+    f = S.floor(q)
+    return _pw((x / y, S.Eq(y, 0) | S.Eq(x, 0)), (S.Abs(q) * S.sign(x / y), S.Eq(q, 0)),
+               (f + 1, q - f > _half()), (f, True))
+
+
+def _np_remainder(x, y):
+    """numpy's remainder but for the sign of a zero result: PyTorch keeps fmod's (x's)."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        m = np.fmod(x, y)
+        return np.where(((m < 0) & (y > 0)) | ((m > 0) & (y < 0)), m + y, m)
+
+
+_ew("remainder", _remainder, numpy=_np_remainder,
+    grads=lambda x, y, out: (1, -_floor_divide(x, y)))
 # fmod: the remainder of the division rounded toward zero (an opaque sympy function:
 # exact, where x - y*trunc(x/y) is not); partials 1 and -trunc(x/y) (its fdiff)
 _ew("fmod", lambda x, y: _fmod()(x, y), numpy=np.fmod)
-_ew("floor_divide", lambda x, y: S.floor(x / y), numpy=np.floor_divide,
+_ew("floor_divide", _floor_divide, numpy=np.floor_divide,
     grads=lambda x, y, out: (0, 0), grad_name="DivBackward2")
 # ties split the gradient; where a NaN is compared (no order) both operands get all of it,
 # and clamp passes nothing there, as PyTorch's backward formulas do
