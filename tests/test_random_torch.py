@@ -194,6 +194,10 @@ DRAWS = {
     "randn_like": lambda L, x: x + L.randn_like(x),
     "normal": lambda L, x: x + L.normal(2.0, 3.0, size=(3,)),
     "randperm": lambda L, x: x + L.randperm(3),
+    "uniform_": lambda L, x: x + L.empty(3, dtype=L.float64).uniform_(),
+    "normal_": lambda L, x: x + L.empty(3, dtype=L.float64).normal_(2.0, 0.5),
+    "exponential_": lambda L, x: x + L.empty(3, dtype=L.float64).exponential_(),
+    "bernoulli": lambda L, x: L.bernoulli(x * 0 + 0.5),
 }
 
 
@@ -209,7 +213,7 @@ def test_a_compiled_function_draws_at_each_call(name):
     sg.manual_seed(7)
     f = sg.compile(lambda v: fn(sg, v))
     got = [np.asarray(f(np.zeros(3))) for _ in range(3)]
-    tol = 1e-12 if name in ("randn", "randn_like", "normal") else 0
+    tol = 1e-12 if name in ("randn", "randn_like", "normal", "normal_", "exponential_") else 0
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=tol, atol=tol)
     sg.manual_seed(7)                           # reseeding reaches the compiled draws too

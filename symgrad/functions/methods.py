@@ -19,7 +19,6 @@ from .composite import named
 from ..graph.shapes import broadcast_shapes
 from . import random
 from .random import generator as gen
-from .creation import as_tensor
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -115,18 +114,23 @@ def _exponential_(self: Tensor, lambd: float = 1.0, *,
                            f"dtype must be a floating point but you specified {self.dtype.c_name}")
     if not lambd > 0:
         raise RuntimeError(f"exponential_ expects lambda > 0.0, but found lambda={float(lambd):g}")
-    vals = gen(generator).exponential(tuple(self.shape), np.float64) / float(lambd)
-    return inplace.update(self, as_tensor(vals.astype(self.dtype.np)))
+    shape, np_dt, lambd = tuple(self.shape), self.dtype.np, float(lambd)
+    vals = random._drawn(   # (drawn at each call of a compiled function, not when traced)
+        lambda: (gen(generator).exponential(shape, np.float64) / lambd).astype(np_dt),
+        self.dtype, "exponential_", False)
+    return inplace.update(self, vals)
 
 
 def _random_fill(kind: str) -> Callable[..., Tensor]:
     def method(self: Tensor, a: float = 0.0, b: float = 1.0, *,
                generator: Generator | None = None) -> Tensor:
         inplace.check_inplace(self)
-        g = gen(generator)
-        draw = g.normal if kind == "normal" else g.uniform
-        vals = draw(a, b, tuple(self.shape), self.dtype.np)
-        return inplace.update(self, as_tensor(vals.astype(self.dtype.np)))
+        shape, np_dt = tuple(self.shape), self.dtype.np
+
+        def draw():       # (at each call of a compiled function, not when traced)
+            g = gen(generator)
+            return (g.normal if kind == "normal" else g.uniform)(a, b, shape, np_dt).astype(np_dt)
+        return inplace.update(self, random._drawn(draw, self.dtype, f"{kind}_", False))
     return method
 
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .. import dispatch
+from ..ops import lax
 from ..graph import dtypes
 from .common import shape_arg
 from .creation import _finish
@@ -113,10 +114,13 @@ def _drawn(draw, dt: dtypes.DType, name: str, requires_grad: bool) -> Tensor:
     """``draw()`` as a tensor of ``dt``. In a trace (``symgrad.compile``) it is an input of
     the program drawn at each call, from the generator's state then, as PyTorch draws
     anew at each call -- never numbers frozen when the function was traced."""
-    per_call = getattr(dispatch._lifter[0], "runtime_value", None)
+    tracer = dispatch._lifter[0]
+    per_call = getattr(tracer, "runtime_value", None)
     if per_call is None:
         return _finish(draw(), dt, requires_grad)
     t = per_call(draw, dt, name)
+    if t._data is not None:               # (as a traced value: never copied as data)
+        t = Tensor._from_node(tracer(t))
     return t.requires_grad_() if requires_grad else t
 
 
@@ -249,13 +253,17 @@ def bernoulli(input: Tensor, p: float | None = None, *,
     if not dt.is_floating_point:
         raise NotImplementedError(f"\"bernoulli_tensor_cpu_p_\" not implemented for "
                                   f"'{dt.c_name}'")
-    probs = input.detach().numpy() if p is None else np.full(tuple(input.shape), p, dt.np)
+    shape = tuple(input.shape)
+    if p is None and input._data is None:      # traced probabilities: compared in the program
+        u = _drawn(lambda: _generator_fn(generator).random(shape, dt.np), dt, "bernoulli", False)
+        return lax.cast(lax.apply("lt", u, input.detach()), dt)
+    probs = input.detach().numpy() if p is None else np.full(shape, p, dt.np)
     if not ((probs >= 0) & (probs <= 1)).all():
         raise RuntimeError("Expected p_in >= 0 && p_in <= 1 to be true, but got false.  "
                            "(Could this error message be improved?  If so, please report an "
                            "enhancement request to PyTorch.)")
-    u = _generator_fn(generator).random(probs.shape, dt.np)
-    return _finish((u < probs).astype(dt.np), dt, False)
+    return _drawn(lambda: (_generator_fn(generator).random(shape, dt.np) < probs).astype(dt.np),
+                  dt, "bernoulli", False)
 
 
 def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *,
