@@ -538,3 +538,21 @@ def test_bad_arguments_raise_torchs_errors(name):
     with pytest.raises(Exception) as got:
         BAD_ARGUMENTS[name](sg)
     assert type(got.value) is type(want.value) and str(got.value) == str(want.value)
+
+
+@pytest.mark.parametrize("which", ["input", "weight", "bias"])
+def test_layer_norm_checks_its_saved_tensors_as_torch(which):
+    """An in-place update of the input, weight or bias between layer_norm and backward
+    raises PyTorch's error (the eager kernel gave a silently wrong gradient)."""
+    errors = []
+    for lib in (torch, sg):
+        a = lib.tensor([[0.0, 1.0, 2.8], [5.2, 8.0, 11.2]], requires_grad=True)
+        w = lib.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        b = lib.zeros(3, requires_grad=True)
+        y = lib.nn.functional.layer_norm(a, (3,), w, b)
+        with lib.no_grad():
+            {"input": a, "weight": w, "bias": b}[which].mul_(2)
+        with pytest.raises(RuntimeError) as e:
+            y.sum().backward()
+        errors.append(str(e.value).split(" is at version")[0])
+    assert errors[0] == errors[1]

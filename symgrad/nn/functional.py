@@ -593,7 +593,9 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     kernel = None
     if all(a.dtype is x.dtype for a in args) and x.dtype.is_floating_point:
         kernel = kernels.layer_norm_kernel(axes, float(eps), (weight is not None, bias is not None))
-    return named("NativeLayerNormBackward0", f, *args, kernel=kernel)
+    # (PyTorch's node saves input, weight and bias: each is version-checked at backward)
+    return named("NativeLayerNormBackward0", f, *args, kernel=kernel,
+                 saves=tuple(range(len(args))))
 
 
 def bilinear(input1, input2, weight, bias=None):
