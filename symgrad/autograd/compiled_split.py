@@ -89,9 +89,11 @@ class Split:
         outs = tr.out_nodes[:n_out]
         grads = tr.out_nodes[n_out:n_out + n_grad]
         written = list(effects.writes) if effects is not None else []
-        new_state = tr.out_nodes[n_out + n_grad:]
+        arg_writes = list(effects.arg_writes) if effects is not None else []
+        new_state = tr.out_nodes[n_out + n_grad:]      # (closure writes, then arguments')
         closure_nodes = {id(n): t for t, n in tr.closure}
         written_nodes = {id(n) for t, n in tr.closure if any(t is w for w in written)}
+        written_nodes.update(id(tr.arg_nodes[i]) for i in arg_writes)
         arg_ids = {id(n) for n in tr.arg_nodes}
         # the backward: every node of the gradients that depends on a cotangent
         backward_ids = {id(c) for c in holder["cts"]}
@@ -104,7 +106,7 @@ class Split:
         def needs(node):            # a forward value the backward program must be given
             if id(node) in backward_ids or id(node) in seen or node.op == "const":
                 return False
-            if id(node) in arg_ids:
+            if id(node) in arg_ids and id(node) not in written_nodes:
                 return False        # (the call's arguments: given as they are)
             if id(node) in closure_nodes and id(node) not in written_nodes:
                 return False        # (read by the backward program; versions are checked)
@@ -131,8 +133,9 @@ class Split:
                 env[id(node)] = tracer.runtime_value(getter, t.dtype, "drawn")
             env.update((id(n), t) for t, n in all_closure)
             vals = _replay_cut(outs + new_state + residuals, env)
-            with grad_mode.no_grad():
-                for t, v in zip(written, vals[n_out:n_out + len(new_state)]):
+            state = vals[n_out:n_out + len(new_state)]
+            with grad_mode.no_grad():       # (this program's state effects, as the call's)
+                for t, v in zip(written + [flat[i] for i in arg_writes], state):
                     t.copy_(v)
             return tuple(vals[:n_out]), tuple(vals[n_out + len(new_state):])
 

@@ -531,7 +531,7 @@ class Compiled:
         structure = entry.structure
         if effects is not None:       # trailing outputs (if any): the new state
             n = effects.n_outputs
-            effects.apply(outs[len(outs) - n:], fresh=entry.fresh_outputs)
+            effects.apply(outs[len(outs) - n:], fresh=entry.fresh_outputs, args=leaves)
             if n:
                 outs = outs[:len(outs) - n]
                 structure = pytree.children(structure)[0]

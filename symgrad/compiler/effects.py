@@ -42,11 +42,13 @@ class Effects:
     guards: list = field(default_factory=list)    # (description, getter, value, version)
     scalars: list = field(default_factory=list)   # (input tensor, getter): runtime values
     one_shot: bool = False
+    arg_writes: list = field(default_factory=list)   # argument leaves updated in place
 
     def __post_init__(self):
         # how many trailing outputs of the program are effect values; with none, the
         # program returns its results alone, else (results, effect values)
-        self.n_outputs = len(self.writes) + sum(kind == "output" for _, kind, _ in self.grads)
+        self.n_outputs = len(self.writes) + sum(kind == "output" for _, kind, _ in self.grads) \
+            + len(self.arg_writes)
         # guards sharing a version function (a counter of changes, e.g. of every module's
         # attributes) are read again only when it moved since they last all held: a
         # check costs O(changes), not O(guards) (one training guard per module call)
@@ -87,9 +89,10 @@ class Effects:
         for t, getter in self.scalars:
             t._data[...] = getter()
 
-    def apply(self, values, fresh: bool) -> None:
+    def apply(self, values, fresh: bool, args=()) -> None:
         """Store the effect outputs ``values`` (arrays, in :func:`collect`'s order) into
-        the state. ``fresh``: the arrays are new (native code allocates its outputs);
+        the state, and into the call's argument leaves ``args`` the function updated in
+        place. ``fresh``: the arrays are new (native code allocates its outputs);
         otherwise they may be inputs or constants of the program and are copied. A value
         that is the state's own array was written in place by the call (donated)."""
         it = iter(values)
@@ -105,6 +108,16 @@ class Effects:
                                                 leaf._dtype)
             else:               # None, or a tensor (an earlier .grad updated in place)
                 leaf._grad = payload
+        for i in self.arg_writes:
+            v, a = next(it), args[i]
+            if isinstance(a, Tensor):
+                np.copyto(a._data, v, casting="unsafe")
+                a._vc[0] += 1
+            elif isinstance(a, np.ndarray):
+                np.copyto(a, v, casting="unsafe")
+            elif hasattr(a, "__dlpack__"):     # (a torch / jax array: its memory, shared)
+                from .trace import foreign_array   # late: trace imports this module
+                np.copyto(foreign_array(a), v, casting="unsafe")
 
 
 def _failed(guards) -> str | None:
@@ -120,7 +133,7 @@ def _failed(guards) -> str | None:
     return None
 
 
-def collect(tracer, stateful: bool = True):
+def collect(tracer, stateful: bool = True, arg_writes=()):
     """(Effects or None, the nodes of the effect outputs) at the end of a trace, before
     the tracer restores the ``.grad`` it changed. ``stateful=False`` (a gradient
     transform): ``.grad`` assignments are dropped, as ``jax.grad`` has no side effects,
@@ -139,11 +152,14 @@ def collect(tracer, stateful: bool = True):
                            "state); transforms have no side effects -- use symgrad.compile, "
                            "whose calls perform such updates, or evaluate the module in "
                            "eval() mode")
-    if not (writes or grads or tracer.guards or tracer.scalars or tracer.one_shot):
+    arg_writes = list(arg_writes) if stateful else []
+    if not (writes or grads or tracer.guards or tracer.scalars or tracer.one_shot
+            or arg_writes):
         return None, []
     eff = Effects([t for t, _, _ in writes], [i for _, _, i in writes], grads,
-                  list(tracer.guards), list(tracer.scalars), tracer.one_shot)
-    return eff, [n for _, n, _ in writes] + grad_nodes
+                  list(tracer.guards), list(tracer.scalars), tracer.one_shot,
+                  [i for i, _ in arg_writes])
+    return eff, [n for _, n, _ in writes] + grad_nodes + [n for _, n in arg_writes]
 
 
 def _grad_effect(tracer, leaf, before, grads, grad_nodes) -> None:

@@ -297,7 +297,10 @@ def trace(fn, args: tuple, static_argnums: tuple[int, ...], leaves_specs: list[L
         out_nodes = [_output_node(o, tracer, k) for k, o in enumerate(out_leaves)]
         if not writes:
             _drop_writes(tracer, out_nodes, fn)
-        effects, effect_nodes = collect(tracer, stateful)
+        # arguments updated in place (x.sub_(m), x[i] = v): the call writes them back
+        arg_writes = [(i, t._node) for i, (t, n) in enumerate(zip(stand_ins, nodes))
+                      if t._node is not n] if writes else []
+        effects, effect_nodes = collect(tracer, stateful, arg_writes)
     finally:
         dispatch.set_lifter(prev)
         tracer.restore_grads()
