@@ -72,3 +72,17 @@ def test_remainder_gradients(dtype):
     for got in (out["symgrad"], tuple(t.numpy() for t in g)):
         np.testing.assert_array_equal(got[0], out["torch"][0])
         np.testing.assert_array_equal(got[1], out["torch"][1])
+
+
+@pytest.mark.parametrize("backend", ["llvm", "numpy"])
+def test_int64_beyond_double_precision(backend):
+    """Integer % and // exact past 2**53 (they went through double: (a*3) % 1000 gave 0
+    for a = 10**17 + 3; review2 finding 12)."""
+    a = np.array([2**53 + 1, 10**17 + 3, -(10**17 + 3), 2**62 + 1, 123456789012345678,
+                  -(2**63) + 1], dtype=np.int64)
+    for fn in (lambda t: t % 7, lambda t: t // 7, lambda t: t.remainder(t * 0 + 1000),
+               lambda t: t.fmod(7), lambda t: (t // 3) % 1000, lambda t: t // -9):
+        want = fn(torch.tensor(a)).numpy()
+        np.testing.assert_array_equal(fn(sg.tensor(a)).numpy(), want)
+        np.testing.assert_array_equal(sg.compile(fn, backend=backend)(sg.tensor(a)).numpy(),
+                                      want)
