@@ -556,3 +556,18 @@ def test_layer_norm_checks_its_saved_tensors_as_torch(which):
             y.sum().backward()
         errors.append(str(e.value).split(" is at version")[0])
     assert errors[0] == errors[1]
+
+
+@pytest.mark.parametrize("args", ["weight [2]", "bias [2]", "weight [2, 3]", "input [3, 5]"])
+def test_layer_norm_shape_errors_as_torch(args):
+    def call(L):
+        x = L.ones(3, 5) if args == "input [3, 5]" else L.ones(2, 3)
+        shp = (4,) if args == "input [3, 5]" else (3,)
+        extra = {"weight [2]": (L.ones(2),), "bias [2]": (None, L.ones(2)),
+                 "weight [2, 3]": (L.ones(2, 3),), "input [3, 5]": ()}[args]
+        return L.nn.functional.layer_norm(x, shp, *extra)
+    with pytest.raises(RuntimeError) as want:
+        call(torch)
+    with pytest.raises(RuntimeError) as got:
+        call(sg)
+    assert str(got.value) == str(want.value)

@@ -99,6 +99,8 @@ class Effects:
         for t in self.writes:
             v = next(it)
             if v is not t._data:
+                if not t._data.flags.writeable:    # (a read-only array: as eager in-place)
+                    t._data.flags.writeable = True
                 np.copyto(t._data, v, casting="unsafe")
             t._vc[0] += 1
         for leaf, kind, payload in self.grads:

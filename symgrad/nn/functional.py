@@ -575,7 +575,12 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     if tuple(x.shape[x.dim() - k:]) != shp or k > x.dim():
         raise RuntimeError(f"Given normalized_shape={list(shp)}, expected input with shape "
                            f"[*, {', '.join(str(s) for s in shp)}], but got input of size"
-                           f"{x.shape}")
+                           f"{list(x.shape)}")
+    for what, a in (("weight", weight), ("bias", bias)):
+        if a is not None and tuple(to_tensor(a).shape) != shp:
+            raise RuntimeError(f"Expected {what} to be of same shape as normalized_shape, but "
+                               f"got {what} of shape {list(to_tensor(a).shape)} and "
+                               f"normalized_shape = {list(shp)}")
     axes = tuple(range(x.dim() - k, x.dim()))
     args = [x] + [to_tensor(a) for a in (weight, bias) if a is not None]
 

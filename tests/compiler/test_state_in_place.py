@@ -225,3 +225,24 @@ def test_argument_updated_in_place_then_differentiated():
             xs.append(x.tolist())
         got[lib.__name__] = (w.grad.tolist(), xs)
     assert got["symgrad"] == got["torch"]
+
+
+def test_a_compiled_step_updates_a_parameter_over_a_read_only_array():
+    """As eager in-place does (review2 finding 15: numpy's ValueError)."""
+    a = np.ones(3, dtype=np.float32)
+    a.setflags(write=False)
+    w = sg.nn.Parameter(sg.from_numpy(a))
+    tw = torch.nn.Parameter(torch.ones(3))
+    for p, lib in ((w, sg), (tw, torch)):
+        opt = lib.optim.SGD([p], lr=0.1)
+
+        def step(x, p=p, opt=opt):
+            opt.zero_grad()
+            loss = (p * x).sum()
+            loss.backward()
+            opt.step()
+            return loss
+        f = sg.compile(step) if lib is sg else step
+        for _ in range(3):
+            f(lib.ones(3))
+    np.testing.assert_allclose(w.detach().numpy(), tw.detach().numpy(), rtol=1e-6)
