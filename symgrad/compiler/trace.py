@@ -22,7 +22,9 @@ from .. import dispatch
 
 from ..graph import dtypes
 from ..graph.node import Node, const, make_node, toposort
+from ..functions.inplace import view_positions
 from ..functions.random import probing
+from ..ops import lax
 from ..tensor import Tensor, next_birth
 from ..graph import pytree
 from . import sources
@@ -141,6 +143,9 @@ class Tracer:
         hit = self.writes.get(key)
         if hit is not None:
             return hit[1]
+        base = t._base
+        if base is not None and base._data is not None and _key(base) in self.writes:
+            return self._view_of_written(t, self.writes[_key(base)][1])
         hit = self.lifted.get(key)
         if hit is not None:
             return hit[1]
@@ -148,6 +153,14 @@ class Tracer:
             return const(t._data, t.dtype)
         src = self.sources.get(id(t))
         return self._lift(t, src.name if src is not None else f"closure{len(self.lifted)}")
+
+    @staticmethod
+    def _view_of_written(view: Tensor, base_node: Node) -> Node:
+        """An eager view read after the trace updated its base in place: its elements of
+        the base's new value (as PyTorch's view sees its base's update)."""
+        pos = Tensor._from_array(view_positions(view).reshape(-1), dtypes.int64)
+        flat = lax.reshape(Tensor._from_node(base_node), (int(np.prod(base_node.shape)),))
+        return lax.reshape(lax.take(flat, pos, 0), tuple(view.shape))._node
 
     def touched(self, t: Tensor) -> bool:
         """Whether the program reads or writes t's storage."""

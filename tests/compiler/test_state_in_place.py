@@ -244,3 +244,21 @@ def test_a_compiled_step_updates_a_parameter_over_a_read_only_array():
         for _ in range(3):
             f(lib.ones(3))
     np.testing.assert_allclose(w.detach().numpy(), tw.detach().numpy(), rtol=1e-6)
+
+
+def test_a_closed_over_view_reads_its_base_updated_in_the_same_call():
+    """v = m[1] read after m.add_(x) sees the update, as PyTorch's view does; read before
+    it, the value before (review2 finding 14)."""
+    got = {}
+    for lib in (torch, sg):
+        m = lib.zeros(2, 3)
+        v = m[1]
+
+        def f(x):
+            before = v.sum() * 1
+            m.add_(x)
+            return before, v.sum() * 1, v.t() if v.dim() > 1 else v * 1
+        g = sg.compile(f) if lib is sg else f
+        got[lib.__name__] = [[float(a), float(b), c.tolist()] for a, b, c in
+                             (g(lib.ones(2, 3) * (k + 1)) for k in range(3))] + [v.tolist()]
+    assert got["symgrad"] == got["torch"]
