@@ -41,6 +41,8 @@ from .functions.branching import cond
 from .functions.selection import (argsort, chunk, gather, index_select, masked_fill, sort,
                                   split, square, topk, tril, triu)
 from .functions.statistics import cumprod, cumsum, std, var
+from .functions.finite import (isclose, isfinite, isinf, isneginf, isposinf, nan_to_num,
+                               nan_to_num_, roll)
 from .functions.linalg import bmm, dot, matmul, mm, mv, outer
 from .functions.matrix import diag, diag_embed, diagonal, trace
 from .functions.einsum import einsum

@@ -149,8 +149,8 @@ def _points(name, n, seed):
     return [u(-3, 3) for _ in range(nin)]
 
 
-_LAMBDIFY_MODULES = [{"round": np.round, "fmod": np.fmod, "erf": scipy.special.erf,
-                      "erfinv": scipy.special.erfinv}, "numpy"]
+_LAMBDIFY_MODULES = [{"round": np.round, "fmod": np.fmod, "keep": lambda u: u,
+                      "erf": scipy.special.erf, "erfinv": scipy.special.erfinv}, "numpy"]
 
 
 def _eval(expr, syms, pts):

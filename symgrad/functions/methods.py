@@ -17,7 +17,7 @@ from ..autograd import engine, grad_mode, hooks
 from ..device import check_device
 from .composite import named
 from ..graph.shapes import broadcast_shapes
-from . import random
+from . import finite, random
 from .random import generator as gen
 
 if TYPE_CHECKING:
@@ -354,6 +354,9 @@ _METHODS = {
     "any": reduction.any, "argmin": reduction.argmin,
     "logsumexp": reduction.logsumexp, "norm": reduction.norm,
     "var": statistics.var, "std": statistics.std, "cumsum": statistics.cumsum,
+    "isinf": finite.isinf, "isposinf": finite.isposinf, "isneginf": finite.isneginf,
+    "isfinite": finite.isfinite, "nan_to_num": finite.nan_to_num,
+    "nan_to_num_": finite.nan_to_num_, "isclose": finite.isclose, "roll": finite.roll,
     "cumprod": statistics.cumprod,
     # selection
     "masked_fill": selection.masked_fill, "tril": selection.tril, "triu": selection.triu,

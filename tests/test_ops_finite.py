@@ -1,0 +1,93 @@
+"""isinf / isposinf / isneginf / isfinite / nan_to_num(_) / isclose / roll against torch:
+values (bit for bit), dtypes, gradients and node names, eager and compiled, both float
+dtypes and integers."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import symgrad as sg
+
+SPECIAL = [1.0, -np.inf, np.inf, np.nan, -0.0, 3.5, -2.0, 1e38, -1e-40]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64"])
+@pytest.mark.parametrize("name", ["isinf", "isposinf", "isneginf", "isfinite"])
+def test_predicates(name, dtype):
+    x0 = np.array(SPECIAL if dtype != "int64" else [1, -3, 0, 7], dtype=dtype)
+    want = getattr(torch, name)(torch.tensor(x0)).numpy()
+    for got in (getattr(sg, name)(sg.tensor(x0)), getattr(sg.tensor(x0), name)(),
+                sg.compile(lambda a: getattr(sg, name)(a))(sg.tensor(x0))):
+        assert got.dtype is sg.bool
+        np.testing.assert_array_equal(got.numpy(), want)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("kw", [{}, {"nan": 1.5, "posinf": 9.0, "neginf": -9.0}, {"nan": -1.0}])
+def test_nan_to_num(kw, dtype):
+    x0 = np.array(SPECIAL, dtype=dtype)
+    want = torch.nan_to_num(torch.tensor(x0), **kw).numpy()
+    np.testing.assert_array_equal(sg.nan_to_num(sg.tensor(x0), **kw).numpy(), want)
+    np.testing.assert_array_equal(
+        sg.compile(lambda a: sg.nan_to_num(a, **kw))(sg.tensor(x0)).numpy(), want)
+    a, b = torch.tensor(x0, requires_grad=True), sg.tensor(x0, requires_grad=True)
+    torch.nan_to_num(a, **kw).mul(2).sum().backward()
+    y = sg.nan_to_num(b, **kw)
+    assert type(y.grad_fn).__name__ == "NanToNumBackward0"
+    y.mul(2).sum().backward()
+    np.testing.assert_array_equal(b.grad.numpy(), a.grad.numpy())
+    c, d = torch.tensor(x0), sg.tensor(x0)
+    c.nan_to_num_(**kw)
+    d.nan_to_num_(**kw)
+    np.testing.assert_array_equal(d.numpy(), c.numpy())
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("equal_nan", [False, True])
+def test_isclose(dtype, equal_nan):
+    x0 = np.array(SPECIAL + [1.0, 100.0], dtype=dtype)
+    y0 = np.array(SPECIAL[::-1] + [1.0 + 1e-6, 100.001], dtype=dtype)
+    for a, b in ((x0, x0), (x0, y0), (x0, x0 + np.asarray(1e-6, dtype))):
+        want = torch.isclose(torch.tensor(a), torch.tensor(b), equal_nan=equal_nan).numpy()
+        got = sg.isclose(sg.tensor(a), sg.tensor(b), equal_nan=equal_nan).numpy()
+        np.testing.assert_array_equal(got, want)
+        got = sg.compile(lambda u, v: sg.isclose(u, v, rtol=1e-3, atol=1e-6, equal_nan=equal_nan))(
+            sg.tensor(a), sg.tensor(b)).numpy()
+        want = torch.isclose(torch.tensor(a), torch.tensor(b), rtol=1e-3, atol=1e-6,
+                             equal_nan=equal_nan).numpy()
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("args", [(1,), (-2,), ((1, 2), (0, 1)), (5, 1), ((1, -1), (1, 0)),
+                                  (3, -1), (0, 0)])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_roll(args, dtype):
+    r = np.arange(12.0).reshape(3, 4).astype(dtype)
+    want = torch.roll(torch.tensor(r), *args).numpy()
+    np.testing.assert_array_equal(sg.roll(sg.tensor(r), *args).numpy(), want)
+    np.testing.assert_array_equal(sg.tensor(r).roll(*args).numpy(), want)
+    np.testing.assert_array_equal(sg.compile(lambda a: sg.roll(a, *args))(sg.tensor(r)).numpy(),
+                                  want)
+    w = np.arange(12.0).reshape(3, 4).astype(dtype) ** 2
+    a, b = torch.tensor(r, requires_grad=True), sg.tensor(r, requires_grad=True)
+    (torch.roll(a, *args) * torch.tensor(w)).sum().backward()
+    y = sg.roll(b, *args)
+    assert type(y.grad_fn).__name__ == "RollBackward0"
+    (y * sg.tensor(w)).sum().backward()
+    np.testing.assert_array_equal(b.grad.numpy(), a.grad.numpy())
+
+
+def test_errors_as_torch():
+    cases = [lambda L: L.roll(L.ones(2, 3), (1, 2), 0),
+             lambda L: L.roll(L.ones(2, 3), 1, 2),
+             lambda L: L.roll(L.ones(2, 3), (1, 2)),
+             lambda L: L.isclose(L.ones(2), L.ones(2, dtype=L.float64)),
+             lambda L: L.isclose(L.ones(2), L.ones(2), rtol=-1.0)]
+    for case in cases:
+        with pytest.raises(Exception) as want:
+            case(torch)
+        with pytest.raises(Exception) as got:
+            case(sg)
+        assert type(got.value) is type(want.value)
+        assert str(got.value) == str(want.value)
