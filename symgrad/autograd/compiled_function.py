@@ -53,11 +53,11 @@ class CompiledFunction(Function):
 
 
 class _Call:
-    __slots__ = ("bridge", "leaves", "outputs", "drawn", "residuals")
+    __slots__ = ("bridge", "leaves", "outputs", "drawn", "residuals", "split")
 
-    def __init__(self, bridge, leaves, outputs, drawn=(), residuals=None):
+    def __init__(self, bridge, leaves, outputs, drawn=(), residuals=None, split=None):
         self.bridge, self.leaves, self.outputs = bridge, leaves, outputs
-        self.drawn, self.residuals = drawn, residuals
+        self.drawn, self.residuals, self.split = drawn, residuals, split
 
 
 def _merge(static_argnums, static, dyn) -> tuple:
@@ -93,7 +93,7 @@ class Bridge:
         self.runtime = list(effects.scalars) if effects is not None else []
         self.out_structure = out_structure
         self._vjp = None
-        self._split = None
+        self._split: dict = {}         # argument shapes -> Split, or False (not splittable)
 
     def run(self, plain, leaves) -> tuple[list, object]:
         """The call's outputs (flat) recorded as one ``CompiledFunction`` application, and
@@ -101,18 +101,21 @@ class Bridge:
         inputs = self.closure + [v for v in leaves if isinstance(v, Tensor)]
         if not any(t.requires_grad for t in inputs):
             return plain()
-        split = self._split
+        # one split per argument shapes: a shape-generic entry serves many, and the joint
+        # trace's nodes hold the shapes it was traced at
+        shapes = tuple(np.shape(v) for v in leaves)
+        split = self._split.get(shapes)
         if split is None:
-            split = self._split = self._make_split(leaves)
+            split = self._split[shapes] = self._make_split(leaves)
         if split:
             try:
                 outs, residuals = split.forward(leaves)
             except (NotSplit, RuntimeError, TypeError, ValueError):
                 if split.proven:
                     raise
-                self._split = False    # (cannot be split after all: recompute instead)
+                self._split[shapes] = False    # (cannot be split after all: recompute)
                 return self.run(plain, leaves)
-            call = _Call(self, leaves, outs, residuals=residuals)
+            call = _Call(self, leaves, outs, residuals=residuals, split=split)
             structure = self.out_structure
         else:
             outs, structure = plain()
@@ -146,9 +149,9 @@ class Bridge:
                                      create_graph=True, allow_unused=True,
                                      materialize_grads=True) if pairs else
                        [None] * len(wrt))
-        elif call.residuals is not None:
-            got = iter(self._split.backward(call.leaves, cts, call.residuals))
-            self._split.proven = True
+        elif call.split is not None:
+            got = iter(call.split.backward(call.leaves, cts, call.residuals))
+            call.split.proven = True
         else:
             got = iter(self._compiled_vjp()(*call.leaves, call.drawn, cts))
         return tuple(next(got) if t.requires_grad else None for t in inputs)

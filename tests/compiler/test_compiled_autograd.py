@@ -215,9 +215,32 @@ def test_the_forward_runs_once_per_training_step():
     for _ in range(3):
         cs(sg.ones(2, 5)).sum().backward()
     bridge = next(iter(cs._compiled._cache.values())).bridge
-    assert isinstance(bridge, Bridge) and bridge._split and bridge._vjp is None
-    assert bridge._split.forward_program.cache_info().misses == 1
-    assert bridge._split.backward_program.cache_info().misses == 1
+    split, = bridge._split.values()
+    assert isinstance(bridge, Bridge) and split and bridge._vjp is None
+    assert split.forward_program.cache_info().misses == 1
+    assert split.backward_program.cache_info().misses == 1
+
+
+def test_a_flattening_model_trains_through_changing_batch_sizes():
+    """A shape-generic entry serves every batch size; the split programs are per size
+    (their trace holds shapes: Flatten's reshape)."""
+    torch.manual_seed(0)
+    t = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), torch.nn.Flatten(), torch.nn.Linear(4, 6),
+                            torch.nn.Unflatten(1, (2, 3)), torch.nn.Tanh(), torch.nn.Flatten(),
+                            torch.nn.Linear(6, 3))
+    s = sg.nn.Sequential(sg.nn.Conv2d(1, 2, 3), sg.nn.Flatten(), sg.nn.Linear(4, 6),
+                         sg.nn.Unflatten(1, (2, 3)), sg.nn.Tanh(), sg.nn.Flatten(),
+                         sg.nn.Linear(6, 3))
+    s.load_state_dict({k: sg.tensor(v.numpy()) for k, v in t.state_dict().items()})
+    cs = sg.compile(s)
+    rng = np.random.default_rng(4)
+    for batch in (3, 4, 5, 6, 4, 7):
+        x = rng.normal(size=(batch, 1, 4, 3)).astype(np.float32)
+        s.zero_grad(), t.zero_grad()
+        cs(sg.tensor(x)).pow(2).sum().backward()
+        t(torch.tensor(x)).pow(2).sum().backward()
+        for ps, pt in zip(s.parameters(), t.parameters()):
+            np.testing.assert_allclose(ps.grad.numpy(), pt.grad.numpy(), rtol=1e-4, atol=1e-5)
 
 
 def test_no_grad_and_inference_mode_return_plain_outputs():
