@@ -43,21 +43,23 @@ class CompiledFunction(Function):
     @staticmethod
     def forward(ctx, call, *inputs):
         ctx.call = call
-        ctx.save_for_backward(*inputs)
+        ctx.n_inputs = len(inputs)
+        ctx.save_for_backward(*inputs, *call.reads)   # (the tensors the backward reads)
         return tuple(call.outputs)
 
     @staticmethod
     def backward(ctx, *grads):
-        inputs = ctx.saved_tensors          # (PyTorch's error if one changed in place)
-        return (None,) + ctx.call.bridge.backward(ctx.call, inputs, grads)
+        saved = ctx.saved_tensors          # (PyTorch's error if one changed in place)
+        return (None,) + ctx.call.bridge.backward(ctx.call, saved[:ctx.n_inputs], grads)
 
 
 class _Call:
-    __slots__ = ("bridge", "leaves", "outputs", "drawn", "residuals", "split")
+    __slots__ = ("bridge", "leaves", "outputs", "drawn", "residuals", "split", "reads")
 
-    def __init__(self, bridge, leaves, outputs, drawn=(), residuals=None, split=None):
+    def __init__(self, bridge, leaves, outputs, reads, drawn=(), residuals=None, split=None):
         self.bridge, self.leaves, self.outputs = bridge, leaves, outputs
         self.drawn, self.residuals, self.split = drawn, residuals, split
+        self.reads = reads
 
 
 def _merge(static_argnums, static, dyn) -> tuple:
@@ -80,14 +82,15 @@ class Bridge:
     forward / backward programs (:mod:`~symgrad.autograd.compiled_split`) or, for a
     function that cannot be split, the compiled VJP that recomputes the forward."""
 
-    __slots__ = ("fn", "static_argnums", "backend", "closure", "structure", "static",
-                 "runtime", "out_structure", "_vjp", "_split")
+    __slots__ = ("fn", "static_argnums", "backend", "closure", "others", "structure",
+                 "static", "runtime", "out_structure", "_vjp", "_split")
 
     def __init__(self, compiled, closure, key, effects, out_structure):
         # (what it needs of the compiled function, not the object: its cache holds this)
         self.fn, self.static_argnums = compiled.fn, compiled.static_argnums
         self.backend = compiled.backend
         self.closure = [t for t in closure if t._requires_grad]
+        self.others = [t for t in closure if not t._requires_grad]   # (buffers, constants)
         self.structure, _, self.static = key
         # the values the call reads at run time (see Effects.scalars): (tensor, getter)
         self.runtime = list(effects.scalars) if effects is not None else []
@@ -115,11 +118,11 @@ class Bridge:
                     raise
                 self._split[shapes] = False    # (cannot be split after all: recompute)
                 return self.run(plain, leaves)
-            call = _Call(self, leaves, outs, residuals=residuals, split=split)
+            call = _Call(self, leaves, outs, split.reads, residuals=residuals, split=split)
             structure = self.out_structure
         else:
             outs, structure = plain()
-            call = _Call(self, leaves, outs,
+            call = _Call(self, leaves, outs, self.others,      # (recomputed: reads them all)
                          tuple(np.array(t._data, copy=True) for t, _ in self.runtime))
         return list(CompiledFunction.apply(call, *inputs)), structure
 

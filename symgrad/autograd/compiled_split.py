@@ -101,7 +101,7 @@ class Split:
         for node in order:
             if id(node) not in backward_ids and any(id(a) in backward_ids for a in node.args):
                 backward_ids.add(id(node))
-        residuals, seen = [], set()
+        residuals, seen, read = [], set(), {}
 
         def needs(node):            # a forward value the backward program must be given
             if id(node) in backward_ids or id(node) in seen or node.op == "const":
@@ -109,7 +109,8 @@ class Split:
             if id(node) in arg_ids and id(node) not in written_nodes:
                 return False        # (the call's arguments: given as they are)
             if id(node) in closure_nodes and id(node) not in written_nodes:
-                return False        # (read by the backward program; versions are checked)
+                read[id(node)] = closure_nodes[id(node)]
+                return False        # (read by the backward program: versions checked)
             return True
         for node in order:
             if id(node) in backward_ids:
@@ -122,6 +123,9 @@ class Split:
                 residuals.append(g)
                 seen.add(id(g))
         self.n_residuals = len(residuals)
+        # the closed-over tensors the backward program reads as they are then: the autograd
+        # node saves them, so an in-place change before backward raises PyTorch's error
+        self.reads = list(read.values())
         arg_nodes, drawn_nodes, ct_nodes = tr.arg_nodes, holder["drawn"], holder["cts"]
         plain_closure = [(t, n) for t, n in tr.closure if id(n) not in written_nodes]
         all_closure = list(tr.closure)

@@ -305,3 +305,26 @@ def test_torch_compile_keywords():
     for n in (2, 3, 4, 5):
         fixed(sg.ones(n))
     assert fixed.cache_info().misses == 4 and "dynamic=False" in fixed.last_miss_reason
+
+
+def test_a_buffer_the_backward_reads_is_version_checked():
+    """A closed-over tensor without grad that the backward reads, changed in place before
+    backward: PyTorch's error, not a gradient from the new value (review3 finding 1)."""
+    errors = []
+    for lib in (torch, sg):
+        class M(lib.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.w = lib.nn.Parameter(lib.tensor([1.0, 2.0, 3.0]))
+                self.register_buffer("scale", lib.tensor([2.0, 2.0, 2.0]))
+
+            def forward(self, x):
+                return (self.w * self.scale * x).sum()
+        m = M()
+        y = (sg.compile(m) if lib is sg else m)(lib.ones(3))
+        with lib.no_grad():
+            m.scale.mul_(10)
+        with pytest.raises(RuntimeError) as e:
+            y.backward()
+        errors.append(str(e.value).split(":")[0])
+    assert errors[0] == errors[1]
