@@ -29,7 +29,7 @@ from .custom_function import Function
 from .engine import grad as autograd_grad
 from ..compiler.dispatcher import Compiled
 from ..compiler.trace import replaying
-from .compiled_split import NotSplit, Split
+from .compiled_split import NotSplit, Split, Unsupported
 from ..functions.creation import zeros_like
 from ..graph import pytree
 from ..tensor import Tensor
@@ -129,6 +129,8 @@ class Bridge:
     def _make_split(self, leaves):
         try:
             return Split(self.fn, self._args, self.closure, self.runtime, leaves, self.backend)
+        except Unsupported:
+            raise
         except (NotSplit, RuntimeError, TypeError, ValueError, KeyError):
             return False
 
@@ -169,10 +171,10 @@ class Bridge:
 
             def backward(*a):
                 leaves, drawn, cts = a[:-2], a[-2], a[-1]
+                wrt = closure + [v for v in leaves if isinstance(v, Tensor) and v.requires_grad]
                 with grad_mode.enable_grad(), replaying(drawn):
                     out = fn(*args_of(leaves))
                 pairs = _pairs(pytree.flatten(out)[0], cts)
-                wrt = closure + [v for v in leaves if isinstance(v, Tensor) and v.requires_grad]
                 if not pairs:
                     return tuple(zeros_like(w) for w in wrt)
                 return tuple(autograd_grad([o for o, _ in pairs], wrt, [c for _, c in pairs],

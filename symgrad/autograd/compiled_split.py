@@ -27,12 +27,16 @@ from ..tensor import Tensor
 from . import grad_mode
 from .engine import grad as autograd_grad
 
-__all__ = ["Split", "NotSplit"]
+__all__ = ["Split", "NotSplit", "Unsupported"]
 
 
 class NotSplit(Exception):
     """The function's call cannot be split (its outputs are not all tensors, the trace
     created state, ...)."""
+
+
+class Unsupported(RuntimeError):
+    """The function's call cannot join autograd at all (raised to the caller)."""
 
 
 def _replay_cut(outputs: list[Node], env: dict) -> list:
@@ -61,8 +65,18 @@ class Split:
         def joint(*flat):
             drawn = [Tensor._from_node(make_aux(f"drawn{k}", tuple(t.shape), t.dtype))
                      for k, (t, _) in enumerate(scalars)]
+            # the arguments differentiated: those requiring grad as passed (an in-place
+            # update inside the function may make another one require grad)
+            wrt = closure + [v for v in flat if isinstance(v, Tensor) and v.requires_grad]
+            before = [v._node if isinstance(v, Tensor) else None for v in flat]
             with grad_mode.enable_grad(), replaying(drawn):
                 out = fn(*args_of(flat))
+            for v, node in zip(flat, before):
+                if isinstance(v, Tensor) and v._node is not node and v.requires_grad:
+                    raise Unsupported(
+                        "symgrad.compile: an argument updated in place with a value that "
+                        "requires grad (x.mul_(y) with y requiring grad) is not supported "
+                        "when the outputs are differentiated: return the new value instead")
             outs = pytree.flatten(out)[0]
             if not all(isinstance(o, Tensor) for o in outs):
                 raise NotSplit("an output is not a tensor")
@@ -70,7 +84,6 @@ class Split:
                    for k, o in enumerate(outs)]
             pairs = [(o, c) for o, c in zip(outs, cts) if o.requires_grad
                      and o.is_floating_point()]
-            wrt = closure + [v for v in flat if isinstance(v, Tensor) and v.requires_grad]
             grads = (autograd_grad([o for o, _ in pairs], wrt, [c for _, c in pairs],
                                    allow_unused=True, materialize_grads=True)
                      if pairs else [zeros_like(w) for w in wrt])

@@ -328,3 +328,20 @@ def test_a_buffer_the_backward_reads_is_version_checked():
             y.backward()
         errors.append(str(e.value).split(":")[0])
     assert errors[0] == errors[1]
+
+
+def test_an_argument_updated_with_a_value_requiring_grad_says_why():
+    """x.mul_(y), y requiring grad, inside a compiled function whose outputs are
+    differentiated: a clear error, never a gradient list shifted onto the wrong tensor
+    (review3 finding: y.grad got x's zeros); the argument is left as it was."""
+    def f(x, y):
+        x.mul_(y)
+        return y * 3
+    x, y = sg.tensor([1.0, 2.0, 3.0]), sg.tensor([2.0, 3.0, 4.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match="argument updated in place with a value that "
+                                           "requires grad"):
+        sg.compile(f)(x, y)
+    assert x.tolist() == [1.0, 2.0, 3.0]
+    with sg.no_grad():
+        sg.compile(f)(x, y)
+    assert x.tolist() == [2.0, 6.0, 12.0]
