@@ -33,6 +33,14 @@ def _program(func, key, make):
     return api._cached_wrapper(func, ("torch.func",) + key, make)
 
 
+def _compiled(program, func):
+    """``program`` (which calls ``func``) compiled, its guards searching ``func``: a global
+    or closed-over tensor ``func`` reads that is rebound traces again (``__wrapped__``,
+    which the search unwraps)."""
+    program.__wrapped__ = func
+    return api.compile(program)
+
+
 # ---- PyTorch's argument checks ---------------------------------------------------------------
 def _argnum(argnum, n: int) -> int:
     if not isinstance(argnum, int):
@@ -118,7 +126,7 @@ def grad_and_value(func: Callable[..., Any], argnums: int | tuple[int, ...] = 0,
                 value, g = inner(*a, **k)
                 return g, value            # (JAX's (value, grad) -> PyTorch's order)
             program.__name__ = f"grad_and_value_{getattr(func, '__name__', 'f')}"
-            return api.compile(program)
+            return _compiled(program, func)
         return _program(func, ("grad_and_value", nums, has_aux), make)(*args, **kwargs)
     wrapper.__name__ = f"grad_and_value({getattr(func, '__name__', 'f')})"
     return wrapper
@@ -173,7 +181,7 @@ def vjp(func: Callable[..., Any], *primals: Any, has_aux: bool = False):
             return _autograd_grad([x for x, _ in pairs], wrt, [c for _, c in pairs],
                                   create_graph=True, allow_unused=True, materialize_grads=True)
         backward.__name__ = f"vjp_{getattr(func, '__name__', 'f')}"
-        return api.compile(backward)
+        return _compiled(backward, func)
     back = _program(func, ("vjp.backward", has_aux), make)
 
     def vjp_fn(cotangents, *, retain_graph: bool | None = None,
@@ -257,7 +265,7 @@ def jvp(func: Callable[..., Any], primals: Any, tangents: Any, *, strict: bool =
                 return out, tangent_out, _split_aux(func(*primals), True, _JVP)[1]
             return out, tangent_out
         program.__name__ = f"jvp_{getattr(func, '__name__', 'f')}"
-        return api.compile(program)
+        return _compiled(program, func)
     return _program(func, ("jvp", has_aux), make)(primals, tangents)
 
 
@@ -280,7 +288,7 @@ def _jacobian(func, argnums, has_aux: bool, name: str, hessian: bool = False):
                     return jac, _split_aux(func(*a, **k), True, f"{name}(f, ...)(*args)")[1]
                 return jac
             program.__name__ = f"{name}_{getattr(func, '__name__', 'f')}"
-            return api.compile(program)
+            return _compiled(program, func)
         return _program(func, (name, nums, has_aux), make)(*args, **kwargs)
     wrapper.__name__ = f"{name}({getattr(func, '__name__', 'f')})"
     return wrapper

@@ -150,3 +150,22 @@ def test_maml_inner_step_with_functional_call(dtype, tol):
         loss({k: v - 0.1 * g[k] for k, v in params.items()}, x, y).backward()
         out[lib.__name__] = (g["weight"], m.weight.grad, m.bias.grad)
     _same(out["symgrad"], out["torch"], tol * 100)
+
+
+REBOUND = sg.tensor([1.0, 1.0, 1.0])
+
+
+def test_a_rebound_global_is_seen():
+    """The program's guards search the user's function (review3 finding 3)."""
+    global REBOUND
+    x = sg.tensor([1.0, 2.0, 3.0])
+
+    def g(a):
+        return (a * REBOUND).sum()
+    first = sg.func.grad(g)(x).tolist()
+    REBOUND = sg.tensor([5.0, 5.0, 5.0])
+    try:
+        assert (first, sg.func.grad(g)(x).tolist()) == ([1.0] * 3, [5.0] * 3)
+        assert sg.func.jacrev(lambda a: a * REBOUND)(x).diagonal().tolist() == [5.0] * 3
+    finally:
+        REBOUND = sg.tensor([1.0, 1.0, 1.0])
