@@ -83,7 +83,7 @@ class Bridge:
     function that cannot be split, the compiled VJP that recomputes the forward."""
 
     __slots__ = ("fn", "static_argnums", "backend", "closure", "others", "structure",
-                 "static", "runtime", "out_structure", "_vjp", "_split")
+                 "static", "runtime", "writes", "out_structure", "_vjp", "_split")
 
     def __init__(self, compiled, closure, key, effects, out_structure):
         # (what it needs of the compiled function, not the object: its cache holds this)
@@ -94,6 +94,7 @@ class Bridge:
         self.structure, _, self.static = key
         # the values the call reads at run time (see Effects.scalars): (tensor, getter)
         self.runtime = list(effects.scalars) if effects is not None else []
+        self.writes = list(effects.writes) if effects is not None else []   # (state)
         self.out_structure = out_structure
         self._vjp = None
         self._split: dict = {}         # argument shapes -> Split, or False (not splittable)
@@ -147,7 +148,7 @@ class Bridge:
                     "symgrad.compile: create_graph=True through a compiled function that "
                     "reads values at run time (dropout, randn) is not supported: call it "
                     "uncompiled to differentiate its gradient")
-            out = self.fn(*self._args(call.leaves))
+            out = self._eager_again(call.leaves)
             pairs = _pairs(pytree.flatten(out)[0], cts)
             wrt = [t for t in inputs if t.requires_grad]
             got = iter(autograd_grad([o for o, _ in pairs], wrt, [c for _, c in pairs],
@@ -160,6 +161,18 @@ class Bridge:
         else:
             got = iter(self._compiled_vjp()(*call.leaves, call.drawn, cts))
         return tuple(next(got) if t.requires_grad else None for t in inputs)
+
+    def _eager_again(self, leaves):
+        """The function run eagerly again (recording, for create_graph), its in-place
+        updates of state undone: the call made them once (BatchNorm's running
+        statistics are not updated twice)."""
+        kept = [(t, np.array(t._data, copy=True), t._vc[0]) for t in self.writes]
+        try:
+            return self.fn(*self._args(leaves))
+        finally:
+            for t, data, version in kept:
+                np.copyto(t._data, data)
+                t._vc[0] = version
 
     def _compiled_vjp(self):
         if self._vjp is None:

@@ -345,3 +345,28 @@ def test_an_argument_updated_with_a_value_requiring_grad_says_why():
     with sg.no_grad():
         sg.compile(f)(x, y)
     assert x.tolist() == [2.0, 6.0, 12.0]
+
+
+def test_gradient_penalty_through_a_compiled_batchnorm_model():
+    """create_graph=True (WGAN-GP): the backward is recorded eagerly again, the running
+    statistics updated once, as torch's (review3 finding 5: twice)."""
+    x0 = np.random.default_rng(0).normal(size=(6, 3)).astype(np.float32)
+    got = {}
+    for lib in (torch, sg):
+        lib.manual_seed(0)
+        m = lib.nn.Sequential(lib.nn.Linear(3, 3), lib.nn.BatchNorm1d(3), lib.nn.Tanh(),
+                              lib.nn.Linear(3, 1))
+        if lib is sg:
+            m.load_state_dict({k: sg.tensor(v.numpy()) for k, v in ref.state_dict().items()})
+        else:
+            ref = m
+        c = sg.compile(m) if lib is sg else m
+        x = lib.tensor(x0, requires_grad=True)
+        out = c(x)
+        g, = lib.autograd.grad(out.sum(), x, create_graph=True)
+        ((g.norm(2, dim=1) - 1).pow(2).mean() + out.mean()).backward()
+        got[lib.__name__] = (m[1].running_mean.numpy().copy(), int(m[1].num_batches_tracked),
+                             m[0].weight.grad.numpy().copy())
+    np.testing.assert_allclose(got["symgrad"][0], got["torch"][0], rtol=1e-5, atol=1e-7)
+    assert got["symgrad"][1] == got["torch"][1] == 1
+    np.testing.assert_allclose(got["symgrad"][2], got["torch"][2], rtol=1e-4, atol=1e-6)
