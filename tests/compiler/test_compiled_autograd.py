@@ -351,15 +351,14 @@ def test_gradient_penalty_through_a_compiled_batchnorm_model():
     """create_graph=True (WGAN-GP): the backward is recorded eagerly again, the running
     statistics updated once, as torch's (review3 finding 5: twice)."""
     x0 = np.random.default_rng(0).normal(size=(6, 3)).astype(np.float32)
-    got = {}
+    got, models = {}, {}
     for lib in (torch, sg):
-        lib.manual_seed(0)
-        m = lib.nn.Sequential(lib.nn.Linear(3, 3), lib.nn.BatchNorm1d(3), lib.nn.Tanh(),
-                              lib.nn.Linear(3, 1))
-        if lib is sg:
-            m.load_state_dict({k: sg.tensor(v.numpy()) for k, v in ref.state_dict().items()})
-        else:
-            ref = m
+        models[lib] = lib.nn.Sequential(lib.nn.Linear(3, 3), lib.nn.BatchNorm1d(3),
+                                        lib.nn.Tanh(), lib.nn.Linear(3, 1))
+    models[sg].load_state_dict({k: sg.tensor(v.numpy())
+                                for k, v in models[torch].state_dict().items()})
+    for lib in (torch, sg):
+        m = models[lib]
         c = sg.compile(m) if lib is sg else m
         x = lib.tensor(x0, requires_grad=True)
         out = c(x)
