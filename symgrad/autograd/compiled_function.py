@@ -43,14 +43,19 @@ class CompiledFunction(Function):
     @staticmethod
     def forward(ctx, call, *inputs):
         ctx.call = call
-        ctx.n_inputs = len(inputs)
-        ctx.save_for_backward(*inputs, *call.reads)   # (the tensors the backward reads)
+        ctx.n_inputs, ctx.n_reads = len(inputs), len(call.reads)
+        # the inputs, the tensors the backward reads, the residuals: version-checked, and
+        # freed after a backward without retain_graph (a residual may be large)
+        ctx.save_for_backward(*inputs, *call.reads, *(call.residuals or ()))
+        call.residuals = () if call.residuals is not None else None
         return tuple(call.outputs)
 
     @staticmethod
     def backward(ctx, *grads):
         saved = ctx.saved_tensors          # (PyTorch's error if one changed in place)
-        return (None,) + ctx.call.bridge.backward(ctx.call, saved[:ctx.n_inputs], grads)
+        n = ctx.n_inputs + ctx.n_reads
+        return (None,) + ctx.call.bridge.backward(ctx.call, saved[:ctx.n_inputs], grads,
+                                                  saved[n:])
 
 
 class _Call:
@@ -139,7 +144,7 @@ class Bridge:
         return _merge(self.static_argnums, self.static,
                       pytree.unflatten(self.structure, list(leaves)))
 
-    def backward(self, call, inputs, grads) -> tuple:
+    def backward(self, call, inputs, grads, residuals=()) -> tuple:
         cts = tuple(g if g is not None else np.zeros(o.shape, o._dtype.np)
                     for g, o in zip(grads, call.outputs))
         if grad_mode.is_grad_enabled():      # create_graph: record the backward eagerly
@@ -156,7 +161,7 @@ class Bridge:
                                      materialize_grads=True) if pairs else
                        [None] * len(wrt))
         elif call.split is not None:
-            got = iter(call.split.backward(call.leaves, cts, call.residuals))
+            got = iter(call.split.backward(call.leaves, cts, tuple(residuals)))
             call.split.proven = True
         else:
             got = iter(self._compiled_vjp()(*call.leaves, call.drawn, cts))

@@ -369,3 +369,20 @@ def test_gradient_penalty_through_a_compiled_batchnorm_model():
     np.testing.assert_allclose(got["symgrad"][0], got["torch"][0], rtol=1e-5, atol=1e-7)
     assert got["symgrad"][1] == got["torch"][1] == 1
     np.testing.assert_allclose(got["symgrad"][2], got["torch"][2], rtol=1e-4, atol=1e-6)
+
+
+def test_residuals_are_freed_by_backward_and_kept_by_retain_graph():
+    """torch frees what a node saved after a backward without retain_graph (review3
+    finding 6: a logged loss kept every residual alive)."""
+    w = sg.randn(64, 64, requires_grad=True)
+    f = sg.compile(lambda x: sg.tanh(x @ w).sum())
+    out = f(sg.randn(32, 64))
+    node = out.grad_fn
+    assert len(node._saved) > 2                   # (inputs and residuals)
+    out.backward(retain_graph=True)
+    first = w.grad.clone()
+    out.backward()
+    np.testing.assert_allclose(w.grad.numpy(), 2 * first.numpy(), rtol=1e-6)
+    assert node._saved is None
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        out.backward()
