@@ -48,6 +48,9 @@ class CompiledFunction(Function):
         # freed after a backward without retain_graph (a residual may be large)
         ctx.save_for_backward(*inputs, *call.reads, *(call.residuals or ()))
         call.residuals = () if call.residuals is not None else None
+        if call.split is not None:
+            ctx.mark_non_differentiable(*(o for o, d in zip(call.outputs,
+                                                           call.split.differentiable) if not d))
         return tuple(call.outputs)
 
     @staticmethod

@@ -15,6 +15,8 @@ Used by :mod:`symgrad.autograd.compiled_function`; when a function cannot be spl
 """
 from __future__ import annotations
 
+import numpy as np
+
 from .. import dispatch
 from ..compiler.dispatcher import Compiled
 from ..compiler.trace import leaf_spec, replaying, trace
@@ -77,9 +79,9 @@ class Split:
                         "symgrad.compile: an argument updated in place with a value that "
                         "requires grad (x.mul_(y) with y requiring grad) is not supported "
                         "when the outputs are differentiated: return the new value instead")
-            outs = pytree.flatten(out)[0]
-            if not all(isinstance(o, Tensor) for o in outs):
-                raise NotSplit("an output is not a tensor")
+            # (a number among the outputs: a tensor, as the plain program returns it)
+            outs = [o if isinstance(o, Tensor) else Tensor._from_array(np.asarray(o))
+                    for o in pytree.flatten(out)[0]]
             cts = [Tensor._from_node(make_aux(f"ct{k}", tuple(o.shape), o.dtype))
                    for k, o in enumerate(outs)]
             pairs = [(o, c) for o, c in zip(outs, cts) if o.requires_grad
@@ -88,7 +90,8 @@ class Split:
                                    allow_unused=True, materialize_grads=True)
                      if pairs else [zeros_like(w) for w in wrt])
             holder.update(drawn=[d._node for d in drawn], cts=[c._node for c in cts],
-                          n_out=len(outs), n_grad=len(grads))
+                          n_out=len(outs), n_grad=len(grads),
+                          differentiable=[o.requires_grad for o in outs])
             return tuple(outs) + tuple(grads)
 
         flat = list(leaves)
@@ -136,6 +139,8 @@ class Split:
                 residuals.append(g)
                 seen.add(id(g))
         self.n_residuals = len(residuals)
+        # which outputs carry a gradient (y.detach(), an output no input reaches: not)
+        self.differentiable = holder["differentiable"]
         # the closed-over tensors the backward program reads as they are then: the autograd
         # node saves them, so an in-place change before backward raises PyTorch's error
         self.reads = list(read.values())

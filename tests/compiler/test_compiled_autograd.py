@@ -175,8 +175,16 @@ def test_outputs_reading_state_the_call_updated():
     np.testing.assert_allclose(grads["symgrad"][1], grads["torch"][1], rtol=1e-6)
 
 
-def test_a_function_that_cannot_be_split_recomputes_its_forward():
-    """A Python number among the outputs: no split; the backward recomputes the call."""
+@pytest.fixture
+def no_split(monkeypatch):
+    """Calls that join autograd take the recomputing path (as a function that cannot be
+    split does)."""
+    from symgrad.autograd.compiled_function import Bridge
+    monkeypatch.setattr(Bridge, "_make_split", lambda self, leaves: False)
+
+
+def test_a_function_that_cannot_be_split_recomputes_its_forward(no_split):
+    """The backward recomputes the call; a Python number among the outputs."""
     x0 = np.array([0.3, -0.7, 1.1])
     out = {}
     for lib in (torch, sg):
@@ -192,13 +200,13 @@ def test_a_function_that_cannot_be_split_recomputes_its_forward():
     np.testing.assert_allclose(out["symgrad"], out["torch"], rtol=1e-12)
 
 
-def test_recomputing_outputs_that_read_updated_state_says_why():
+def test_recomputing_outputs_that_read_updated_state_says_why(no_split):
     buf = sg.zeros(3)
     w = sg.ones(3, requires_grad=True)
 
     def accumulate(x):
         buf.add_(x.detach())
-        return (w * x * buf).sum(), 3          # (not split: recomputed)
+        return (w * x * buf).sum(), 3
     out, _ = sg.compile(accumulate)(sg.ones(3))
     with pytest.raises(RuntimeError, match="accumulate updates state in place that its "
                                            "outputs read"):
@@ -386,3 +394,16 @@ def test_residuals_are_freed_by_backward_and_kept_by_retain_graph():
     assert node._saved is None
     with pytest.raises(RuntimeError, match="backward through the graph a second time"):
         out.backward()
+
+
+def test_outputs_no_gradient_reaches_do_not_require_grad():
+    """y.detach() and an output of no grad-requiring input come back as torch's: no
+    grad_fn (review3 finding 10: CompiledFunctionBackward, zero .grad on backward)."""
+    def f(x, w):
+        y = x @ w
+        return y, y.detach(), x * 2, y.shape[0]
+    for lib in (torch, sg):
+        g = sg.compile(f) if lib is sg else f
+        y, yd, z, n = g(lib.ones(2, 3), lib.ones(3, 2, requires_grad=True))
+        assert y.requires_grad and not yd.requires_grad and not z.requires_grad
+        assert yd.grad_fn is None and z.grad_fn is None and int(n) == 2
