@@ -93,13 +93,13 @@ class Bridge:
     __slots__ = ("fn", "static_argnums", "backend", "closure", "others", "structure",
                  "static", "runtime", "writes", "out_structure", "_vjp", "_split")
 
-    def __init__(self, compiled, closure, key, effects, out_structure):
+    def __init__(self, compiled, closure, structure, static, effects, out_structure):
         # (what it needs of the compiled function, not the object: its cache holds this)
         self.fn, self.static_argnums = compiled.fn, compiled.static_argnums
         self.backend = compiled.backend
         self.closure = [t for t in closure if t._requires_grad]
         self.others = [t for t in closure if not t._requires_grad]   # (buffers, constants)
-        self.structure, _, self.static = key
+        self.structure, self.static = structure, static      # (of the arguments)
         # the values the call reads at run time (see Effects.scalars): (tensor, getter)
         self.runtime = list(effects.scalars) if effects is not None else []
         self.writes = list(effects.writes) if effects is not None else []   # (state)

@@ -466,7 +466,8 @@ class Compiled:
                 except Exception as e:    # noqa: BLE001 -- a size this function refuses
                     raise backend.NotGeneric(f"tracing at size {size} failed: "
                                              f"{type(e).__name__}: {e}") from None
-                if tr.effects is not None:
+                eff = tr.effects        # (guards alone -- a module's training flag -- are
+                if eff is not None and (eff.n_outputs or eff.scalars or eff.one_shot):  # fine)
                     raise backend.NotGeneric("the function updates state (its effects are "
                                              "guarded per shape)")
                 if lowered.aux:
@@ -483,6 +484,7 @@ class Compiled:
             clock.enter(None)
         numpy_out = not any(isinstance(v, Tensor) for v in leaves)
         entry = _Entry(lowered, exe, tr.closure, numpy_out, [], tr.closure_paths)
+        entry.effects = tr.effects           # (its guards, if any: checked before each call)
         entry.dynamic = dims
         entry.sentinels = tuple(programs[:len(dynamic.SENTINELS)])
         entry.key = ("dynamic", key[0], dims, key[2])
@@ -555,7 +557,9 @@ class Compiled:
         structure = entry.structure
         if effects is not None and effects.n_outputs:
             structure = pytree.children(structure)[0]
-        return Bridge(self, entry.closure, entry.key, effects, structure)
+        key = entry.key       # (a shape-generic entry's: ("dynamic", structure, dims, static))
+        arg_structure, static = (key[1], key[3]) if key[0] == "dynamic" else (key[0], key[2])
+        return Bridge(self, entry.closure, arg_structure, static, effects, structure)
 
     def _build(self, args, key, leaves, names) -> _Entry:
         with StageClock(getattr(self.fn, "__qualname__", "function")) as clock:

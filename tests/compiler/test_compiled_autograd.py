@@ -407,3 +407,26 @@ def test_outputs_no_gradient_reaches_do_not_require_grad():
         y, yd, z, n = g(lib.ones(2, 3), lib.ones(3, 2, requires_grad=True))
         assert y.requires_grad and not yd.requires_grad and not z.requires_grad
         assert yd.grad_fn is None and z.grad_fn is None and int(n) == 2
+
+
+def test_shape_generic_entries_join_autograd():
+    """A function and a module called at many batch sizes (one shape-generic kernel: a
+    module's training flag is a guard, not state) differentiate as torch's."""
+    w0 = np.linspace(-1, 1, 6).reshape(3, 2)
+    lin_t = torch.nn.Linear(3, 2).double()
+    lin_s = sg.nn.Linear(3, 2).double()
+    lin_s.load_state_dict({k: sg.tensor(v.detach().numpy()) for k, v in
+                           lin_t.state_dict().items()})
+    cl = sg.compile(lin_s)
+    w_t, w_s = torch.tensor(w0, requires_grad=True), sg.tensor(w0, requires_grad=True)
+    f = sg.compile(lambda x: sg.tanh(x @ w_s).sum())
+    rng = np.random.default_rng(3)
+    for batch in (4, 5, 6, 9):
+        x = rng.normal(size=(batch, 3))
+        f(sg.tensor(x)).backward()
+        torch.tanh(torch.tensor(x) @ w_t).sum().backward()
+        cl(sg.tensor(x)).pow(2).sum().backward()
+        lin_t(torch.tensor(x)).pow(2).sum().backward()
+    np.testing.assert_allclose(w_s.grad.numpy(), w_t.grad.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(lin_s.weight.grad.numpy(), lin_t.weight.grad.numpy(), rtol=1e-12)
+    assert f.cache_info().misses == 2 and cl.cache_info().misses == 2
