@@ -173,7 +173,7 @@ def conv_nd(name: str, r: int, input, weight, bias, stride, padding, dilation, g
     eager = conv_kernel(stride, lo, hi, dilation) if groups == 1 and mode == "zeros" else None
     out = named("ConvolutionBackward0",
                 lambda xv, wv, bv=None: convolve(xv, wv, bv, stride, lo, hi, dilation, groups,
-                                                 mode), *args, kernel=eager)
+                                                 mode), *args, saves=(0, 1), kernel=eager)
     return out.squeeze(0) if unbatched else out
 
 

@@ -121,7 +121,8 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         return _normalize(v, mean, var, wv, bv, eps, axes)
     eager, stats = batch_norm_kernel(axes, eps, (w is not None, b is not None),
                                      None if training else (rm, rv))
-    out = named("NativeBatchNormBackward0", f, x, *affine, kernel=eager)
+    out = named("NativeBatchNormBackward0", f, x, *affine,
+                saves=(0, 1) if w is not None else (0,), kernel=eager)
     if training and rm is not None:        # (in a compiled call: state it updates)
         with grad_mode.no_grad():
             if stats:                      # (the kernel's, else the primitives')

@@ -149,3 +149,31 @@ def test_batch_norm_double_backward():
                               create_graph=True)
     gt.sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=1e-9, atol=1e-9)
+
+
+def _modified_before_backward(T, op):
+    """(names of the saved inputs that are the inputs themselves, the error of backward
+    after the input was updated in place) under the module T (torch or symgrad)."""
+    F = T.nn.functional
+    x = T.ones(2, 3, 6, 6, requires_grad=True)
+    w = T.ones(4, 3, 3, 3, requires_grad=True)
+    g = T.ones(3, requires_grad=True)
+    h = x * 1
+    y = {"conv": lambda: F.conv2d(h, w), "pool": lambda: F.max_pool2d(h, 2),
+         "bn": lambda: F.batch_norm(h, None, None, g, None, True)}[op]()
+    saved = sorted(a for a in ("_saved_self", "_saved_input", "_saved_weight")
+                   if getattr(y.grad_fn, a, None) is not None
+                   and any(getattr(y.grad_fn, a) is t for t in (h, w, g)))
+    with T.no_grad():
+        h.mul_(2)
+    with pytest.raises(RuntimeError) as info:
+        y.sum().backward()
+    return saved, str(info.value)
+
+
+@pytest.mark.parametrize("op", ["conv", "pool", "bn"])
+def test_saved_inputs_are_version_checked(op):
+    """ConvolutionBackward0 saves input and weight, MaxPool2DWithIndicesBackward0 self,
+    NativeBatchNormBackward0 input and weight: updating one before backward raises
+    PyTorch's error."""
+    assert _modified_before_backward(symgrad, op) == _modified_before_backward(torch, op)
