@@ -17,6 +17,8 @@ import typing as _typing
 import numpy as _np
 
 from .version import __version__
+from . import memory as _memory
+_memory.tune()
 from .graph import dtypes as _dtypes
 from .graph.dtypes import (DType as dtype, bool_ as bool, float16, float32, float64, int8, int16,
                      int32, int64, uint8, get_default_dtype, set_default_dtype)

@@ -9,6 +9,8 @@
   and the call raises ``RuntimeError`` (a test mode; the differential tester uses it).
 * ``SYMGRAD_DYNAMIC_SHAPES`` — ``0`` turns off automatic dynamic shapes (a size that
   changes between calls then compiles per size; see :mod:`symgrad.compiler.dynamic`).
+* ``SYMGRAD_MALLOC_TUNING`` — ``0`` leaves glibc's malloc settings alone (default: large
+  arrays are reused from the heap, see :mod:`symgrad.memory`).
 * ``SYMGRAD_BACKEND`` — default backend of ``symgrad.compile`` (``llvm`` or ``numpy``).
 * ``SYMGRAD_TARGET_TRIPLE``, ``SYMGRAD_TARGET_CPU``, ``SYMGRAD_TARGET_FEATURES``,
   ``SYMGRAD_TARGET_VECTOR_BITS`` — the machine compiled code is built for (default: this
@@ -54,6 +56,7 @@ class Settings:
     cache_size: int = 64
     sanitize: bool = False
     dynamic_shapes: bool = True
+    malloc_tuning: bool = True
     target_triple: str = ""
     target_cpu: str = ""
     target_features: str = ""
@@ -68,6 +71,7 @@ class Settings:
             log={s.strip() for s in env.get("SYMGRAD_LOG", "").split(",") if s.strip()},
             cache_dir=env.get("SYMGRAD_CACHE_DIR") or _default_cache_dir(),
             disk_cache=env.get("SYMGRAD_DISK_CACHE", "1") not in ("0", "false", "no"),
+            malloc_tuning=env.get("SYMGRAD_MALLOC_TUNING", "1") not in ("0", "false", "no"),
             backend=env.get("SYMGRAD_BACKEND", "llvm"),
             sanitize=env.get("SYMGRAD_SANITIZE", "0") not in ("0", "", "false", "no"),
             dynamic_shapes=env.get("SYMGRAD_DYNAMIC_SHAPES", "1") not in ("0", "false", "no"),

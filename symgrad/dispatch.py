@@ -237,6 +237,8 @@ def _record(prim, operands, attrs, out, grad_name):
         saved = tuple(saved)
     else:
         saved = (None,) * len(operands)
+    if prim.edges is not None:      # (the engine pairs gradients with edges: a trailing
+        del nexts[prim.edges:]      # index operand, whose gradient is None, has none)
     fn = new_function(name, prim, tuple(attrs.items()) if attrs else (),  # (read as a dict)
                       tuple(in_avals), _aval(out), tuple(nexts), needs, saved, None)
     out.grad_fn = fn

@@ -1079,3 +1079,23 @@ def test_size_arithmetic_keeps_size_as_torch(expr):
         except TypeError as e:
             results.append(("TypeError", str(e)))
     assert results[0] == results[1]
+
+
+def test_index_operands_have_no_edge_as_in_pytorch():
+    """gather / x[index] list no edge for the index (PyTorch's next_functions), the
+    backward still reaches the input."""
+    import numpy as np
+    import torch
+
+    import symgrad
+    out = {}
+    for T in (torch, symgrad):
+        x = T.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], requires_grad=True)
+        i = T.tensor([[0, 2], [1, 1]])
+        ys = [T.gather(x, 1, i), x[T.tensor([1, 0])], T.index_select(x, 1, T.tensor([2]))]
+        names = [[(None if f is None else f.name(), n) for f, n in y.grad_fn.next_functions]
+                 for y in ys]
+        sum(y.sum() for y in ys).backward()
+        out[T.__name__] = names, x.grad.numpy()
+    assert out["symgrad"][0] == out["torch"][0]
+    np.testing.assert_array_equal(out["symgrad"][1], out["torch"][1])

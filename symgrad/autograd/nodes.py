@@ -283,7 +283,11 @@ _SAVED_NAMES = {"PowBackward0": ("self", "exponent"), "PowBackward1": ("self", "
                 "BinaryCrossEntropyWithLogitsBackward0": ("self", "target"),
                 # (named composites that keep the indices they return, not their input)
                 "MaxBackward0": (None, "indices"), "MinBackward0": (None, "indices"),
-                "SortBackward0": (None, "indices"), "TopkBackward0": (None, "indices")}
+                "SortBackward0": (None, "indices"), "TopkBackward0": (None, "indices"),
+                "ConvolutionBackward0": ("input", "weight"),
+                "NativeBatchNormBackward0": ("input", "weight"),
+                "MaxPool2DWithIndicesBackward0": ("self", "result1"),
+                "MaxPool3DWithIndicesBackward0": ("self", "result1")}
 _SCALAR_OVERLOADS = {"PowBackward0", "PowBackward2", "ClampBackward1"}
 
 

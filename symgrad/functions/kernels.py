@@ -18,7 +18,7 @@ import numpy as np
 from ..graph.primitives import NUMPY_RULES
 
 __all__ = ["Kernel", "softmax_kernel", "log_softmax_kernel", "nll_loss_kernel", "gelu_kernel",
-           "gather_kernel", "layer_norm_kernel", "stack_kernel"]
+           "gather_kernel", "layer_norm_kernel", "stack_kernel", "batch_norm_kernel"]
 
 
 class Kernel:
@@ -224,3 +224,63 @@ def stack_kernel(axis: int, n: int) -> Kernel:
         parts = np.moveaxis(g, axis, 0)
         return tuple(np.array(parts[i]) for i in range(n))
     return _cached(("stack", axis, n), lambda: Kernel(forward, backward))
+
+
+def batch_norm_kernel(axes: tuple, eps: float, affine: tuple[bool, bool], running=None):
+    """batch_norm over every axis in `axes` (all but the channels): the batch's mean and
+    biased variance (training, `running` None) or the running statistics (`running`:
+    the two Tensors, read when the kernel runs), ``(x - mean) * rsqrt(var + eps)`` then
+    ``* weight`` / ``+ bias`` per channel where `affine` says they are given -- the
+    primitives' numpy rules in their order (the same bits). Backward: PyTorch's
+    batch_norm_backward, in training ``w rstd (g - mean(g) - xhat mean(g xhat))``, in
+    evaluation ``w rstd g``; weight gets ``sum(g xhat)``, bias ``sum(g)``.
+
+    Returns (the kernel, a list holding the batch's (mean, biased variance) once the
+    training forward ran: what the running statistics are updated with)."""
+    mean, rsqrt, total = NUMPY_RULES["mean"], NUMPY_RULES["rsqrt"], NUMPY_RULES["sum"]
+    kept = [None, None, None]
+    stats: list = []
+
+    def per_channel(a, ndim):
+        return a.reshape(tuple(1 if i in axes else -1 for i in range(ndim)))
+
+    def forward(x, *wb):
+        if running is None:
+            m = mean(x, axes=axes, keepdim=True)
+            c = np.subtract(x, m)
+            v = mean(np.multiply(c, c), axes=axes, keepdim=True)
+            stats[:] = m, v
+        else:
+            m, v = (per_channel(t._data, x.ndim) for t in running)
+            c = np.subtract(x, m)
+        rstd = rsqrt(np.add(v, eps))
+        if type(rstd) is not np.ndarray or rstd.dtype != x.dtype:
+            rstd = np.asarray(rstd, dtype=x.dtype)
+        y = xhat = np.multiply(c, rstd)
+        it = iter(wb)
+        w = per_channel(next(it), x.ndim) if affine[0] else None
+        kept[:] = xhat, rstd, w
+        if w is not None:
+            y = np.multiply(y, w)
+        if affine[1]:
+            y = np.add(y, per_channel(next(it), x.ndim))
+        return y
+
+    def backward(g, inputs, out):
+        xhat, rstd, w = kept
+        scale = rstd if w is None else np.multiply(w, rstd)
+        gxhat = total(np.multiply(g, xhat), axes=axes, keepdim=True)
+        if running is None:
+            n = xhat.size // xhat.shape[1]
+            m1 = np.true_divide(total(g, axes=axes, keepdim=True), n)
+            inner = np.subtract(np.subtract(g, m1), np.multiply(xhat, np.true_divide(gxhat, n)))
+            gx = np.multiply(inner, scale)
+        else:
+            gx = np.multiply(g, scale)
+        grads = [gx]
+        if affine[0]:
+            grads.append(gxhat.reshape(-1))
+        if affine[1]:
+            grads.append(total(g, axes=axes, keepdim=False))
+        return tuple(grads)
+    return Kernel(forward, backward), stats

@@ -237,6 +237,9 @@ class Primitive:
     # leading axes of its operands are a batch (numpy's LAPACK solvers), "stacked" -- the
     # same, with every operand given the batch axis; None: no batching rule
     batching: str | None = None
+    # how many leading inputs have an entry in ``grad_fn.next_functions`` (None: all);
+    # PyTorch lists no index operand of gather / index
+    edges: int | None = None
     _definition: str | None = field(default=None, repr=False)
 
     def __repr__(self) -> str:

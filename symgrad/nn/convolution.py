@@ -17,6 +17,7 @@ from ..functions.common import to_tensor
 from ..functions.composite import named
 from ..ops import lax
 from .padding import check_mode_padding
+from .window_kernels import conv_kernel
 from .windowing import expand_param, ntuple, pad
 
 __all__ = ["conv1d", "conv2d", "conv3d", "conv_nd", "convolve", "same_padding", "batched",
@@ -169,9 +170,10 @@ def conv_nd(name: str, r: int, input, weight, bias, stride, padding, dilation, g
         check_mode_padding(x, lo, hi, mode)
     _check(x, w, b, stride, lo, hi, dilation, groups)
     args = (x, w) if b is None else (x, w, b)
+    eager = conv_kernel(stride, lo, hi, dilation) if groups == 1 and mode == "zeros" else None
     out = named("ConvolutionBackward0",
                 lambda xv, wv, bv=None: convolve(xv, wv, bv, stride, lo, hi, dilation, groups,
-                                                 mode), *args)
+                                                 mode), *args, saves=(0, 1), kernel=eager)
     return out.squeeze(0) if unbatched else out
 
 

@@ -16,6 +16,7 @@ from ..autograd import grad_mode
 from ..dispatch import bind
 from ..functions.common import Tensor, floating_kernel, to_tensor
 from ..functions.composite import named
+from ..functions.kernels import batch_norm_kernel
 from ..graph.primitives import PRIMITIVES as P
 from ..graph.shapes import wrap_dim
 from ..ops import lax
@@ -118,11 +119,18 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
             keep = tuple(1 if i in axes else n for i, n in enumerate(v.shape))
             mean, var = lax.reshape(rm, keep), lax.reshape(rv, keep)
         return _normalize(v, mean, var, wv, bv, eps, axes)
+    eager, stats = batch_norm_kernel(axes, eps, (w is not None, b is not None),
+                                     None if training else (rm, rv))
+    out = named("NativeBatchNormBackward0", f, x, *affine,
+                saves=(0, 1) if w is not None else (0,), kernel=eager)
     if training and rm is not None:        # (in a compiled call: state it updates)
         with grad_mode.no_grad():
-            mean, var = _batch_stats(x.detach(), axes)
+            if stats:                      # (the kernel's, else the primitives')
+                mean, var = (Tensor._from_array(s, x.dtype) for s in stats)
+            else:
+                mean, var = _batch_stats(x.detach(), axes)
             n = x.numel() // x.shape[1]
             _update(rm, mean, momentum)
             _update(rv, lax.mul(var, n / (n - 1)), momentum)
-    return named("NativeBatchNormBackward0", f, x, *affine)
+    return out
 

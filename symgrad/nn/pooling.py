@@ -24,6 +24,7 @@ from ..functions.composite import named
 from ..graph.primitives import PRIMITIVES as P
 from ..graph.shapes import wrap_dim
 from ..ops import lax
+from .window_kernels import max_pool_kernel
 from .windowing import ntuple, pad, window_count
 
 __all__ = ["max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
@@ -182,14 +183,15 @@ def _flat_index(size, kernel, stride, padding, dilation, out):
 
 def _max_pool(name, x, kernel, stride, pads, dil, out, extra, return_indices):
     fn = lambda v: _max_windows(v, kernel, stride, pads, dil, extra)[0]
+    eager = max_pool_kernel(kernel, stride, pads, dil, extra, out)
     if not return_indices:
-        return named(name, fn, x)
+        return named(name, fn, x, saves=(0,), kernel=eager)
     at = _max_windows(x.detach(), kernel, stride, pads, dil, extra)[1]
     table = _flat_index(tuple(x.shape[-len(kernel):]), kernel, stride, pads, dil, out)
     indices = window_indices(at, table, tuple(at.shape[:-len(kernel) - 1]) + tuple(out))
     # PyTorch's backward reads the indices it returns: saved and version-checked (an
     # in-place update of them before backward raises its error)
-    return named(name, fn, x, keeps=(indices,)), indices
+    return named(name, fn, x, saves=(0,), keeps=(indices,), kernel=eager), indices
 
 
 def _max_pool2d(x, kernel, stride, pads, dil, ceil_mode, return_indices):

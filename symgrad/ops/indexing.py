@@ -53,7 +53,7 @@ def _take_numpy(x, idx, *, axis):
 
 
 primitive("take", 2, _take_shape, _take_numpy, saves=(1,), grad_name="IndexBackward0",
-          family="index", vjp=_take_vjp)
+          family="index", vjp=_take_vjp).edges = 1
 
 
 def _scatter_add_numpy(g, idx, *, axis, size):
@@ -84,7 +84,7 @@ def _gather_numpy(x, idx, *, axis):
 
 
 primitive("gather", 2, _gather_shape, _gather_numpy, saves=(1,), grad_name="GatherBackward0",
-          family="index", vjp=_gather_vjp)
+          family="index", vjp=_gather_vjp).edges = 1
 
 
 def _gather_scatter_numpy(g, idx, *, axis, size):
