@@ -472,16 +472,23 @@ def _user_code(f) -> bool:
 def _methods(cls):
     """The user's functions among ``cls``'s methods (a module's ``forward``, a callable
     object's ``__call__``, the helpers they call through ``self``)."""
+    for v in _class_functions(cls, lambda m: (m or "").split(".", 1)[0] in _LIBRARIES):
+        if isinstance(v, types.FunctionType) and _user_code(v):
+            yield v
+
+
+def _class_functions(cls, skip):
+    """The functions defined in ``cls``'s MRO (static / class methods' and properties'
+    too), except in classes whose module name ``skip`` accepts."""
     for klass in cls.__mro__:
-        if (klass.__module__ or "").split(".", 1)[0] in _LIBRARIES:
+        if skip(klass.__module__):
             continue
         for v in list(vars(klass).values()):
             if isinstance(v, (staticmethod, classmethod)):
                 v = v.__func__
             elif isinstance(v, property):
                 v = v.fget
-            if isinstance(v, types.FunctionType) and _user_code(v):
-                yield v
+            yield v
 
 
 def _class_attributes(cls):
@@ -535,17 +542,10 @@ def _class_read_names(cls) -> tuple:
     got = _names_of_class.get(cls)
     if got is None:
         names = {}
-        for klass in cls.__mro__:
-            if klass.__module__ in _BASE_CLASSES:
-                continue
-            for v in list(vars(klass).values()):
-                if isinstance(v, (staticmethod, classmethod)):
-                    v = v.__func__
-                elif isinstance(v, property):
-                    v = v.fget
-                code = getattr(v, "__code__", None)
-                if code is not None:
-                    names.update(dict.fromkeys(_loaded_names(code)))
+        for v in _class_functions(cls, _BASE_CLASSES.__contains__):
+            code = getattr(v, "__code__", None)
+            if code is not None:
+                names.update(dict.fromkeys(_loaded_names(code)))
         got = _names_of_class[cls] = tuple(names)
     return got
 
