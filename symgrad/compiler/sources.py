@@ -604,8 +604,9 @@ def _walk(obj, name, root, found, seen, functions, budget, max_depth) -> int:
                 found[id(obj)] = Source(name, root, steps, governed and bool(steps))
             continue
         if steps and steps[-1][0] in ("attr", "classattr") and _is_constant(obj):
-            found.constants.append((Source(name, root, steps, governed), steps[-1][1]))
-            continue
+            if not (governed and steps[-1] == ("attr", "training")):   # (Module.__call__
+                found.constants.append((Source(name, root, steps, governed), steps[-1][1]))
+            continue                                               # guards its mode)
         if isinstance(obj, _ATOMS) or id(obj) in seen:
             continue
         if isinstance(obj, (types.FunctionType, types.MethodType)):
