@@ -88,6 +88,15 @@ def is_const(n: Node, v) -> bool:
     return val is not None and val.size > 0 and bool(np.all(val == v))
 
 
+def _is_zero(n: Node, negative: bool) -> bool:
+    """Whether ``n`` is a constant zero -- for a floating dtype, every zero with the sign
+    ``negative`` says (signed zeros: only the right one leaves a sum unchanged)."""
+    val = const_value(n)
+    if val is None or val.size == 0 or not bool(np.all(val == 0)):
+        return False
+    return val.dtype.kind not in "fc" or bool(np.all(np.signbit(val.real) == negative))
+
+
 def _fit(x: Node, like: Node) -> Node | None:
     """x reshaped/expanded to like's shape and dtype, if that is pure layout."""
     if x.dtype is not like.dtype:
@@ -157,15 +166,15 @@ def _identity(n: Node) -> Node | None:
     if op in _EMPTY_REDUCTION and a and a[0].size == 0 and n.size:
         # a reduction over no elements is its identity: no loop accumulates nothing
         return mk("full", shape=n.shape, value=_EMPTY_REDUCTION[op], dtype=n.dtype)
-    if op == "add":
-        if is_const(a[1], 0):
+    if op == "add":                  # (IEEE: only x + -0.0 is x; -0.0 + 0.0 is +0.0)
+        if _is_zero(a[1], negative=True):
             return _fit(a[0], n)
-        if is_const(a[0], 0):
+        if _is_zero(a[0], negative=True):
             return _fit(a[1], n)
-    elif op == "sub":
-        if is_const(a[1], 0):
+    elif op == "sub":                # (x - +0.0 is x, -0.0 - x is -x; 0.0 - 0.0 is +0.0)
+        if _is_zero(a[1], negative=False):
             return _fit(a[0], n)
-        if is_const(a[0], 0) and a[1].shape == n.shape:
+        if _is_zero(a[0], negative=True) and a[1].shape == n.shape:
             return mk("neg", a[1])
     elif op == "mul":
         for x, c in ((a[0], a[1]), (a[1], a[0])):

@@ -27,15 +27,27 @@ bounds, and if even that fails a ``RuntimeWarning`` says that rebinding it will 
 noticed. A tensor reached in a way not followed here (computed by a call, held by a C
 object) has no source and is read as it was traced, as ``jax.jit`` reads closed-over
 values; the ``symgrad.recompiles`` logger says so at debug level.
+
+Python constants the program bakes in (numbers, strings, None, tuples of them) are
+guarded by value, as torch.compile's CONSTANT_MATCH: a global or closure cell of the
+user's code holding one (``scale = 3.0`` rebound), and an attribute holding one of a
+module or object met on the way, when some code met reads an attribute of that name
+(``self.temperature`` in a ``forward``, ``negative_slope`` in ``LeakyReLU.forward``).
+Module attributes are assigned through ``Module.__setattr__``: re-read only after a
+registration changed; the others at every call. Their values are taken after the trace
+(what the compiled program saw). Items of containers (``coeffs[0] = ...``) and
+attributes read by a computed name (``getattr(self, name)``) are not guarded.
 """
 from __future__ import annotations
 
+import dis
 import functools
 import inspect
 import logging
 import sys
 import types
 import warnings
+import weakref
 from collections import deque
 from itertools import chain, count, islice
 from operator import is_
@@ -115,7 +127,8 @@ class Found(dict):
     tensors -- ``del seq[-1]`` of a ``Tanh`` -- runs another program); the roots holding a
     function or module the program inlined; whether a bound cut the search."""
 
-    __slots__ = ("modules", "layouts", "identities", "module_paths", "cut", "fn", "ticket")
+    __slots__ = ("modules", "layouts", "identities", "module_paths", "cut", "fn", "ticket",
+                 "constants", "names")
 
     def __init__(self):
         super().__init__()
@@ -125,6 +138,8 @@ class Found(dict):
         self.module_paths: list = []  # (source, module) of modules reached through plain
                                       # objects (a list of layers, an attribute of a config)
         self.cut = False             # a bound stopped the search somewhere
+        self.constants: list = []    # (source, attribute name or None) of Python constants
+        self.names: set = set()      # attribute / global names the code met may read
         self.fn = None               # what was searched
         self.ticket = _registration[0]   # the registration counter when it began
 
@@ -182,7 +197,8 @@ _NAMES = list(_TABLES.values())
 class Guards:
     """The sources of a program's closed-over tensors (aligned with its closure)."""
 
-    __slots__ = ("_checks", "_governed", "_roots", "_seen", "_modules", "_identities")
+    __slots__ = ("_checks", "_governed", "_roots", "_seen", "_modules", "_identities",
+                 "_constants", "_governed_constants", "_governs")
 
     def __init__(self, closure: list, sources: Found):
         sources.extend(closure)
@@ -201,11 +217,26 @@ class Guards:
                 roots.setdefault(id(src.root), (src.root, src.root()))
             else:
                 self._checks.append((src, t))
+        self._constants = []         # (source, getter, value): Python constants, per call
+        self._governed_constants = []   # ... module attributes: after a registration change
+        for src, key in sources.constants:
+            if key is not None and key not in sources.names:
+                continue                 # (no code met reads an attribute of that name)
+            value = src.current()        # (now, after the trace: what the program baked)
+            if value is _MISSING or not _is_constant(value):
+                continue
+            if src.module_path:
+                self._governed_constants.append((src, value))
+                roots.setdefault(id(src.root), (src.root, src.root()))
+            else:                        # (a root's own getter: no path to follow)
+                self._constants.append((src, src.current if src._steps else src.root, value))
         self._roots = list(roots.values())
         self._seen = sources.ticket
+        self._governs = bool(self._governed or self._modules or self._governed_constants)
 
     def __bool__(self):
-        return bool(self._checks or self._governed or self._modules or self._identities)
+        return bool(self._checks or self._governed or self._modules or self._identities
+                    or self._constants or self._governed_constants)
 
     def replaced(self) -> str | None:
         """Why a closed-over tensor is no longer the one the function reaches, or None."""
@@ -215,15 +246,25 @@ class Guards:
         for src, t in self._checks:
             if src.current() is not t:
                 return _why(src)
+        for src, get, value in self._constants:
+            now = get()
+            if now is not value and not _same_constant(now, value):
+                return _changed(src, value, now)
+        if not self._governs:
+            return None
         now = _registration[0]       # (taken before re-reading: a write that lands while
         changed = self._seen != now  # the paths are re-read is seen at the next call)
-        if not changed:
+        if not changed and self._roots:
             changed = any(root() is not obj for root, obj in self._roots)
         if changed:
             roots = [(root, root()) for root, _ in self._roots]     # (also before re-reading)
             for src, t in self._governed:
                 if src.current() is not t:
                     return _why(src)
+            for src, value in self._governed_constants:
+                got = src.current()
+                if got is not value and not _same_constant(got, value):
+                    return _changed(src, value, got)
             for layout in self._modules:
                 if not layout.same():
                     return "the parameters, buffers or submodules of a module changed"
@@ -246,6 +287,40 @@ def _unguarded(t: Tensor, cut: bool) -> None:
 
 def _why(src: Source) -> str:
     return f"closed-over tensor {src.name} now refers to another object"
+
+
+def _changed(src: Source, was, now) -> str:
+    now = "(deleted)" if now is _MISSING else repr(now)
+    return f"{src.name} changed: {was!r} → {now}"[:200]
+
+
+_CONSTANTS = (int, float, bool, complex, str, type(None))
+
+
+def _is_constant(v) -> bool:
+    """Whether ``v`` is a Python constant a trace bakes into its program (a number, a
+    string, None, a short tuple of them)."""
+    t = type(v)
+    if t in _CONSTANTS:
+        return True
+    return t is tuple and len(v) <= 16 and all(map(_is_constant, v))
+
+
+def _same_constant(a, b) -> bool:
+    """Whether two constants give the same program: same types, floats bit for bit
+    (-0.0 is not 0.0, NaN is NaN)."""
+    if a is b:
+        return True
+    t = type(a)
+    if t is not type(b):
+        return False
+    if t is float:
+        return a.hex() == b.hex()
+    if t is complex:
+        return a.real.hex() == b.real.hex() and a.imag.hex() == b.imag.hex()
+    if t is tuple:
+        return len(a) == len(b) and all(map(_same_constant, a, b))
+    return a == b
 
 
 def find(fn, wanted: set | None = None) -> Found:
@@ -277,12 +352,16 @@ def _search(fn, found: Found, wanted: set | None) -> None:
         if id(f) in searched:
             continue
         searched.add(id(f))
+        user = _user_code(f)
+        found.names.update(_read_names(f))
         for name, root, obj, variable in _roots(f):
             if total <= 0:
                 found.cut = True
                 return
             if variable and _identity_guarded(obj):
                 found.identities.append((name, root, obj))
+            if variable and user and _is_constant(obj):     # (a global, a cell)
+                found.constants.append((Source(name, root, (), False), None))
             budget = min(total, _MAX_VISITS) if wanted is None else total
             left = _walk(obj, name, root, found, seen, queue, budget, depth)
             total -= budget - left
@@ -393,16 +472,23 @@ def _user_code(f) -> bool:
 def _methods(cls):
     """The user's functions among ``cls``'s methods (a module's ``forward``, a callable
     object's ``__call__``, the helpers they call through ``self``)."""
+    for v in _class_functions(cls, lambda m: (m or "").split(".", 1)[0] in _LIBRARIES):
+        if isinstance(v, types.FunctionType) and _user_code(v):
+            yield v
+
+
+def _class_functions(cls, skip):
+    """The functions defined in ``cls``'s MRO (static / class methods' and properties'
+    too), except in classes whose module name ``skip`` accepts."""
     for klass in cls.__mro__:
-        if (klass.__module__ or "").split(".", 1)[0] in _LIBRARIES:
+        if skip(klass.__module__):
             continue
         for v in list(vars(klass).values()):
             if isinstance(v, (staticmethod, classmethod)):
                 v = v.__func__
             elif isinstance(v, property):
                 v = v.fget
-            if isinstance(v, types.FunctionType) and _user_code(v):
-                yield v
+            yield v
 
 
 def _class_attributes(cls):
@@ -418,6 +504,50 @@ def _class_attributes(cls):
                 continue
             done.add(key)
             yield key, v
+
+
+def _read_names(f) -> tuple:
+    """The attribute and global names the code of ``f`` (a function, method or partial)
+    reads."""
+    f = inspect.unwrap(f) if callable(f) else f
+    while isinstance(f, functools.partial):
+        f = f.func
+    code = getattr(getattr(f, "__func__", f), "__code__", None)
+    return _loaded_names(code) if code is not None else ()
+
+
+_LOADS = frozenset(("LOAD_ATTR", "LOAD_METHOD", "LOAD_GLOBAL", "LOAD_NAME"))
+
+
+@functools.lru_cache(maxsize=4096)
+def _loaded_names(code) -> tuple:
+    """The names a code object (and the functions defined in it) loads -- not those it
+    only assigns (``self.note = 0`` in ``__init__``)."""
+    names: dict = {}
+    stack = [code]
+    while stack:
+        c = stack.pop()
+        names.update((i.argval, None) for i in dis.get_instructions(c) if i.opname in _LOADS)
+        stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+    return tuple(names)
+
+
+_BASE_CLASSES = ("builtins", "symgrad.nn.modules.module")   # (their names: not the user's)
+_names_of_class = weakref.WeakKeyDictionary()
+
+
+def _class_read_names(cls) -> tuple:
+    """The names the methods of ``cls`` (library classes too: ``LeakyReLU.forward``
+    reads ``negative_slope``) may read, remembered per class."""
+    got = _names_of_class.get(cls)
+    if got is None:
+        names = {}
+        for v in _class_functions(cls, _BASE_CLASSES.__contains__):
+            code = getattr(v, "__code__", None)
+            if code is not None:
+                names.update(dict.fromkeys(_loaded_names(code)))
+        got = _names_of_class[cls] = tuple(names)
+    return got
 
 
 def _cell_value(cell):
@@ -473,6 +603,10 @@ def _walk(obj, name, root, found, seen, functions, budget, max_depth) -> int:
             if id(obj) not in found:
                 found[id(obj)] = Source(name, root, steps, governed and bool(steps))
             continue
+        if steps and steps[-1][0] in ("attr", "classattr") and _is_constant(obj):
+            if not (governed and steps[-1] == ("attr", "training")):   # (Module.__call__
+                found.constants.append((Source(name, root, steps, governed), steps[-1][1]))
+            continue                                               # guards its mode)
         if isinstance(obj, _ATOMS) or id(obj) in seen:
             continue
         if isinstance(obj, (types.FunctionType, types.MethodType)):
@@ -484,6 +618,7 @@ def _walk(obj, name, root, found, seen, functions, budget, max_depth) -> int:
         if id(cls) not in seen:
             seen.add(id(cls))
             functions.extend(_methods(cls))
+            found.names.update(_class_read_names(cls))
         for key, v in _class_attributes(cls):            # (``self.W`` of a class's ``W``)
             queue.append((v, f"{name}.{key}", steps + (("classattr", key),), False, depth + 1))
         if _is_module(obj):

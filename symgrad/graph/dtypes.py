@@ -71,6 +71,8 @@ _BY_NAME.update({"float": float32, "double": float64, "half": float16, "long": i
                  "int": int32, "short": int16})
 
 _default_float = [float32]
+_default_changed: list = []     # called after the default changed (compiled functions
+                                # drop their native fast paths: their programs baked it)
 
 
 def get_default_dtype() -> DType:
@@ -83,7 +85,10 @@ def set_default_dtype(d: DType) -> None:
     d = as_dtype(d)
     if d not in (float32, float64, float16):
         raise TypeError("only floating-point types are supported as the default type")
-    _default_float[0] = d
+    if d is not _default_float[0]:
+        _default_float[0] = d
+        for hook in list(_default_changed):
+            hook()
 
 
 def from_numpy_dtype(np_dtype) -> DType:

@@ -211,3 +211,36 @@ def test_folding_does_not_make_large_constants(dtype):
     for backend in ("llvm", "numpy"):
         got = np.asarray(symgrad.jacobian(f, backend=backend)(x, A))
         np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
+sg = symgrad
+_SIGNED_ZERO_CASES = {
+    "x + 0.0": lambda t, x: x + 0.0, "0.0 + x": lambda t, x: 0.0 + x,
+    "0.0 - x": lambda t, x: 0.0 - x, "x - 0.0": lambda t, x: x - 0.0,
+    "x - (-0.0)": lambda t, x: x - (-0.0), "x + (-0.0)": lambda t, x: x + (-0.0),
+    "-0.0 - x": lambda t, x: -0.0 - x, "sin(x) + 0.0": lambda t, x: t.sin(x) + 0.0,
+    "1 / (x * 3 + 0.0)": lambda t, x: 1 / (x * 3 + 0.0),
+    "atan2(x + 0.0, -1)": lambda t, x: t.atan2(x + 0.0, -t.ones_like(x)),
+    "x + zeros_like(x)": lambda t, x: x + t.zeros_like(x),
+    "zeros_like(x) - x": lambda t, x: t.zeros_like(x) - x,
+}
+
+
+@pytest.mark.parametrize("backend", ["llvm", "numpy"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", list(_SIGNED_ZERO_CASES))
+def test_adding_a_zero_keeps_ieee_signed_zeros(name, dtype, backend):
+    """Only x + (-0.0) and x - (+0.0) are identities in IEEE arithmetic (-0.0 + 0.0 is
+    +0.0): compiled values and gradients have torch's sign bits at +-0.0."""
+    f = _SIGNED_ZERO_CASES[name]
+    xs = np.array([-0.0, 0.0, 1.5, -2.0], dtype)
+    want = f(torch, torch.tensor(xs)).numpy()
+    got = np.asarray(sg.compile(lambda x: f(sg, x), backend=backend)(xs))
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+    np.testing.assert_allclose(got, want, rtol=4 * np.finfo(dtype).eps, atol=0)
+    xt = torch.tensor(xs, requires_grad=True)
+    f(torch, xt).sum().backward()
+    g = np.asarray(sg.grad(lambda x: f(sg, x).sum(), backend=backend)(xs))
+    np.testing.assert_array_equal(np.signbit(g), np.signbit(xt.grad.numpy()))
+    np.testing.assert_allclose(g, xt.grad.numpy(), rtol=4 * np.finfo(dtype).eps, atol=0)
