@@ -193,11 +193,14 @@ def register_threads() -> None:
     jit.add_symbol(THREAD_POST, compiled.address(THREAD_POST))
 
 
-def register_for(object_code: bytes) -> None:
-    """Publish everything ``object_code`` needs before it is loaded."""
+def register_for(object_code: bytes, t=None) -> None:
+    """Publish everything ``object_code`` (built for target ``t``, default: the current
+    one) needs before it is loaded."""
     register()
     _, undefined = jit.elf_symbols(object_code)
     if any(name in BLAS_GEMM.values() or name == BLAS_THREADS_LOCAL for name in undefined):
         register_blas()
     if THREAD_POST in undefined:
         register_threads()
+    from . import library, target      # late: library builds on this module's jit use
+    library.ensure(t or target.current(), library.needed(undefined))
