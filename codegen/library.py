@@ -15,17 +15,20 @@ do not collide, and an object built for one target never links against another's
 :func:`prefetch` builds a library in a background thread: the front end asks for it
 (:func:`codegen.backend.prepare`) as soon as a traced program shows a trig function, so
 LLVM's work on it (released from the GIL) runs while differentiation and lowering run
-on the other CPU.  :func:`ensure` waits for it (or builds it) before a program object
-is loaded.  With the disk cache on, a library's object is stored like any other (its
-key: the environment, which includes the code generator's source digest) and a new
-process only loads it.  Targets this process cannot run keep defining the helpers in
-each module (there is nothing to load).
+on the other CPU -- when that pays: with the disk cache on (a library's object is stored
+like any other, its key the environment, which includes the code generator's source
+digest, and later processes only load it) or a CPU to spare.  Modules declare a
+library's functions only once it is built or being built (else they define them, as
+before); :func:`ensure` waits for it before a program object is loaded (or builds it, for
+an object from the disk cache).  Targets this process cannot run keep defining the
+helpers in each module (there is nothing to load).
 """
 from __future__ import annotations
 
 import contextlib
 import contextvars
 import hashlib
+import os
 import threading
 from typing import Iterable, Iterator
 
@@ -63,9 +66,15 @@ def shared(t: Target) -> Iterator[bool]:
         _ACTIVE.reset(token)
 
 
-def active() -> Target | None:
-    """The target whose libraries modules built now call (see :func:`shared`), or None."""
-    return _ACTIVE.get()
+def active(fmt: str) -> Target | None:
+    """The target whose library of format ``fmt`` modules built now call (see
+    :func:`shared`): when it is built or being built; else None (they define the helpers
+    themselves)."""
+    t = _ACTIVE.get()
+    if t is None:
+        return None
+    key = (tag(t), fmt)
+    return t if key in _DONE or key in _BUSY else None
 
 
 def _format_of(name: str) -> str | None:
@@ -136,10 +145,22 @@ def _run(t: Target, todo: list[tuple[str, threading.Event]]) -> None:
             done.set()
 
 
+def _worth_it() -> bool:
+    """Whether building a library now should pay: its object can be kept on disk for the
+    next processes, or a CPU is free to build it while this compile runs.  (On one busy
+    CPU it costs a little more than the helpers defined in the module.)"""
+    if cache.cache_path("0" * 8) is not None:
+        return True
+    try:
+        return os.getloadavg()[0] < (os.cpu_count() or 1) - 0.5
+    except OSError:                      # no load average here
+        return False
+
+
 def prefetch(t: Target, fmts: Iterable[str]) -> None:
     """Start building the libraries of ``fmts`` for ``t`` in a background thread (those
-    not built or being built, if ``t`` runs here)."""
-    if not t.runnable:
+    not built or being built, if ``t`` runs here and it is worth it, see :func:`_worth_it`)."""
+    if not t.runnable or not _worth_it():
         return
     key = tag(t)
     wanted = set(fmts)

@@ -348,7 +348,7 @@ def _trig_huge_helper(module: ir.Module, fmt: _Format) -> ir.Function:
     """T helper(T x, T q): sin(x + q pi/2) for |x| >= TRIG_FAST, inf and NaN, else 0
     (float: q = 2 gives tan x).  Defined in ``module``, or -- inside
     :func:`codegen.library.shared` -- declared, the shared library defining it."""
-    shared = library.active()
+    shared = library.active(fmt.suffix)
     name = _huge_helper_name(fmt, library.tag(shared) if shared is not None else "")
     existing = module.globals.get(name)
     if existing is not None:
