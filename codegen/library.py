@@ -30,7 +30,7 @@ import contextvars
 import hashlib
 import os
 import threading
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import llvmlite.ir as ir
 
@@ -38,7 +38,7 @@ from . import cache, jit, target as targets
 from .target import Target
 
 __all__ = ["shared", "active", "tag", "finish", "ensure", "prefetch", "needed", "PREFIX",
-           "FORMATS"]
+           "FORMATS", "load_or_compile"]
 
 PREFIX = "symgrad_vm_trig_huge_"     # every name a library defines starts so (+ format)
 FORMATS = ("f64", "f32")
@@ -114,20 +114,25 @@ def _build_ir(t: Target, fmt_name: str) -> str:
     return str(module)
 
 
+def load_or_compile(key: str, make_ir: Callable[[], str], t: Target) -> "jit.LoadedObject":
+    """The object stored under ``key`` in the disk cache, loaded for ``t``; else the IR
+    ``make_ir()`` returns, compiled for ``t`` (and stored).  For process-wide modules no
+    program decides (these libraries, the helper thread's module)."""
+    hit = cache.load(key)
+    if hit is not None and "object" in hit:
+        try:
+            return jit.load_object(hit["object"], t)
+        except Exception:          # a stale or foreign object: compile it again
+            pass
+    compiled = jit.compile_module(make_ir(), target=t)
+    cache.store(key, {"object": compiled.object_code})
+    return compiled.loaded
+
+
 def _build(t: Target, fmt: str) -> None:
     with targets.use(t):
-        key = cache.derived_key("library", [fmt], t)
-        hit = cache.load(key)
-        loaded = None
-        if hit is not None and "object" in hit:
-            try:
-                loaded = jit.load_object(hit["object"], t)
-            except Exception:          # a stale or foreign object: compile it again
-                loaded = None
-        if loaded is None:
-            compiled = jit.compile_module(_build_ir(t, fmt), target=t)
-            cache.store(key, {"object": compiled.object_code})
-            loaded = compiled.loaded
+        loaded = load_or_compile(cache.derived_key("library", [fmt], t),
+                                 lambda: _build_ir(t, fmt), t)
     for name in loaded.functions:
         jit.add_symbol(name, loaded.address(name))
     _DONE[(tag(t), fmt)] = loaded
