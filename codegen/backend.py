@@ -37,7 +37,7 @@ from symgrad.graph.primitives import NUMPY_RULES
 from symgrad.version import __version__
 
 from . import binding, cache, callconv, jit, library, runtime, target as targets, worker
-from .executable import ENTRY_SUFFIX, OPT_LEVEL, STRUCTURED_SUFFIX, Interface, LLVMExecutable
+from .executable import ENTRY_SUFFIX, STRUCTURED_SUFFIX, Interface, LLVMExecutable
 from .dynamic.errors import NotGeneric
 from .target import Target
 
@@ -147,7 +147,7 @@ def _compile(program, t: Target, stage: Callable[[str], None],
             runtime.register_blas()
         if runtime.THREAD_POST in module.globals:
             runtime.register_threads()
-    compiled = jit.compile_module(str(module), level=OPT_LEVEL, target=t, on_stage=stage)
+    compiled = jit.compile_module(str(module), level=jit.OPT_LEVEL, target=t, on_stage=stage)
     texts = {"llvm": compiled.ir}            # the optimised IR and asm: on demand
     if t.runnable and cache.cache_path(key) is not None:
         cache.store(key, {"object": compiled.object_code,

@@ -61,7 +61,6 @@ def release_arena_on_unload(handle: Any, name: str) -> None:
 
 _KERNEL = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p)
 TEXT_KINDS = ("llvm", "llvm-opt", "asm", "program")
-OPT_LEVEL = 2   # LLVM's O2 vectorises as O3 does; O3's extra passes only add compile time
 ENTRY_SUFFIX = ".entry"              # the CPython entry of a module's kernel
 STRUCTURED_SUFFIX = ".structured"   # the entry returning results nested as the function does
 
@@ -300,7 +299,7 @@ class LLVMExecutable:
         if kind not in TEXT_KINDS:
             raise ValueError(f"unknown text kind {kind!r}; choose one of {TEXT_KINDS}")
         if kind == "llvm-opt" and kind not in self.texts:  # the optimiser again, on demand
-            self.texts[kind] = jit.optimized_text(self.texts["llvm"], OPT_LEVEL, self.target)
+            self.texts[kind] = jit.optimized_text(self.texts["llvm"], jit.OPT_LEVEL, self.target)
         if kind == "asm" and "asm" not in self.texts:       # code generation, on demand
             self.texts["asm"] = jit.assembly(self.as_text("llvm-opt"), self.target)
         return self.texts[kind]

@@ -59,10 +59,11 @@ from . import target as targets
 from .target import Target, _LOCK, init
 
 __all__ = ["compile_module", "load_object", "assembly", "optimize", "optimized_text", "parse",
-           "add_symbol",
+           "add_symbol", "OPT_LEVEL",
            "symbol_address", "CompiledModule", "LoadedObject", "UnresolvedSymbolError"]
 
 IRInput = Union[ir.Module, str, "llvm.ModuleRef"]
+OPT_LEVEL = 2   # programs' level: LLVM's O2 vectorises as O3 does; O3's extra passes only add compile time
 
 
 class UnresolvedSymbolError(RuntimeError):

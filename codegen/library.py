@@ -124,7 +124,7 @@ def load_or_compile(key: str, make_ir: Callable[[], str], t: Target) -> "jit.Loa
             return jit.load_object(hit["object"], t)
         except Exception:          # a stale or foreign object: compile it again
             pass
-    compiled = jit.compile_module(make_ir(), target=t)
+    compiled = jit.compile_module(make_ir(), level=jit.OPT_LEVEL, target=t)
     cache.store(key, {"object": compiled.object_code})
     return compiled.loaded
 
