@@ -123,12 +123,15 @@ def _compile(program, t: Target, stage: Callable[[str], None],
     stage("plan")
     plan = build_plan(program)
     interface = Interface.of(plan)
-    key = cache.cache_key(program)
-    if not entry:       # other code than the same program with its entry
-        key = cache.derived_key("no-entry", [key], t)
-    exe = _load(key, interface, plan, t, entry)
-    if exe is not None:
-        return exe
+    if not cache.enabled():     # the key only names the code: no structural key
+        key = cache.transient_key()
+    else:
+        key = cache.cache_key(program)
+        if not entry:           # other code than the same program with its entry
+            key = cache.derived_key("no-entry", [key], t)
+        exe = _load(key, interface, plan, t, entry)
+        if exe is not None:
+            return exe
     name, entry_name = _names(key, interface, entry)
     stage("lower")
     with library.shared(t) as shared:
@@ -149,7 +152,7 @@ def _compile(program, t: Target, stage: Callable[[str], None],
             runtime.register_threads()
     compiled = jit.compile_module(str(module), level=jit.OPT_LEVEL, target=t, on_stage=stage)
     texts = {"llvm": compiled.ir}            # the optimised IR and asm: on demand
-    if t.runnable and cache.cache_path(key) is not None:
+    if t.runnable and cache.enabled():
         cache.store(key, {"object": compiled.object_code,
                           "llvm": zlib.compress(compiled.ir.encode(), 1)})
     stats["compiled"] += 1

@@ -154,7 +154,7 @@ def _worth_it() -> bool:
     """Whether building a library now should pay: its object can be kept on disk for the
     next processes, or a CPU is free to build it while this compile runs.  (On one busy
     CPU it costs a little more than the helpers defined in the module.)"""
-    if cache.cache_path("0" * 8) is not None:
+    if cache.enabled():
         return True
     try:
         return os.getloadavg()[0] < (os.cpu_count() or 1) - 0.5
