@@ -30,21 +30,25 @@ from __future__ import annotations
 import zlib
 from typing import Callable
 
+import numpy as np
+
+from symgrad.graph.node import toposort
+from symgrad.graph.primitives import NUMPY_RULES
 from symgrad.version import __version__
 
-from . import binding, cache, callconv, jit, runtime, target as targets, worker
+from . import binding, cache, callconv, jit, library, runtime, target as targets, worker
 from .executable import ENTRY_SUFFIX, STRUCTURED_SUFFIX, Interface, LLVMExecutable
 from .dynamic.errors import NotGeneric
 from .target import Target
 
-__all__ = ["compile_program", "load_executable", "reload", "make_target", "schedule",
+__all__ = ["compile_program", "load_executable", "reload", "make_target", "prepare", "schedule",
            "native_calls", "entry_key", "source_digest", "load_entry", "store_entry",
            "LLVMExecutable", "ENTRY_SUFFIX", "portable", "from_portable",
            "STRUCTURED_SUFFIX", "stats", "set_threads", "max_threads", "on_blas_load",
            "compile_dynamic", "NotGeneric"]
 
 stats = {"compiled": 0, "from_cache": 0}
-_TEXTS = ("llvm", "llvm-opt")
+_TEXTS = ("llvm", "llvm-opt")     # (entries stored before the optimised IR was on demand)
 
 
 def _entry_specs(interface: Interface):
@@ -59,21 +63,22 @@ def _fast_entry_possible(interface: Interface) -> bool:
                 for b in (*interface.inputs, *interface.outputs)))
 
 
-def _names(key: str, interface: Interface) -> tuple[str, str | None]:
+def _names(key: str, interface: Interface, entry: bool = True) -> tuple[str, str | None]:
     name = f"symgrad_{key[:16]}"
-    return name, (name + ENTRY_SUFFIX if _fast_entry_possible(interface) else None)
+    return name, (name + ENTRY_SUFFIX if entry and _fast_entry_possible(interface) else None)
 
 
-def _load(key: str, interface: Interface, plan, t: Target) -> LLVMExecutable | None:
+def _load(key: str, interface: Interface, plan, t: Target,
+          entry: bool = True) -> LLVMExecutable | None:
     """The executable stored under ``key``, or None if it is absent or unusable."""
     if not t.runnable:
         return None
     hit = cache.load(key)
     if hit is None:
         return None
-    name, entry_name = _names(key, interface)
+    name, entry_name = _names(key, interface, entry)
     try:
-        runtime.register_for(hit["object"])
+        runtime.register_for(hit["object"], t)
         handle = jit.load_object(hit["object"], t)
         texts = {k: zlib.decompress(hit[k]).decode() for k in _TEXTS if k in hit}
         exe = LLVMExecutable(interface, handle, texts, name, entry_name, True, plan, t)
@@ -95,18 +100,21 @@ def load_executable(key: str, interface: Interface, plan,
     return _load(key, interface, plan, target or targets.current())
 
 
-OPT_LEVEL = 2   # LLVM's O2 vectorises as O3 does; O3's extra passes only add compile time
 
 
 def compile_program(program, target: Target | None = None,
-                    on_stage: Callable[[str], None] | None = None) -> LLVMExecutable:
+                    on_stage: Callable[[str], None] | None = None,
+                    entry: bool = True) -> LLVMExecutable:
     """Native code for ``program`` (see the module docstring).  ``on_stage(name)`` is
-    told when each stage starts: "plan", "lower", "llvm-opt", "machine-code"."""
+    told when each stage starts: "plan", "lower", "llvm-opt", "machine-code".
+    ``entry=False``: no CPython entry (code only native code calls, as a loop body:
+    the executable's checked Python path still runs it)."""
     with targets.use(target) as t:
-        return _compile(program, t, on_stage or (lambda name: None))
+        return _compile(program, t, on_stage or (lambda name: None), entry)
 
 
-def _compile(program, t: Target, stage: Callable[[str], None]) -> LLVMExecutable:
+def _compile(program, t: Target, stage: Callable[[str], None],
+             entry: bool = True) -> LLVMExecutable:
     # late: the planner and the IR builders load only when something is compiled (a run
     # from the disk cache needs neither)
     from .module import build_module
@@ -115,13 +123,21 @@ def _compile(program, t: Target, stage: Callable[[str], None]) -> LLVMExecutable
     stage("plan")
     plan = build_plan(program)
     interface = Interface.of(plan)
-    key = cache.cache_key(program)
-    exe = _load(key, interface, plan, t)
-    if exe is not None:
-        return exe
-    name, entry_name = _names(key, interface)
+    if not cache.enabled():     # the key only names the code: no structural key
+        key = cache.transient_key()
+    else:
+        key = cache.cache_key(program)
+        if not entry:           # other code than the same program with its entry
+            key = cache.derived_key("no-entry", [key], t)
+        exe = _load(key, interface, plan, t, entry)
+        if exe is not None:
+            return exe
+    name, entry_name = _names(key, interface, entry)
     stage("lower")
-    module, kernel = build_module(plan, name)
+    with library.shared(t) as shared:
+        module, kernel = build_module(plan, name)
+    if shared:
+        library.ensure(t, library.finish(module))
     if entry_name is not None:
         args, outs = _entry_specs(interface)
         callconv.build_entry(module, kernel, entry_name, args, outs, tuple_result=True)
@@ -134,12 +150,11 @@ def _compile(program, t: Target, stage: Callable[[str], None]) -> LLVMExecutable
             runtime.register_blas()
         if runtime.THREAD_POST in module.globals:
             runtime.register_threads()
-    compiled = jit.compile_module(str(module), level=OPT_LEVEL, target=t, on_stage=stage)
-    texts = {"llvm": compiled.ir, "llvm-opt": compiled.optimized_ir}   # asm: on demand
-    if t.runnable:
-        sections = {"object": compiled.object_code}
-        sections.update({k: zlib.compress(v.encode(), 1) for k, v in texts.items()})
-        cache.store(key, sections)
+    compiled = jit.compile_module(str(module), level=jit.OPT_LEVEL, target=t, on_stage=stage)
+    texts = {"llvm": compiled.ir}            # the optimised IR and asm: on demand
+    if t.runnable and cache.enabled():
+        cache.store(key, {"object": compiled.object_code,
+                          "llvm": zlib.compress(compiled.ir.encode(), 1)})
     stats["compiled"] += 1
     exe = LLVMExecutable(interface, compiled.loaded, texts, name, entry_name, False, plan, t)
     exe.cache_key = key
@@ -150,6 +165,26 @@ def _compile(program, t: Target, stage: Callable[[str], None]) -> LLVMExecutable
 # ---- the rest of the interface the front end uses ----------------------------------------
 # ``symgrad`` reaches the code generator only through this module (its compiler's stages,
 # ``symgrad.compiler.persist``'s disk cache of traced programs, the dispatcher's counters).
+
+def prepare(nodes, target: Target | None = None) -> None:
+    """Start, in a background thread, what compiles for ``target`` share and no program
+    decides, as far as the traced graph ``nodes`` (outputs) shows it will need it (the
+    vector-math libraries, :mod:`codegen.library`): the front end calls this right after
+    tracing, so that work runs while it differentiates and lowers."""
+    fmts = {library_format(n.dtype) for n in toposort(list(nodes))
+            if any(NUMPY_RULES.get(n.op) is f for f in _TRIG_UFUNCS)}
+    fmts.discard(None)
+    if fmts:
+        library.prefetch(target or targets.current(), fmts)
+
+
+_TRIG_UFUNCS = (np.sin, np.cos, np.tan)      # the primitives computing them call the library
+
+
+def library_format(dtype) -> str | None:
+    """The library format of a dtype's trig functions (None: not a float dtype here)."""
+    return {"float64": "f64", "float32": "f32"}.get(getattr(dtype, "name", None))
+
 
 def make_target(spec: "Target | str | None" = None) -> Target:
     """A validated target from ``spec`` (a :class:`Target` or a string such as
@@ -215,7 +250,7 @@ def from_portable(payload: dict, target: Target | None = None,
         if interface.hybrid and plan is None:
             return None
         runtime.register()
-        runtime.register_for(payload["object"])
+        runtime.register_for(payload["object"], t)
         handle = jit.load_object(payload["object"], t)
         name, entry_name = _names(payload["key"], interface)
         exe = LLVMExecutable(interface, handle, {}, name, entry_name, True, plan, t)

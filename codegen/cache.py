@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import json
 import os
 import random
@@ -43,6 +44,7 @@ import stat
 import struct
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from symgrad.config import settings
@@ -52,7 +54,7 @@ from symgrad.graph.primitives import PRIMITIVES, fingerprint
 
 from . import target
 
-__all__ = ["cache_key", "derived_key", "environment", "source_digest", "encode", "decode",
+__all__ = ["cache_key", "transient_key", "enabled", "derived_key", "environment", "source_digest", "encode", "decode",
            "load", "store", "evict", "cache_path", "MAGIC", "MAX_BYTES"]
 
 MAGIC = b"SYMGRAD-OBJ\x01"
@@ -156,11 +158,27 @@ def decode(data: bytes, key: str) -> dict[str, bytes] | None:
         return None
 
 
+def enabled() -> bool:
+    """Whether the disk cache is on (``settings.disk_cache`` and a ``cache_dir``)."""
+    return bool(settings.disk_cache and settings.cache_dir)
+
+
 def cache_path(key: str) -> Path | None:
     """Where ``key`` lives, or None when the disk cache is disabled."""
-    if not settings.disk_cache or not settings.cache_dir:
+    if not enabled():
         return None
     return Path(settings.cache_dir) / "llvm" / key[:2] / f"{key}.obj"
+
+
+_TRANSIENT = itertools.count()
+
+
+def transient_key() -> str:
+    """A key for code no disk cache will hold (it is off): unique in this process and
+    never a :func:`cache_key`, which it saves computing (the structural key of a long
+    program is a noticeable part of its compile)."""
+    text = f"kind=transient\npid={os.getpid()}\n{next(_TRANSIENT)}\n{time.time_ns()}"
+    return hashlib.blake2b(text.encode(), digest_size=24).hexdigest()
 
 
 def load(key: str) -> dict[str, bytes] | None:

@@ -298,8 +298,10 @@ class LLVMExecutable:
             return self.plan.program.as_text() + "\n# schedule\n" + self.plan.summary()
         if kind not in TEXT_KINDS:
             raise ValueError(f"unknown text kind {kind!r}; choose one of {TEXT_KINDS}")
+        if kind == "llvm-opt" and kind not in self.texts:  # the optimiser again, on demand
+            self.texts[kind] = jit.optimized_text(self.texts["llvm"], jit.OPT_LEVEL, self.target)
         if kind == "asm" and "asm" not in self.texts:       # code generation, on demand
-            self.texts["asm"] = jit.assembly(self.texts["llvm-opt"], self.target)
+            self.texts["asm"] = jit.assembly(self.as_text("llvm-opt"), self.target)
         return self.texts[kind]
 
     def __repr__(self) -> str:

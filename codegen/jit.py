@@ -58,10 +58,12 @@ import llvmlite.ir as ir
 from . import target as targets
 from .target import Target, _LOCK, init
 
-__all__ = ["compile_module", "load_object", "assembly", "optimize", "parse", "add_symbol",
+__all__ = ["compile_module", "load_object", "assembly", "optimize", "optimized_text", "parse",
+           "add_symbol", "OPT_LEVEL",
            "symbol_address", "CompiledModule", "LoadedObject", "UnresolvedSymbolError"]
 
 IRInput = Union[ir.Module, str, "llvm.ModuleRef"]
+OPT_LEVEL = 2   # programs' level: LLVM's O2 vectorises as O3 does; O3's extra passes only add compile time
 
 
 class UnresolvedSymbolError(RuntimeError):
@@ -220,10 +222,16 @@ class CompiledModule:
     None when this process cannot run the target's code."""
 
     ir: str             #: the IR text as generated
-    optimized_ir: str   #: the IR text after :func:`optimize`
     object_code: bytes  #: ELF object bytes; :func:`load_object` reloads them
     target: Target
     loaded: LoadedObject | None = None
+    level: int = 3      #: the optimisation level it was built at
+
+    @cached_property
+    def optimized_ir(self) -> str:
+        """The IR text after :func:`optimize` (made again from :attr:`ir` on first access:
+        printing it costs a compile time few ever look at; the pipeline is deterministic)."""
+        return optimized_text(self.ir, self.level, self.target)
 
     @cached_property
     def asm(self) -> str:
@@ -251,6 +259,15 @@ class CompiledModule:
         return self._loaded().cfunc(name, restype, *argtypes)
 
 
+def optimized_text(ir_text: str, level: int, target: Target | None = None) -> str:
+    """The IR text :func:`compile_module` makes of ``ir_text`` at ``level`` before code
+    generation."""
+    t = target or targets.current()
+    ref = optimize(parse(ir_text, t), level, t)
+    with _LOCK:
+        return str(ref)
+
+
 def assembly(optimized_ir: str, target: Target | None = None) -> str:
     """The target's assembly for optimised IR text."""
     t = target or targets.current()
@@ -273,7 +290,6 @@ def compile_module(module: IRInput, level: int = 3, target: Target | None = None
     optimize(ref, level, t)
     stage("machine-code")
     with _LOCK:
-        optimized = str(ref)
         obj = _machine(t).emit_object(ref)
     loaded = load_object(obj, t) if t.runnable else None
-    return CompiledModule(text, optimized, obj, t, loaded)
+    return CompiledModule(text, obj, t, loaded, level)

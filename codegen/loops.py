@@ -145,7 +145,7 @@ def _body_exe(body: Body, t):
         from .backend import compile_program       # late: backend imports this module's users
         prog = Program(list(body.inputs), [n.attr("name") for n in body.inputs],
                        list(body.outputs), [f"out{i}" for i in range(len(body.outputs))])
-        exe = compile_program(prog, target=t)
+        exe = compile_program(prog, target=t, entry=False)    # the driver calls seg0
         with _LOCK:
             exe = _BODIES.setdefault(key, exe)
     return exe

@@ -173,31 +173,28 @@ def register_threads() -> None:
     register()
     # late: worker and lower.parallel build on this module's symbol names, and only a
     # kernel that uses threads needs them
-    from . import cache, target, worker
+    from . import cache, library, target, worker
+
+    def make_ir() -> str:
+        from .lower.parallel import trampoline   # late: see above
+        return worker.worker_ir(trampoline)
     with target.use(target.host()) as host:    # the helper runs here: built for this CPU
-        key = cache.derived_key("worker", [])  # the environment has codegen's source digest
-        hit = cache.load(key)
-        compiled = None
-        if hit is not None and "object" in hit:
-            try:
-                compiled = jit.load_object(hit["object"], host)
-            except Exception:          # a stale or foreign object: compile it again
-                compiled = None
-        if compiled is None:
-            from .lower.parallel import trampoline   # late: see above
-            compiled = jit.compile_module(worker.worker_ir(trampoline), target=host)
-            cache.store(key, {"object": compiled.object_code})
+        # (the key's environment has codegen's source digest)
+        compiled = library.load_or_compile(cache.derived_key("worker", []), make_ir, host)
     _KEEP.append(compiled)
     ctypes.pythonapi.Py_IncRef(ctypes.py_object(compiled))     # never freed
     worker.register_fork_hook(compiled.address(worker.MAILBOX))    # its flag before any post
     jit.add_symbol(THREAD_POST, compiled.address(THREAD_POST))
 
 
-def register_for(object_code: bytes) -> None:
-    """Publish everything ``object_code`` needs before it is loaded."""
+def register_for(object_code: bytes, t=None) -> None:
+    """Publish everything ``object_code`` (built for target ``t``, default: the current
+    one) needs before it is loaded."""
     register()
     _, undefined = jit.elf_symbols(object_code)
     if any(name in BLAS_GEMM.values() or name == BLAS_THREADS_LOCAL for name in undefined):
         register_blas()
     if THREAD_POST in undefined:
         register_threads()
+    from . import library, target      # late: library builds on this module's jit use
+    library.ensure(t or target.current(), library.needed(undefined))

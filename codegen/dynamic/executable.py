@@ -39,7 +39,6 @@ from .poly import affine
 
 __all__ = ["compile_dynamic", "DynamicExecutable", "NotGeneric"]
 
-OPT_LEVEL = 2
 OBJECTS = "objects"     # suffix of the wrapper taking the arrays' object addresses
 _count = itertools.count(1)     # (next() is atomic: concurrent compiles get distinct names)
 
@@ -158,7 +157,7 @@ def compile_dynamic(program, dims, target=None, on_stage=None) -> DynamicExecuta
         _objects_wrapper(module, name, len(program.inputs) + len(program.outputs))
         if any(sym in module.globals for sym in runtime.BLAS_GEMM.values()):
             runtime.register_blas()
-        compiled = jit.compile_module(str(module), level=OPT_LEVEL, target=t, on_stage=stage)
+        compiled = jit.compile_module(str(module), level=jit.OPT_LEVEL, target=t, on_stage=stage)
         t.check_runnable()
         return DynamicExecutable(compiled, name, program, dims, dm.order)
 

@@ -29,7 +29,7 @@ from math import ldexp
 
 import llvmlite.ir as ir
 
-from .. import target
+from .. import library, target
 from .core import (
     COS_COEFFS, COS_COEFFS_TAN32, F32, F64, INF, NAN, PIO2, PIO2_FAST, SIN_COEFFS,
     SIN_COEFFS_TAN32, TRIG_FAST, TRIG_LIMIT, TRIG_SHIFTER, TRIG_TABLE_PRECISION,
@@ -304,8 +304,10 @@ def _tan(e: _Emitter, x: ir.Value) -> ir.Value:
 # scalar call with the matching vector version, so ordinary inputs pay one compare
 # and branch (and the spills of the loop's live registers around the call).
 
-def _huge_helper_name(fmt: _Format) -> str:
-    return f"symgrad_vm_trig_huge_{fmt.suffix}"
+def _huge_helper_name(fmt: _Format, tag: str = "") -> str:
+    """The helper's name; ``tag``: the target's, for the shared library's copy
+    (:mod:`codegen.library`)."""
+    return f"symgrad_vm_trig_huge_{fmt.suffix}" + (f"_{tag}" if tag else "")
 
 
 def _huge_lanes(fmt: _Format) -> tuple[int, ...]:
@@ -328,45 +330,65 @@ def _helper_cconv() -> str:
     return target.current().helper_cconv
 
 
-def _helper_function(module: ir.Module, name: str, ty: ir.Type) -> ir.Function:
+def _helper_function(module: ir.Module, name: str, ty: ir.Type,
+                     declare: bool = False) -> ir.Function:
     fn = ir.Function(module, ir.FunctionType(ty, [ty, ty]), name)
     fn.calling_convention = _helper_cconv()
     # Not internal: interprocedural passes must not specialise the helper's
     # signature (that breaks the vector-variant mapping) nor delete the variants,
-    # to which only the attribute refers.
-    fn.linkage = "weak_odr"
-    for attr in ("noinline", "nounwind", "readnone"):
+    # to which only the attribute refers.  (A declaration: external.)
+    if not declare:
+        fn.linkage = "weak_odr"
+    for attr in ("nounwind", "readnone") if declare else ("noinline", "nounwind", "readnone"):
         fn.attributes.add(attr)
     return fn
 
 
 def _trig_huge_helper(module: ir.Module, fmt: _Format) -> ir.Function:
     """T helper(T x, T q): sin(x + q pi/2) for |x| >= TRIG_FAST, inf and NaN, else 0
-    (float: q = 2 gives tan x).
+    (float: q = 2 gives tan x).  Defined in ``module``, or -- inside
+    :func:`codegen.library.shared` -- declared, the shared library defining it."""
+    shared = library.active(fmt.suffix)
+    name = _huge_helper_name(fmt, library.tag(shared) if shared is not None else "")
+    existing = module.globals.get(name)
+    if existing is not None:
+        return existing
+    if shared is None:
+        return define_huge_helper(module, fmt)
+    fn = _helper_function(module, name, fmt.ty, declare=True)
+    _add_string_attribute(fn, "vector-function-abi-variant", _variant_names(name, fmt))
+    for lanes in _huge_lanes(fmt):     # kept by codegen.library.finish
+        _helper_function(module, f"{name}_v{lanes}", ir.VectorType(fmt.ty, lanes), declare=True)
+    return fn
+
+
+def _variant_names(name: str, fmt: _Format) -> str:
+    return ",".join(f"_ZGV_LLVM_N{n}vv_{name}({name}_v{n})" for n in _huge_lanes(fmt))
+
+
+def define_huge_helper(module: ir.Module, fmt: _Format, tag: str = "") -> ir.Function:
+    """Define the helper (see :func:`_trig_huge_helper`) and its vector variants in
+    ``module``; ``tag``: the shared library's copy, named for its target.
 
     Three kinds of function: the helper (carries the vector-variant attribute),
     its vector variants, and the worker they all call (no attribute -- were the
     variants to call the helper, the SLP vectoriser would turn their lane-by-lane
     calls back into a call of the variant itself: infinite recursion)."""
-    name = _huge_helper_name(fmt)
-    existing = module.globals.get(name)
-    if existing is not None:
-        return existing
-    worker = _trig_huge_worker(module, fmt)
+    name = _huge_helper_name(fmt, tag)
+    worker = _trig_huge_worker(module, fmt, name)
     fn = _helper_function(module, name, fmt.ty)
-    variants = ",".join(f"_ZGV_LLVM_N{n}vv_{name}({name}_v{n})" for n in _huge_lanes(fmt))
-    _add_string_attribute(fn, "vector-function-abi-variant", variants)
+    _add_string_attribute(fn, "vector-function-abi-variant", _variant_names(name, fmt))
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     b.ret(b.call(worker, list(fn.args)))
     for lanes in _huge_lanes(fmt):
-        _trig_huge_variant(module, worker, fmt, lanes)
+        _trig_huge_variant(module, worker, fmt, lanes, name)
     return fn
 
 
-def _trig_huge_worker(module: ir.Module, fmt: _Format) -> ir.Function:
+def _trig_huge_worker(module: ir.Module, fmt: _Format, name: str) -> ir.Function:
     """Double: the double-double reduction below TRIG_LIMIT, the table above.
     Float: the double functions, rounded.  NaN for inf and NaN."""
-    fn = _helper_function(module, f"{_huge_helper_name(fmt)}_worker", fmt.ty)
+    fn = _helper_function(module, f"{name}_worker", fmt.ty)
     fn.linkage = "internal"
     entry, work, skip = (fn.append_basic_block(s) for s in ("entry", "work", "skip"))
     e = _Emitter(ir.IRBuilder(entry), fmt)
@@ -396,13 +418,13 @@ def _trig_huge_worker(module: ir.Module, fmt: _Format) -> ir.Function:
 
 
 def _trig_huge_variant(module: ir.Module, worker: ir.Function, fmt: _Format,
-                       lanes: int) -> None:
+                       lanes: int, name: str) -> None:
     """<lanes x T> version of the helper: zeros unless some lane needs it.  Double:
     the double-double tier (|x| < 2^51) vectorised over all lanes; only if some
     lane is beyond it (or inf or NaN) the worker lane by lane.  Float: likewise,
     the first tier in double (|x| < 2^32; tan when quarter is 2)."""
     vty = ir.VectorType(fmt.ty, lanes)
-    fn = _helper_function(module, f"{_huge_helper_name(fmt)}_v{lanes}", vty)
+    fn = _helper_function(module, f"{name}_v{lanes}", vty)
     entry, work, skip, each = (fn.append_basic_block(s)
                                for s in ("entry", "work", "skip", "each"))
     e = _Emitter(ir.IRBuilder(entry), fmt, lanes)

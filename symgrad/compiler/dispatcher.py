@@ -584,6 +584,8 @@ class Compiled:
     def _build_timed(self, args, key, leaves, names, clock: StageClock) -> _Entry:
         with clock.stage("trace"):
             tr = self._trace(args, key, names)
+        if self.backend == "llvm":      # shared native code builds while this one compiles
+            get_backend("llvm").prepare(tr.out_nodes, self.target)
         numpy_out = not any(isinstance(v, Tensor) for v in leaves)
         if tr.effects is not None and tr.effects.one_shot:
             return _OneShot(tr, key, numpy_out)
