@@ -280,6 +280,13 @@ def substitute(roots: Sequence[Expr], mapping: dict) -> list[Expr]:
 ZERO, ONE = number(0), number(1)
 
 
+def _neg(a):
+    """-a; a number's negation is the negative number (exact)."""
+    if a.op == "num" and not isinstance(a.value, bool):
+        return number(-a.value)
+    return -a
+
+
 def _mul(a, b):
     """a * b with structural ones and zeros only (what differentiation may simplify)."""
     if a is ONE:
@@ -289,7 +296,9 @@ def _mul(a, b):
     if a is ZERO or b is ZERO:
         return ZERO
     if a is number(-1):
-        return -b
+        return _neg(b)
+    if b is number(-1):
+        return _neg(a)
     return a * b
 
 
@@ -305,7 +314,7 @@ def _sub(a, b):
     if b is ZERO:
         return a
     if a is ZERO:
-        return -b
+        return _neg(b)
     return a - b
 
 
@@ -402,13 +411,16 @@ def diff(expr: Expr, sym: Expr) -> Expr:
             d[node] = ZERO
             continue
         total = ZERO
-        for da, p in zip((d[a] for a in args), _partials(node)):
+        for k, p in enumerate(_partials(node)):
+            da = d[args[k]]
             if da is ZERO:
                 continue
-            if node.op == "sub" and p is not ONE:        # d(a - b) = da - db
+            if node.op == "sub" and k == 1:              # d(a - b) = da - db
                 total = _sub(total, da)
-                continue
-            total = _add(total, _mul(p, da))
+            elif node.op == "div" and k == 0 and da is not ONE:
+                total = _add(total, da / args[1])        # d(a / b) = da / b
+            else:
+                total = _add(total, _mul(p, da))
         d[node] = total
     return d[expr]
 
@@ -585,11 +597,13 @@ def _sympy_functions(sympy) -> dict:
             "keep": lambda u: u}
 
 
-def to_sympy(expr: Expr):
+def to_sympy(expr: Expr, functions: dict | None = None):
     """``expr`` as a sympy expression over real symbols (for inspection: sympy's
-    automatic evaluation may reorder or combine what the formula keeps apart)."""
+    automatic evaluation may reorder or combine what the formula keeps apart);
+    ``functions`` overrides the sympy function made of an operation (name -> callable)."""
     import sympy                       # late: only inspection and user formulas need it
     fns = _sympy_functions(sympy)
+    fns.update(functions or {})
     rel = {"lt": sympy.Lt, "le": sympy.Le, "gt": sympy.Gt, "ge": sympy.Ge,
            "eq": sympy.Eq, "ne": sympy.Ne}
     out: dict = {}
