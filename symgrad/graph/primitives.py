@@ -12,13 +12,16 @@ primitive calls, so it works on eager values and on traced nodes alike), or, for
 elementwise primitive without one, the generic rule derived from its formula
 (:func:`symgrad.ops.vjp.rule` resolves both).
 
-Elementwise primitives are defined once by a sympy formula over real symbols
-(:func:`elementwise`); their shape, numpy and VJP entries — and their partial derivatives,
-themselves elementwise primitives — derive from that formula, lazily and once.
+Elementwise primitives are defined once by a formula over real symbols
+(:func:`elementwise`; :class:`Formula`): the built-ins in symgrad's own formula type
+(:mod:`symgrad.graph.formula`), a user's in sympy. Their shape, numpy and VJP entries —
+and their partial derivatives, themselves elementwise primitives — derive from that
+formula, lazily and once.
 
-sympy is imported when a formula is first needed (differentiated, lambdified, compiled),
-not by ``import symgrad``: a built-in primitive keeps the Python function that builds its
-formula and builds it on first use.
+sympy is imported only where its form of a formula is needed: a user's sympy formula,
+partials of partials, and the compiler (fusion, code generation, inspection), which read
+the sympy form converted from the own one. ``import symgrad``, eager computation and
+eager gradients do not load it.
 """
 from __future__ import annotations
 
