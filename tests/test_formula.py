@@ -205,3 +205,19 @@ def test_first_partials_are_sympys_bit_for_bit(name, dtype):
         same = (ours == ref) & (np.signbit(ours) == np.signbit(ref)) | \
             (np.isnan(ours) & np.isnan(ref))
         assert same.all(), (dprim.name, [a[~same][:3] for a in args])
+
+
+def test_threads_building_one_formula_get_one_node():
+    import threading
+    made, start = [], threading.Barrier(8)
+
+    def build():
+        start.wait()
+        x = F.symbol("x_threads")
+        made.append(F.call("exp", (x + 0.25) * x) / F.call("log1p", x))
+    threads = [threading.Thread(target=build) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(m is made[0] for m in made)

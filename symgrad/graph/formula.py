@@ -31,6 +31,7 @@ ones are simplified away (a term whose derivative is exactly 0 disappears, ``1*u
 from __future__ import annotations
 
 import math
+import threading
 import weakref
 from fractions import Fraction
 from typing import Callable, Iterable, Sequence
@@ -48,6 +49,7 @@ _NUMBER_TYPES = (bool, int, float, Fraction)
 
 # one node per structure: (op, args) -> node, entries going when their node does
 _TABLE: "weakref.WeakValueDictionary" = weakref.WeakValueDictionary()
+_TABLE_LOCK = threading.Lock()
 
 
 class Expr:
@@ -62,11 +64,14 @@ class Expr:
         key = (op, _key(op, args))
         node = _TABLE.get(key)
         if node is None:
-            node = object.__new__(cls)
-            object.__setattr__(node, "op", op)
-            object.__setattr__(node, "args", args)
-            object.__setattr__(node, "_hash", hash(key))
-            node = _TABLE.setdefault(key, node)
+            with _TABLE_LOCK:       # one node per structure, also when threads build it
+                node = _TABLE.get(key)
+                if node is None:
+                    node = object.__new__(cls)
+                    object.__setattr__(node, "op", op)
+                    object.__setattr__(node, "args", args)
+                    object.__setattr__(node, "_hash", hash(key))
+                    _TABLE[key] = node
         return node
 
     def __setattr__(self, name, value):
