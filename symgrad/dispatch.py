@@ -17,6 +17,7 @@ from .autograd.nodes import SavedTensor, accumulator, new_function, save_order
 from .graph.fpstate import enter as fp_enter, leave as fp_leave
 from .graph import node as gnode
 from .graph.node import stop_gradient_node
+from .graph import formula as F
 from .graph import primitives as registry
 from .graph.primitives import NUMPY_RULES, SHAPE_RULES
 from .tensor import Tensor
@@ -179,13 +180,13 @@ def _saves(prim, needs, name):
     if hit is not None:
         return hit
     if prim.kind == "elementwise":
-        syms = prim.formula.symbols
+        syms = prim.formula.fsymbols
         free = set()
         for i, need in enumerate(needs):
             if need:
-                free |= prim.formula.partial(i).free_symbols
+                free |= F.free_symbols(prim.formula.fpartial(i))
         ins = tuple(i for i, s in enumerate(syms) if s in free)
-        hit = (save_order(name, ins), registry.out_symbol() in free)
+        hit = (save_order(name, ins), registry.OUT in free)
     else:
         ins = tuple(range(len(needs))) if prim.saves == "all" else prim.saves
         hit = (save_order(name, ins), prim.saves_out)

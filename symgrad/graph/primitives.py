@@ -12,13 +12,16 @@ primitive calls, so it works on eager values and on traced nodes alike), or, for
 elementwise primitive without one, the generic rule derived from its formula
 (:func:`symgrad.ops.vjp.rule` resolves both).
 
-Elementwise primitives are defined once by a sympy formula over real symbols
-(:func:`elementwise`); their shape, numpy and VJP entries — and their partial derivatives,
-themselves elementwise primitives — derive from that formula, lazily and once.
+Elementwise primitives are defined once by a formula over real symbols
+(:func:`elementwise`; :class:`Formula`): the built-ins in symgrad's own formula type
+(:mod:`symgrad.graph.formula`), a user's in sympy. Their shape, numpy and VJP entries —
+and their partial derivatives, themselves elementwise primitives — derive from that
+formula, lazily and once.
 
-sympy is imported when a formula is first needed (differentiated, lambdified, compiled),
-not by ``import symgrad``: a built-in primitive keeps the Python function that builds its
-formula and builds it on first use.
+sympy is imported only where its form of a formula is needed: a user's sympy formula,
+partials of partials, and the compiler (fusion, code generation, inspection), which read
+the sympy form converted from the own one. ``import symgrad``, eager computation and
+eager gradients do not load it.
 """
 from __future__ import annotations
 
@@ -30,6 +33,7 @@ from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 from . import dtypes
+from . import formula as F
 from .division import product_order
 from .fpstate import enter as fp_enter, leave as fp_leave
 from .shapes import broadcast_shapes
@@ -126,33 +130,79 @@ def out_symbol() -> "sympy.Symbol":
     return _sympy().Symbol("out", real=True)
 
 
+OUT = F.symbol("out")
+"""The formula symbol closed-form partials may use for the formula's result."""
+
+
 class Formula:
-    """An elementwise formula: `expr` over `symbols` (real), optionally with closed-form
-    partial derivatives that may use the output symbol ``out``.  Either given built, or
-    by ``build`` -- a function returning ``(symbols, expr, given_partials)``, run once on
-    first use."""
+    """An elementwise formula over real symbols, optionally with closed-form partial
+    derivatives that may use the output symbol ``out``, held in two forms built on first
+    use: symgrad's own formula type (``fsymbols``, ``node``, ``fgiven``: what
+    differentiation and numpy evaluation of the built-ins read, no sympy needed) and
+    sympy's (``symbols``, ``expr``, ``given_partials``: what the compiler reads).
+
+    ``native`` builds the own form -- a function returning ``(symbols, node, given)`` --
+    and the sympy form is converted from it; or ``build`` returns the sympy form (a user's
+    sympy formula) and the own form is converted from that. A derived partial gives both
+    (``native`` and ``build``): each form from the same form of its parent; its own
+    partials (second derivatives) are then sympy's (``sympy_partials``), converted."""
 
     def __init__(self, symbols: "tuple[sympy.Symbol, ...]" = (), expr: "sympy.Expr" = None,
-                 given_partials: tuple | None = None, *, build: Callable | None = None):
-        self._parts = None if build is not None else (tuple(symbols), expr, given_partials)
-        self._build = build
+                 given_partials: tuple | None = None, *, build: Callable | None = None,
+                 native: Callable | None = None, sympy_partials: bool = False):
+        if build is None and native is None:
+            parts = (tuple(symbols), expr, given_partials)
+            build = lambda: parts           # noqa: E731  (given built)
+        self._build, self._native = build, native
+        self._sympy_partials = sympy_partials or native is None
+        self._parts = self._fparts = None
         self._partials: dict = {}
+        self._fpartials: dict = {}
+
+    @property
+    def native_first(self) -> bool:
+        """Whether the own form is the definition (the built-ins) rather than sympy's."""
+        return self._native is not None
 
     def _get(self) -> tuple:
         if self._parts is None:
             with _build_lock:
                 if self._parts is None:
-                    self._parts = self._build()
+                    if self._build is not None:
+                        self._parts = self._build()
+                    else:
+                        syms, node, given = self._fget()
+                        conv = _to_sympy
+                        self._parts = (tuple(conv(x) for x in syms), conv(node),
+                                       None if given is None else tuple(conv(d) for d in given))
         return self._parts
 
-    symbols = property(lambda self: self._get()[0], doc="The input symbols (real).")
-    expr = property(lambda self: self._get()[1], doc="The formula.")
+    def _fget(self) -> tuple:
+        if self._fparts is None:
+            with _build_lock:
+                if self._fparts is None:
+                    if self._native is not None:
+                        self._fparts = self._native()
+                    else:
+                        syms, expr, given = self._get()
+                        self._fparts = (
+                            tuple(F.symbol(x.name) for x in syms), F.from_sympy(expr),
+                            None if given is None else
+                            tuple(F.from_sympy(_sympy().sympify(d)) for d in given))
+        return self._fparts
+
+    symbols = property(lambda self: self._get()[0], doc="The input symbols (sympy, real).")
+    expr = property(lambda self: self._get()[1], doc="The formula (sympy).")
     given_partials = property(lambda self: self._get()[2],
-                              doc="Closed-form partials, or None (sympy derives them).")
+                              doc="Closed-form partials (sympy), or None (derived).")
+    fsymbols = property(lambda self: self._fget()[0], doc="The input symbols.")
+    node = property(lambda self: self._fget()[1], doc="The formula.")
+    fgiven = property(lambda self: self._fget()[2],
+                      doc="Closed-form partials, or None (derived).")
 
     def partial(self, i: int) -> "sympy.Expr":
-        """d expr / d symbols[i], with `out` substituted for the formula where it appears,
-        DiracDelta dropped and Heaviside taken as 0 at 0 (PyTorch's convention)."""
+        """d expr / d symbols[i] (sympy), with `out` substituted for the formula where it
+        appears, DiracDelta dropped and Heaviside taken as 0 at 0 (PyTorch's convention)."""
         if i not in self._partials:
             sympy = _sympy()
             if self.given_partials is not None:
@@ -166,6 +216,28 @@ class Formula:
                                  f"{self.symbols[i]}: pass grads= to elementwise()")
             self._partials[i] = d
         return self._partials[i]
+
+    def fpartial(self, i: int) -> F.Expr:
+        """d node / d fsymbols[i] in the own form, the formula replaced by ``OUT`` where it
+        appears: for a built-in, its closed form or :func:`formula.diff`; for a sympy
+        formula, :meth:`partial` converted (the same expression sympy derives)."""
+        if i not in self._fpartials:
+            if self._sympy_partials:
+                d = F.from_sympy(self.partial(i))
+            elif self.fgiven is not None:
+                d = F.as_expr(self.fgiven[i])
+            else:
+                d = F.diff(self.node, self.fsymbols[i])
+                if not self.node.is_symbol:
+                    d = F.substitute([d], {self.node: OUT})[0]
+            self._fpartials[i] = d
+        return self._fpartials[i]
+
+
+def _to_sympy(e) -> "sympy.Expr":
+    """A formula (or number) of the own type as sympy, with the pipeline's own sympy
+    functions for ``fmod`` and ``keep``."""
+    return F.to_sympy(F.as_expr(e), {"fmod": fmod(), "keep": keep()})
 
 
 def _is_step_derivative(e) -> bool:
@@ -355,14 +427,20 @@ def _parameter_names(fn: Callable) -> tuple[str, ...]:
 
 
 def _formula_builder(name: str, formula: Callable, names: tuple[str, ...],
-                     grads: Callable | None) -> Callable:
+                     grads: Callable | None, native: bool) -> Callable:
+    """The function building a formula's parts from the user's or the registry's
+    Python functions: over sympy symbols, or (``native``) over formula symbols."""
     def build() -> tuple:
-        sympy = _sympy()
-        syms = tuple(sympy.Symbol(n, real=True) for n in names)
-        expr = sympy.sympify(formula(*syms))
+        if native:
+            syms = tuple(F.symbol(n) for n in names)
+            expr, out, conv = F.as_expr(formula(*syms)), OUT, F.as_expr
+        else:
+            sympy = _sympy()
+            syms = tuple(sympy.Symbol(n, real=True) for n in names)
+            expr, out, conv = sympy.sympify(formula(*syms)), out_symbol(), lambda d: d
         given = None
         if grads is not None:
-            given = tuple(grads(*syms, out_symbol()))
+            given = tuple(conv(d) for d in grads(*syms, out))
             if len(given) != len(syms):
                 raise ValueError(f"grads for {name} must return {len(syms)} partials")
         return syms, expr, given
@@ -388,7 +466,8 @@ def elementwise(name: str, formula: Callable, *, numpy: Callable | None = None,
     tensor([0.5000])
     """
     names = _parameter_names(formula)
-    form = Formula(build=_formula_builder(name, formula, names, grads))
+    builder = _formula_builder(name, formula, names, grads, native=_builtin)
+    form = Formula(native=builder) if _builtin else Formula(build=builder)
     if not _builtin:
         form.expr       # a user's formula is checked now (and sympy is loaded: they use it)
     with _lock:
@@ -508,12 +587,14 @@ _SCALARS = (int, float, bool, np.generic)
 
 
 def _lambdified(formula: Formula) -> Callable:
-    """The numpy kernel of a formula, lambdified on its first call."""
+    """The numpy kernel of a formula, made on its first call: the own form evaluated
+    (:func:`formula.lambdify`) when it is the definition, else sympy's lambdified."""
     made: list = []
 
     def kernel(*arrays):
         if not made:
-            made.append(lambdify(formula.symbols, formula.expr))
+            made.append(F.lambdify(formula.fsymbols, formula.node) if formula.native_first
+                        else lambdify(formula.symbols, formula.expr))
         fn = made[0]
         shape = None
         same = True          # the common case: one array shape, Python / numpy scalars
@@ -556,33 +637,49 @@ def _elementwise_shape(prim: Primitive) -> Callable:
 
 
 def derivative_primitive(prim: Primitive, i: int):
-    """How to compute d prim / d input i: a sympy number or symbol when the partial is
-    that simple, else ``(dprim, symbols)`` — an elementwise primitive over just the
-    symbols (inputs and/or ``out``) the partial uses, registered once."""
-    sympy = _sympy()
-    d = prim.formula.partial(i)
-    if d.is_number or isinstance(d, sympy.Symbol):
+    """How to compute d prim / d input i: a number or symbol (of the own formula type,
+    ``OUT`` for the output) when the partial is that simple, ``1 / v`` (a division of 1
+    by a symbol), else ``(dprim, symbols)`` -- an elementwise primitive over just the
+    symbols (inputs and/or ``OUT``) the partial uses, registered once."""
+    form = prim.formula
+    d = form.fpartial(i)
+    if d.is_number or d.is_symbol:
         return d
-    if d.is_Pow and d.exp == -1 and isinstance(d.base, sympy.Symbol):
+    if d.op == "div" and d.args[0] is F.number(1) and d.args[1].is_symbol:
         return d                # 1 / v: the rule divides by v (see ops.vjp)
     name = f"{prim.name}.d{i}"
     cached = _DERIVED.get(name)
     if cached is not None:
         return cached
-    OUT = out_symbol()
-    order = prim.formula.symbols + (OUT,)
-    syms = tuple(s for s in order if s in d.free_symbols)
+    free = F.free_symbols(d)
+    syms = tuple(s for s in form.fsymbols + (OUT,) if s in free)
     # inside the derived primitive, prim's output is an ordinary input: rename it, so `out`
     # keeps meaning the derived primitive's own output when it is differentiated in turn
-    own_out = sympy.Symbol(f"out_{name.replace('.', '_')}", real=True)
-    own = tuple(own_out if s == OUT else s for s in syms)
-    d_own = d.subs(OUT, own_out)
+    own_name = f"out_{name.replace('.', '_')}"
+    own_out = F.symbol(own_name)
+    own = tuple(own_out if s is OUT else s for s in syms)
+    d_own = F.substitute([d], {OUT: own_out})[0]
+
+    def native():
+        return own, d_own, None
+
+    def build():                # sympy's form: the parent's sympy partial, renamed
+        sympy = _sympy()
+        sd = form.partial(i)
+        s_own_out = sympy.Symbol(own_name, real=True)
+        by_name = {x.name: x for x in form.symbols}
+        s_own = tuple(s_own_out if s is OUT else by_name[s.name] for s in syms)
+        return s_own, sd.subs(out_symbol(), s_own_out), None
+    # a built-in's first partials are computed from the own form (sympy is not needed
+    # for a gradient); the partials of partials, as sympy derives them
+    first = form.native_first and prim.derived_from is None
+    derived = Formula(build=build, native=native if first else None, sympy_partials=True)
     with _lock:
         dprim = Primitive(name, "elementwise", len(syms), True, f"{_pascal(prim.name)}Backward0",
-                          Formula(own, d_own), "same", derived_from=prim)
+                          derived, "same", derived_from=prim)
         PRIMITIVES[name] = dprim
         SHAPE_RULES[name] = _elementwise_shape(dprim)
-        NUMPY_RULES[name] = _lambdified(Formula(own, d_own))
+        NUMPY_RULES[name] = _lambdified(derived)
         _DERIVED[name] = (dprim, syms)
     return _DERIVED[name]
 

@@ -1,46 +1,62 @@
-"""The built-in elementwise primitives, each defined once by its sympy formula.
+"""The built-in elementwise primitives, each defined once by its formula
+(:mod:`symgrad.graph.formula`, symgrad's own formula type: no sympy is imported).
 
-`numpy=` gives a faster or more careful numpy kernel than the lambdified formula (tests
-check it against the formula); `grads=` gives closed-form partials where the sympy
-derivative would be numerically unstable (tests check them against ``sympy.diff``).
+`numpy=` gives a faster or more careful numpy kernel than the evaluated formula (tests
+check it against the formula); `grads=` gives closed-form partials where the derivative
+would be numerically unstable (tests check them against ``sympy.diff``). Each formula is
+written in the order it is computed: nothing rewrites it.
 
-The formulas are Python functions the registry calls on sympy symbols when a formula is
-first needed; ``S`` reaches sympy only then (``import symgrad`` does not load sympy).
+The formulas are Python functions the registry calls on formula symbols when a formula is
+first needed.
 """
 from __future__ import annotations
 
 import numpy as np
+from fractions import Fraction
 
-from ..graph.primitives import elementwise, fmod as _fmod, keep as _keep
+from ..graph import formula as F
+from ..graph.primitives import elementwise
 from .vjp import masked_vjp, pow_vjp, relu_vjp, where_vjp
 from ..graph.fpstate import quiet
 
 __all__ = ["BUILTIN_ELEMENTWISE"]
 
 
-class _LazySympy:
-    """``S.exp`` etc.: sympy's attributes, sympy imported on first use."""
+class _Functions:
+    """``S.exp(x)`` etc.: the formula functions by name; ``S.Eq`` / ``S.Ne`` etc. the
+    relations, ``S.pi`` the constant."""
+
+    _REL = {"Eq": F.eq, "Ne": F.ne, "StrictLessThan": F.lt, "LessThan": F.le,
+            "StrictGreaterThan": F.gt, "GreaterThan": F.ge}
+    _NAMES = {"Abs": "abs", "ceiling": "ceil", "Max": "max", "Min": "min"}
 
     def __getattr__(self, name: str):
-        import sympy
-        return getattr(sympy, name)
+        if name in self._REL:
+            return self._REL[name]
+        if name == "pi":
+            return F.pi
+        fn = self._NAMES.get(name, name)
+        if fn not in F.FUNCTIONS:
+            raise AttributeError(name)
+        return lambda *args: F.call(fn, *args)
 
 
-S = _LazySympy()
+S = _Functions()
 
 
 def log1p(x):
-    from sympy.codegen.cfunctions import log1p as f
-    return f(x)
+    return F.call("log1p", x)
 
 
 def expm1(x):
-    from sympy.codegen.cfunctions import expm1 as f
-    return f(x)
+    return F.call("expm1", x)
 
 
 def _pw(*pairs):
-    return S.Piecewise(*pairs)
+    """Piecewise: (value, condition) pairs, the last one's condition True."""
+    *pairs, (last, cond) = pairs
+    assert cond is True
+    return F.select(*pairs, default=last)
 
 
 def _softplus_numpy(x):
@@ -91,7 +107,7 @@ _ew("mul", lambda x, y: x * y, numpy=np.multiply)
 # closed forms below also choose what backward saves, as PyTorch does: div its inputs,
 # expm1 / rsqrt / relu their result (in-place updates afterwards are checked the same way)
 _ew("div", lambda x, y: x / y, numpy=np.true_divide, out_dtype="float",
-    grads=lambda x, y, out: (1 / y, -x / y ** 2))
+    grads=lambda x, y, out: (1 / y, -((x / y) / y)))
 _ew("neg", lambda x: -x, numpy=np.negative)
 _ew("copy", lambda x: x, numpy=lambda x: np.array(x, copy=True), grad_name="CloneBackward0")
 _ew("pow", lambda x, y: x ** y, numpy=np.power,
@@ -107,17 +123,16 @@ def _wrong_side(m, y):
 
 
 def _remainder(x, y):
-    m = _fmod()(x, y)
+    m = F.call("fmod", x, y)
     return _pw((m + y, _wrong_side(m, y)), (m, True))
 
 
 def _floor_divide(x, y):
-    # (keep: sympy would distribute a constant divisor over x - m and see through the
-    # floor of a piecewise in the rounding test -- exact for reals, not in IEEE)
-    keep = _keep()
-    m = _fmod()(x, y)
-    d = keep(keep(x - m) / y)
-    q = keep(_pw((d - 1, _wrong_side(m, y)), (d, True)))
+    # (keep: the compiler's sympy form would distribute a constant divisor over x - m
+    # and see through the floor of a piecewise -- exact for reals, not in IEEE)
+    m = F.call("fmod", x, y)
+    d = F.call("keep", F.call("keep", x - m) / y)
+    q = F.call("keep", _pw((d - 1, _wrong_side(m, y)), (d, True)))
     f = S.floor(q)
     return _pw((x / y, S.Eq(y, 0) | S.Eq(x, 0)), (S.Abs(q) * S.sign(x / y), S.Eq(q, 0)),
                (f + 1, q - f > _half()), (f, True))
@@ -132,15 +147,15 @@ def _np_remainder(x, y):
 
 _ew("remainder", _remainder, numpy=_np_remainder,
     grads=lambda x, y, out: (1, -_floor_divide(x, y)))
-# fmod: the remainder of the division rounded toward zero (an opaque sympy function:
-# exact, where x - y*trunc(x/y) is not); partials 1 and -trunc(x/y) (its fdiff)
-_ew("fmod", lambda x, y: _fmod()(x, y), numpy=np.fmod)
+# fmod: the remainder of the division rounded toward zero (a function of its own:
+# exact, where x - y*trunc(x/y) is not); partials 1 and -trunc(x/y)
+_ew("fmod", lambda x, y: F.call("fmod", x, y), numpy=np.fmod)
 _ew("floor_divide", _floor_divide, numpy=np.floor_divide,
     grads=lambda x, y, out: (0, 0), grad_name="DivBackward2")
 # ties split the gradient; where a NaN is compared (no order) both operands get all of it,
 # and clamp passes nothing there, as PyTorch's backward formulas do
 def _half():
-    return S.Rational(1, 2)
+    return F.number(Fraction(1, 2))
 
 
 _ew("maximum", lambda x, y: _pw((x, x > y), (y, x < y), ((x + y) / 2, True)), numpy=np.maximum,
@@ -186,7 +201,8 @@ _ew("softplus", lambda x: _pw((x, x > 20), (log1p(S.exp(x)), True)), numpy=_soft
 # their value past |a| = 20); lowered to the same stable form as numpy's kernel
 _ew("log1pexp", _log1pexp, numpy=_log1pexp_numpy, out_dtype="float",
     grad_name="Log1pexpBackward0", grads=lambda x, out: (1 / (1 + S.exp(-x)),))
-_ew("reciprocal", lambda x: 1 / x, numpy=np.reciprocal, out_dtype="float")
+_ew("reciprocal", lambda x: 1 / x, numpy=np.reciprocal, out_dtype="float",
+    grads=lambda x, out: (-(out ** 2),))
 
 
 def _bce_numpy(x, t):
@@ -199,7 +215,7 @@ def _bce_numpy(x, t):
 _ew("binary_cross_entropy",
     lambda x, t: -(t * S.Max(S.log(x), -100) + (1 - t) * S.Max(S.log(1 - x), -100)),
     numpy=_bce_numpy, out_dtype="float", grad_name="BinaryCrossEntropyBackward0",
-    grads=lambda x, t, out: ((x - t) / S.Max(x * (1 - x), S.Float(float(np.float32(1e-12)))),
+    grads=lambda x, t, out: ((x - t) / S.Max(x * (1 - x), F.number(float(np.float32(1e-12)))),
                              S.log(1 - x) - S.log(x)))
 
 def _bce_logits_numpy(x, t):
@@ -226,7 +242,7 @@ _ew("sign", lambda x: _pw((1, x > 0), (-1, x < 0), (0, True)), numpy=_sign_numpy
     grads=lambda x, out: (0,))
 _ew("floor", lambda x: S.floor(x), numpy=np.floor, grads=lambda x, out: (0,))
 _ew("ceil", lambda x: S.ceiling(x), numpy=np.ceil, grads=lambda x, out: (0,))
-_ew("round", lambda x: S.Function("round")(x), numpy=np.round, grads=lambda x, out: (0,))
+_ew("round", lambda x: S.round(x), numpy=np.round, grads=lambda x, out: (0,))
 
 # comparisons and logic (bool results, never differentiable)
 for _name, _rel, _np in (("lt", "StrictLessThan", np.less), ("le", "LessThan", np.less_equal),
@@ -260,8 +276,8 @@ _ew("atan2", lambda y, x: S.atan2(y, x), numpy=np.arctan2, out_dtype="float",
     grads=lambda y, x, out: (x / (x ** 2 + y ** 2), -y / (x ** 2 + y ** 2)))
 
 
-# (sympy folds Ne(x, x) to False for real x, so isnan is an opaque function here)
-_ew("isnan", lambda x: S.Function("isnan")(x), numpy=np.isnan, out_dtype="bool",
+# (sympy folds Ne(x, x) to False for real x, so isnan is a function of its own)
+_ew("isnan", lambda x: S.isnan(x), numpy=np.isnan, out_dtype="bool",
     differentiable=False)
 
 BUILTIN_ELEMENTWISE = ("add", "sub", "mul", "div", "neg", "copy", "pow", "remainder", "fmod", "floor_divide",

@@ -19,7 +19,7 @@ from typing import Callable
 import numpy as np
 
 from .. import dispatch
-from ..graph.primitives import NUMPY_RULES, PRIMITIVES, VJP_RULES, derivative_primitive, out_symbol
+from ..graph.primitives import NUMPY_RULES, OUT, PRIMITIVES, VJP_RULES, derivative_primitive
 from . import lax
 
 __all__ = ["elementwise_vjp", "masked_vjp", "pow_vjp", "relu_vjp", "where_vjp", "no_vjp", "rule",
@@ -119,23 +119,23 @@ _PLANS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 def _vjp_plan(prim):
     """Per input: how to form its cotangent from g (decided once per primitive)."""
-    syms = prim.formula.symbols
-    out = out_symbol()
+    syms = prim.formula.fsymbols
 
     def ref(sym):
-        return -1 if sym == out else syms.index(sym)
+        return -1 if sym is OUT else syms.index(sym)
     plan = []
     for i in range(len(syms)):
         d = derivative_primitive(prim, i)
         if isinstance(d, tuple):
             plan.append(("prim", (d[0], tuple(ref(s) for s in d[1]))))
         elif d.is_number:
-            plan.append(("zero", None) if d == 0 else ("one", None) if d == 1 else
-                        ("neg", None) if d == -1 else ("const", float(d)))
-        elif d.is_Symbol:
+            v = d.value
+            plan.append(("zero", None) if v == 0 else ("one", None) if v == 1 else
+                        ("neg", None) if v == -1 else ("const", float(v)))
+        elif d.is_symbol:
             plan.append(("value", ref(d)))
         else:       # 1 / v: g / v, as PyTorch's div backward (g * (1/v) is 0 * inf = NaN
-            plan.append(("divide", ref(d.base)))   # where g is 0 and v subnormal)
+            plan.append(("divide", ref(d.args[1])))   # where g is 0 and v subnormal)
     return plan
 
 
