@@ -2,9 +2,10 @@
 :func:`symgrad.compiler.api.compile` (JAX-style functions keep that one: ``symgrad.jit``).
 
 A Module becomes an :class:`~symgrad.nn.modules.optimized.OptimizedModule`; torch's
-keywords are accepted: ``backend="inductor"`` is the default backend (symgrad's own are
-``"llvm"`` and ``"numpy"``), ``mode`` (checked against PyTorch's list) and ``options``
-change nothing -- there is one way to compile here, ``fullgraph`` neither (a function
+keywords are accepted: ``backend="inductor"`` (or ``"eager"``, ``"aot_eager"``) is the
+default backend (symgrad's own are ``"llvm"`` and ``"numpy"``), ``mode`` (checked against
+PyTorch's list) and ``options`` change nothing -- there is one way to compile here,
+``fullgraph`` neither (a function
 that cannot be traced whole raises, always), ``dynamic=False`` turns automatic dynamic
 shapes off for this function (``True``/``None``: sizes that change become runtime sizes
 from the second size on), ``disable=True`` returns the function itself.
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 __all__ = ["compile"]
 
 _MODES = ("default", "lite", "reduce-overhead", "max-autotune-no-cudagraphs", "max-autotune")
-_TORCH_BACKENDS = {"inductor": None}
+_TORCH_BACKENDS = {"inductor": None, "eager": None, "aot_eager": None}   # (one compiler here)
 
 
 def compile(model: Callable[..., Any] | None = None, static_argnums: int | Sequence[int] = (),

@@ -91,7 +91,8 @@ class Bridge:
     function that cannot be split, the compiled VJP that recomputes the forward."""
 
     __slots__ = ("fn", "static_argnums", "backend", "closure", "others", "structure",
-                 "static", "runtime", "writes", "out_structure", "_vjp", "_split")
+                 "static", "runtime", "writes", "arg_writes", "out_structure", "_vjp",
+                 "_split")
 
     def __init__(self, compiled, closure, structure, static, effects, out_structure):
         # (what it needs of the compiled function, not the object: its cache holds this)
@@ -103,6 +104,7 @@ class Bridge:
         # the values the call reads at run time (see Effects.scalars): (tensor, getter)
         self.runtime = list(effects.scalars) if effects is not None else []
         self.writes = list(effects.writes) if effects is not None else []   # (state)
+        self.arg_writes = list(effects.arg_writes) if effects is not None else []
         self.out_structure = out_structure
         self._vjp = None
         self._split: dict = {}         # argument shapes -> Split, or False (not splittable)
@@ -151,6 +153,11 @@ class Bridge:
         cts = tuple(g if g is not None else np.zeros(o.shape, o._dtype.np)
                     for g, o in zip(grads, call.outputs))
         if grad_mode.is_grad_enabled():      # create_graph: record the backward eagerly
+            if self.arg_writes:
+                raise RuntimeError(
+                    "symgrad.compile: create_graph=True through a compiled function that "
+                    "updates its arguments in place is not supported: call it uncompiled "
+                    "to differentiate its gradient")
             if self.runtime:
                 raise RuntimeError(
                     "symgrad.compile: create_graph=True through a compiled function that "

@@ -430,3 +430,35 @@ def test_shape_generic_entries_join_autograd():
     np.testing.assert_allclose(w_s.grad.numpy(), w_t.grad.numpy(), rtol=1e-12)
     np.testing.assert_allclose(lin_s.weight.grad.numpy(), lin_t.weight.grad.numpy(), rtol=1e-12)
     assert f.cache_info().misses == 2 and cl.cache_info().misses == 2
+
+
+def test_a_deep_copy_of_a_compiled_model_runs_its_own_parameters():
+    """copy.deepcopy (an EMA / teacher model) and pickle give the copied module compiled
+    again: changing the copy's weights changes the copy's outputs (review3 finding 2)."""
+    import copy
+    import pickle
+    m = sg.nn.Linear(3, 2)
+    c = sg.compile(m)
+    c(sg.ones(1, 3))
+    ema = copy.deepcopy(c)
+    assert type(ema).__name__ == "OptimizedModule" and ema.weight is not m.weight
+    with sg.no_grad():
+        ema.weight.zero_()
+        ema.bias.zero_()
+    assert float(ema(sg.ones(1, 3)).detach().abs().sum()) == 0.0
+    assert float(c(sg.ones(1, 3)).detach().abs().sum()) > 0.0
+    again = pickle.loads(pickle.dumps(c))
+    np.testing.assert_array_equal(again(sg.ones(1, 3)).detach().numpy(),
+                                  c(sg.ones(1, 3)).detach().numpy())
+
+
+def test_create_graph_through_an_argument_update_says_why():
+    w = sg.tensor([1.0, 2.0], requires_grad=True)
+
+    def f(x):
+        x.mul_(2)
+        return (w * x).sum()
+    out = sg.compile(f)(sg.tensor([1.0, 1.0]))
+    with pytest.raises(RuntimeError, match="updates its arguments in place"):
+        sg.autograd.grad(out, [w], create_graph=True)
+    assert sg.compile(f, backend="eager") is not None

@@ -26,6 +26,14 @@ class OptimizedModule(Module):
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         return self.__dict__["_compiled"](*args, **kwargs)
 
+    def __reduce_ex__(self, protocol):
+        """Copied (``copy.deepcopy``, pickle) as the original module compiled again with
+        the same options: the copy's calls run the copy's own parameters (an EMA or
+        teacher model made by deepcopy), never a hidden duplicate."""
+        c = self.__dict__["_compiled"]
+        return (_recompiled, (self._modules["_orig_mod"], c.static_argnums, c.backend,
+                              c.dynamic_shapes, self.training))
+
     def __getattr__(self, name: str) -> Any:
         try:
             return super().__getattr__(name)
@@ -43,3 +51,13 @@ class OptimizedModule(Module):
                 except AttributeError:
                     pass
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+
+def _recompiled(mod, static_argnums, backend, dynamic_shapes, training):
+    from ...compiler.api import compile as compile_fn    # late: the compiler is below nn
+    compiled = compile_fn(mod, static_argnums, backend)
+    if not dynamic_shapes:
+        compiled.dynamic_shapes = False
+    module = OptimizedModule(mod, compiled)
+    module.training = training
+    return module
