@@ -134,8 +134,11 @@ def _floor_divide(x, y):
     d = F.call("keep", F.call("keep", x - m) / y)
     q = F.call("keep", _pw((d - 1, _wrong_side(m, y)), (d, True)))
     f = S.floor(q)
-    return _pw((x / y, S.Eq(y, 0) | S.Eq(x, 0)), (S.Abs(q) * S.sign(x / y), S.Eq(q, 0)),
-               (f + 1, q - f > _half()), (f, True))
+    # (the whole in a floor -- exact on these integral values, infinities, NaN and signed
+    # zeros -- so that its derivative is structurally 0, as PyTorch's is)
+    return S.floor(_pw((x / y, S.Eq(y, 0) | S.Eq(x, 0)),
+                       (S.Abs(q) * S.sign(x / y), S.Eq(q, 0)),
+                       (f + 1, q - f > _half()), (f, True)))
 
 
 def _np_remainder(x, y):
