@@ -219,9 +219,13 @@ class Guards:
                 self._checks.append((src, t))
         self._constants = []         # (source, getter, value): Python constants, per call
         self._governed_constants = []   # ... module attributes: after a registration change
+        paths = set()
         for src, key in sources.constants:
             if key is not None and key not in sources.names:
                 continue                 # (no code met reads an attribute of that name)
+            if any(kind == "item" for kind, _ in src._steps) or src.name in paths:
+                continue                 # (inside containers: not guarded, as items are;
+            paths.add(src.name)          # each path once -- guards run at every call)
             value = src.current()        # (now, after the trace: what the program baked)
             if value is _MISSING or not _is_constant(value):
                 continue
