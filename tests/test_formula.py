@@ -11,12 +11,12 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+import sympy
 
 from symgrad.graph import formula as F
 from symgrad.graph.primitives import PRIMITIVES, derivative, lambdify as sympy_lambdify
 from symgrad.ops.formulas import BUILTIN_ELEMENTWISE
 
-sympy = pytest.importorskip("sympy")
 
 # operands drawn where every built-in is defined, ties included (x == y, 0)
 _RNG = np.random.default_rng(19)

@@ -21,7 +21,8 @@ def _tuned(env_value):
     return out.stdout.strip()
 
 
-@pytest.mark.skipif(not GLIBC, reason="glibc only")
+@pytest.mark.skipif(not GLIBC, reason="mallopt is glibc's: other C libraries are left "
+                    "alone (test_env_leaves_malloc_alone runs everywhere)")
 def test_tuned_at_import_on_glibc():
     assert _tuned(None) == "True"
 
@@ -30,7 +31,8 @@ def test_env_leaves_malloc_alone():
     assert _tuned("0") == "False"
 
 
-@pytest.mark.skipif(not GLIBC, reason="glibc only")
+@pytest.mark.skipif(not GLIBC, reason="mallopt is glibc's: other C libraries are left "
+                    "alone (test_env_leaves_malloc_alone runs everywhere)")
 def test_thresholds_are_accepted_by_glibc():
     """mallopt accepts the values (it returns 0 for a threshold past its maximum)."""
     from symgrad import memory

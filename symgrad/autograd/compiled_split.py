@@ -138,7 +138,6 @@ class Split:
             if needs(g):
                 residuals.append(g)
                 seen.add(id(g))
-        self.n_residuals = len(residuals)
         # which outputs carry a gradient (y.detach(), an output no input reaches: not)
         self.differentiable = holder["differentiable"]
         # the closed-over tensors the backward program reads as they are then: the autograd

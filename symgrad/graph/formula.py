@@ -39,6 +39,7 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 
 from .fpstate import quiet
+from .node import toposort
 
 __all__ = ["Expr", "symbol", "number", "as_expr", "pi", "select", "call", "FUNCTIONS",
            "RELATIONS", "postorder", "free_symbols", "substitute", "diff", "cse",
@@ -240,24 +241,7 @@ def _children(node: Expr) -> tuple:
 
 def postorder(roots: Iterable[Expr]) -> list[Expr]:
     """Every node reachable from ``roots``, each once, operands before their users."""
-    out, seen = [], set()
-    for root in roots:
-        if root in seen:
-            continue
-        stack = [(root, False)]
-        while stack:
-            node, done = stack.pop()
-            if done:
-                out.append(node)
-                continue
-            if node in seen:
-                continue
-            seen.add(node)
-            stack.append((node, True))
-            for c in reversed(_children(node)):
-                if c not in seen:
-                    stack.append((c, False))
-    return out
+    return toposort(roots, children=_children)
 
 
 def free_symbols(*roots: Expr) -> set[Expr]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import weakref
-from typing import Iterable
+from typing import Callable, Iterable
 
 import numpy as np
 
@@ -112,9 +112,11 @@ def stop_gradient_node(node: Node) -> Node:
     return make_node("stop_gradient", (node,), (), node.shape, node.dtype)
 
 
-def toposort(outputs: Iterable[Node], stop: Iterable[int] = ()) -> list[Node]:
+def toposort(outputs: Iterable[Node], stop: Iterable[int] = (),
+             children: Callable | None = None) -> list[Node]:
     """All nodes reachable from `outputs`, each after its arguments (iterative DFS);
-    nodes whose id is in `stop` are neither listed nor looked past."""
+    nodes whose id is in `stop` are neither listed nor looked past. `children`: a node's
+    arguments, for graphs of other objects (default: ``node.args``)."""
     order: list[Node] = []
     seen: set[int] = set(stop)
     for root in outputs:
@@ -130,7 +132,7 @@ def toposort(outputs: Iterable[Node], stop: Iterable[int] = ()) -> list[Node]:
                 continue
             seen.add(id(node))
             stack.append((node, True))
-            for a in reversed(node.args):
+            for a in reversed(node.args if children is None else children(node)):
                 if id(a) not in seen:
                     stack.append((a, False))
     return order

@@ -248,6 +248,8 @@ def test_a_flattening_model_trains_through_changing_batch_sizes():
         cs(sg.tensor(x)).pow(2).sum().backward()
         t(torch.tensor(x)).pow(2).sum().backward()
         for ps, pt in zip(s.parameters(), t.parameters()):
+            # (float32 sums over the batch and the conv windows, each library in its own
+            # order: a few ulp of the largest terms)
             np.testing.assert_allclose(ps.grad.numpy(), pt.grad.numpy(), rtol=1e-4, atol=1e-5)
 
 
@@ -376,6 +378,8 @@ def test_gradient_penalty_through_a_compiled_batchnorm_model():
                              m[0].weight.grad.numpy().copy())
     np.testing.assert_allclose(got["symgrad"][0], got["torch"][0], rtol=1e-5, atol=1e-7)
     assert got["symgrad"][1] == got["torch"][1] == 1
+    # (float32 second derivatives through BatchNorm and a norm: each library sums in its
+    # own order, a few ulp of the batch's terms)
     np.testing.assert_allclose(got["symgrad"][2], got["torch"][2], rtol=1e-4, atol=1e-6)
 
 
