@@ -360,7 +360,11 @@ class Compiled:
             return
         fast = entry.exe.native_entry(self._call, structured=True)
         guards = entry.closure_paths
-        if guards is not None:
+        hold = guards.per_call() if guards is not None else None
+        if hold is not None:
+            def fast(self, *args, _native=fast):
+                return _native(*args) if hold() else self._call(*args)
+        elif guards is not None:
             replaced = guards.replaced
 
             def fast(self, *args, _native=fast):

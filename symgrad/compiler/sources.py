@@ -55,6 +55,7 @@ from operator import is_
 import numpy as np
 
 from ..tensor import Tensor
+from . import guard_code
 
 __all__ = ["Source", "Guards", "find", "registration_changed", "registration_version"]
 
@@ -105,10 +106,7 @@ class Source:
                 if kind == "attr":
                     obj = obj.__dict__[key]
                 elif kind == "classattr":
-                    d = obj.__dict__
-                    obj = d[key] if key in d else _attribute_of(type(obj), key)
-                    if obj is _MISSING:
-                        return obj
+                    obj = _class_attribute(obj, key)
                 elif kind == "item":
                     obj = obj[key]
                 else:
@@ -119,6 +117,18 @@ class Source:
 
 
 _TABLES = {"param": "_parameters", "buffer": "_buffers", "module": "_modules"}
+
+
+def _class_attribute(obj, key):
+    """``obj.key`` read as a "classattr" step: the instance's own, else its class's
+    (KeyError when neither has it)."""
+    d = obj.__dict__
+    if key in d:
+        return d[key]
+    value = _attribute_of(type(obj), key)
+    if value is _MISSING:
+        raise KeyError(key)
+    return value
 
 
 class Found(dict):
@@ -198,11 +208,13 @@ class Guards:
     """The sources of a program's closed-over tensors (aligned with its closure)."""
 
     __slots__ = ("_checks", "_governed", "_roots", "_seen", "_modules", "_identities",
-                 "_constants", "_governed_constants", "_governs")
+                 "_constants", "_governed_constants", "_governs", "_hold")
 
     def __init__(self, closure: list, sources: Found):
         sources.extend(closure)
-        self._identities = sources.identities   # (name, getter, object): at every call
+        # (name, getter, object): at every call, each root once
+        self._identities = list({(id(get), id(obj)): (name, get, obj)
+                                 for name, get, obj in sources.identities}.values())
         self._checks = list(sources.module_paths)   # (source, tensor or module): every call
         self._governed = []          # ... re-read when a module registration changed
         self._modules = sources.layouts   # ... and these tables
@@ -237,6 +249,16 @@ class Guards:
         self._roots = list(roots.values())
         self._seen = sources.ticket
         self._governs = bool(self._governed or self._modules or self._governed_constants)
+        # the per-call part as one generated function (None: walked)
+        self._hold = guard_code.compile_checks(
+            self._identities, self._checks, self._constants, missing=_MISSING,
+            same_constant=_same_constant, class_attribute=_class_attribute)
+
+    def per_call(self):
+        """A function of no arguments, True while every guard holds -- when no guard needs
+        more than re-reading its path (none governed by module registrations) -- else
+        None (ask :meth:`replaced`)."""
+        return None if self._governs else self._hold
 
     def __bool__(self):
         return bool(self._checks or self._governed or self._modules or self._identities
@@ -244,6 +266,14 @@ class Guards:
 
     def replaced(self) -> str | None:
         """Why a closed-over tensor is no longer the one the function reaches, or None."""
+        if self._hold is None or not self._hold():
+            why = self._walked()
+            if why is not None:
+                return why
+        return self._governed_replaced() if self._governs else None
+
+    def _walked(self) -> str | None:
+        """What the per-call guards find changed, by walking each path."""
         for name, get, obj in self._identities:
             if get() is not obj:
                 return f"{name} now refers to another object"
@@ -254,8 +284,11 @@ class Guards:
             now = get()
             if now is not value and not _same_constant(now, value):
                 return _changed(src, value, now)
-        if not self._governs:
-            return None
+        return None
+
+    def _governed_replaced(self) -> str | None:
+        """What changed among the paths through modules (re-read after a registration
+        changed, or a root of them was rebound)."""
         now = _registration[0]       # (taken before re-reading: a write that lands while
         changed = self._seen != now  # the paths are re-read is seen at the next call)
         if not changed and self._roots:
@@ -388,24 +421,24 @@ def _roots(fn):
     target = inspect.unwrap(fn) if callable(fn) else fn
     if isinstance(target, functools.partial):  # its bound arguments, then its function
         for i, value in enumerate(target.args):
-            yield f"arg{i}", (lambda value=value: value), value, False
+            yield f"arg{i}", _const_root(value), value, False
         for key, value in target.keywords.items():
-            yield key, (lambda value=value: value), value, False
+            yield key, _const_root(value), value, False
         yield from _roots(target.func)
         return
     if _is_module(target):                     # compile(model): the module itself
         module = target
-        yield "self", (lambda: module), module, False
+        yield "self", _const_root(module), module, False
         target = getattr(type(module), "forward", None)
         if target is None:
             return
     elif not isinstance(target, (types.FunctionType, types.MethodType)):
         # a callable object: walking it queues its class's methods (``__call__``)
-        yield "self", (lambda: target), target, False
+        yield "self", _const_root(target), target, False
         return
     self_obj = getattr(target, "__self__", None)
     if self_obj is not None and not isinstance(self_obj, types.ModuleType):
-        yield "self", (lambda: self_obj), self_obj, False
+        yield "self", _const_root(self_obj), self_obj, False
         target = getattr(target, "__func__", target)
     code = getattr(target, "__code__", None)
     if code is None:
@@ -416,6 +449,7 @@ def _roots(fn):
         except ValueError:           # (an empty cell)
             continue
         get = (lambda cell=cell: _cell_value(cell))
+        get.guard_root = ("cell", cell)
         yield var, get, value, True
         if isinstance(value, (types.ModuleType, type)):
             yield from _module_attributes(var, get, value, _global_names(code))
@@ -425,11 +459,19 @@ def _roots(fn):
         if var in g:
             value = g[var]
             get = (lambda var=var: g.get(var, _MISSING))
+            get.guard_root = ("global", g, var)
             yield var, get, value, True
             if isinstance(value, (types.ModuleType, type)):
                 yield from _module_attributes(var, get, value, names)
     for i, value in enumerate(getattr(target, "__defaults__", None) or ()):
-        yield f"default{i}", (lambda value=value: value), value, False
+        yield f"default{i}", _const_root(value), value, False
+
+
+def _const_root(value):
+    """The getter of a root that cannot be rebound (a bound ``self``, a default)."""
+    get = (lambda: value)
+    get.guard_root = ("const", value)
+    return get
 
 
 def _module_attributes(name, get, space, names, depth=0):
