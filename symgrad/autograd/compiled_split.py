@@ -58,11 +58,14 @@ def _replay_cut(outputs: list[Node], env: dict) -> list:
     return [vals[id(o)] for o in outputs]
 
 
-class Split:
-    """The forward and backward programs of one cache entry (see the module docstring)."""
+class _Joint:
+    """The joint trace of a call and its VJP, and what the traced function recorded."""
 
-    def __init__(self, fn, args_of, closure: list, scalars: list, leaves: list, backend):
-        holder: dict = {}
+    __slots__ = ("trace", "outs", "grads", "new_state", "drawn", "cts", "differentiable",
+                 "written", "arg_writes")
+
+    def __init__(self, fn, args_of, closure: list, scalars: list, leaves: list):
+        recorded: dict = {}
 
         def joint(*flat):
             drawn = [Tensor._from_node(make_aux(f"drawn{k}", tuple(t.shape), t.dtype))
@@ -89,9 +92,9 @@ class Split:
             grads = (autograd_grad([o for o, _ in pairs], wrt, [c for _, c in pairs],
                                    allow_unused=True, materialize_grads=True)
                      if pairs else [zeros_like(w) for w in wrt])
-            holder.update(drawn=[d._node for d in drawn], cts=[c._node for c in cts],
-                          n_out=len(outs), n_grad=len(grads),
-                          differentiable=[o.requires_grad for o in outs])
+            recorded.update(drawn=[d._node for d in drawn], cts=[c._node for c in cts],
+                            n_out=len(outs), n_grad=len(grads),
+                            differentiable=[o.requires_grad for o in outs])
             return tuple(outs) + tuple(grads)
 
         flat = list(leaves)
@@ -101,19 +104,35 @@ class Split:
         effects = tr.effects
         if effects is not None and (effects.grads or effects.one_shot or effects.scalars):
             raise NotSplit("the joint trace has effects other than state updates")
-        n_out, n_grad = holder["n_out"], holder["n_grad"]
-        outs = tr.out_nodes[:n_out]
-        grads = tr.out_nodes[n_out:n_out + n_grad]
-        written = list(effects.writes) if effects is not None else []
-        arg_writes = list(effects.arg_writes) if effects is not None else []
-        new_state = tr.out_nodes[n_out + n_grad:]      # (closure writes, then arguments')
+        n_out, n_grad = recorded["n_out"], recorded["n_grad"]
+        self.trace = tr
+        self.outs = tr.out_nodes[:n_out]
+        self.grads = tr.out_nodes[n_out:n_out + n_grad]
+        self.new_state = tr.out_nodes[n_out + n_grad:]   # (closure writes, then arguments')
+        self.drawn, self.cts = recorded["drawn"], recorded["cts"]
+        # which outputs carry a gradient (y.detach(), an output no input reaches: not)
+        self.differentiable = recorded["differentiable"]
+        self.written = list(effects.writes) if effects is not None else []
+        self.arg_writes = list(effects.arg_writes) if effects is not None else []
+
+
+class _Cut:
+    """Where the joint trace is cut: the forward values the backward program is given
+    (``residuals``), the closed-over tensors it reads as they are then (``reads``: the
+    autograd node saves them, so an in-place change before backward raises PyTorch's
+    error), and those it reads that the call does not write (``plain_closure``)."""
+
+    __slots__ = ("residuals", "reads", "plain_closure")
+
+    def __init__(self, j: _Joint):
+        tr = j.trace
         closure_nodes = {id(n): t for t, n in tr.closure}
-        written_nodes = {id(n) for t, n in tr.closure if any(t is w for w in written)}
-        written_nodes.update(id(tr.arg_nodes[i]) for i in arg_writes)
+        written_nodes = {id(n) for t, n in tr.closure if any(t is w for w in j.written)}
+        written_nodes.update(id(tr.arg_nodes[i]) for i in j.arg_writes)
         arg_ids = {id(n) for n in tr.arg_nodes}
         # the backward: every node of the gradients that depends on a cotangent
-        backward_ids = {id(c) for c in holder["cts"]}
-        order = toposort(grads)
+        backward_ids = {id(c) for c in j.cts}
+        order = toposort(j.grads)
         for node in order:
             if id(node) not in backward_ids and any(id(a) in backward_ids for a in node.args):
                 backward_ids.add(id(node))
@@ -134,40 +153,63 @@ class Split:
                     if needs(a):
                         residuals.append(a)
                         seen.add(id(a))
-        for g in grads:             # (a gradient no cotangent reaches: zero, or constant)
+        for g in j.grads:           # (a gradient no cotangent reaches: zero, or constant)
             if needs(g):
                 residuals.append(g)
                 seen.add(id(g))
-        # which outputs carry a gradient (y.detach(), an output no input reaches: not)
-        self.differentiable = holder["differentiable"]
-        # the closed-over tensors the backward program reads as they are then: the autograd
-        # node saves them, so an in-place change before backward raises PyTorch's error
+        self.residuals = residuals
         self.reads = list(read.values())
-        arg_nodes, drawn_nodes, ct_nodes = tr.arg_nodes, holder["drawn"], holder["cts"]
-        plain_closure = [(t, n) for t, n in tr.closure if id(n) not in written_nodes]
-        all_closure = list(tr.closure)
+        self.plain_closure = [(t, n) for t, n in tr.closure if id(n) not in written_nodes]
 
-        def forward(*flat):
-            tracer = dispatch._lifter[0]
-            env = {id(n): v for n, v in zip(arg_nodes, flat)}
-            for (t, getter), node in zip(scalars, drawn_nodes):
-                env[id(node)] = tracer.runtime_value(getter, t.dtype, "drawn")
-            env.update((id(n), t) for t, n in all_closure)
-            vals = _replay_cut(outs + new_state + residuals, env)
-            state = vals[n_out:n_out + len(new_state)]
-            with grad_mode.no_grad():       # (this program's state effects, as the call's)
-                for t, v in zip(written + [flat[i] for i in arg_writes], state):
-                    t.copy_(v)
-            return tuple(vals[:n_out]), tuple(vals[n_out + len(new_state):])
 
-        def backward(*a):
-            flat, cts, res = a[:-2], a[-2], a[-1]
-            env = {id(n): v for n, v in zip(arg_nodes, flat)}
-            env.update((id(n), c) for n, c in zip(ct_nodes, cts))
-            env.update((id(n), r) for n, r in zip(residuals, res))
-            env.update((id(n), t) for t, n in plain_closure)
-            return tuple(_replay_cut(grads, env))
+def _forward_function(j: _Joint, cut: _Cut, scalars: list):
+    """The forward program's function: outputs and residuals from the arguments, the
+    call's state writes performed, its random numbers drawn."""
+    arg_nodes, drawn_nodes, all_closure = j.trace.arg_nodes, j.drawn, list(j.trace.closure)
+    outs, new_state, residuals = j.outs, j.new_state, cut.residuals
+    written, arg_writes, n_out = j.written, j.arg_writes, len(j.outs)
 
+    def forward(*flat):
+        tracer = dispatch._lifter[0]
+        env = {id(n): v for n, v in zip(arg_nodes, flat)}
+        for (t, getter), node in zip(scalars, drawn_nodes):
+            env[id(node)] = tracer.runtime_value(getter, t.dtype, "drawn")
+        env.update((id(n), t) for t, n in all_closure)
+        vals = _replay_cut(outs + new_state + residuals, env)
+        state = vals[n_out:n_out + len(new_state)]
+        with grad_mode.no_grad():       # (this program's state effects, as the call's)
+            for t, v in zip(written + [flat[i] for i in arg_writes], state):
+                t.copy_(v)
+        return tuple(vals[:n_out]), tuple(vals[n_out + len(new_state):])
+    return forward
+
+
+def _backward_function(j: _Joint, cut: _Cut):
+    """The backward program's function: the gradients from the arguments, the
+    cotangents and the residuals (reading the closed-over tensors the call does not
+    write)."""
+    arg_nodes, ct_nodes, grads = j.trace.arg_nodes, j.cts, j.grads
+    residuals, plain_closure = cut.residuals, cut.plain_closure
+
+    def backward(*a):
+        flat, cts, res = a[:-2], a[-2], a[-1]
+        env = {id(n): v for n, v in zip(arg_nodes, flat)}
+        env.update((id(n), c) for n, c in zip(ct_nodes, cts))
+        env.update((id(n), r) for n, r in zip(residuals, res))
+        env.update((id(n), t) for t, n in plain_closure)
+        return tuple(_replay_cut(grads, env))
+    return backward
+
+
+class Split:
+    """The forward and backward programs of one cache entry (see the module docstring)."""
+
+    def __init__(self, fn, args_of, closure: list, scalars: list, leaves: list, backend):
+        j = _Joint(fn, args_of, closure, scalars, leaves)
+        cut = _Cut(j)
+        self.differentiable = j.differentiable
+        self.reads = cut.reads
+        forward, backward = _forward_function(j, cut, scalars), _backward_function(j, cut)
         name = getattr(fn, "__name__", type(fn).__name__)
         forward.__name__, backward.__name__ = f"{name}_forward", f"{name}_backward"
         self.forward_program = Compiled(forward, (), backend)
@@ -182,4 +224,3 @@ class Split:
 
     def backward(self, leaves, cotangents: tuple, residuals: tuple) -> tuple:
         return self.backward_program(*leaves, cotangents, residuals)
-

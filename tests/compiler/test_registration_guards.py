@@ -245,7 +245,7 @@ def test_write_while_the_guard_rereads():
     x = sg.zeros(3, dtype=sg.float64)
     cm(x)
     m.note = "unrelated"             # (a registration change: the next call re-reads the paths)
-    fn = sources.Guards.replaced
+    fn = sources.Guards._governed_replaced
     line = _line_of(fn, "self._seen = now")
     try:
         fired = _at_line(fn.__code__, line,
