@@ -50,7 +50,7 @@ class CompiledFunction(Function):
         call.residuals = () if call.residuals is not None else None
         if call.split is not None:
             ctx.mark_non_differentiable(*(o for o, d in zip(call.outputs,
-                                                           call.split.differentiable) if not d))
+                                                           call.differentiable) if not d))
         return tuple(call.outputs)
 
     @staticmethod
@@ -62,12 +62,14 @@ class CompiledFunction(Function):
 
 
 class _Call:
-    __slots__ = ("bridge", "leaves", "outputs", "drawn", "residuals", "split", "reads")
+    __slots__ = ("bridge", "leaves", "outputs", "drawn", "residuals", "split", "reads",
+                 "differentiable")
 
-    def __init__(self, bridge, leaves, outputs, reads, drawn=(), residuals=None, split=None):
+    def __init__(self, bridge, leaves, outputs, reads, drawn=(), residuals=None, split=None,
+                 differentiable=None):
         self.bridge, self.leaves, self.outputs = bridge, leaves, outputs
         self.drawn, self.residuals, self.split = drawn, residuals, split
-        self.reads = reads
+        self.reads, self.differentiable = reads, differentiable
 
 
 def _merge(static_argnums, static, dyn) -> tuple:
@@ -92,7 +94,7 @@ class Bridge:
 
     __slots__ = ("fn", "static_argnums", "backend", "closure", "others", "structure",
                  "static", "runtime", "writes", "arg_writes", "out_structure", "_vjp",
-                 "_split")
+                 "_split", "_unsplit")
 
     def __init__(self, compiled, closure, structure, static, effects, out_structure):
         # (what it needs of the compiled function, not the object: its cache holds this)
@@ -107,7 +109,8 @@ class Bridge:
         self.arg_writes = list(effects.arg_writes) if effects is not None else []
         self.out_structure = out_structure
         self._vjp = None
-        self._split: dict = {}         # argument shapes -> Split, or False (not splittable)
+        self._split = None             # the Split (every shape), or False (not splittable)
+        self._unsplit: set = set()     # argument shapes it cannot be split at (recomputed)
 
     def run(self, plain, leaves) -> tuple[list, object]:
         """The call's outputs (flat) recorded as one ``CompiledFunction`` application, and
@@ -115,21 +118,22 @@ class Bridge:
         inputs = self.closure + [v for v in leaves if isinstance(v, Tensor)]
         if not any(t.requires_grad for t in inputs):
             return plain()
-        # one split per argument shapes: a shape-generic entry serves many, and the joint
-        # trace's nodes hold the shapes it was traced at
-        shapes = tuple(np.shape(v) for v in leaves)
-        split = self._split.get(shapes)
+        # one split serves every shape (its programs trace the joint function at theirs)
+        shapes = tuple(tuple(np.shape(v)) for v in leaves)
+        split = self._split
         if split is None:
-            split = self._split[shapes] = self._make_split(leaves)
-        if split:
+            split = self._split = self._make_split(leaves)
+        if split and shapes not in self._unsplit:
             try:
+                reads, differentiable = split.facts(shapes)
                 outs, residuals = split.forward(leaves)
             except (NotSplit, RuntimeError, TypeError, ValueError):
-                if split.proven:
+                if shapes in split.proven:
                     raise
-                self._split[shapes] = False    # (cannot be split after all: recompute)
+                self._unsplit.add(shapes)      # (cannot be split after all: recompute)
                 return self.run(plain, leaves)
-            call = _Call(self, leaves, outs, split.reads, residuals=residuals, split=split)
+            call = _Call(self, leaves, outs, reads, residuals=residuals, split=split,
+                         differentiable=differentiable)
             structure = self.out_structure
         else:
             outs, structure = plain()
@@ -172,7 +176,7 @@ class Bridge:
                        [None] * len(wrt))
         elif call.split is not None:
             got = iter(call.split.backward(call.leaves, cts, tuple(residuals)))
-            call.split.proven = True
+            call.split.proven.add(tuple(tuple(np.shape(v)) for v in call.leaves))
         else:
             got = iter(self._compiled_vjp()(*call.leaves, call.drawn, cts))
         return tuple(next(got) if t.requires_grad else None for t in inputs)

@@ -15,6 +15,9 @@ Used by :mod:`symgrad.autograd.compiled_function`; when a function cannot be spl
 """
 from __future__ import annotations
 
+from collections import OrderedDict
+from dataclasses import replace
+
 import numpy as np
 
 from .. import dispatch
@@ -64,7 +67,7 @@ class _Joint:
     __slots__ = ("trace", "outs", "grads", "new_state", "drawn", "cts", "differentiable",
                  "written", "arg_writes")
 
-    def __init__(self, fn, args_of, closure: list, scalars: list, leaves: list):
+    def __init__(self, fn, args_of, closure: list, scalars: list, specs: list, structure):
         recorded: dict = {}
 
         def joint(*flat):
@@ -97,10 +100,8 @@ class _Joint:
                             differentiable=[o.requires_grad for o in outs])
             return tuple(outs) + tuple(grads)
 
-        flat = list(leaves)
-        names = [f"arg{i}" for i in range(len(flat))]
-        tr = trace(joint, tuple(flat), (), [leaf_spec(v, n) for v, n in zip(flat, names)],
-                   pytree.flatten(tuple(flat))[1], names)
+        names = [f"arg{i}" for i in range(len(specs))]
+        tr = trace(joint, tuple(specs), (), specs, structure, names)
         effects = tr.effects
         if effects is not None and (effects.grads or effects.one_shot or effects.scalars):
             raise NotSplit("the joint trace has effects other than state updates")
@@ -162,14 +163,15 @@ class _Cut:
         self.plain_closure = [(t, n) for t, n in tr.closure if id(n) not in written_nodes]
 
 
-def _forward_function(j: _Joint, cut: _Cut, scalars: list):
+def _forward_function(split: "Split", scalars: list):
     """The forward program's function: outputs and residuals from the arguments, the
-    call's state writes performed, its random numbers drawn."""
-    arg_nodes, drawn_nodes, all_closure = j.trace.arg_nodes, j.drawn, list(j.trace.closure)
-    outs, new_state, residuals = j.outs, j.new_state, cut.residuals
-    written, arg_writes, n_out = j.written, j.arg_writes, len(j.outs)
-
+    call's state writes performed, its random numbers drawn -- the joint trace at the
+    arguments' shapes, cut."""
     def forward(*flat):
+        j, cut = split.at(_shapes(flat))
+        arg_nodes, drawn_nodes, all_closure = j.trace.arg_nodes, j.drawn, j.trace.closure
+        outs, new_state, residuals = j.outs, j.new_state, cut.residuals
+        written, arg_writes, n_out = j.written, j.arg_writes, len(j.outs)
         tracer = dispatch._lifter[0]
         env = {id(n): v for n, v in zip(arg_nodes, flat)}
         for (t, getter), node in zip(scalars, drawn_nodes):
@@ -184,15 +186,15 @@ def _forward_function(j: _Joint, cut: _Cut, scalars: list):
     return forward
 
 
-def _backward_function(j: _Joint, cut: _Cut):
+def _backward_function(split: "Split"):
     """The backward program's function: the gradients from the arguments, the
     cotangents and the residuals (reading the closed-over tensors the call does not
     write)."""
-    arg_nodes, ct_nodes, grads = j.trace.arg_nodes, j.cts, j.grads
-    residuals, plain_closure = cut.residuals, cut.plain_closure
-
     def backward(*a):
         flat, cts, res = a[:-2], a[-2], a[-1]
+        j, cut = split.at(_shapes(flat))
+        arg_nodes, ct_nodes, grads = j.trace.arg_nodes, j.cts, j.grads
+        residuals, plain_closure = cut.residuals, cut.plain_closure
         env = {id(n): v for n, v in zip(arg_nodes, flat)}
         env.update((id(n), c) for n, c in zip(ct_nodes, cts))
         env.update((id(n), r) for n, r in zip(residuals, res))
@@ -201,22 +203,61 @@ def _backward_function(j: _Joint, cut: _Cut):
     return backward
 
 
+def _shapes(flat) -> tuple:
+    return tuple(tuple(np.shape(v)) for v in flat)
+
+
+_CUTS_KEPT = 8       # joint traces kept per split (each holds its graph's nodes)
+
+
 class Split:
-    """The forward and backward programs of one cache entry (see the module docstring)."""
+    """The forward and backward programs of one cache entry (see the module docstring).
+
+    One split serves every argument shape: its programs trace the joint function at the
+    shapes they are called with (:meth:`at`), so they are compiled functions like any
+    other -- a batch size that changes becomes a dynamic size of both programs (one
+    kernel each for every size, :mod:`symgrad.compiler.dynamic`), where the function's
+    trace allows it."""
 
     def __init__(self, fn, args_of, closure: list, scalars: list, leaves: list, backend):
-        j = _Joint(fn, args_of, closure, scalars, leaves)
-        cut = _Cut(j)
-        self.differentiable = j.differentiable
-        self.reads = cut.reads
-        forward, backward = _forward_function(j, cut, scalars), _backward_function(j, cut)
+        self._fn, self._args_of, self._closure, self._scalars = fn, args_of, closure, scalars
+        # what the joint trace takes of the arguments besides their shapes (kinds, dtypes,
+        # requires_grad: they key the cache entry this split belongs to)
+        self._specs = [leaf_spec(v, f"arg{i}") for i, v in enumerate(leaves)]
+        self._structure = pytree.flatten(tuple(leaves))[1]
+        self._cuts: OrderedDict = OrderedDict()      # shapes -> (_Joint, _Cut)
+        self._facts: dict = {}       # shapes -> (reads, differentiable): kept, small
+        self.at(_shapes(leaves))     # (raises NotSplit / Unsupported now, not in a program)
+        forward, backward = _forward_function(self, scalars), _backward_function(self)
         name = getattr(fn, "__name__", type(fn).__name__)
         forward.__name__, backward.__name__ = f"{name}_forward", f"{name}_backward"
         self.forward_program = Compiled(forward, (), backend)
         self.forward_program.bridged = False
         self.backward_program = Compiled(backward, (), backend)
         self.backward_program.bridged = False
-        self.proven = False          # (both programs built once: later errors are real)
+        self.proven: set = set()     # (shapes both programs ran at: later errors are real)
+
+    def at(self, shapes: tuple) -> tuple[_Joint, _Cut]:
+        """The joint trace at these argument shapes, and where it is cut."""
+        got = self._cuts.get(shapes)
+        if got is not None:
+            self._cuts.move_to_end(shapes)
+            return got
+        specs = [replace(s, shape=shape) for s, shape in zip(self._specs, shapes)]
+        j = _Joint(self._fn, self._args_of, self._closure, self._scalars, specs,
+                   self._structure)
+        got = self._cuts[shapes] = (j, _Cut(j))
+        self._facts[shapes] = (got[1].reads, j.differentiable)
+        while len(self._cuts) > _CUTS_KEPT:
+            self._cuts.popitem(last=False)
+        return got
+
+    def facts(self, shapes: tuple) -> tuple[list, list]:
+        """(the closed-over tensors the backward reads, which outputs are differentiable)
+        at these shapes."""
+        if shapes not in self._facts:
+            self.at(shapes)
+        return self._facts[shapes]
 
     def forward(self, leaves) -> tuple[list, tuple]:
         outs, residuals = self.forward_program(*leaves)

@@ -447,6 +447,7 @@ class Compiled:
         except get_backend("llvm").NotGeneric as e:
             self._not_generic[dims] = str(e)
             return None, f"{base}; compiling per size: {e}"
+        _share_bridge(self._cache.get(last), entry)
         return entry, (f"{base}; {what} is now a dynamic size: one kernel serves every "
                        f"size >= 2")
 
@@ -465,6 +466,7 @@ class Compiled:
                    f"this size ran {calls} times on the shape-generic kernel: compiling its own")
         self.hits -= 1                    # (the caller counts a hit)
         special = self._build(args, key, leaves, names)
+        _share_bridge(entry, special)
         self._fast[fkey] = special
         return special
 
@@ -775,6 +777,24 @@ class Compiled:
 
 
 _live: "weakref.WeakSet[Compiled]" = weakref.WeakSet()
+
+
+def _share_bridge(donor: "_Entry | None", entry: _Entry) -> None:
+    """A program of the same function for other sizes (a shape-generic kernel, a size's
+    own kernel) joins autograd through the bridge ``donor`` made, when both read the same
+    closed-over tensors and the donor's guards hold: the bridge's split programs are
+    shape-generic themselves, so a new batch size in a training loop compiles no new
+    forward / backward programs per size."""
+    if donor is None or not isinstance(donor.bridge, _bridge_type()) \
+            or donor.stale() is not None or len(donor.closure) != len(entry.closure) \
+            or any(a is not b for a, b in zip(donor.closure, entry.closure)):
+        return
+    entry.bridge = donor.bridge
+
+
+def _bridge_type():
+    from ..autograd.compiled_function import Bridge     # (autograd sits above the compiler)
+    return Bridge
 
 
 def _default_dtype_changed() -> None:
