@@ -14,6 +14,7 @@ import functools
 import logging
 import pickle
 import weakref
+import time
 from collections import OrderedDict, namedtuple
 
 import numpy as np
@@ -27,6 +28,7 @@ from ..tensor import Tensor
 from . import dynamic, persist, travel
 from .backends import get_backend
 from .progress import StageClock
+from .progress import log as compile_log
 from .replay import replay
 from .stages import (Lowered, make_target, resolve_backend, run_stages, schedule_of,
                      apply_transform)
@@ -66,31 +68,21 @@ class _Entry:
     __slots__ = ("exe", "call", "closure", "closure_avals", "aux", "aux_avals", "numpy_out",
                  "structure", "lowered", "key", "native_ok", "native_counted", "native_name",
                  "specs", "effects", "fresh_outputs", "dynamic", "sentinels", "closure_paths",
-                 "donated", "bridge", "refused", "default_dtype")
+                 "donated", "bridge", "refused", "default_dtype", "deferred")
 
-    def __init__(self, lowered: Lowered, exe, closure, numpy_out, aux, closure_paths=None):
+    def __init__(self, lowered: Lowered, exe, closure, numpy_out, aux, closure_paths=None,
+                 deferred=None):
         self.lowered = lowered
-        self.exe = exe
-        # the native entry checks arguments in native code (else the checked Python path);
-        # the structured one returns the outputs nested as the function returns them
-        self.native_name = None if settings.sanitize else (
-            getattr(self.exe, "structured_entry_name", None) or getattr(self.exe, "entry_name", None))
-        # (sanitized kernels run through the checked Python path, which reads their fault word)
-        structured = self.native_name != getattr(self.exe, "entry_name", None)
-        # calls the native entry handed to the checked path (arguments it does not take
-        # as they are: strided, broadcast): not native calls, for cache_info's count
-        self.refused = refused = [0]
-        if self.native_name:
-            checked = self.exe._fallback
-
-            def fallback(*arrays):
-                refused[0] += 1
-                return checked(*arrays)
-            self.call = self.exe.native_entry(fallback, structured=structured)
-        else:
-            self.call = lambda *a: self.exe(list(a))
-        self.native_counted = int(self.native_name is not None)
+        # a program compiled when first run (``deferred()`` gives its executable): a call
+        # joining autograd runs the split forward / backward programs instead
+        self.deferred = deferred
+        self.refused = [0]
         self.native_ok = None
+        if exe is not None:
+            self.attach(exe)
+        else:
+            self.exe = self.native_name = self.call = None
+            self.native_counted, self.donated = 0, ()
         self.closure = [t for t, _ in closure]
         # the shape, dtype and requires_grad each closed-over tensor had when traced
         self.closure_avals = [(tuple(t.shape), t.dtype, t._requires_grad)
@@ -102,14 +94,38 @@ class _Entry:
         self.numpy_out = numpy_out
         self.effects = None
         self.fresh_outputs = lowered.backend == "llvm"    # native code allocates outputs
-        # the inputs native code updates in place (state outputs donated to them)
-        self.donated = tuple(k for _, k in getattr(getattr(exe, "interface", None),
-                                                   "donated", ()))
         self.dynamic = None            # a shape-generic entry: its (leaf, axis) pairs
         self.sentinels = ()            # ... and its programs at dynamic.SENTINELS
         self.bridge = _UNSET           # its link to eager autograd (made on first use)
         self.default_dtype = dtypes.get_default_dtype()   # (the trace may have baked it in)
         _, self.specs, self.structure = lowered.signature
+
+    def attach(self, exe) -> None:
+        """Run ``exe`` for this entry's calls."""
+        self.exe = exe
+        # the native entry checks arguments in native code (else the checked Python path);
+        # the structured one returns the outputs nested as the function returns them
+        self.native_name = None if settings.sanitize else (
+            getattr(exe, "structured_entry_name", None) or getattr(exe, "entry_name", None))
+        # (sanitized kernels run through the checked Python path, which reads their fault word)
+        structured = self.native_name != getattr(exe, "entry_name", None)
+        # calls the native entry handed to the checked path (arguments it does not take
+        # as they are: strided, broadcast): not native calls, for cache_info's count
+        refused = self.refused
+        if self.native_name:
+            checked = exe._fallback
+
+            def fallback(*arrays):
+                refused[0] += 1
+                return checked(*arrays)
+            self.call = exe.native_entry(fallback, structured=structured)
+        else:
+            self.call = lambda *a: exe(list(a))
+        self.native_counted = int(self.native_name is not None)
+        # the inputs native code updates in place (state outputs donated to them)
+        self.donated = tuple(k for _, k in getattr(getattr(exe, "interface", None),
+                                                   "donated", ()))
+        self.deferred = None
 
     def stale(self) -> str | None:
         """Why this entry's program does not fit the world now (a closed-over tensor
@@ -349,6 +365,8 @@ class Compiled:
         guards on what it read (Python constants, the functions it called) gets a small
         Python ``__call__`` checking them before the native entry (about 0.1 us, against
         several for the full dispatcher); one that fails goes through :meth:`_call`."""
+        if getattr(entry, "exe", None) is None:      # (not compiled yet; a one-shot)
+            return
         if entry.native_ok is None:
             entry.native_ok = bool(
                 entry.native_counted and entry.numpy_out and not entry.closure
@@ -530,6 +548,8 @@ class Compiled:
 
     def _run_program(self, entry: _Entry, leaves) -> tuple[list, object]:
         """Run the entry's program: (its outputs, flat, and their structure)."""
+        if entry.deferred is not None:
+            entry.attach(entry.deferred())
         arrays = []
         for v, spec in zip(leaves, entry.specs):
             if isinstance(v, Tensor):
@@ -562,6 +582,17 @@ class Compiled:
         if entry.numpy_out:
             return list(outs), structure
         return [Tensor._from_array(np.asarray(o)) for o in outs], structure
+
+    def _joins_autograd(self, tr, leaves, numpy_out) -> bool:
+        """Whether a call building this entry joins autograd (see :meth:`_bridge`): its
+        own program is then compiled only if some call runs it (under no_grad, or a
+        function that cannot be split)."""
+        effects = tr.effects
+        return (_grad_state.grad and not numpy_out and self.bridged
+                and isinstance(self.transform, Identity)
+                and not (effects is not None and (effects.grads or effects.one_shot))
+                and (any(t._requires_grad for t, _ in tr.closure)
+                     or any(isinstance(v, Tensor) and v._requires_grad for v in leaves)))
 
     def _bridge(self, entry):
         """The entry's link to eager autograd (see :mod:`symgrad.autograd.compiled_function`),
@@ -604,11 +635,25 @@ class Compiled:
             if self.target is not None:
                 self.target.check_runnable()     # before compiling what cannot run here
             lowered = self._lowered(tr, key, names, clock)
-            exe = lowered.compile()
-            entry = _Entry(lowered, exe, tr.closure, numpy_out,
-                           [(n.shape, n.dtype) for n in lowered.aux], tr.closure_paths)
-            if disk_key and getattr(exe, "cache_key", None):
-                persist.store(disk_key, exe, lowered.signature[2], lowered.aux)
+
+            def compile_program(lowered=lowered, disk_key=disk_key, deferred=False):
+                if deferred:             # (its stage times join the trace's on the clock)
+                    t0 = time.perf_counter()
+                    exe = lowered.compile()
+                    compile_log.info("compiled %s's own program on first use in %.3f s",
+                                     clock.what, time.perf_counter() - t0)
+                else:
+                    exe = lowered.compile()
+                if disk_key and getattr(exe, "cache_key", None):
+                    persist.store(disk_key, exe, lowered.signature[2], lowered.aux)
+                return exe
+            aux = [(n.shape, n.dtype) for n in lowered.aux]
+            if self._joins_autograd(tr, leaves, numpy_out):
+                entry = _Entry(lowered, None, tr.closure, numpy_out, aux, tr.closure_paths,
+                               deferred=functools.partial(compile_program, deferred=True))
+            else:
+                entry = _Entry(lowered, compile_program(), tr.closure, numpy_out, aux,
+                               tr.closure_paths)
         entry.effects = tr.effects
         entry.key = key
         if key in self._cache:            # a program for another state of the world
@@ -713,7 +758,7 @@ class Compiled:
     @staticmethod
     def _entry_native_calls(entry: _Entry) -> int:
         """Calls of the entry's native code (its own counter), 0 without one."""
-        if not entry.native_name:
+        if not entry.native_name or entry.exe is None:
             return 0
         try:
             return get_backend("llvm").native_calls(entry.exe, entry.native_name)
@@ -823,6 +868,7 @@ class _OneShot:
     donated = ()
     bridge = None
     refused = (0,)
+    deferred = None
 
     def __init__(self, tr, key, numpy_out):
         self.closure = [t for t, _ in tr.closure]

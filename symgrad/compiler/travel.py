@@ -50,12 +50,13 @@ def _pickles(item: Item) -> bool:
 
 def items_of(cache) -> list:
     """(entry, item) for each entry of a compiled function's cache that can travel:
-    not one with effects (guards and state of this process) nor a shape-generic one."""
+    not one with effects (guards and state of this process), a shape-generic one, nor
+    one whose program was never compiled (its calls joined autograd)."""
     backend = get_backend("llvm")
     out = []
     for key, entry in cache.items():
-        if entry.effects is not None or entry.dynamic is not None:
-            continue
+        if entry.effects is not None or entry.dynamic is not None or entry.exe is None:
+            continue                 # (nor one whose own program never ran: not compiled)
         payload = backend.portable(entry.exe)
         needed = payload is None or entry.exe.interface.hybrid
         try:     # runs the stages once for an entry the disk cache answered

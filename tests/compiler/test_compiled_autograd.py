@@ -459,6 +459,25 @@ def test_new_batch_sizes_compile_no_new_split_programs(dtype, tol):
     assert split.backward_program.cache_info().misses == 2
 
 
+def test_the_plain_program_is_compiled_only_when_a_call_runs_it(monkeypatch):
+    """Training calls run the split forward / backward programs: the entry's own program
+    (outputs without history) is compiled on the first call that runs it -- under
+    no_grad -- and then answers as torch does."""
+    monkeypatch.setattr(sg.config.settings, "disk_cache", False)   # (else it loads it)
+    s, t = _pair("float64")
+    cs = sg.compile(s)
+    x = np.linspace(-1, 1, 10).reshape(2, 5)
+    cs(sg.tensor(x)).sum().backward()
+    entry, = cs._compiled._cache.values()
+    assert entry.exe is None and entry.deferred is not None
+    with sg.no_grad():
+        got = cs(sg.tensor(x))
+    assert entry.exe is not None and got.grad_fn is None
+    with torch.no_grad():
+        want = t(torch.tensor(x))
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12)
+
+
 def test_a_deep_copy_of_a_compiled_model_runs_its_own_parameters():
     """copy.deepcopy (an EMA / teacher model) and pickle give the copied module compiled
     again: changing the copy's weights changes the copy's outputs (review3 finding 2)."""
