@@ -172,6 +172,7 @@ class Split:
         forward.__name__, backward.__name__ = f"{name}_forward", f"{name}_backward"
         self.forward_program = Compiled(forward, (), backend)
         self.forward_program.bridged = False
+        self.forward_program.eager_when_aliased = False   # (the call checked)
         self.backward_program = Compiled(backward, (), backend)
         self.backward_program.bridged = False
         self.proven = False          # (both programs built once: later errors are real)
