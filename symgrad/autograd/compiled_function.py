@@ -26,7 +26,7 @@ import numpy as np
 
 from . import grad_mode
 from .custom_function import Function
-from .engine import grad as autograd_grad
+from .engine import grad as autograd_grad, without_leaf_hooks
 from ..compiler.dispatcher import Compiled
 from ..compiler.trace import replaying
 from .compiled_split import NotSplit, Split, Unsupported
@@ -166,10 +166,11 @@ class Bridge:
             out = self._eager_again(call.leaves)
             pairs = _pairs(pytree.flatten(out)[0], cts)
             wrt = [t for t in inputs if t.requires_grad]
-            got = iter(autograd_grad([o for o, _ in pairs], wrt, [c for _, c in pairs],
-                                     create_graph=True, allow_unused=True,
-                                     materialize_grads=True) if pairs else
-                       [None] * len(wrt))
+            with without_leaf_hooks():    # (the engine runs them when this returns)
+                got = iter(autograd_grad([o for o, _ in pairs], wrt, [c for _, c in pairs],
+                                         create_graph=True, allow_unused=True,
+                                         materialize_grads=True) if pairs else
+                           [None] * len(wrt))
         elif call.split is not None:
             got = iter(call.split.backward(call.leaves, cts, tuple(residuals)))
             call.split.proven = True
@@ -205,8 +206,10 @@ class Bridge:
                 pairs = _pairs(pytree.flatten(out)[0], cts)
                 if not pairs:
                     return tuple(zeros_like(w) for w in wrt)
-                return tuple(autograd_grad([o for o, _ in pairs], wrt, [c for _, c in pairs],
-                                           allow_unused=True, materialize_grads=True))
+                with without_leaf_hooks():    # (the eager engine runs them: once)
+                    return tuple(autograd_grad([o for o, _ in pairs], wrt,
+                                               [c for _, c in pairs], allow_unused=True,
+                                               materialize_grads=True))
             backward.__name__ = f"{getattr(fn, '__name__', type(fn).__name__)}_backward"
             backward.__qualname__ = getattr(fn, "__qualname__", type(fn).__name__)
             vjp = Compiled(backward, (), self.backend)

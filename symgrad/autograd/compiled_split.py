@@ -27,7 +27,7 @@ from ..graph.node import Node, toposort
 from ..graph.primitives import PRIMITIVES
 from ..tensor import Tensor
 from . import grad_mode
-from .engine import grad as autograd_grad
+from .engine import grad as autograd_grad, without_leaf_hooks
 
 __all__ = ["Split", "NotSplit", "Unsupported"]
 
@@ -86,9 +86,10 @@ class Split:
                    for k, o in enumerate(outs)]
             pairs = [(o, c) for o, c in zip(outs, cts) if o.requires_grad
                      and o.is_floating_point()]
-            grads = (autograd_grad([o for o, _ in pairs], wrt, [c for _, c in pairs],
-                                   allow_unused=True, materialize_grads=True)
-                     if pairs else [zeros_like(w) for w in wrt])
+            with without_leaf_hooks():    # (the eager engine runs them: once)
+                grads = (autograd_grad([o for o, _ in pairs], wrt, [c for _, c in pairs],
+                                       allow_unused=True, materialize_grads=True)
+                         if pairs else [zeros_like(w) for w in wrt])
             holder.update(drawn=[d._node for d in drawn], cts=[c._node for c in cts],
                           n_out=len(outs), n_grad=len(grads),
                           differentiable=[o.requires_grad for o in outs])

@@ -11,8 +11,10 @@ k > 0 in ``extra`` (``{id: {k: gradient}}``), and a captured output k > 0 is key
 """
 from __future__ import annotations
 
+import contextlib
 import operator
 import sys
+import threading
 import warnings
 
 import numpy as np
@@ -139,6 +141,23 @@ def _accumulate(buffers, fn, g):
         buffers[key] = lax.add(prev, g)
 
 
+_leaf_hooks = threading.local()
+
+
+@contextlib.contextmanager
+def without_leaf_hooks():
+    """Inside, the engine runs no hook of a leaf's AccumulateGrad (the leaf's tensor
+    hooks, the node's hooks): a compiled call differentiating its outputs in a trace
+    (:mod:`symgrad.autograd.compiled_split`) leaves them to the eager engine, which runs
+    them once when the call's gradient reaches the leaf, as torch.compile does."""
+    prev = getattr(_leaf_hooks, "off", False)
+    _leaf_hooks.off = True
+    try:
+        yield
+    finally:
+        _leaf_hooks.off = prev
+
+
 def _accumulate_extra(extra, fn, nr, g):
     per = extra.setdefault(id(fn), {})
     prev = per.get(nr)
@@ -174,7 +193,10 @@ def _run(roots, seeds, *, retain_graph, create_graph, capture=None, accumulate=T
             if g is None and (not extra or key not in extra):
                 continue
             if type(fn) is AccumulateGrad:
-                if fn._hooks is not None:
+                if capture is not None and key not in capture:
+                    continue     # (reached through a node computing every input's
+                                 # gradient: not needed, so not executed, hooks included)
+                if fn._hooks is not None and not getattr(_leaf_hooks, "off", False):
                     _leaf_hooked(fn, g, arrays, create_graph, capture, captured, accumulate)
                     continue
                 if capture is not None and key in capture:
