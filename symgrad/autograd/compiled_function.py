@@ -26,6 +26,7 @@ import numpy as np
 
 from . import grad_mode
 from .custom_function import Function
+from .nodes import SavedTensor
 from .engine import grad as autograd_grad, without_leaf_hooks
 from ..compiler.dispatcher import Compiled
 from ..compiler.trace import replaying
@@ -43,10 +44,15 @@ class CompiledFunction(Function):
     @staticmethod
     def forward(ctx, call, *inputs):
         ctx.call = call
-        ctx.n_inputs, ctx.n_reads = len(inputs), len(call.reads)
-        # the inputs, the tensors the backward reads, the residuals: version-checked, and
-        # freed after a backward without retain_graph (a residual may be large)
-        ctx.save_for_backward(*inputs, *call.reads, *(call.residuals or ()))
+        ctx.inputs = inputs
+        checked = call.checked
+        ctx.n_checked, ctx.n_reads = len(checked), len(call.reads)
+        # the inputs the backward reads, the closed-over tensors it reads, the residuals:
+        # version-checked, and freed after a backward without retain_graph (a residual
+        # may be large). Every input, with its version, for a create_graph backward (it
+        # runs the function again, reading them all: checked then)
+        ctx.all_inputs = [SavedTensor(t) for t in inputs]
+        ctx.save_for_backward(*checked, *call.reads, *(call.residuals or ()))
         call.residuals = () if call.residuals is not None else None
         if call.split is not None:
             ctx.mark_non_differentiable(*(o for o, d in zip(call.outputs,
@@ -56,18 +62,22 @@ class CompiledFunction(Function):
     @staticmethod
     def backward(ctx, *grads):
         saved = ctx.saved_tensors          # (PyTorch's error if one changed in place)
-        n = ctx.n_inputs + ctx.n_reads
-        return (None,) + ctx.call.bridge.backward(ctx.call, saved[:ctx.n_inputs], grads,
-                                                  saved[n:])
+        if grad_mode.is_grad_enabled():
+            for s in ctx.all_inputs:
+                s.unpack(ctx)
+        return (None,) + ctx.call.bridge.backward(ctx.call, ctx.inputs, grads,
+                                                  saved[ctx.n_checked + ctx.n_reads:])
 
 
 class _Call:
-    __slots__ = ("bridge", "leaves", "outputs", "drawn", "residuals", "split", "reads")
+    __slots__ = ("bridge", "leaves", "outputs", "drawn", "residuals", "split", "reads",
+                 "checked")
 
-    def __init__(self, bridge, leaves, outputs, reads, drawn=(), residuals=None, split=None):
+    def __init__(self, bridge, leaves, outputs, reads, checked, drawn=(), residuals=None,
+                 split=None):
         self.bridge, self.leaves, self.outputs = bridge, leaves, outputs
         self.drawn, self.residuals, self.split = drawn, residuals, split
-        self.reads = reads
+        self.reads, self.checked = reads, checked
 
 
 def _merge(static_argnums, static, dyn) -> tuple:
@@ -129,12 +139,15 @@ class Bridge:
                     raise
                 self._split[shapes] = False    # (cannot be split after all: recompute)
                 return self.run(plain, leaves)
-            call = _Call(self, leaves, outs, split.reads, residuals=residuals, split=split)
+            checked = [v for i, v in enumerate(leaves)
+                       if i in split.args_read and isinstance(v, Tensor)]
+            call = _Call(self, leaves, outs, split.reads, checked, residuals=residuals,
+                         split=split)
             structure = self.out_structure
         else:
             outs, structure = plain()
-            call = _Call(self, leaves, outs, self.others,      # (recomputed: reads them all)
-                         tuple(np.array(t._data, copy=True) for t, _ in self.runtime))
+            call = _Call(self, leaves, outs, self.others, inputs,  # (recomputed: reads
+                         tuple(np.array(t._data, copy=True) for t, _ in self.runtime))  # all)
         return list(CompiledFunction.apply(call, *inputs)), structure
 
     def _make_split(self, leaves):

@@ -118,12 +118,13 @@ class Split:
         for node in order:
             if id(node) not in backward_ids and any(id(a) in backward_ids for a in node.args):
                 backward_ids.add(id(node))
-        residuals, seen, read = [], set(), {}
+        residuals, seen, read, args_read = [], set(), {}, set()
 
         def needs(node):            # a forward value the backward program must be given
             if id(node) in backward_ids or id(node) in seen or node.op == "const":
                 return False
             if id(node) in arg_ids and id(node) not in written_nodes:
+                args_read.add(id(node))
                 return False        # (the call's arguments: given as they are)
             if id(node) in closure_nodes and id(node) not in written_nodes:
                 read[id(node)] = closure_nodes[id(node)]
@@ -144,6 +145,9 @@ class Split:
         # the closed-over tensors the backward program reads as they are then: the autograd
         # node saves them, so an in-place change before backward raises PyTorch's error
         self.reads = list(read.values())
+        # the arguments (flat positions) the backward program reads: saved, version
+        # checked; an argument it does not read may change before backward (as in torch)
+        self.args_read = frozenset(i for i, n in enumerate(tr.arg_nodes) if id(n) in args_read)
         arg_nodes, drawn_nodes, ct_nodes = tr.arg_nodes, holder["drawn"], holder["cts"]
         plain_closure = [(t, n) for t, n in tr.closure if id(n) not in written_nodes]
         all_closure = list(tr.closure)
