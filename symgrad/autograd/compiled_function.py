@@ -26,7 +26,8 @@ import numpy as np
 
 from . import grad_mode
 from .custom_function import Function
-from .engine import grad as autograd_grad
+from .nodes import SavedTensor
+from .engine import grad as autograd_grad, without_leaf_hooks
 from ..compiler.dispatcher import Compiled
 from ..compiler.trace import replaying
 from .compiled_split import NotSplit, Split, Unsupported
@@ -43,10 +44,15 @@ class CompiledFunction(Function):
     @staticmethod
     def forward(ctx, call, *inputs):
         ctx.call = call
-        ctx.n_inputs, ctx.n_reads = len(inputs), len(call.reads)
-        # the inputs, the tensors the backward reads, the residuals: version-checked, and
-        # freed after a backward without retain_graph (a residual may be large)
-        ctx.save_for_backward(*inputs, *call.reads, *(call.residuals or ()))
+        ctx.inputs = inputs
+        checked = call.checked
+        ctx.n_checked, ctx.n_reads = len(checked), len(call.reads)
+        # the inputs the backward reads, the closed-over tensors it reads, the residuals:
+        # version-checked, and freed after a backward without retain_graph (a residual
+        # may be large). Every input, with its version, for a create_graph backward (it
+        # runs the function again, reading them all: checked then)
+        ctx.all_inputs = [SavedTensor(t) for t in inputs]
+        ctx.save_for_backward(*checked, *call.reads, *(call.residuals or ()))
         call.residuals = () if call.residuals is not None else None
         if call.split is not None:
             ctx.mark_non_differentiable(*(o for o, d in zip(call.outputs,
@@ -56,20 +62,22 @@ class CompiledFunction(Function):
     @staticmethod
     def backward(ctx, *grads):
         saved = ctx.saved_tensors          # (PyTorch's error if one changed in place)
-        n = ctx.n_inputs + ctx.n_reads
-        return (None,) + ctx.call.bridge.backward(ctx.call, saved[:ctx.n_inputs], grads,
-                                                  saved[n:])
+        if grad_mode.is_grad_enabled():
+            for s in ctx.all_inputs:
+                s.unpack(ctx)
+        return (None,) + ctx.call.bridge.backward(ctx.call, ctx.inputs, grads,
+                                                  saved[ctx.n_checked + ctx.n_reads:])
 
 
 class _Call:
     __slots__ = ("bridge", "leaves", "outputs", "drawn", "residuals", "split", "reads",
-                 "differentiable")
+                 "checked", "differentiable")
 
-    def __init__(self, bridge, leaves, outputs, reads, drawn=(), residuals=None, split=None,
-                 differentiable=None):
+    def __init__(self, bridge, leaves, outputs, reads, checked, drawn=(), residuals=None,
+                 split=None, differentiable=None):
         self.bridge, self.leaves, self.outputs = bridge, leaves, outputs
         self.drawn, self.residuals, self.split = drawn, residuals, split
-        self.reads, self.differentiable = reads, differentiable
+        self.reads, self.checked, self.differentiable = reads, checked, differentiable
 
 
 def _merge(static_argnums, static, dyn) -> tuple:
@@ -125,20 +133,22 @@ class Bridge:
             split = self._split = self._make_split(leaves)
         if split and shapes not in self._unsplit:
             try:
-                reads, differentiable = split.facts(shapes)
+                reads, args_read, differentiable = split.facts(shapes)
                 outs, residuals = split.forward(leaves)
             except (NotSplit, RuntimeError, TypeError, ValueError):
                 if shapes in split.proven:
                     raise
                 self._unsplit.add(shapes)      # (cannot be split after all: recompute)
                 return self.run(plain, leaves)
-            call = _Call(self, leaves, outs, reads, residuals=residuals, split=split,
+            checked = [v for i, v in enumerate(leaves)
+                       if i in args_read and isinstance(v, Tensor)]
+            call = _Call(self, leaves, outs, reads, checked, residuals=residuals, split=split,
                          differentiable=differentiable)
             structure = self.out_structure
         else:
             outs, structure = plain()
-            call = _Call(self, leaves, outs, self.others,      # (recomputed: reads them all)
-                         tuple(np.array(t._data, copy=True) for t, _ in self.runtime))
+            call = _Call(self, leaves, outs, self.others, inputs,  # (recomputed: reads
+                         tuple(np.array(t._data, copy=True) for t, _ in self.runtime))  # all)
         return list(CompiledFunction.apply(call, *inputs)), structure
 
     def _make_split(self, leaves):
@@ -170,10 +180,11 @@ class Bridge:
             out = self._eager_again(call.leaves)
             pairs = _pairs(pytree.flatten(out)[0], cts)
             wrt = [t for t in inputs if t.requires_grad]
-            got = iter(autograd_grad([o for o, _ in pairs], wrt, [c for _, c in pairs],
-                                     create_graph=True, allow_unused=True,
-                                     materialize_grads=True) if pairs else
-                       [None] * len(wrt))
+            with without_leaf_hooks():    # (the engine runs them when this returns)
+                got = iter(autograd_grad([o for o, _ in pairs], wrt, [c for _, c in pairs],
+                                         create_graph=True, allow_unused=True,
+                                         materialize_grads=True) if pairs else
+                           [None] * len(wrt))
         elif call.split is not None:
             got = iter(call.split.backward(call.leaves, cts, tuple(residuals)))
             call.split.proven.add(tuple(tuple(np.shape(v)) for v in call.leaves))
@@ -209,8 +220,10 @@ class Bridge:
                 pairs = _pairs(pytree.flatten(out)[0], cts)
                 if not pairs:
                     return tuple(zeros_like(w) for w in wrt)
-                return tuple(autograd_grad([o for o, _ in pairs], wrt, [c for _, c in pairs],
-                                           allow_unused=True, materialize_grads=True))
+                with without_leaf_hooks():    # (the eager engine runs them: once)
+                    return tuple(autograd_grad([o for o, _ in pairs], wrt,
+                                               [c for _, c in pairs], allow_unused=True,
+                                               materialize_grads=True))
             backward.__name__ = f"{getattr(fn, '__name__', type(fn).__name__)}_backward"
             backward.__qualname__ = getattr(fn, "__qualname__", type(fn).__name__)
             vjp = Compiled(backward, (), self.backend)

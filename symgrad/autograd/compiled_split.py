@@ -30,7 +30,7 @@ from ..graph.node import Node, toposort
 from ..graph.primitives import PRIMITIVES
 from ..tensor import Tensor
 from . import grad_mode
-from .engine import grad as autograd_grad
+from .engine import grad as autograd_grad, without_leaf_hooks
 
 __all__ = ["Split", "NotSplit", "Unsupported"]
 
@@ -92,9 +92,10 @@ class _Joint:
                    for k, o in enumerate(outs)]
             pairs = [(o, c) for o, c in zip(outs, cts) if o.requires_grad
                      and o.is_floating_point()]
-            grads = (autograd_grad([o for o, _ in pairs], wrt, [c for _, c in pairs],
-                                   allow_unused=True, materialize_grads=True)
-                     if pairs else [zeros_like(w) for w in wrt])
+            with without_leaf_hooks():    # (the eager engine runs them: once)
+                grads = (autograd_grad([o for o, _ in pairs], wrt, [c for _, c in pairs],
+                                       allow_unused=True, materialize_grads=True)
+                         if pairs else [zeros_like(w) for w in wrt])
             recorded.update(drawn=[d._node for d in drawn], cts=[c._node for c in cts],
                             n_out=len(outs), n_grad=len(grads),
                             differentiable=[o.requires_grad for o in outs])
@@ -121,9 +122,10 @@ class _Cut:
     """Where the joint trace is cut: the forward values the backward program is given
     (``residuals``), the closed-over tensors it reads as they are then (``reads``: the
     autograd node saves them, so an in-place change before backward raises PyTorch's
-    error), and those it reads that the call does not write (``plain_closure``)."""
+    error), the arguments it reads (``args_read``), and the closed-over tensors it reads
+    that the call does not write (``plain_closure``)."""
 
-    __slots__ = ("residuals", "reads", "plain_closure")
+    __slots__ = ("residuals", "reads", "args_read", "plain_closure")
 
     def __init__(self, j: _Joint):
         tr = j.trace
@@ -137,12 +139,13 @@ class _Cut:
         for node in order:
             if id(node) not in backward_ids and any(id(a) in backward_ids for a in node.args):
                 backward_ids.add(id(node))
-        residuals, seen, read = [], set(), {}
+        residuals, seen, read, args_read = [], set(), {}, set()
 
         def needs(node):            # a forward value the backward program must be given
             if id(node) in backward_ids or id(node) in seen or node.op == "const":
                 return False
             if id(node) in arg_ids and id(node) not in written_nodes:
+                args_read.add(id(node))
                 return False        # (the call's arguments: given as they are)
             if id(node) in closure_nodes and id(node) not in written_nodes:
                 read[id(node)] = closure_nodes[id(node)]
@@ -160,6 +163,9 @@ class _Cut:
                 seen.add(id(g))
         self.residuals = residuals
         self.reads = list(read.values())
+        # the arguments (flat positions) the backward program reads: saved, version
+        # checked; an argument it does not read may change before backward (as in torch)
+        self.args_read = frozenset(i for i, n in enumerate(tr.arg_nodes) if id(n) in args_read)
         self.plain_closure = [(t, n) for t, n in tr.closure if id(n) not in written_nodes]
 
 
@@ -226,13 +232,14 @@ class Split:
         self._specs = [leaf_spec(v, f"arg{i}") for i, v in enumerate(leaves)]
         self._structure = pytree.flatten(tuple(leaves))[1]
         self._cuts: OrderedDict = OrderedDict()      # shapes -> (_Joint, _Cut)
-        self._facts: dict = {}       # shapes -> (reads, differentiable): kept, small
+        self._facts: dict = {}       # shapes -> (reads, args_read, differentiable): small
         self.at(_shapes(leaves))     # (raises NotSplit / Unsupported now, not in a program)
         forward, backward = _forward_function(self, scalars), _backward_function(self)
         name = getattr(fn, "__name__", type(fn).__name__)
         forward.__name__, backward.__name__ = f"{name}_forward", f"{name}_backward"
         self.forward_program = Compiled(forward, (), backend)
         self.forward_program.bridged = False
+        self.forward_program.eager_when_aliased = False   # (the call checked)
         self.backward_program = Compiled(backward, (), backend)
         self.backward_program.bridged = False
         self.proven: set = set()     # (shapes both programs ran at: later errors are real)
@@ -247,14 +254,14 @@ class Split:
         j = _Joint(self._fn, self._args_of, self._closure, self._scalars, specs,
                    self._structure)
         got = self._cuts[shapes] = (j, _Cut(j))
-        self._facts[shapes] = (got[1].reads, j.differentiable)
+        self._facts[shapes] = (got[1].reads, got[1].args_read, j.differentiable)
         while len(self._cuts) > _CUTS_KEPT:
             self._cuts.popitem(last=False)
         return got
 
-    def facts(self, shapes: tuple) -> tuple[list, list]:
-        """(the closed-over tensors the backward reads, which outputs are differentiable)
-        at these shapes."""
+    def facts(self, shapes: tuple) -> tuple[list, frozenset, list]:
+        """(the closed-over tensors the backward reads, the arguments it reads, which
+        outputs are differentiable) at these shapes."""
         if shapes not in self._facts:
             self.at(shapes)
         return self._facts[shapes]

@@ -28,6 +28,7 @@ from . import anomaly_mode, grad_mode, hooks, saved_hooks
 from .anomaly_mode import _state as _anomaly
 from .nodes import AccumulateGrad, accumulator
 from .validate import valid_gradient
+from ..utils.thread_flag import ThreadFlag
 
 __all__ = ["backward", "grad"]
 
@@ -139,6 +140,18 @@ def _accumulate(buffers, fn, g):
         buffers[key] = lax.add(prev, g)
 
 
+_leaf_hooks = ThreadFlag()
+
+
+def without_leaf_hooks():
+    """Inside (a context manager), the engine runs no hook of a leaf's AccumulateGrad
+    (the leaf's tensor hooks, the node's hooks): a compiled call differentiating its
+    outputs in a trace (:mod:`symgrad.autograd.compiled_split`) leaves them to the eager
+    engine, which runs them once when the call's gradient reaches the leaf, as
+    torch.compile does."""
+    return _leaf_hooks.set()
+
+
 def _accumulate_extra(extra, fn, nr, g):
     per = extra.setdefault(id(fn), {})
     prev = per.get(nr)
@@ -174,7 +187,10 @@ def _run(roots, seeds, *, retain_graph, create_graph, capture=None, accumulate=T
             if g is None and (not extra or key not in extra):
                 continue
             if type(fn) is AccumulateGrad:
-                if fn._hooks is not None:
+                if capture is not None and key not in capture:
+                    continue     # (reached through a node computing every input's
+                                 # gradient: not needed, so not executed, hooks included)
+                if fn._hooks is not None and not _leaf_hooks.on:
                     _leaf_hooked(fn, g, arrays, create_graph, capture, captured, accumulate)
                     continue
                 if capture is not None and key in capture:

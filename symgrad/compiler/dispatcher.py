@@ -163,12 +163,60 @@ def _separate(arrays: list, donated: tuple) -> None:
             arrays[k] = np.array(a, copy=True)
 
 
+def _array_of(v):
+    """The memory an argument leaf reads (None: a Python number)."""
+    if isinstance(v, Tensor):
+        return v._data
+    if isinstance(v, np.ndarray):
+        return v
+    if hasattr(v, "__dlpack__"):
+        return foreign_array(v)
+    return None
+
+
+def _owner(a: np.ndarray):
+    return a if a.base is None else a.base
+
+
+def _aliased(entry: _Entry, effects, leaves) -> bool:
+    """Whether an input the call writes in place (an argument, a closed-over tensor)
+    shares memory with another input it reads, an argument among the two (aliasing
+    between closed-over tensors is traced: see Tracer._view_of_written): the same tensor
+    passed twice, a view of another argument, an argument that is (a view of) a
+    closed-over tensor."""
+    args = [_array_of(v) for v in leaves]
+    written = {i for i in effects.arg_writes}
+    pairs = [(a, i in written) for i, a in enumerate(args) if a is not None]
+    if not pairs:
+        return False
+    state = [t._data for t in effects.writes]
+    if not written and not state:
+        return False
+    others = [t._data for t in entry.closure]
+    by_owner: dict = {}
+    for a, w in pairs:
+        by_owner.setdefault(id(_owner(a)), []).append((a, w, True))
+    for a in others:
+        w = any(a is s for s in state)
+        hit = by_owner.get(id(_owner(a)))
+        if hit is not None:
+            hit.append((a, w, False))
+    for group in by_owner.values():
+        for j, (a, wa, arg_a) in enumerate(group):
+            for b, wb, arg_b in group[j + 1:]:
+                if (wa or wb) and (arg_a or arg_b) and np.may_share_memory(a, b):
+                    return True
+    return False
+
+
 class Compiled:
     """A compiled function: call it like the original (see :func:`compile`)."""
 
     bridged = True        # outputs join eager autograd (see _bridge)
     dynamic_shapes = True  # a size that changes may become a runtime size (see _dynamic)
     performs_writes = True  # in-place updates of state are part of the program (see trace)
+    eager_when_aliased = True   # a call whose written input aliases another runs
+                                # uncompiled (see _run); the split programs' inputs never do
 
     def __init__(self, fn, static_argnums=(), backend=None, transform: Transform | None = None,
                  maxsize: int | None = None, target=None):
@@ -264,7 +312,7 @@ class Compiled:
             if stale is None:
                 self.hits += 1
                 self._cache.move_to_end(entry.key)
-                out = self._run(entry, leaves)
+                out = self._run(entry, leaves, args)
                 self._install_fast_path(entry, leaves, args)
                 return out
             self._miss(stale)
@@ -283,7 +331,7 @@ class Compiled:
             if len(self._fast) > _FAST_KEYS_PER_ENTRY * self._maxsize:
                 self._fast.clear()      # (a generic kernel sees many sizes: rebuilt on use)
             self._fast[fkey] = entry
-            out = self._run(entry, leaves)
+            out = self._run(entry, leaves, args)
             self._install_fast_path(entry, leaves, args)
             return out
         if stale is not None:
@@ -295,7 +343,7 @@ class Compiled:
             self._miss(why or self._explain(key))
             if generic is not None:
                 self._fast[fkey] = generic
-                return self._run(generic, leaves)
+                return self._run(generic, leaves, args)
         elif self.__dict__.pop("_one_shot_ran", False):
             self._miss("the previous call created state (an optimizer's first step): it ran "
                        "once, uncompiled")
@@ -306,7 +354,7 @@ class Compiled:
             self._fast[fkey] = entry
         else:                             # a one-shot program is not kept
             self._one_shot_ran = True
-        out = self._run(entry, leaves)
+        out = self._run(entry, leaves, args)
         self._install_fast_path(entry, leaves, args)
         return out
 
@@ -535,7 +583,14 @@ class Compiled:
             self._evict(self._cache.popitem(last=False)[1])
         return entry
 
-    def _run(self, entry: _Entry, leaves):
+    def _run(self, entry: _Entry, leaves, args):
+        effects = entry.effects
+        if effects is not None and self.eager_when_aliased and (
+                effects.arg_writes or effects.writes) and _aliased(entry, effects, leaves):
+            # an input the call writes in place shares memory with another input: the
+            # program reads each input as its own buffer, so the call runs uncompiled,
+            # where every read sees the write (torch.compile recompiles for aliased inputs)
+            return self.fn(*args)
         bridge = entry.bridge
         if bridge is not None and _grad_state.grad and not entry.numpy_out:
             if bridge is _UNSET:

@@ -6,8 +6,6 @@ initialisation give PyTorch's numbers, ``randn`` / ``normal_`` PyTorch's up to t
 bit or so."""
 from __future__ import annotations
 
-import contextlib
-import threading
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -17,6 +15,7 @@ from ..ops import lax
 from ..graph import dtypes
 from .common import shape_arg
 from .creation import _finish
+from ..utils.thread_flag import ThreadFlag
 from .torch_rng import TorchRNG
 from ..device import check_device
 from ..tensor import Tensor
@@ -72,26 +71,20 @@ class Generator:
         return self
 
 
-_probing = threading.local()
+_probing = ThreadFlag()
 
 
-@contextlib.contextmanager
 def probing():
-    """Inside, draws come from throw-away copies of the generators: a trace made only to
-    learn how a program depends on a size (a dynamic-shape sentinel) leaves every
-    generator where it was, so later numbers stay PyTorch's."""
-    prev = getattr(_probing, "on", False)
-    _probing.on = True
-    try:
-        yield
-    finally:
-        _probing.on = prev
+    """Inside (a context manager), draws come from throw-away copies of the generators:
+    a trace made only to learn how a program depends on a size (a dynamic-shape
+    sentinel) leaves every generator where it was, so later numbers stay PyTorch's."""
+    return _probing.set()
 
 
 def generator(g: Generator | None = None) -> TorchRNG:
     """The generator behind ``g`` (None: the global one ``manual_seed`` seeds)."""
     rng = g._rng if g is not None else _gen[0]
-    if getattr(_probing, "on", False):
+    if _probing.on:
         copy = TorchRNG(0)
         copy.state = rng.state
         return copy

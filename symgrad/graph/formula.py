@@ -442,6 +442,36 @@ def cse(roots: Sequence[Expr], prefix: str = "_t") -> tuple[list, list]:
 
 # ------------------------------------------------------------------ numpy evaluation
 
+def torch_pow(x, y):
+    """``x ** y`` as PyTorch computes it: a Python-number exponent of a float tensor takes
+    its special kernels -- 0.5 a square root, -0.5 one over it (so ``(-0.0) ** -0.5`` is
+    -inf and ``(-inf) ** 0.5`` NaN, as sqrt gives them), 2 and 3 products, -1 and -2
+    reciprocals of them --, anything else (a tensor exponent, a 0-d one included) is
+    ``pow``."""
+    if isinstance(y, (int, float, np.number)) and not isinstance(y, bool) \
+            and getattr(x, "dtype", None) is not None and x.dtype.kind == "f":
+        if y == 0.5:
+            return np.sqrt(x)
+        if y == -0.5:
+            return 1 / np.sqrt(x)
+        if y == 2:
+            return x * x
+        if y == 3:
+            return x * x * x
+        if y == -1:
+            return 1 / x
+        if y == -2:
+            return 1 / (x * x)
+    if type(y) is np.ndarray and y.dtype.kind == "f" and (y.ndim == 0 or 0 in y.strides):
+        # numpy's power takes an exponent that is one number (0-d, or broadcast) as a
+        # number -- sqrt for 0.5: (-inf) ** 0.5 NaN --; PyTorch's tensor exponent is pow
+        shape = np.broadcast_shapes(np.shape(x), y.shape)
+        full = np.array(np.broadcast_to(y, shape or (1,)))
+        out = np.power(np.reshape(x, (1,)) if not shape else x, full)
+        return out.reshape(()) if not shape else out
+    return np.power(x, y)
+
+
 def _erf(x):
     from scipy.special import erf      # late: scipy loads only when erf is evaluated
     return erf(x)
@@ -469,7 +499,7 @@ def _num(v):
 
 NUMPY_FUNCTIONS: dict[str, Callable] = {
     "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide,
-    "pow": np.power, "neg": np.negative, "exp": np.exp, "log": np.log, "log1p": np.log1p,
+    "pow": torch_pow, "neg": np.negative, "exp": np.exp, "log": np.log, "log1p": np.log1p,
     "expm1": np.expm1, "sqrt": np.sqrt, "sin": np.sin, "cos": np.cos, "tan": np.tan,
     "tanh": np.tanh, "sinh": np.sinh, "cosh": np.cosh, "asin": np.arcsin,
     "acos": np.arccos, "atan": np.arctan, "atan2": np.arctan2, "erf": _erf,

@@ -532,7 +532,7 @@ def _erfinv(x):
 
 LAMBDIFY_MODULES = [{"select": _select, "logical_and": _Fold(np.logical_and),
                      "logical_or": _Fold(np.logical_or), "erf": _erf, "erfinv": _erfinv,
-                     "keep": lambda u: u, "fmod": np.fmod}, np]
+                     "keep": lambda u: u, "fmod": np.fmod, "torch_pow": F.torch_pow}, np]
 
 
 def lambdify(syms, expr, cse: bool = False) -> Callable:
@@ -564,7 +564,8 @@ def _cse(exprs):
 def _printer():
     """sympy's numpy printer, printing a product in the order of
     :mod:`symgrad.graph.division` (as the LLVM backend evaluates it)."""
-    from sympy.printing.numpy import NumPyPrinter     # late: sympy loads when first needed
+    import sympy                                      # late: sympy loads when first needed
+    from sympy.printing.numpy import NumPyPrinter
 
     class ChainPrinter(NumPyPrinter):
         def _print_Mul(self, expr):
@@ -577,6 +578,15 @@ def _printer():
             if chain.coeff == -1:
                 return f"(-({out}))"
             return out if chain.coeff == 1 else f"({out})*({self._print(chain.coeff)})"
+
+        def _print_Pow(self, expr, rational=False):
+            # as PyTorch's pow computes it (formula.torch_pow: a number exponent takes
+            # its kernels, (-0.0)**-0.5 is -inf; an exponent y - 1 of a derivative is a
+            # number when y is), whether the exponent is a Float, a Rational or a formula
+            e = expr.exp
+            if e.is_Number:
+                e = sympy.Integer(e) if e.is_Integer else sympy.Float(float(e))
+            return f"torch_pow({self._print(expr.base)}, {self._print(e)})"
 
     return ChainPrinter({"fully_qualified_modules": False, "inline": True,
                          "allow_unknown_functions": True,

@@ -110,7 +110,7 @@ _ew("div", lambda x, y: x / y, numpy=np.true_divide, out_dtype="float",
     grads=lambda x, y, out: (1 / y, -((x / y) / y)))
 _ew("neg", lambda x: -x, numpy=np.negative)
 _ew("copy", lambda x: x, numpy=lambda x: np.array(x, copy=True), grad_name="CloneBackward0")
-_ew("pow", lambda x, y: x ** y, numpy=np.power,
+_ew("pow", lambda x, y: x ** y, numpy=F.torch_pow,
     grads=lambda x, y, out: (_pw((0, S.Eq(y, 0)), (y * x ** (y - 1), True)),
                              _pw((0, S.Eq(x, 0) & (y >= 0)), (out * S.log(x), True))),
     vjp=pow_vjp)

@@ -262,3 +262,41 @@ def test_a_closed_over_view_reads_its_base_updated_in_the_same_call():
         got[lib.__name__] = [[float(a), float(b), c.tolist()] for a, b, c in
                              (g(lib.ones(2, 3) * (k + 1)) for k in range(3))] + [v.tolist()]
     assert got["symgrad"] == got["torch"]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", ["same", "view", "closed_over", "view_of_closed_over",
+                                  "state_view_arg"])
+def test_writes_are_seen_through_aliased_inputs(case, dtype):
+    """An input written in place read through another input sharing its memory (the same
+    tensor passed twice, a view of the other argument, an argument that is (a view of) a
+    tensor the function closes over): the reads see the write, as in torch (review3
+    finding 3: they read the value before it)."""
+    got = {}
+    for lib in (torch, sg):
+        state = lib.zeros(4, dtype=getattr(lib, np.dtype(dtype).name))
+
+        def two(a, b):
+            b.add_(1)
+            return a * 2, b.sum() * 1
+
+        def one(x):
+            x.add_(1)
+            return state * 2
+
+        def writes_state(v):
+            state.add_(1)
+            return v * 2
+        f = {"same": two, "view": two, "closed_over": one, "view_of_closed_over": one,
+             "state_view_arg": writes_state}[case]
+        g = sg.compile(f) if lib is sg else f
+        outs = []
+        for k in range(3):
+            a = lib.arange(4, dtype=state.dtype) * (k + 1)
+            args = {"same": (a, a), "view": (a, a[:2]), "closed_over": (state,),
+                    "view_of_closed_over": (state[1:3],), "state_view_arg": (state[:2],)}[case]
+            out = g(*args)
+            out = out if isinstance(out, tuple) else (out,)
+            outs.append([o.tolist() for o in out] + [a.tolist(), state.tolist()])
+        got[lib.__name__] = outs
+    assert got["symgrad"] == got["torch"]

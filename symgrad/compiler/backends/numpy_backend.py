@@ -35,6 +35,13 @@ class NumpyExecutable:
             else:
                 self.steps.append((nslot, n, tuple(slots[id(a)] for a in n.args)))
             nslot += 1
+        # a number exponent (x ** 0.5 traced) is given to pow as the Python number it
+        # was, as eager pow takes it: PyTorch's kernels for those (formula.torch_pow)
+        for k, (slot, n, args) in enumerate(self.steps):
+            if n.op == "pow" and n.args[1].op == "const" and not n.args[1].shape:
+                self.consts.append((nslot, n.args[1].attr("value").value.item()))
+                self.steps[k] = (slot, n, (args[0], nslot))
+                nslot += 1
         self.nslot = nslot
         self.out_slots = [slots[id(o)] for o in program.outputs]
 
