@@ -55,7 +55,7 @@ from symgrad.graph.primitives import PRIMITIVES, fingerprint
 from . import target
 
 __all__ = ["cache_key", "transient_key", "enabled", "derived_key", "environment", "source_digest", "encode", "decode",
-           "load", "store", "evict", "cache_path", "MAGIC", "MAX_BYTES"]
+           "load", "store", "evict", "cache_path", "read_entry", "write_entry", "MAGIC", "MAX_BYTES"]
 
 MAGIC = b"SYMGRAD-OBJ\x01"
 MAX_BYTES = 1 << 30        # the cache is trimmed (least recently used first) beyond this
@@ -188,8 +188,12 @@ def load(key: str) -> dict[str, bytes] | None:
     is opened non-blocking and checked again on the open descriptor, so a file swapped
     for one of them in between cannot hang or crash the process either."""
     path = cache_path(key)
-    if path is None:
-        return None
+    return None if path is None else read_entry(path, key)
+
+
+def read_entry(path: Path, key: str) -> dict[str, bytes] | None:
+    """The sections of the entry file ``path`` stored under ``key`` (see :func:`load`);
+    also for other caches in this file format (:mod:`codegen.support`)."""
     data = _read_regular(path)
     return None if data is None else decode(data, key)
 
@@ -262,17 +266,23 @@ def evict(limit: int | None = None) -> int:
 def store(key: str, sections: dict[str, bytes]) -> bool:
     """Write atomically; False (silently) if the cache is disabled or not writable."""
     path = cache_path(key)
-    if path is None:
+    if path is None or not write_entry(path, key, sections):
         return False
+    if random.random() < EVICT_CHANCE:
+        evict()
+    return True
+
+
+def write_entry(path: Path, key: str, sections: dict[str, bytes]) -> bool:
+    """Write the entry file ``path`` atomically (a temporary file in its directory, then
+    ``os.replace``); False (silently) if it cannot be written."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".obj")
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(encode(key, sections))
             os.replace(tmp, path)
-            if random.random() < EVICT_CHANCE:
-                evict()
         except BaseException:
             try:
                 os.unlink(tmp)

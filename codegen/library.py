@@ -15,9 +15,10 @@ do not collide, and an object built for one target never links against another's
 :func:`prefetch` builds a library in a background thread: the front end asks for it
 (:func:`codegen.backend.prepare`) as soon as a traced program shows a trig function, so
 LLVM's work on it (released from the GIL) runs while differentiation and lowering run
-on the other CPU -- when that pays: with the disk cache on (a library's object is stored
-like any other, its key the environment, which includes the code generator's source
-digest, and later processes only load it) or a CPU to spare.  Modules declare a
+on the other CPU -- when that pays: with the support-object cache on
+(:mod:`codegen.support`, on by default even when the program cache is off: a library's
+object is stored once per machine and code generator, and later processes only load
+it, ~2 ms) or a CPU to spare.  Modules declare a
 library's functions only once it is built or being built (else they define them, as
 before); :func:`ensure` waits for it before a program object is loaded (or builds it, for
 an object from the disk cache).  Targets this process cannot run keep defining the
@@ -30,15 +31,15 @@ import contextvars
 import hashlib
 import os
 import threading
-from typing import Callable, Iterable, Iterator
+from typing import Iterable, Iterator
 
 import llvmlite.ir as ir
 
-from . import cache, jit, target as targets
+from . import jit, support, target as targets
 from .target import Target
 
 __all__ = ["shared", "active", "tag", "finish", "ensure", "prefetch", "needed", "PREFIX",
-           "FORMATS", "load_or_compile"]
+           "FORMATS"]
 
 PREFIX = "symgrad_vm_trig_huge_"     # every name a library defines starts so (+ format)
 FORMATS = ("f64", "f32")
@@ -114,25 +115,9 @@ def _build_ir(t: Target, fmt_name: str) -> str:
     return str(module)
 
 
-def load_or_compile(key: str, make_ir: Callable[[], str], t: Target) -> "jit.LoadedObject":
-    """The object stored under ``key`` in the disk cache, loaded for ``t``; else the IR
-    ``make_ir()`` returns, compiled for ``t`` (and stored).  For process-wide modules no
-    program decides (these libraries, the helper thread's module)."""
-    hit = cache.load(key)
-    if hit is not None and "object" in hit:
-        try:
-            return jit.load_object(hit["object"], t)
-        except Exception:          # a stale or foreign object: compile it again
-            pass
-    compiled = jit.compile_module(make_ir(), level=jit.OPT_LEVEL, target=t)
-    cache.store(key, {"object": compiled.object_code})
-    return compiled.loaded
-
-
 def _build(t: Target, fmt: str) -> None:
     with targets.use(t):
-        loaded = load_or_compile(cache.derived_key("library", [fmt], t),
-                                 lambda: _build_ir(t, fmt), t)
+        loaded = support.load_or_compile(f"library-{fmt}", lambda: _build_ir(t, fmt), t)
     for name in loaded.functions:
         jit.add_symbol(name, loaded.address(name))
     _DONE[(tag(t), fmt)] = loaded
@@ -154,7 +139,7 @@ def _worth_it() -> bool:
     """Whether building a library now should pay: its object can be kept on disk for the
     next processes, or a CPU is free to build it while this compile runs.  (On one busy
     CPU it costs a little more than the helpers defined in the module.)"""
-    if cache.enabled():
+    if support.enabled():
         return True
     try:
         return os.getloadavg()[0] < (os.cpu_count() or 1) - 0.5

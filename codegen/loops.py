@@ -21,7 +21,7 @@ import numpy as np
 from symgrad.graph.body import Body
 from symgrad.graph.program import Program
 
-from . import jit
+from . import support
 
 
 __all__ = ["run_loop", "run_while", "RUNNERS", "DRIVER_NAME"]
@@ -131,8 +131,8 @@ def _driver(t):
     with _LOCK:
         hit = _DRIVERS.get(t.name)
         if hit is None:
-            compiled = jit.compile_module(_build_driver(), level=2, target=t)
-            hit = _DRIVERS[t.name] = (compiled, _DRIVER(compiled.address(DRIVER_NAME)))
+            loaded = support.load_or_compile("loop-driver", _build_driver, t, level=2)
+            hit = _DRIVERS[t.name] = (loaded, _DRIVER(loaded.address(DRIVER_NAME)))
         return hit[1]
 
 

@@ -18,6 +18,7 @@ two steps share code only when the code is the same.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import re
 
 import llvmlite.ir as ir
@@ -44,16 +45,22 @@ class Reuse:
         self._md_nodes: dict[str, ir.values.MDValue] = {}
         self.reused = 0
 
-    def mark(self) -> set[str]:
-        """The names defined so far; pass to :meth:`dedup` after building a step."""
-        return set(self.module.globals)
+    def mark(self) -> int:
+        """How many globals are defined so far; pass to :meth:`dedup` after building a
+        step (globals are kept in order of definition, and only :meth:`dedup` removes
+        any: the last ones, defined since its mark)."""
+        return len(self.module.globals)
 
-    def dedup(self, fn: ir.Function, before: set[str]) -> ir.Function:
+    def dedup(self, fn: ir.Function, before: int) -> ir.Function:
         """``fn``, or an earlier function with the same code (then ``fn`` and every
-        global emitted under its name since ``before`` leave the module)."""
+        global emitted under its name since the mark ``before`` leave the module).
+        Looks only at the globals defined since the mark: a step costs the same in a
+        long program as in a short one."""
         prefix = fn.name
-        family = [g for name, g in self.module.globals.items()
-                  if name not in before and (name == prefix or name.startswith(prefix + "."))]
+        fresh = itertools.islice(reversed(self.module.globals.items()),
+                                 len(self.module.globals) - before)
+        family = [g for name, g in reversed(list(fresh))
+                  if name == prefix or name.startswith(prefix + ".")]
         key = hashlib.blake2b("\n".join(self._canonical(g, prefix) for g in family).encode(),
                               digest_size=20).hexdigest()
         first = self.seen.get(key)

@@ -165,22 +165,22 @@ def register_blas() -> None:
 
 @functools.cache
 def register_threads() -> None:
-    """Compile (or load from the disk cache: its key is the environment, which includes
-    the code generator's source digest) and publish the helper thread's module, once per
+    """Compile (or load from the support-object cache, :mod:`codegen.support`: its key is
+    the environment, which includes the code generator's source digest) and publish the helper thread's module, once per
     process, kept loaded forever -- also through interpreter shutdown, the helper may
     still be spinning in it; see :mod:`codegen.worker`.  A new process running a
-    two-thread kernel from the disk cache so needs no LLVM at all."""
+    two-thread kernel from the disk caches so needs no LLVM at all."""
     register()
     # late: worker and lower.parallel build on this module's symbol names, and only a
     # kernel that uses threads needs them
-    from . import cache, library, target, worker
+    from . import support, target, worker
 
     def make_ir() -> str:
         from .lower.parallel import trampoline   # late: see above
         return worker.worker_ir(trampoline)
     with target.use(target.host()) as host:    # the helper runs here: built for this CPU
         # (the key's environment has codegen's source digest)
-        compiled = library.load_or_compile(cache.derived_key("worker", []), make_ir, host)
+        compiled = support.load_or_compile("worker", make_ir, host)
     _KEEP.append(compiled)
     ctypes.pythonapi.Py_IncRef(ctypes.py_object(compiled))     # never freed
     worker.register_fork_hook(compiled.address(worker.MAILBOX))    # its flag before any post

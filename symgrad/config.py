@@ -4,6 +4,9 @@
   function missed its cache (logger ``symgrad.recompiles``).
 * ``SYMGRAD_CACHE_DIR`` — the on-disk cache of compiled code (default: the user cache dir).
 * ``SYMGRAD_DISK_CACHE`` — ``0`` disables the on-disk cache.
+* ``SYMGRAD_SUPPORT_CACHE`` — ``0`` disables the on-disk cache of the few support objects
+  every process needs (trig library, helper thread, loop driver; see
+  :mod:`codegen.support`), which stays on when ``SYMGRAD_DISK_CACHE=0``.
 * ``SYMGRAD_SANITIZE`` — ``1`` compiles kernels with a bounds check on every load and
   store of a planned buffer: an out-of-range access is not made (it reads element 0)
   and the call raises ``RuntimeError`` (a test mode; the differential tester uses it).
@@ -52,6 +55,7 @@ class Settings:
     log: set = field(default_factory=set)
     cache_dir: str = ""
     disk_cache: bool = True
+    support_cache: bool = True
     backend: str = "llvm"
     cache_size: int = 64
     sanitize: bool = False
@@ -71,6 +75,7 @@ class Settings:
             log={s.strip() for s in env.get("SYMGRAD_LOG", "").split(",") if s.strip()},
             cache_dir=env.get("SYMGRAD_CACHE_DIR") or _default_cache_dir(),
             disk_cache=env.get("SYMGRAD_DISK_CACHE", "1") not in ("0", "false", "no"),
+            support_cache=env.get("SYMGRAD_SUPPORT_CACHE", "1") not in ("0", "false", "no"),
             malloc_tuning=env.get("SYMGRAD_MALLOC_TUNING", "1") not in ("0", "false", "no"),
             backend=env.get("SYMGRAD_BACKEND", "llvm"),
             sanitize=env.get("SYMGRAD_SANITIZE", "0") not in ("0", "", "false", "no"),
