@@ -40,14 +40,17 @@ def make_view(src: Tensor, out: Tensor, prim_name: str, attrs: dict) -> Tensor:
         out._inference = True
     elif _grad_state.inference:
         inference_view(src, out)
-    base = src._base if src._base is not None else src
+    base = src._base
+    if base is None:
+        base = src
     out._base = base
     out._vc = src._vc
-    out._view_chain = (src._view_chain or ()) + ((prim_name, tuple(sorted(attrs.items()))),)
+    chain = src._view_chain      # (attrs: the call's own dict, read with dict(attrs))
+    out._view_chain = ((prim_name, attrs),) if chain is None else chain + ((prim_name, attrs),)
     views = base.__dict__.get("_views")
     if views is None:                   # live views, re-derived after in-place updates
         views = base.__dict__["_views"] = weakref.WeakSet()
-    views.add(out)
+    views.data.add(weakref.ref(out, views._remove))     # (WeakSet.add without its frame)
     return out
 
 
