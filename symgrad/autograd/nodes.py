@@ -265,9 +265,10 @@ class BackwardFunction(HookMixin):
     def __getattr__(self, item):
         names = _SAVED_NAMES.get(self._name, ("self", "other"))
         key = item[len("_saved_"):] if item.startswith("_saved_") else None
-        if key in names and names.index(key) < len(self._saved):
+        if key in names and (names.index(key) < len(self._saved) or (
+                not self._saved and self._name in _SAVED_NAMES)):   # (a named node saving none)
             i = names.index(key)
-            if self._saved[i] is None and not self._freed:
+            if (i >= len(self._saved) or self._saved[i] is None) and not self._freed:
                 return None                  # not needed by this backward: undefined
             v = self.input(i)
             if hasattr(v, "grad_fn") or self._name in _SCALAR_OVERLOADS:

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = ["view", "reshape", "flatten", "squeeze", "unsqueeze", "transpose", "t", "permute",
            "expand", "expand_as", "contiguous", "clone", "cat", "stack", "make_view",
-           "movedim", "unflatten", "flip", "fliplr", "flipud"]
+           "movedim", "unflatten", "flip", "fliplr", "flipud", "expanded_shape"]
 
 
 def make_view(src: Tensor, out: Tensor, prim_name: str, attrs: dict) -> Tensor:
@@ -99,7 +99,10 @@ def _view_compatible(x, shape):
 def _shape_ints(shape):
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = shape[0]
-    return tuple(int(s) for s in shape)
+    for s in shape:
+        if type(s) is not int:
+            return tuple(int(s) for s in shape)
+    return tuple(shape)
 
 
 def reshape(x: Tensor, *shape: int | Sequence[int]) -> Tensor:
@@ -262,16 +265,24 @@ def flipud(x: Tensor) -> Tensor:
 
 def expand(x: Tensor, *sizes: int | Sequence[int]) -> Tensor:
     x = to_tensor(x)
-    sizes = _shape_ints(sizes)
-    if len(sizes) < x.dim():
-        raise RuntimeError(f"expand({x.dtype.tensor_type}{{{list(x.shape)}}}, size={list(sizes)}): "
+    return _layout("expand", x, "ExpandBackward0", shape=expanded_shape(x, _shape_ints(sizes)))
+
+
+def expanded_shape(x: Tensor, sizes: tuple[int, ...]) -> tuple[int, ...]:
+    """The shape ``x.expand(*sizes)`` has (-1: the existing size), PyTorch's errors."""
+    xs = x._data.shape if x._node is None else x._node.shape
+    n = len(xs)
+    if len(sizes) < n:
+        raise RuntimeError(f"expand({x.dtype.tensor_type}{{{list(xs)}}}, size={list(sizes)}): "
                            f"the number of sizes provided ({len(sizes)}) must be greater or "
-                           f"equal to the number of dimensions in the tensor ({x.dim()})")
-    lead = len(sizes) - x.dim()
+                           f"equal to the number of dimensions in the tensor ({n})")
+    lead = len(sizes) - n
+    if not lead and sizes == xs:
+        return sizes                            # (nothing to infer or check)
     shape = []
     for i in range(len(sizes) - 1, -1, -1):      # PyTorch checks from the last dim
         s = sizes[i]
-        cur = x.shape[i - lead] if i >= lead else 1
+        cur = xs[i - lead] if i >= lead else 1
         if s == -1:
             if i < lead:
                 raise RuntimeError(f"The expanded size of the tensor (-1) isn't allowed in a "
@@ -280,9 +291,9 @@ def expand(x: Tensor, *sizes: int | Sequence[int]) -> Tensor:
         elif cur != 1 and cur != s:
             raise RuntimeError(f"The expanded size of the tensor ({s}) must match the existing "
                                f"size ({cur}) at non-singleton dimension {i}.  Target sizes: "
-                               f"{list(sizes)}.  Tensor sizes: {list(x.shape)}")
+                               f"{list(sizes)}.  Tensor sizes: {list(xs)}")
         shape.append(s)
-    return _layout("expand", x, "ExpandBackward0", shape=tuple(reversed(shape)))
+    return tuple(reversed(shape))
 
 
 def expand_as(x: Tensor, other: Tensor) -> Tensor:
