@@ -120,15 +120,20 @@ def _elementwise_values(prim, arrays, dt):
 def _eager(prim, operands, attrs):
     """A structural primitive on values: shape rule (validation, result dtype), then its
     numpy rule (layout primitives compute no floats: no floating-point state to set)."""
-    arrays, avals = [], []
-    for o in operands:
-        if isinstance(o, Tensor):
-            a = o._data
-            arrays.append(a)
-            avals.append((a.shape, o._dtype))
-        else:
-            arrays.append(o)
-            avals.append((np.shape(o), None))
+    if len(operands) == 1 and isinstance(operands[0], Tensor):    # (the common case)
+        o = operands[0]
+        arrays = (o._data,)
+        avals = ((o._data.shape, o._dtype),)
+    else:
+        arrays, avals = [], []
+        for o in operands:
+            if isinstance(o, Tensor):
+                a = o._data
+                arrays.append(a)
+                avals.append((a.shape, o._dtype))
+            else:
+                arrays.append(o)
+                avals.append((np.shape(o), None))
     name = prim.name
     shape, dt = SHAPE_RULES[name](avals, **attrs)
     if prim.family == "view":
@@ -213,7 +218,9 @@ def _record(prim, operands, attrs, out, grad_name):
                 nexts.append((fn, o._output_nr))
             elif o._requires_grad:
                 needs.append(True)
-                nexts.append((accumulator(o), 0))
+                acc = o._acc            # (a live AccumulateGrad: no call to make one)
+                acc = acc() if acc is not None else None
+                nexts.append((acc if acc is not None else accumulator(o), 0))
             else:
                 needs.append(False)
                 nexts.append(_NO_EDGE)

@@ -80,7 +80,7 @@ def view(x: Tensor, *shape: int | Sequence[int] | DTypeLike) -> Tensor:
             and not hasattr(shape[0], "__index__"):
         return _dtype_view(x, shape[0])
     shape = infer_reshape(_shape_ints(shape), x.numel())
-    if not _is_viewable(x) and not _view_compatible(x, shape):
+    if x._data is not None and not x._data.flags.c_contiguous and not _view_compatible(x, shape):
         raise RuntimeError("view size is not compatible with input tensor's size and stride (at "
                            "least one dimension spans across two contiguous subspaces). Use "
                            ".reshape(...) instead.")
@@ -180,10 +180,11 @@ def transpose(x: Tensor, dim0: int, dim1: int) -> Tensor:
 
 def t(x: Tensor) -> Tensor:
     x = to_tensor(x)
-    if x.dim() > 2:
+    shape = x._data.shape if x._node is None else x._node.shape
+    if len(shape) > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {x.dim()}D")
-    if x.dim() < 2:
-        return _layout("reshape", x, "TBackward0", shape=tuple(x.shape))
+    if len(shape) < 2:
+        return _layout("reshape", x, "TBackward0", shape=tuple(shape))
     return _layout("permute", x, "TBackward0", perm=(1, 0))
 
 
