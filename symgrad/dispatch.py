@@ -119,26 +119,35 @@ def _elementwise_values(prim, arrays, dt):
 
 def _eager(prim, operands, attrs):
     """A structural primitive on values: shape rule (validation, result dtype), then its
-    numpy rule."""
-    arrays, avals = [], []
-    for o in operands:
-        if isinstance(o, Tensor):
-            a = o._data
-            arrays.append(a)
-            avals.append((a.shape, o._dtype))
-        else:
-            arrays.append(o)
-            avals.append((np.shape(o), None))
-    shape, dt = SHAPE_RULES[prim.name](avals, **attrs)
-    token = fp_enter()
-    try:
-        res = NUMPY_RULES[prim.name](*arrays, **attrs)
-    finally:
-        fp_leave(token)
+    numpy rule (layout primitives compute no floats: no floating-point state to set)."""
+    if len(operands) == 1 and isinstance(operands[0], Tensor):    # (the common case)
+        o = operands[0]
+        arrays = (o._data,)
+        avals = ((o._data.shape, o._dtype),)
+    else:
+        arrays, avals = [], []
+        for o in operands:
+            if isinstance(o, Tensor):
+                a = o._data
+                arrays.append(a)
+                avals.append((a.shape, o._dtype))
+            else:
+                arrays.append(o)
+                avals.append((np.shape(o), None))
+    name = prim.name
+    shape, dt = SHAPE_RULES[name](avals, **attrs)
+    if prim.family == "view":
+        res = NUMPY_RULES[name](*arrays, **attrs)
+    else:
+        token = fp_enter()
+        try:
+            res = NUMPY_RULES[name](*arrays, **attrs)
+        finally:
+            fp_leave(token)
     if type(res) is not np.ndarray or res.dtype != dt.np:
         res = np.asarray(res, dtype=dt.np)
     if res.shape != shape:
-        raise AssertionError(f"{prim.name}: numpy rule gave shape {res.shape}, shape rule {shape}")
+        raise AssertionError(f"{name}: numpy rule gave shape {res.shape}, shape rule {shape}")
     return Tensor._from_array(res, dt)
 
 
@@ -196,13 +205,6 @@ def _saves(prim, needs, name):
 
 
 
-def _aval(o):
-    """(shape, dtype) of an operand, shape as a plain tuple."""
-    if isinstance(o, Tensor):
-        return (o._data.shape if o._node is None else o._node.shape), o._dtype
-    return (), None
-
-
 _NO_EDGE = (None, 0)
 
 
@@ -216,7 +218,9 @@ def _record(prim, operands, attrs, out, grad_name):
                 nexts.append((fn, o._output_nr))
             elif o._requires_grad:
                 needs.append(True)
-                nexts.append((accumulator(o), 0))
+                acc = o._acc            # (a live AccumulateGrad: no call to make one)
+                acc = acc() if acc is not None else None
+                nexts.append((acc if acc is not None else accumulator(o), 0))
             else:
                 needs.append(False)
                 nexts.append(_NO_EDGE)
@@ -230,21 +234,25 @@ def _record(prim, operands, attrs, out, grad_name):
     name = grad_name or prim.grad_name
     hit = _SAVE_CACHE.get((prim, needs, name))
     save_ins, save_out = hit if hit is not None else _saves(prim, needs, name)
+    n = len(operands)
     if save_ins:
-        saved = [None] * len(operands)
+        saved = [None] * n
         for i in save_ins:
             o = operands[i]
             saved[i] = SavedTensor(o) if isinstance(o, Tensor) else o
         saved = tuple(saved)
     else:
-        saved = (None,) * len(operands)
+        saved = _NONES[n] if n < 4 else (None,) * n
     if prim.edges is not None:      # (the engine pairs gradients with edges: a trailing
         del nexts[prim.edges:]      # index operand, whose gradient is None, has none)
+    node = out._node
     fn = new_function(name, prim, tuple(attrs.items()) if attrs else (),  # (read as a dict)
-                      tuple(in_avals), _aval(out), tuple(nexts), needs, saved, None)
+                      tuple(in_avals), ((out._data.shape if node is None else node.shape),
+                                        out._dtype), tuple(nexts), needs, saved, None)
     out.grad_fn = fn
     if save_out:            # after the output has its history, as PyTorch saves it
         fn._saved_out = SavedTensor(out, is_output=True)
 
 
+_NONES = ((), (None,), (None, None), (None, None, None))
 _SCALAR_AVAL = ((), None)

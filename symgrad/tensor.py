@@ -103,10 +103,16 @@ class Tensor(_Methods):
             [4.5000, 4.5000]])
     """
 
-    __slots__ = ("_data", "_node", "_dtype", "_requires_grad", "grad_fn", "_grad", "_vc",
-                 "_base", "_view_chain", "_retains_grad", "_acc", "_birth", "__weakref__",
-                 "__dict__")
+    # set on every tensor: slots; set on few (views, leaves with grads): class defaults,
+    # overridden in the instance dict (a new tensor stores 6 attributes, not 12)
+    __slots__ = ("_data", "_node", "_dtype", "_requires_grad", "grad_fn", "_vc", "_birth",
+                 "__weakref__", "__dict__")
     __array_priority__ = 1000
+    _grad = None                # .grad
+    _base = None                # the tensor a view was made from
+    _view_chain = None          # the layout primitives (name, attrs) from _base to a view
+    _retains_grad = False       # retain_grad() was called
+    _acc = None                 # a weak reference to a leaf's AccumulateGrad
     _inference = False          # set on tensors made in inference_mode()
     _output_nr = 0              # which output of grad_fn (a custom Function's can have several)
     _backward_hooks = None      # register_hook's hooks, by handle id (PyTorch's attribute)
@@ -121,12 +127,7 @@ class Tensor(_Methods):
         t._dtype = dtype or dtypes.from_numpy_dtype(data.dtype)
         t._requires_grad = False
         t.grad_fn = None
-        t._grad = None
         t._vc = [0]
-        t._base = None
-        t._view_chain = None
-        t._retains_grad = False
-        t._acc = None
         t._birth = next_birth()
         if _grad_state.inference:
             t._inference = True

@@ -50,3 +50,53 @@ def test_default_dtype_printing_and_errors():
         with pytest.raises(RuntimeError) as got:
             getattr(sg, fn)(0, 1, -1)
         assert str(got.value) == str(want.value)
+
+
+def _arange_cases(seed, n):
+    rng = np.random.default_rng(seed)
+    for _ in range(n):
+        start = float(rng.choice([0.0, 1.0, -3.0, 0.1, rng.uniform(-100, 100), rng.uniform(-1e6, 1e6)]))
+        step = float(rng.choice([0.1, 0.3, 1 / 3, -0.25, rng.uniform(1e-3, 2), -rng.uniform(1e-3, 2),
+                                 rng.uniform(1, 1000)]))
+        count = int(rng.choice([0, 1, 7, 15, 16, 17, 31, 32, 33, 100, rng.integers(1, 3000)]))
+        yield start, start + step * count + float(rng.uniform(-0.5, 0.5)) * step, step
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_arange_is_torchs_bit_for_bit(dtype):
+    """torch's arange_kernel: start + step * i in double, with its vectorised blocks'
+    own rounding (a vector's first element rounded to the dtype, then + k * step)."""
+    for start, end, step in _arange_cases(4, 1500):
+        try:
+            want = torch.arange(start, end, step, dtype=getattr(torch, dtype)).numpy()
+        except RuntimeError as e:         # (an empty range the wrong way round)
+            with pytest.raises(RuntimeError, match=str(e)):
+                sg.arange(start, end, step, dtype=getattr(sg, dtype))
+            continue
+        got = sg.arange(start, end, step, dtype=getattr(sg, dtype)).numpy()
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8),
+                                      err_msg=f"arange({start}, {end}, {step})")
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_arange_split_over_threads_and_default_dtype(threads):
+    """Past at::parallel_for's grain (32768 elements) each thread's range starts its own
+    vector blocks: the same split for the same thread count."""
+    before = (torch.get_num_threads(), sg.get_num_threads())
+    torch.set_num_threads(threads)
+    sg.set_num_threads(threads)
+    try:
+        for start, end, step in [(0.1, 0.1 + 0.37 * 70001, 0.37), (-5.0, 40000.0, 0.999),
+                                 (3.0, -1e4, -0.3)]:
+            for dt in ("float32", "float64"):
+                want = torch.arange(start, end, step, dtype=getattr(torch, dt)).numpy()
+                got = sg.arange(start, end, step, dtype=getattr(sg, dt)).numpy()
+                np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
+    finally:
+        torch.set_num_threads(before[0])
+        sg.set_num_threads(before[1])
+    for args in [(0.5, 7), (1, 2.5, 0.1), (10,), (0, 1, 0.125)]:
+        want, got = torch.arange(*args), sg.arange(*args)
+        assert str(got.dtype) == str(want.dtype)
+        np.testing.assert_array_equal(got.numpy(), want.numpy())

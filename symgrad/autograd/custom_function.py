@@ -413,11 +413,11 @@ def _rebased(saved, replace: dict) -> tuple:
         return memo[id(node)]
     out = []
     for s in saved:
-        if s is None or s.packed is not None or s.tensor._node is None:
+        if s is None or s.packed is not None or s.saved_node is None:
             out.append(s)
             continue
-        t = dispatch.Tensor._from_node(rebuild(s.tensor._node))
-        t._vc = s.tensor._vc
+        t = dispatch.Tensor._from_node(rebuild(s.saved_node))
+        t._vc = s.saved_vc
         out.append(SavedTensor(t, s.is_output, s.output_nr))
     return tuple(out)
 

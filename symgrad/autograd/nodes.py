@@ -74,31 +74,52 @@ class SavedTensor:
             self.version = 0
             self.packed = _Packed(hooks, tensor, is_output)
             return
-        self.tensor = tensor._shallow() if is_output else tensor
-        self.version = tensor._vc[0]
+        vc = tensor._vc
+        # an output is kept as its storage, not as a tensor (no cycle output -> grad_fn ->
+        # output; a tensor is made only when a backward reads it)
+        self.tensor = (tensor._data, tensor._dtype, tensor._node, vc, tensor._birth) \
+            if is_output else tensor
+        self.version = vc[0]
         self.packed = None
+
+    @property
+    def saved_node(self):
+        """The saved tensor's graph node (None when eager)."""
+        t = self.tensor
+        return t[2] if self.is_output else t._node
+
+    @property
+    def saved_vc(self):
+        """The saved tensor's version counter (a one-item list shared by its storage)."""
+        t = self.tensor
+        return t[3] if self.is_output else t._vc
 
     def unpack(self, owner):
         if self.packed is not None:
             return self.packed.unpack(owner, self.is_output, self.output_nr)
         t = self.tensor
-        if t._vc[0] != self.version:
-            fn = owner if self.is_output else t.grad_fn
-            nr = self.output_nr if self.is_output else t._output_nr
-            which = f", which is output {nr} of {short_name(fn)}," if fn is not None else ""
-            shape = list(t.shape)
-            raise RuntimeError(
-                "one of the variables needed for gradient computation has been modified by an "
-                f"inplace operation: [{t.dtype.tensor_type} {shape}]{which} is at version "
-                f"{t._vc[0]}; expected version {self.version} instead. Hint: enable anomaly "
-                "detection to find the operation that failed to compute its gradient, with "
-                "torch.autograd.set_detect_anomaly(True, check_nan=False).")
         if self.is_output:
-            out = t._with_grad_fn(owner)
+            data, dtype, node, vc, birth = t
+            if vc[0] != self.version:
+                self._modified(owner, dtype, data.shape if node is None else node.shape,
+                               vc[0], owner, self.output_nr)
+            out = Tensor._from_array(data, dtype)
+            out._node, out._vc, out._birth, out.grad_fn = node, vc, birth, owner
             if self.output_nr:
                 out._output_nr = self.output_nr
             return out
+        if t._vc[0] != self.version:
+            self._modified(owner, t._dtype, t.shape, t._vc[0], t.grad_fn, t._output_nr)
         return t
+
+    def _modified(self, owner, dtype, shape, version, fn, nr):
+        which = f", which is output {nr} of {short_name(fn)}," if fn is not None else ""
+        raise RuntimeError(
+            "one of the variables needed for gradient computation has been modified by an "
+            f"inplace operation: [{dtype.tensor_type} {list(shape)}]{which} is at version "
+            f"{version}; expected version {self.version} instead. Hint: enable anomaly "
+            "detection to find the operation that failed to compute its gradient, with "
+            "torch.autograd.set_detect_anomaly(True, check_nan=False).")
 
 
 _PACK_IN_PLACE = (
@@ -244,9 +265,10 @@ class BackwardFunction(HookMixin):
     def __getattr__(self, item):
         names = _SAVED_NAMES.get(self._name, ("self", "other"))
         key = item[len("_saved_"):] if item.startswith("_saved_") else None
-        if key in names and names.index(key) < len(self._saved):
+        if key in names and (names.index(key) < len(self._saved) or (
+                not self._saved and self._name in _SAVED_NAMES)):   # (a named node saving none)
             i = names.index(key)
-            if self._saved[i] is None and not self._freed:
+            if (i >= len(self._saved) or self._saved[i] is None) and not self._freed:
                 return None                  # not needed by this backward: undefined
             v = self.input(i)
             if hasattr(v, "grad_fn") or self._name in _SCALAR_OVERLOADS:

@@ -204,9 +204,39 @@ def arange(start: int | float, end: int | float | None = None, step: int | float
             dtype = dtypes.int64
     dt = _dt(dtype)
     n = max(int(np.ceil((float(end) - float(start)) / float(step))), 0)
-    arr = (start + step * np.arange(n, dtype=np.float64)) if dt.is_floating_point else \
+    arr = _arange_float(float(start), float(step), n, dt.np) if dt.is_floating_point else \
         np.arange(start, end, step)
     return _finish(arr.astype(dt.np), dt, requires_grad)
+
+
+_GRAIN = 32768          # at::internal::GRAIN_SIZE: at::parallel_for's least work per thread
+_VEC_BYTES = 32         # the Vectorized<T> width PyTorch's x86 arange kernel runs with
+
+
+def _arange_float(start: float, step: float, n: int, np_dt) -> np.ndarray:
+    """PyTorch's CPU arange for a floating dtype, bit for bit (its arange_kernel, on x86):
+    in double, ``fma(step, i, start)`` per element, except in whole pairs of vectors
+    (``Vectorized<T>``: 32 bytes) from each thread's first element, where a vector's
+    first element ``base = T(fma(step, i, start))`` and the others ``fma(k, step, base)``
+    (k = 1 .. lanes - 1); each rounded to the dtype once. The threads' ranges are
+    at::parallel_for's for symgrad's thread count (PyTorch's values depend on its own
+    when it splits: more than 32768 elements)."""
+    lanes = _VEC_BYTES // np.dtype(np_dt).itemsize
+    i = np.arange(n, dtype=np.int64)
+    threads = 1
+    if n >= _GRAIN:
+        from ..parallelism import get_num_threads      # (imports the compiler's backends)
+        threads = min(get_num_threads(), -(-n // _GRAIN))
+    chunk = -(-n // threads) if n else 1
+    begin = (i // chunk) * chunk
+    length = np.minimum(begin + chunk, n) - begin
+    rel = i - begin
+    in_vec = rel < (length // (2 * lanes)) * (2 * lanes)
+    first = (begin + (rel // lanes) * lanes).astype(np.float64)
+    base = _fma(np.float64(step), first, np.float64(start)).astype(np_dt).astype(np.float64)
+    vec = _fma((rel % lanes).astype(np.float64), np.float64(step), base)
+    scalar = _fma(np.float64(step), i.astype(np.float64), np.float64(start))
+    return np.where(in_vec, vec, scalar).astype(np_dt)
 
 
 def linspace(start: int | float, end: int | float, steps: int, *,
@@ -254,7 +284,10 @@ def _fma(a, b, c) -> np.ndarray:
     s = p + c
     bb = s - p
     s_err = (p - (s - bb)) + (c - bb)
-    return s + (s_err + p_err)
+    out = s + (s_err + p_err)
+    if not np.all(np.isfinite(out)):        # (the splitting overflows past ~1e300)
+        out = np.where(np.isfinite(out), out, p + c)
+    return out
 
 
 def logspace(start: int | float, end: int | float, steps: int, base: float = 10.0, *,

@@ -78,8 +78,14 @@ def _is_advanced(k) -> bool:
 
 
 def getitem(x: Tensor, key: Index) -> Tensor:
-    if type(key) is slice and x.dim():         # x[a:b]: the common case, kept short
+    shape = x._data.shape if x._node is None else x._node.shape
+    if type(key) is slice and shape:           # x[a:b], x[i]: the common cases, kept short
         return _slice_view(x, key, 0, key)
+    if type(key) is int and shape:
+        size = shape[0]
+        if not -size <= key < size:
+            raise IndexError(f"index {key} is out of bounds for dimension 0 with size {size}")
+        return _view(x, "select", "SelectBackward0", axis=0, index=key % size)
     raw = key
     key = _normalize(key, x.dim())
     if any(_is_advanced(k) for k in key):
@@ -107,7 +113,7 @@ def getitem(x: Tensor, key: Index) -> Tensor:
 
 def _slice_view(x, k: slice, axis: int, raw):
     """x sliced by `k` along `axis` (x itself where PyTorch skips a whole-dim slice)."""
-    shape = x.shape
+    shape = x._data.shape if x._node is None else x._node.shape
     start, stop, step = k.indices(shape[axis])
     if k.step is not None and k.step <= 0:
         raise ValueError("step must be greater than zero")

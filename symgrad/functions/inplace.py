@@ -188,7 +188,7 @@ def _resave_output(fn, x: Tensor) -> None:
     """An in-place op whose backward saves its result (exp_, relu_, ...) saves x itself, at
     its new version, so later updates of x are caught as PyTorch catches them."""
     saved = getattr(fn, "_saved_out", None)
-    if saved is not None and saved.packed is None and saved.tensor._vc is not x._vc:
+    if saved is not None and saved.packed is None and saved.saved_vc is not x._vc:
         fn._saved_out = SavedTensor(x, is_output=True)
 
 

@@ -18,7 +18,8 @@ import numpy as np
 from ..graph.primitives import NUMPY_RULES
 
 __all__ = ["Kernel", "softmax_kernel", "log_softmax_kernel", "nll_loss_kernel", "gelu_kernel",
-           "gather_kernel", "layer_norm_kernel", "stack_kernel", "batch_norm_kernel"]
+           "gather_kernel", "layer_norm_kernel", "stack_kernel", "batch_norm_kernel",
+           "addmm_kernel", "mse_loss_kernel"]
 
 
 class Kernel:
@@ -284,3 +285,59 @@ def batch_norm_kernel(axes: tuple, eps: float, affine: tuple[bool, bool], runnin
             grads.append(total(g, axes=axes, keepdim=False))
         return tuple(grads)
     return Kernel(forward, backward), stats
+
+
+def _sum_to(g: np.ndarray, shape: tuple) -> np.ndarray:
+    """`g` summed down to `shape` (the adjoint of broadcasting), as lax.sum_to."""
+    if g.shape == shape:
+        return g
+    lead = g.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(lead + i for i, s in enumerate(shape)
+                                      if s == 1 and g.shape[lead + i] != 1)
+    return NUMPY_RULES["sum"](g, axes=axes, keepdim=False).reshape(shape)
+
+
+def addmm_kernel(bias_shape: tuple) -> Kernel:
+    """``bias + a @ w`` (linear's AddmmBackward0; `w` the weight's transpose): the matmul
+    and add primitives' numpy rules. Backward: ``g`` summed to the bias's shape,
+    ``g @ wᵀ``, and ``aᵀ @ g`` -- computed as ``(gᵀ a)ᵀ`` when `w` is a transposed
+    C-ordered matrix (the weight's gradient then comes out C-ordered), as the matmul
+    primitive's VJP does."""
+    matmul, add = NUMPY_RULES["matmul"], NUMPY_RULES["add"]
+
+    def forward(b, a, w):
+        return add(matmul(a, w), b)
+
+    def backward(g, inputs, out):
+        _, a, w = inputs or (None, None, None)   # (each saved when the other needs a gradient)
+        ga = None if w is None else matmul(g, w.T)
+        if a is None:
+            gw = None
+        elif w is not None and w.flags.f_contiguous and not w.flags.c_contiguous:
+            gw = matmul(g.T, a).T
+        else:
+            gw = matmul(a.T, g)
+        return (_sum_to(g, bias_shape), ga, gw)
+    return _cached(("addmm", bias_shape), lambda: Kernel(forward, backward))
+
+
+def mse_loss_kernel(reduction: str) -> Kernel:
+    """mse_loss of two arrays of one shape: ``(x - t)²`` reduced as the primitives reduce
+    it (mean / sum over every axis, or none). Backward: PyTorch's mse_loss_backward,
+    ``g (2 / n) (x - t)`` (mean; ``2`` for sum and none) for x and its negation for t."""
+    mean, total = NUMPY_RULES["mean"], NUMPY_RULES["sum"]
+
+    def forward(x, t):
+        d = np.subtract(x, t)
+        sq = np.multiply(d, d)
+        axes = tuple(range(sq.ndim))
+        if reduction == "mean":
+            return mean(sq, axes=axes, keepdim=False)
+        return total(sq, axes=axes, keepdim=False) if reduction == "sum" else sq
+
+    def backward(g, inputs, out):
+        x, t = inputs
+        norm = 2.0 / x.size if reduction == "mean" else 2.0
+        gx = np.multiply(np.multiply(np.subtract(x, t), x.dtype.type(norm)), g)
+        return (gx, np.negative(gx))
+    return _cached(("mse_loss", reduction), lambda: Kernel(forward, backward))

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = ["view", "reshape", "flatten", "squeeze", "unsqueeze", "transpose", "t", "permute",
            "expand", "expand_as", "contiguous", "clone", "cat", "stack", "make_view",
-           "movedim", "unflatten", "flip", "fliplr", "flipud"]
+           "movedim", "unflatten", "flip", "fliplr", "flipud", "expanded_shape"]
 
 
 def make_view(src: Tensor, out: Tensor, prim_name: str, attrs: dict) -> Tensor:
@@ -40,14 +40,17 @@ def make_view(src: Tensor, out: Tensor, prim_name: str, attrs: dict) -> Tensor:
         out._inference = True
     elif _grad_state.inference:
         inference_view(src, out)
-    base = src._base if src._base is not None else src
+    base = src._base
+    if base is None:
+        base = src
     out._base = base
     out._vc = src._vc
-    out._view_chain = (src._view_chain or ()) + ((prim_name, tuple(sorted(attrs.items()))),)
+    chain = src._view_chain      # (attrs: the call's own dict, read with dict(attrs))
+    out._view_chain = ((prim_name, attrs),) if chain is None else chain + ((prim_name, attrs),)
     views = base.__dict__.get("_views")
     if views is None:                   # live views, re-derived after in-place updates
         views = base.__dict__["_views"] = weakref.WeakSet()
-    views.add(out)
+    views.data.add(weakref.ref(out, views._remove))     # (WeakSet.add without its frame)
     return out
 
 
@@ -77,7 +80,7 @@ def view(x: Tensor, *shape: int | Sequence[int] | DTypeLike) -> Tensor:
             and not hasattr(shape[0], "__index__"):
         return _dtype_view(x, shape[0])
     shape = infer_reshape(_shape_ints(shape), x.numel())
-    if not _is_viewable(x) and not _view_compatible(x, shape):
+    if x._data is not None and not x._data.flags.c_contiguous and not _view_compatible(x, shape):
         raise RuntimeError("view size is not compatible with input tensor's size and stride (at "
                            "least one dimension spans across two contiguous subspaces). Use "
                            ".reshape(...) instead.")
@@ -96,7 +99,10 @@ def _view_compatible(x, shape):
 def _shape_ints(shape):
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = shape[0]
-    return tuple(int(s) for s in shape)
+    for s in shape:
+        if type(s) is not int:
+            return tuple(int(s) for s in shape)
+    return tuple(shape)
 
 
 def reshape(x: Tensor, *shape: int | Sequence[int]) -> Tensor:
@@ -174,10 +180,11 @@ def transpose(x: Tensor, dim0: int, dim1: int) -> Tensor:
 
 def t(x: Tensor) -> Tensor:
     x = to_tensor(x)
-    if x.dim() > 2:
+    shape = x._data.shape if x._node is None else x._node.shape
+    if len(shape) > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {x.dim()}D")
-    if x.dim() < 2:
-        return _layout("reshape", x, "TBackward0", shape=tuple(x.shape))
+    if len(shape) < 2:
+        return _layout("reshape", x, "TBackward0", shape=tuple(shape))
     return _layout("permute", x, "TBackward0", perm=(1, 0))
 
 
@@ -259,16 +266,24 @@ def flipud(x: Tensor) -> Tensor:
 
 def expand(x: Tensor, *sizes: int | Sequence[int]) -> Tensor:
     x = to_tensor(x)
-    sizes = _shape_ints(sizes)
-    if len(sizes) < x.dim():
-        raise RuntimeError(f"expand({x.dtype.tensor_type}{{{list(x.shape)}}}, size={list(sizes)}): "
+    return _layout("expand", x, "ExpandBackward0", shape=expanded_shape(x, _shape_ints(sizes)))
+
+
+def expanded_shape(x: Tensor, sizes: tuple[int, ...]) -> tuple[int, ...]:
+    """The shape ``x.expand(*sizes)`` has (-1: the existing size), PyTorch's errors."""
+    xs = x._data.shape if x._node is None else x._node.shape
+    n = len(xs)
+    if len(sizes) < n:
+        raise RuntimeError(f"expand({x.dtype.tensor_type}{{{list(xs)}}}, size={list(sizes)}): "
                            f"the number of sizes provided ({len(sizes)}) must be greater or "
-                           f"equal to the number of dimensions in the tensor ({x.dim()})")
-    lead = len(sizes) - x.dim()
+                           f"equal to the number of dimensions in the tensor ({n})")
+    lead = len(sizes) - n
+    if not lead and sizes == xs:
+        return sizes                            # (nothing to infer or check)
     shape = []
     for i in range(len(sizes) - 1, -1, -1):      # PyTorch checks from the last dim
         s = sizes[i]
-        cur = x.shape[i - lead] if i >= lead else 1
+        cur = xs[i - lead] if i >= lead else 1
         if s == -1:
             if i < lead:
                 raise RuntimeError(f"The expanded size of the tensor (-1) isn't allowed in a "
@@ -277,9 +292,9 @@ def expand(x: Tensor, *sizes: int | Sequence[int]) -> Tensor:
         elif cur != 1 and cur != s:
             raise RuntimeError(f"The expanded size of the tensor ({s}) must match the existing "
                                f"size ({cur}) at non-singleton dimension {i}.  Target sizes: "
-                               f"{list(sizes)}.  Tensor sizes: {list(x.shape)}")
+                               f"{list(sizes)}.  Tensor sizes: {list(xs)}")
         shape.append(s)
-    return _layout("expand", x, "ExpandBackward0", shape=tuple(reversed(shape)))
+    return tuple(reversed(shape))
 
 
 def expand_as(x: Tensor, other: Tensor) -> Tensor:

@@ -45,7 +45,12 @@ def numel(shape) -> int:
 
 def infer_reshape(shape, size: int) -> tuple[int, ...]:
     """Resolve one -1 in `shape` for a tensor of `size` elements (PyTorch's errors)."""
-    shape = tuple(int(s) for s in shape)
+    for s in shape:
+        if type(s) is not int:
+            shape = tuple(int(s) for s in shape)
+            break
+    else:
+        shape = tuple(shape)
     if numel(shape) == size and (not shape or min(shape) >= 0):
         return shape                                # the common case: nothing to infer
     neg = [i for i, s in enumerate(shape) if s == -1]

@@ -130,11 +130,14 @@ def linear(input, weight, bias=None):
     x2 = x if x.dim() == 2 else shape.reshape(x, (-1, x.shape[-1]))
     wt = shape.t(w)
     out_shape = (x2.shape[0], wt.shape[-1]) if wt.dim() == 2 else None
-    if out_shape is not None and x2.shape[-1] == wt.shape[0]:
-        shape.expand(b, *out_shape)            # PyTorch's error for a bias of the wrong size
+    fits = out_shape is not None and x2.dim() == 2 and x2.shape[-1] == wt.shape[0]
+    if fits:
+        shape.expanded_shape(b, out_shape)     # PyTorch's error for a bias of the wrong size
     saves = tuple(i for i, other in ((1, wt), (2, x2)) if other.requires_grad)   # as PyTorch
     out = named("AddmmBackward0",
-                lambda bb, a, ww: lax.add(bind(P["matmul"], a, ww), bb), b, x2, wt, saves=saves)
+                lambda bb, a, ww: lax.add(bind(P["matmul"], a, ww), bb), b, x2, wt, saves=saves,
+                kernel=kernels.addmm_kernel(tuple(b.shape))
+                if fits and b.dtype is x2.dtype is wt.dtype else None)   # (else: the errors)
     if x.dim() == 2:
         return out
     return bind(P["reshape"], out, shape=tuple(x.shape[:-1]) + tuple(out.shape[1:]),
@@ -229,7 +232,9 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
     def f(v, tt):
         d = lax.sub(v, tt)
         return _reduce(lax.mul(d, d), reduction)
-    return named("MseLossBackward0", f, x, t, saves=(0, 1))
+    same = x.shape == t.shape
+    return named("MseLossBackward0", f, x, t, saves=(0, 1),
+                 kernel=kernels.mse_loss_kernel(reduction) if same else None)
 
 
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):

@@ -245,3 +245,64 @@ def test_max_min_dim(kind, shape, dim, keepdim, dtype):
         (h,) = m.autograd.grad((g * g).sum(), x)
         res.append((g, h))
     assert_close(res[0], res[1])
+
+
+@D
+@pytest.mark.parametrize("xshape,bshape", [((5, 3), (4,)), ((2, 5, 3), (4,)), ((3,), (4,)),
+                                           ((5, 3), ()), ((5, 3), (5, 4)), ((5, 3), (1, 4))])
+@pytest.mark.parametrize("needs", [(True, True, True), (True, False, False),
+                                   (False, True, False), (False, False, True)])
+def test_linear_kernel(xshape, bshape, needs, dtype):
+    """linear with a bias (AddmmBackward0) through its eager kernel: values, names,
+    gradients of whichever inputs require grad, and the saved inputs PyTorch keeps."""
+    arrays = [_x(xshape, dtype), _x((4, 3), dtype, 1), _x(bshape, dtype, 2)]
+    check(lambda m, x, w, b: m.nn.functional.linear(x, w, b), *arrays, requires_grad=needs)
+    s, t = (m.nn.functional.linear(*(m.tensor(a, requires_grad=n) for a, n in zip(arrays, needs)))
+            for m in (sg, torch))
+    fs, ft = s.grad_fn, t.grad_fn
+    if len(xshape) != 2:
+        fs, ft = fs.next_functions[0][0], ft.next_functions[0][0]
+    assert type(fs).__name__ == type(ft).__name__
+    for name in ("_saved_mat1", "_saved_mat2"):
+        a, b = getattr(fs, name), getattr(ft, name)
+        assert (a is None) == (b is None)
+        if b is not None:
+            assert_close(a, b)
+
+
+@D
+def test_linear_kernel_second_derivative_and_errors(dtype):
+    a, w, b = _x((5, 3), dtype), _x((4, 3), dtype, 1), _x((4,), dtype, 2)
+    res = []
+    for m in (sg, torch):
+        x, W = m.tensor(a, requires_grad=True), m.tensor(w, requires_grad=True)
+        y = m.nn.functional.linear(x, W, m.tensor(b))
+        (g,) = m.autograd.grad((y * y).sum(), W, create_graph=True)
+        res.append((g,) + m.autograd.grad((g * g).sum(), x))
+    assert_close(res[0], res[1])
+    for bad in (np.zeros(3, dtype), ):
+        msgs = []
+        for m in (sg, torch):
+            with pytest.raises(RuntimeError) as e:
+                m.nn.functional.linear(m.tensor(a), m.tensor(w), m.tensor(bad))
+            msgs.append(str(e.value))
+        assert msgs[0] == msgs[1]
+
+
+@D
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("shape", [(4, 5), (7,), ()])
+def test_mse_loss_kernel(reduction, shape, dtype):
+    a, b = _x(shape, dtype), _x(shape, dtype, 1)
+    check(lambda m, x, y: m.nn.functional.mse_loss(x, y, reduction=reduction), a, b)
+    s, t = (m.nn.functional.mse_loss(m.tensor(a, requires_grad=True), m.tensor(b),
+                                      reduction=reduction) for m in (sg, torch))
+    assert_close(s.grad_fn._saved_self, t.grad_fn._saved_self)
+    assert_close(s.grad_fn._saved_target, t.grad_fn._saved_target)
+    res = []
+    for m in (sg, torch):     # second derivative through the kernel's node
+        x, y = m.tensor(a, requires_grad=True), m.tensor(b, requires_grad=True)
+        loss = m.nn.functional.mse_loss(x * x, y, reduction=reduction).sum()
+        (g,) = m.autograd.grad(loss, x, create_graph=True)
+        res.append((g,) + m.autograd.grad(g.sum(), (x, y)))
+    assert_close(res[0], res[1])
