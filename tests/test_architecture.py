@@ -304,6 +304,8 @@ UPWARD_LATE_IMPORTS = {
         "Tensor methods that are nn.functional's (softmax, ...); nn loads on first use",
     ("symgrad.compiler.dispatcher", "symgrad.autograd.compiled_function"):
         "compiled outputs join eager autograd through an autograd.Function",
+    ("symgrad.functions.creation", "symgrad.parallelism"):
+        "float arange splits its blocks as torch's parallel_for does, by the thread count",
 }
 
 
