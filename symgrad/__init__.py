@@ -149,14 +149,14 @@ def _functional():
     return functional
 
 
-def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False,
-          generator=None) -> Tensor:
+def rrelu(input: Tensor, lower: _float = 1.0 / 8, upper: _float = 1.0 / 3,
+          training: _bool = False, generator: Generator | None = None) -> Tensor:
     """``torch.rrelu`` (see ``symgrad.nn.rrelu``)."""
     return _functional().rrelu(input, lower, upper, training, generator=generator)
 
 
-def rrelu_(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False,
-           generator=None) -> Tensor:
+def rrelu_(input: Tensor, lower: _float = 1.0 / 8, upper: _float = 1.0 / 3,
+            training: _bool = False, generator: Generator | None = None) -> Tensor:
     return _functional().rrelu_(input, lower, upper, training, generator=generator)
 
 
