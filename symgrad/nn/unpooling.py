@@ -17,7 +17,7 @@ from ..functions.common import Tensor, to_tensor
 from ..functions.composite import named
 from ..graph import dtypes
 from ..ops import lax
-from .windowing import ntuple
+from .windowing import empty_dim, ntuple
 
 __all__ = ["max_unpool2d", "unpool_output_size"]
 
@@ -92,14 +92,14 @@ def _check(x: Tensor, idx: Tensor, oh: int, ow: int) -> None:
         raise RuntimeError(f"Expected shape of indices to be same as that of the input tensor "
                            f"({list(x.shape)}) but got indices tensor with shape: "
                            f"{list(idx.shape)}")
+    d = empty_dim(tuple(x.shape))
     if x.dim() not in (3, 4):
         raise RuntimeError(f"Input to max_unpooling2d should be a 3d or 4d Tensor, but got a "
                            f"tensor with {x.dim()} dimensions.")
-    for d in range(1, x.dim()):
-        if x.shape[d] == 0:
-            raise RuntimeError(f"max_unpooling2d_forward_out_cpu(): Expected input to have "
-                               f"non-zero size for non-batch dimensions, but got "
-                               f"{list(x.shape)} with dimension {d} being empty.")
+    if d is not None:
+        raise RuntimeError(f"max_unpooling2d_forward_out_cpu(): Expected input to have non-zero "
+                           f"size for non-batch dimensions, but got {list(x.shape)} with "
+                           f"dimension {d} being empty.")
     if not x.dtype.is_floating_point:
         raise NotImplementedError(f"\"max_unpool2d\" not implemented for '{x.dtype.c_name}'")
     if idx._data is not None and idx.numel():
