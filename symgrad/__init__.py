@@ -34,7 +34,8 @@ from .functions.creation import (arange, as_tensor, empty, empty_like, eye, from
                                  full_like, linspace, logspace, ones, ones_like, scalar_tensor, tensor,
                                  zeros, zeros_like)
 from .functions.random import (Generator, bernoulli, manual_seed, multinomial, normal, rand,
-                               rand_like, randint, randn, randn_like, randperm, seed)
+                               rand_like, randint, randint_like, randn, randn_like, randperm,
+                               seed)
 from .functions.elementwise import clamp, where
 from .functions.reduction import (all, amax, amin, any, argmax, argmin, logsumexp, max,
                                   mean, min, norm, prod, return_types, sum)
@@ -45,6 +46,7 @@ from .functions.selection import (argsort, chunk, gather, index_select, masked_f
 from .functions.statistics import cumprod, cumsum, std, var
 from .functions.finite import (isclose, isfinite, isinf, isneginf, isposinf, nan_to_num,
                                nan_to_num_, roll)
+from .functions.predicates import logical_xor, signbit
 from .functions.linalg import bmm, dot, matmul, mm, mv, outer
 from .functions.matrix import diag, diag_embed, diagonal, trace
 from .functions.einsum import einsum
@@ -145,6 +147,17 @@ def _functional():
     bare name ``nn`` is unbound here until something imports it)."""
     from .nn import functional      # late: nn loads on first use (see _LAZY_SUBMODULES)
     return functional
+
+
+def rrelu(input: Tensor, lower: _float = 1.0 / 8, upper: _float = 1.0 / 3,
+          training: _bool = False, generator: Generator | None = None) -> Tensor:
+    """``torch.rrelu`` (see ``symgrad.nn.rrelu``)."""
+    return _functional().rrelu(input, lower, upper, training, generator=generator)
+
+
+def rrelu_(input: Tensor, lower: _float = 1.0 / 8, upper: _float = 1.0 / 3,
+            training: _bool = False, generator: Generator | None = None) -> Tensor:
+    return _functional().rrelu_(input, lower, upper, training, generator=generator)
 
 
 def softmax(input: Tensor, dim: _int | None = None, dtype: DTypeLike | None = None) -> Tensor:

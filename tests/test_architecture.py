@@ -305,7 +305,8 @@ UPWARD_LATE_IMPORTS = {
     ("symgrad.compiler.dispatcher", "symgrad.autograd.compiled_function"):
         "compiled outputs join eager autograd through an autograd.Function",
     ("symgrad.functions.creation", "symgrad.parallelism"):
-        "float arange splits its blocks as torch's parallel_for does, by the thread count",
+        "a float arange past 32768 elements is split over the threads as at::parallel_for "
+        "splits it (the thread count is read only then)",
 }
 
 

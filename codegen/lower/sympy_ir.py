@@ -73,7 +73,7 @@ def _is_supported_node(e: sympy.Basic) -> bool:
         return True
     if isinstance(e, sympy.core.containers.Tuple) or isinstance(e, sympy.functions.elementary.piecewise.ExprCondPair):
         return True
-    return getattr(e.func, "__name__", None) in ("round", "isnan", "keep", "fmod")
+    return getattr(e.func, "__name__", None) in ("round", "isnan", "signbit", "keep", "fmod")
 
 
 def unsupported(expr: sympy.Basic) -> str | None:
@@ -331,6 +331,12 @@ class FormulaEmitter:
         if name == "isnan":
             x = self.num(e.args[0])
             return self.b.fcmp_unordered("uno", x, x) if self.is_float else T.I1(0)
+        if name == "signbit":            # the sign bit, also of -0.0 and NaN
+            x = self.num(e.args[0])
+            if not self.is_float:
+                return self.b.icmp_signed("<", x, ir.Constant(x.type, 0))
+            bits = ir.IntType(64 if self.ty == T.F64 else 32)
+            return self.b.icmp_signed("<", self.b.bitcast(x, bits), ir.Constant(bits, 0))
         if name == "fmod":
             return self._fmod(self.num(e.args[0]), self.num(e.args[1]))
         if e.func is log1p and e.args[0].func is sympy.exp and self.is_float:

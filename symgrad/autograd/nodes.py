@@ -305,6 +305,7 @@ _SAVED_NAMES = {"PowBackward0": ("self", "exponent"), "PowBackward1": ("self", "
                 "BinaryCrossEntropyWithLogitsBackward0": ("self", "target"),
                 # (named composites that keep the indices they return, not their input)
                 "MaxBackward0": (None, "indices"), "MinBackward0": (None, "indices"),
+                "MaxUnpool2DBackward0": (None, "indices"),
                 "SortBackward0": (None, "indices"), "TopkBackward0": (None, "indices"),
                 "ConvolutionBackward0": ("input", "weight"),
                 "NativeBatchNormBackward0": ("input", "weight"),

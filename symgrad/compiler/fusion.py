@@ -17,7 +17,7 @@ __all__ = ["fuse", "MAX_OPS", "cluster_formula"]
 
 MAX_OPS = 64
 _BOOL_OK = {"lt", "le", "gt", "ge", "eq", "ne", "logical_not", "logical_and", "logical_or",
-            "isnan"}
+            "isnan", "signbit"}
 
 
 def _fusible(n: Node) -> bool:

@@ -17,7 +17,7 @@ from ..autograd import engine, grad_mode, hooks
 from ..device import check_device
 from .composite import named
 from ..graph.shapes import broadcast_shapes
-from . import finite, random
+from . import finite, predicates, random
 from .random import generator as gen
 
 if TYPE_CHECKING:
@@ -341,6 +341,7 @@ _METHODS = {
     "lt": _binop("lt"), "le": _binop("le"), "gt": _binop("gt"), "ge": _binop("ge"),
     "eq": _binop("eq"), "ne": _binop("ne"),
     "logical_and": _binop("logical_and"), "logical_or": _binop("logical_or"),
+    "logical_xor": predicates.logical_xor_method, "signbit": predicates.signbit,
     "clamp": _clamp, "clip": _clamp, "clamp_min": _clamp_min, "clamp_max": _clamp_max,
     "square": _square, "round": _round, "trunc": rounding.trunc, "fix": rounding.fix,
     "frac": rounding.frac, "sgn": rounding.sgn, "equal": _equal, "heaviside": _heaviside,

@@ -6,6 +6,7 @@ initialisation give PyTorch's numbers, ``randn`` / ``normal_`` PyTorch's up to t
 bit or so."""
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -24,7 +25,8 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from ..types import DeviceLike, DTypeLike
 
-__all__ = ["manual_seed", "seed", "rand", "randn", "randint", "rand_like", "randn_like",
+__all__ = ["manual_seed", "seed", "rand", "randn", "randint", "randint_like", "rand_like",
+           "randn_like",
            "randperm", "normal", "bernoulli", "multinomial", "generator", "Generator"]
 
 _gen = [TorchRNG()]         # PyTorch's default seed
@@ -167,13 +169,95 @@ def randint(low: int, high: int | None = None, size: int | Sequence[int] | None 
         low, high = 0, low
     if size is None:
         raise TypeError("randint() missing 1 required positional argument: 'size'")
-    if low >= high:
-        raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} "
-                           f">= to={high}")
     dt = dtypes.as_dtype(dtype) if dtype is not None else dtypes.int64
+    low, high = _check_from_to(int(low), int(high), dt)
     shape = shape_arg((size,) if isinstance(size, int) else size)
     return _drawn(lambda: _generator_fn(generator).integers(low, high, size=shape).astype(dt.np),
                   dt, "randint", requires_grad)
+
+
+def randint_like(input: Tensor, low: int = 0, high: int | None = None, *,
+                 generator: Generator | None = None, dtype: DTypeLike | None = None,
+                 device: DeviceLike | None = None, requires_grad: bool = False,
+                 memory_format: object = None) -> Tensor:
+    """Random integers in [low, high) (``randint_like(x, high)``: [0, high)) with the shape
+    of ``input`` and its dtype unless ``dtype`` is given: PyTorch's numbers for a seed
+    (``randint``'s draws, converted to the dtype).
+
+    >>> import symgrad as torch
+    >>> _ = torch.manual_seed(0)
+    >>> torch.randint_like(torch.zeros(5), 10)
+    tensor([4., 9., 3., 0., 3.])
+    """
+    check_device(device)
+    if high is None:
+        low, high = 0, low
+    for v in (low, high):
+        if not isinstance(v, (int, np.integer)) or isinstance(v, bool):
+            raise TypeError(f"randint_like() received an invalid combination of arguments - "
+                            f"got (Tensor, {type(v).__name__}), but expected (Tensor input, "
+                            "int low, int high, ...)")
+    dt = dtypes.as_dtype(dtype) if dtype is not None else input.dtype
+    return randint(int(low), int(high), tuple(input.shape), generator=generator, dtype=dt,
+                   requires_grad=requires_grad)
+
+
+# the C++ type names PyTorch's bound checks of random integers quote
+_C_TYPES = {"bool": "bool", "uint8": "unsigned char", "int8": "signed char",
+            "int16": "short int", "int32": "int", "int64": "long int"}
+_PRECISION = (" Due to precision limitations {t} can support discrete uniform distribution "
+              "only within this range. This warning will become an error in version 1.7 "
+              "release, please fix the code in advance (Triggered internally at /__w/pytorch/"
+              "pytorch/aten/src/ATen/native/DistributionTemplates.h:111.)")
+
+
+def _check_from_to(low: int, high: int, dt: dtypes.DType) -> None:
+    """PyTorch's checks of random_(from, to) for ``dt``: from < to; an integer dtype
+    holds from and to - 1; a float dtype warns past the integers it represents, and moves
+    bounds that round outward in it inward (its update_from / update_to). Returns the
+    (from, to) drawn with."""
+    if low >= high:
+        raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} "
+                           f">= to={high}")
+    if dt.is_floating_point:
+        low, high = _update_from(low, dt.np), _update_to(high, dt.np)
+        if low >= high:
+            raise RuntimeError(f"random_ expects 'from' casted to dtype to be less than 'to' "
+                               f"casted to dtype, but got from={low} >= to={high}")
+        digits = np.finfo(dt.np).nmant + 1
+        t = "float" if dt.np == np.float32 else "double" if dt.np == np.float64 else dt.name
+        for what, v in (("from", low), ("to - 1", high - 1)):
+            if not -(1 << digits) <= v <= 1 << digits:
+                warnings.warn(f"{what} is out of bounds [-(2^{digits}), 2^{digits}]."
+                              + _PRECISION.format(t=t), UserWarning, stacklevel=4)
+        return low, high
+    lo, hi = (0, 1) if dt is dtypes.bool_ else (int(np.iinfo(dt.np).min), int(np.iinfo(dt.np).max))
+    for what, v in (("from", low), ("to - 1", high - 1)):
+        if not lo <= v <= hi:
+            raise RuntimeError(f"{what} is out of bounds for {_C_TYPES.get(dt.name, dt.name)}")
+    return low, high
+
+
+def _update_from(low: int, np_dt) -> int:
+    """PyTorch's update_from: a lower bound whose successor rounds below it in the dtype
+    moves up to the next representable step."""
+    plus1 = int(np.asarray(low + 1, np.float64).astype(np_dt).astype(np.float64)) \
+        if abs(low) < 1 << 62 else low + 1
+    if plus1 < low:
+        n = abs(low + 1).bit_length() - 1
+        low = plus1 + (1 << (n - (np.finfo(np_dt).nmant + 1) + 1))
+    return low
+
+
+def _update_to(high: int, np_dt) -> int:
+    """PyTorch's update_to: an upper bound whose predecessor rounds up to it in the dtype
+    moves down a representable step."""
+    minus1 = int(np.asarray(high - 1, np.float64).astype(np_dt).astype(np.float64)) \
+        if abs(high) < 1 << 62 else high - 1
+    if minus1 >= high:
+        n = abs(high - 1).bit_length() - 1
+        high = minus1 - (1 << (n - (np.finfo(np_dt).nmant + 1) + 1))
+    return high
 
 
 def randperm(n: int, *, generator: Generator | None = None, dtype: DTypeLike | None = None,

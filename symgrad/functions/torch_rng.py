@@ -79,6 +79,11 @@ class TorchRNG:
         bits = np.finfo(dt).nmant + 1 if dt.kind == "f" else 24
         return (self._u32(n) & np.uint64((1 << bits) - 1)).astype(np.float64) * 2.0 ** -bits
 
+    def unit(self, n: int, dtype=np.float64) -> np.ndarray:
+        """``n`` uniforms in [0, 1) of ``dtype``'s precision, as float64 (one draw each:
+        64 bits for float64, 32 otherwise)."""
+        return self._unit(n, dtype)
+
     def uniform(self, low=0.0, high=1.0, size=None, dtype=np.float64) -> np.ndarray:
         dt = np.dtype(dtype)
         shape = _shape(size)
@@ -146,7 +151,7 @@ class TorchRNG:
         shape = _shape(size)
         span = int(high) - int(low)
         n = math.prod(shape)
-        draws = self._u64(n) if span >= 1 << 32 else self._u32(n)
+        draws = self._u64(n) if span >= 1 << 28 else self._u32(n)   # (PyTorch's threshold)
         return ((draws % np.uint64(span)).astype(np.int64) + int(low)).astype(dtype).reshape(shape)
 
     def random_int64(self) -> int:

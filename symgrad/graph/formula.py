@@ -184,7 +184,7 @@ pi = Expr("pi", ())
 FUNCTIONS = {"exp": 1, "log": 1, "log1p": 1, "expm1": 1, "sqrt": 1, "sin": 1, "cos": 1,
              "tan": 1, "tanh": 1, "sinh": 1, "cosh": 1, "asin": 1, "acos": 1, "atan": 1,
              "atan2": 2, "erf": 1, "erfinv": 1, "abs": 1, "sign": 1, "floor": 1, "ceil": 1,
-             "round": 1, "isnan": 1, "max": 2, "min": 2, "fmod": 2, "keep": 1}
+             "round": 1, "isnan": 1, "signbit": 1, "max": 2, "min": 2, "fmod": 2, "keep": 1}
 RELATIONS = ("lt", "le", "gt", "ge", "eq", "ne")
 _LOGIC = {"and": 2, "or": 2, "not": 1}
 _ARITH = {"add": 2, "sub": 2, "mul": 2, "div": 2, "pow": 2, "neg": 1}
@@ -371,7 +371,7 @@ def _partials(node: Expr) -> tuple:
         return _heaviside(a[1] > a[0]), _heaviside(a[0] > a[1])
     if op == "fmod":
         return ONE, -_trunc(a[0] / a[1])
-    if op in RELATIONS or op in _LOGIC or op == "isnan":
+    if op in RELATIONS or op in _LOGIC or op in ("isnan", "signbit"):
         return tuple(ZERO for _ in a)
     raise ValueError(f"cannot differentiate formula operation {op!r}")
 
@@ -504,7 +504,7 @@ NUMPY_FUNCTIONS: dict[str, Callable] = {
     "tanh": np.tanh, "sinh": np.sinh, "cosh": np.cosh, "asin": np.arcsin,
     "acos": np.arccos, "atan": np.arctan, "atan2": np.arctan2, "erf": _erf,
     "erfinv": _erfinv, "abs": np.abs, "sign": np.sign, "floor": np.floor, "ceil": np.ceil,
-    "round": np.round, "isnan": np.isnan, "max": np.maximum, "min": np.minimum,
+    "round": np.round, "isnan": np.isnan, "signbit": np.signbit, "max": np.maximum, "min": np.minimum,
     "fmod": np.fmod, "keep": lambda u: u, "lt": np.less, "le": np.less_equal,
     "gt": np.greater, "ge": np.greater_equal, "eq": np.equal, "ne": np.not_equal,
     "and": np.logical_and, "or": np.logical_or, "not": np.logical_not, "select": _select,
@@ -612,6 +612,7 @@ def _sympy_functions(sympy) -> dict:
             "erfinv": sympy.erfinv, "abs": sympy.Abs, "sign": sympy.sign,
             "floor": sympy.floor, "ceil": sympy.ceiling,
             "round": sympy.Function("round"), "isnan": sympy.Function("isnan"),
+            "signbit": sympy.Function("signbit"),
             "max": sympy.Max, "min": sympy.Min, "fmod": sympy.Function("fmod"),
             "keep": lambda u: u}
 

@@ -20,6 +20,7 @@ from ..graph import dtypes
 from ..functions.composite import named
 from ..ops import lax
 from .pooling import avg_windows, first_max, window_indices
+from .windowing import empty_dim
 
 __all__ = ["adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d",
            "adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d", "adaptive_bounds"]
@@ -172,11 +173,11 @@ def _adaptive_max(x, output_size, return_indices: bool, d: int):
     if x.dim() not in (d + 1, d + 2):
         raise RuntimeError(f"{name}(): Expected {d + 1}D or {d + 2}D tensor, but got: "
                            f"{list(x.shape)}")
-    for i in range(1, x.dim()):
-        if x.shape[i] == 0:
-            raise RuntimeError(f"{name}(): Expected input to have non-zero size for non-batch "
-                               f"dimensions, but input has sizes {list(x.shape)} with "
-                               f"dimension {i} being empty")
+    i = empty_dim(tuple(x.shape))
+    if i is not None:
+        raise RuntimeError(f"{name}(): Expected input to have non-zero size for non-batch "
+                           f"dimensions, but input has sizes {list(x.shape)} with "
+                           f"dimension {i} being empty")
     if len(out) != d:
         raise RuntimeError(f"{name}(): internal error: output_size.size() must be {d}")
     for o in out:

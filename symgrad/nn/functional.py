@@ -257,27 +257,29 @@ def _no_grad_arg(fn_name: str, arg: str, t) -> None:
 def _check_nll(x, t, weight, ignore_index, kernel=False):
     """nll_loss's argument checks, in PyTorch's order and words (`kernel`: also its
     kernels' refusal of a non-float input, before the targets' bounds)."""
-    if x.dim() < 1:
-        raise ValueError(f"Expected 1 or more dimensions (got {x.dim()})")
-    if x.dim() == 1 and t.dim() == 1 and t.shape[0] != 1:
+    xs, ts = tuple(x.shape), tuple(t.shape)      # (plain tuples: read many times)
+    xd, td = len(xs), len(ts)
+    if xd < 1:
+        raise ValueError(f"Expected 1 or more dimensions (got {xd})")
+    if xd == 1 and td == 1 and ts[0] != 1:
         raise ValueError(f"For 1D input, 1D target must have size 1, but got target size: "
-                         f"{t.shape[0]}")
-    if x.dim() != 1 and t.dim() and x.shape[0] != t.shape[0]:
-        raise ValueError(f"Expected input batch_size ({x.shape[0]}) to match target batch_size "
-                         f"({t.shape[0]}).")
-    if x.dim() <= 2 and t.dim() > 1:
+                         f"{ts[0]}")
+    if xd != 1 and td and xs[0] != ts[0]:
+        raise ValueError(f"Expected input batch_size ({xs[0]}) to match target batch_size "
+                         f"({ts[0]}).")
+    if xd <= 2 and td > 1:
         raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
     if t.dtype not in (dtypes.int64, dtypes.uint8):
         raise RuntimeError(f"expected target dtype to be Long or Byte, but got "
                            f"{t.dtype.c_name}")
-    if x.dim() >= 3 and t.dtype is not dtypes.int64:     # the 2d kernel takes Long only
+    if xd >= 3 and t.dtype is not dtypes.int64:     # the 2d kernel takes Long only
         raise RuntimeError(f"expected scalar type Long but found {t.dtype.c_name}")
-    cdim = 1 if x.dim() >= 2 else 0
-    n_classes = x.shape[cdim]
-    if x.dim() > 2:
-        expected = (x.shape[0],) + tuple(x.shape[2:])
-        if tuple(t.shape) != expected:
-            raise RuntimeError(f"Expected target size {list(expected)}, got {list(t.shape)}")
+    cdim = 1 if xd >= 2 else 0
+    n_classes = xs[cdim]
+    if xd > 2:
+        expected = (xs[0],) + xs[2:]
+        if ts != expected:
+            raise RuntimeError(f"Expected target size {list(expected)}, got {list(ts)}")
     if weight is not None and to_tensor(weight).numel() != n_classes:
         raise RuntimeError(f"weight tensor should be defined either for all {n_classes} classes "
                            f"or no classes but got weight tensor of shape: "
@@ -286,7 +288,7 @@ def _check_nll(x, t, weight, ignore_index, kernel=False):
         floating_kernel(x, "nll_loss2d_forward_out_frame" if x.dim() >= 3 else
                         "nll_loss_out_frame")
     if t._data is not None:
-        flat = t._data.reshape(-1).astype(np.int64)
+        flat = t._data.reshape(-1).astype(np.int64, copy=False)
         bad = (flat != ignore_index) & ((flat < 0) | (flat >= n_classes))
         if bad.any():
             raise IndexError(f"Target {flat[np.argmax(bad)]} is out of bounds.")
@@ -639,9 +641,11 @@ from .normalization import batch_norm  # noqa: E402
 from .padding import pad  # noqa: E402
 from .pooling import (avg_pool1d, avg_pool2d, avg_pool3d, max_pool1d, max_pool2d,  # noqa: E402
                       max_pool3d)
+from .rrelu import rrelu, rrelu_  # noqa: E402
+from .unpooling import max_unpool2d  # noqa: E402
 
 __all__ += ["conv1d", "conv2d", "max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d",
             "max_pool3d", "avg_pool3d", "adaptive_avg_pool3d", "adaptive_max_pool3d",
             "batch_norm", "pad", "conv_transpose1d", "conv_transpose2d", "adaptive_avg_pool1d",
             "adaptive_avg_pool2d", "adaptive_max_pool1d", "adaptive_max_pool2d", "conv3d",
-            "conv_transpose3d"]
+            "conv_transpose3d", "rrelu", "rrelu_", "max_unpool2d"]

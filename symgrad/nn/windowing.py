@@ -17,6 +17,16 @@ __all__ = ["ntuple", "expand_param", "pad", "window_count", "PAD_INDEX_MODES"]
 PAD_INDEX_MODES = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}
 
 
+def empty_dim(shape) -> int | None:
+    """The first empty dimension after the batch one (what PyTorch's pooling checks
+    refuse), or None.
+
+    >>> empty_dim((2, 3, 0, 4)), empty_dim((0, 3, 4))
+    (2, None)
+    """
+    return next((i for i in range(1, len(shape)) if shape[i] == 0), None)
+
+
 def ntuple(value, n: int) -> tuple:
     """An int repeated ``n`` times, a sequence as a tuple (PyTorch's ``_ntuple``).
 

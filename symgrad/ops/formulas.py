@@ -282,12 +282,15 @@ _ew("atan2", lambda y, x: S.atan2(y, x), numpy=np.arctan2, out_dtype="float",
 # (sympy folds Ne(x, x) to False for real x, so isnan is a function of its own)
 _ew("isnan", lambda x: S.isnan(x), numpy=np.isnan, out_dtype="bool",
     differentiable=False)
+# the sign bit (-0.0 and -NaN included): a function of its own, as comparisons miss both
+_ew("signbit", lambda x: S.signbit(x), numpy=np.signbit, out_dtype="bool",
+    differentiable=False)
 
 BUILTIN_ELEMENTWISE = ("add", "sub", "mul", "div", "neg", "copy", "pow", "remainder", "fmod", "floor_divide",
                        "maximum", "minimum", "clamp", "where", "exp", "log", "log1p", "expm1",
                        "sqrt", "rsqrt", "sin", "cos", "tan", "tanh", "sigmoid", "softplus",
                        "log1pexp", "reciprocal", "relu", "abs", "sign", "floor", "ceil", "round", "lt",
                        "le", "gt", "ge", "eq", "ne", "logical_not", "logical_and",
-                       "logical_or", "isnan", "erf", "erfinv", "sinh", "cosh", "asin",
+                       "logical_or", "isnan", "signbit", "erf", "erfinv", "sinh", "cosh", "asin",
                        "acos", "atan", "atan2", "binary_cross_entropy",
                        "binary_cross_entropy_with_logits")

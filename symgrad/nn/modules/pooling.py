@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from .. import adaptive as A
 from .. import pooling as P
+from .. import unpooling as U
 from ..windowing import ntuple
 from .module import Module
 
@@ -57,6 +58,28 @@ class MaxPool3d(_MaxPoolNd):
     """
 
     _pool = staticmethod(P.max_pool3d)
+
+
+class MaxUnpool2d(Module):
+    """The partial inverse of ``MaxPool2d`` (``F.max_unpool2d``).
+
+    >>> import symgrad as torch
+    >>> torch.nn.MaxUnpool2d(2)
+    MaxUnpool2d(kernel_size=(2, 2), stride=(2, 2), padding=(0, 0))
+    """
+
+    def __init__(self, kernel_size, stride=None, padding=0):
+        super().__init__()
+        self.kernel_size = ntuple(kernel_size, 2)
+        self.stride = ntuple(stride if stride is not None else kernel_size, 2)
+        self.padding = ntuple(padding, 2)
+
+    def forward(self, input, indices, output_size=None):
+        return U.max_unpool2d(input, indices, self.kernel_size, self.stride, self.padding,
+                              output_size)
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 
 class _AvgPoolNd(Module):
