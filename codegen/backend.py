@@ -41,7 +41,6 @@ from symgrad.version import __version__
 from . import binding, cache, callconv, jit, library, loops, runtime, target as targets, worker
 from .executable import ENTRY_SUFFIX, STRUCTURED_SUFFIX, Interface, LLVMExecutable
 from .dynamic.errors import NotGeneric
-from .steps import NodeStep
 from .target import Target
 
 __all__ = ["compile_program", "load_executable", "reload", "make_target", "prepare", "schedule",
@@ -122,6 +121,7 @@ def _compile(program, t: Target, stage: Callable[[str], None],
     # from the disk cache needs neither)
     from .module import build_module
     from .plan import build_plan
+    from .steps import NodeStep
     runtime.register()
     stage("plan")
     plan = build_plan(program)
