@@ -9,7 +9,9 @@ output -- forward and gradient -- per call):
    :func:`load_executable` reloads it from its key and :class:`~codegen.executable.Interface`
    alone, skipping step 1 too (the front end's disk cache of traced programs);
 3. :func:`codegen.module.build_module` -- IR with ``llvmlite.ir``; plus the CPython
-   entry (:func:`codegen.callconv.build_entry`) for fully native plans;
+   entry (:func:`codegen.callconv.build_entry`) for fully native plans; the bodies of
+   its structured loops start compiling in a background thread first
+   (:func:`codegen.loops.prefetch`);
 4. :func:`codegen.jit.compile_module` -- O3 for the target, object code, stored in the
    disk cache with the IR texts (assembly is generated when first asked for).
 
@@ -36,7 +38,7 @@ from symgrad.graph.node import toposort
 from symgrad.graph.primitives import NUMPY_RULES
 from symgrad.version import __version__
 
-from . import binding, cache, callconv, jit, library, runtime, target as targets, worker
+from . import binding, cache, callconv, jit, library, loops, runtime, target as targets, worker
 from .executable import ENTRY_SUFFIX, STRUCTURED_SUFFIX, Interface, LLVMExecutable
 from .dynamic.errors import NotGeneric
 from .target import Target
@@ -119,6 +121,7 @@ def _compile(program, t: Target, stage: Callable[[str], None],
     # from the disk cache needs neither)
     from .module import build_module
     from .plan import build_plan
+    from .steps import NodeStep
     runtime.register()
     stage("plan")
     plan = build_plan(program)
@@ -133,6 +136,8 @@ def _compile(program, t: Target, stage: Callable[[str], None],
         if exe is not None:
             return exe
     name, entry_name = _names(key, interface, entry)
+    if t.runnable:          # loop bodies compile in the background meanwhile
+        loops.prefetch([s.node for s in plan.steps if isinstance(s, NodeStep)], t)
     stage("lower")
     with library.shared(t) as shared:
         module, kernel = build_module(plan, name)

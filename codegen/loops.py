@@ -12,7 +12,9 @@ step) runs step by step from Python with the same kernels instead.
 """
 from __future__ import annotations
 
+import contextvars
 import ctypes
+import os
 import threading
 from typing import Sequence
 
@@ -24,12 +26,15 @@ from symgrad.graph.program import Program
 from . import support
 
 
-__all__ = ["run_loop", "run_while", "RUNNERS", "DRIVER_NAME"]
+__all__ = ["run_loop", "run_while", "prefetch", "RUNNERS", "DRIVER_NAME"]
 
 DRIVER_NAME = "symgrad_loop_driver"
 _LOCK = threading.Lock()
 _DRIVERS: dict[str, object] = {}
 _BODIES: dict[tuple, object] = {}
+# bodies prefetch() is compiling -> (pid, event set when done); a child forked meanwhile
+# has no such thread, and compiles them itself
+_PENDING: dict[tuple, tuple[int, threading.Event]] = {}
 
 _P = ctypes.c_void_p
 _DRIVER = ctypes.CFUNCTYPE(ctypes.c_int32, _P, _P, _P, _P, ctypes.c_int64, ctypes.c_int64,
@@ -136,11 +141,55 @@ def _driver(t):
         return hit[1]
 
 
-def _body_exe(body: Body, t):
+def prefetch(nodes, t) -> None:
+    """Start compiling the bodies (and conditions) of the loop nodes among ``nodes`` for
+    ``t`` in a background thread, those not compiled or being compiled: the program
+    holding them is compiled meanwhile, and a body's Python work (plan, IR) runs while
+    LLVM works on the program (and the reverse) -- else a body is compiled only when its
+    loop first runs, after the program.  A body that fails here is compiled again, and
+    raises, when its loop runs."""
+    bodies = [v for n in nodes if n.op in RUNNERS
+              for k in ("cond", "body") if isinstance(v := n.kwargs.get(k), Body)]
+    with _LOCK:
+        todo = {(b, t.name): threading.Event() for b in bodies
+                if (b, t.name) not in _BODIES and _pending((b, t.name)) is None}
+        _PENDING.update({key: (os.getpid(), done) for key, done in todo.items()})
+    if not todo:
+        return
+    context = contextvars.copy_context()       # the target and settings in use
+
+    def run() -> None:
+        for key, done in todo.items():
+            try:
+                _body_exe(key[0], t, wait=False)
+            except Exception:       # noqa: BLE001 -- raised again where the loop runs
+                pass
+            finally:
+                with _LOCK:
+                    _PENDING.pop(key, None)
+                done.set()
+    threading.Thread(target=context.run, args=(run,), name="symgrad-loop-bodies",
+                     daemon=True).start()
+
+
+def _pending(key) -> threading.Event | None:
+    """The event of this process's thread compiling body ``key`` (hold ``_LOCK``)."""
+    pid, done = _PENDING.get(key, (None, None))
+    return done if pid == os.getpid() else None
+
+
+def _body_exe(body: Body, t, wait: bool = True):
     """The body compiled as a program (its inputs, then its outputs, are the kernel's
-    slots); cached per body and target."""
+    slots); cached per body and target (waits for :func:`prefetch`'s thread if it is
+    compiling it)."""
     key = (body, t.name)
     exe = _BODIES.get(key)
+    if exe is None and wait:
+        with _LOCK:
+            pending = _pending(key)
+        if pending is not None:
+            pending.wait()
+            exe = _BODIES.get(key)
     if exe is None:
         from .backend import compile_program       # late: backend imports this module's users
         prog = Program(list(body.inputs), [n.attr("name") for n in body.inputs],

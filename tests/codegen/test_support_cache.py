@@ -191,3 +191,14 @@ def test_a_new_process_loads_the_support_objects_with_the_program_cache_off(tmp_
         for xi in x:
             c = c * 0.5 + math.cos(xi)
         assert math.isclose(run["carry"], c, rel_tol=1e-12)
+
+
+def test_an_unusable_cache_directory_only_costs_a_compile(monkeypatch, tmp_path):
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_bytes(b"a file where the cache directory should be")
+    monkeypatch.setattr(settings, "cache_dir", str(blocker))
+    monkeypatch.setattr(settings, "support_cache", True)
+    make = _IR()
+    for _ in range(2):
+        assert _twice(support.load_or_compile("test-twice", make, target.host())) == 43.0
+    assert make.calls == 2 and blocker.read_bytes().startswith(b"a file")
