@@ -43,7 +43,7 @@ from .node import toposort
 
 __all__ = ["Expr", "symbol", "number", "as_expr", "pi", "select", "call", "FUNCTIONS",
            "RELATIONS", "postorder", "free_symbols", "substitute", "diff", "cse",
-           "lambdify", "to_sympy", "from_sympy", "lt", "le", "gt", "ge", "eq", "ne",
+           "lambdify", "flat_text", "to_sympy", "from_sympy", "lt", "le", "gt", "ge", "eq", "ne",
            "logical_and", "logical_or", "logical_not"]
 
 _NUMBER_TYPES = (bool, int, float, Fraction)
@@ -589,6 +589,12 @@ def _flatten(expr: Expr) -> tuple:
     index = {n: i for i, n in enumerate(order)}
     return tuple((n.op, n.args) if n.op in ("sym", "num") else
                  (n.op, tuple(index[a] for a in n.args)) for n in order)
+
+
+def flat_text(expr: Expr) -> str:
+    """``expr`` as stable, unambiguous text (every node once, numbers with their type):
+    what cache keys hold of a formula."""
+    return repr(_flatten(expr))
 
 
 def _unflatten(flat: tuple) -> Expr:
