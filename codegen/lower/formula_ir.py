@@ -50,7 +50,8 @@ from .. import vecmath
 
 __all__ = ["FormulaEmitter", "unsupported", "compute_dtype", "op_cost"]
 
-_VECMATH = {"exp", "log", "log1p", "expm1", "sin", "cos", "tan", "tanh"}
+# formula operations (not primitives) lowered to vecmath's routine of the same name
+_VECMATH = frozenset("exp log log1p expm1 sin cos tan tanh".split())
 _ROUNDING = {"floor": "floor", "ceil": "ceil", "round": "rint"}
 _RELATIONS = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
 _SUPPORTED = ({"sym", "num", "pi", "add", "sub", "mul", "div", "pow", "neg", "select",
@@ -129,8 +130,15 @@ def _sigmoid_of(e: F.Expr) -> F.Expr | None:
 
 
 def _exponent(e: F.Expr) -> float | None:
-    """A numeric exponent's value as a float, else None."""
-    return float(e.value) if e.op == "num" and not isinstance(e.value, bool) else None
+    """A numeric exponent's value as a float (a formula of numbers evaluated in float64,
+    as PyTorch's pow gradient forms ``exponent - 1`` of its double scalar), else None."""
+    if e.op == "num":
+        return None if isinstance(e.value, bool) else float(e.value)
+    if e.op in ("sym", "pi") or F.free_symbols(e):
+        return None
+    v = F.lambdify([], e)()
+    return float(v) if isinstance(v, (int, float, Fraction)) and not isinstance(v, bool) \
+        else None
 
 
 def _number(v) -> float | int:

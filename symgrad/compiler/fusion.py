@@ -82,7 +82,7 @@ class _Cluster:
 def cluster_formula(root: Node, absorbable) -> "tuple[F.Expr, list[Node], int]":
     """(formula, input nodes, operation count) of the cluster rooted at ``root``."""
     c = _Cluster(root, absorbable)
-    return c.expr, c.inputs, c.ops
+    return F.fold(c.expr), c.inputs, c.ops
 
 
 def fuse(outputs: list[Node]) -> list[Node]:

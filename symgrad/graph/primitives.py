@@ -18,10 +18,11 @@ Elementwise primitives are defined once by a formula over real symbols
 and their partial derivatives, themselves elementwise primitives — derive from that
 formula, lazily and once.
 
-sympy is imported only where its form of a formula is needed: a user's sympy formula,
-partials of partials, and the compiler (fusion, code generation, inspection), which read
-the sympy form converted from the own one. ``import symgrad``, eager computation and
-eager gradients do not load it.
+sympy is imported only where its form of a formula is needed: a user's sympy formula
+(and its partials) and inspection (``symbolic()``, ``formulas()``, LaTeX), which read the
+sympy form converted from the own one. ``import symgrad``, eager computation, gradients
+of any order and the whole compiler (fusion, code generation, dynamic sizes, cache keys)
+do not load it.
 """
 from __future__ import annotations
 
@@ -138,14 +139,15 @@ class Formula:
     """An elementwise formula over real symbols, optionally with closed-form partial
     derivatives that may use the output symbol ``out``, held in two forms built on first
     use: symgrad's own formula type (``fsymbols``, ``node``, ``fgiven``: what
-    differentiation and numpy evaluation of the built-ins read, no sympy needed) and
-    sympy's (``symbols``, ``expr``, ``given_partials``: what the compiler reads).
+    differentiation, numpy evaluation and the compiler read, no sympy needed) and
+    sympy's (``symbols``, ``expr``, ``given_partials``: what inspection reads).
 
     ``native`` builds the own form -- a function returning ``(symbols, node, given)`` --
     and the sympy form is converted from it; or ``build`` returns the sympy form (a user's
     sympy formula) and the own form is converted from that. A derived partial gives both
     (``native`` and ``build``): each form from the same form of its parent; its own
-    partials (second derivatives) are then sympy's (``sympy_partials``), converted."""
+    partials (second derivatives) are the own form's (:func:`formula.diff`) for a
+    built-in's, sympy's converted (``sympy_partials``) for a user's sympy formula."""
 
     def __init__(self, symbols: "tuple[sympy.Symbol, ...]" = (), expr: "sympy.Expr" = None,
                  given_partials: tuple | None = None, *, build: Callable | None = None,
