@@ -67,8 +67,8 @@ out(loss.detach().numpy(), *params, *grads)""",
 }
 
 
-def _run(code: str) -> dict:
-    env = dict(os.environ, SYMGRAD_DISK_CACHE="0")
+def _run(code: str, **env_vars) -> dict:
+    env = {**os.environ, "SYMGRAD_DISK_CACHE": "0", **env_vars}
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
     res = subprocess.run([sys.executable, "-c", PRELUDE + code], capture_output=True,
@@ -154,6 +154,18 @@ def test_first_compiled_call_does_not_import_sympy(kind):
     for g, r in zip(got["values"], want):
         np.testing.assert_allclose(np.asarray(g), np.asarray(r, dtype=np.float64),
                                    rtol=rtol, atol=rtol * 1e-2)
+
+
+def test_disk_cache_miss_and_hit_do_not_import_sympy(tmp_path):
+    """Keys (formula fingerprints, the sympy version read from metadata) and a hit."""
+    want = _reference("value_and_grad", [])
+    for _ in range(2):                      # a miss that stores, then a hit
+        got = _run(CASES["value_and_grad"], SYMGRAD_DISK_CACHE="1",
+                   SYMGRAD_CACHE_DIR=str(tmp_path))
+        assert got["sympy"] is False
+        for g, r in zip(got["values"], want):
+            np.testing.assert_allclose(np.asarray(g), r, rtol=1e-10, atol=1e-12)
+    assert any(tmp_path.rglob("*"))
 
 
 def test_inspection_converts_to_sympy():
