@@ -48,7 +48,7 @@ from symgrad.graph.node import toposort
 from .. import types as T
 from .. import vecmath
 
-__all__ = ["FormulaEmitter", "unsupported", "compute_dtype", "op_cost"]
+__all__ = ["FormulaEmitter", "unsupported", "divides", "compute_dtype", "op_cost"]
 
 # formula operations (not primitives) lowered to vecmath's routine of the same name
 _VECMATH = frozenset("exp log log1p expm1 sin cos tan tanh".split())
@@ -67,6 +67,11 @@ def unsupported(expr: F.Expr) -> str | None:
         if e.op not in _SUPPORTED:
             return e.op
     return None
+
+
+def divides(expr: F.Expr) -> bool:
+    """Whether ``expr`` divides (its value is then computed in floats)."""
+    return any(e.op == "div" for e in F.postorder([expr]))
 
 
 def _is_int_number(e: F.Expr) -> bool:
@@ -260,8 +265,6 @@ class FormulaEmitter:
         if op == "sub":
             return self.sub(self.num(a[0]), self.num(a[1]))
         if op == "mul":
-            if not self.is_float and any(_divides(x) for x in a):
-                raise TypeError("division in an integer formula")
             return self.mul(self.num(a[0]), self.num(a[1]))
         if op == "div":
             s = _sigmoid_of(a[1]) if self.is_float else None
@@ -373,7 +376,3 @@ class FormulaEmitter:
         unsafe = self.b.or_(self.cmp("==", y, self.const(0)), self.cmp("==", y, self.const(-1)))
         r = self.b.srem(x, self.b.select(unsafe, self.const(1), y))
         return self.b.select(unsafe, self.const(0), r)
-
-
-def _divides(e: F.Expr) -> bool:
-    return e.op == "div" or e.op == "pow" and e.args[1].op == "num" and e.args[1].value < 0
