@@ -23,7 +23,7 @@ from symgrad.graph.node import Node
 from symgrad.graph.primitives import PRIMITIVES, family_ops, fused_symbols
 
 from . import types as T
-from .lower.sympy_ir import op_cost, unsupported
+from .lower.formula_ir import divides, op_cost, unsupported
 
 __all__ = ["VIEW_OPS", "REDUCE_OPS", "WINDOW_OPS", "OPAQUE_OPS", "kind_of", "numpy_reason",
            "formula_of", "ew_cost", "is_uniform_const", "const_scalar"]
@@ -38,11 +38,12 @@ EW_STRUCTURAL = family_ops("creation") | {"cast"}   # elementwise loops without 
 
 
 def formula_of(node: Node):
-    """(sympy expr, its symbols in argument order) of an elementwise node."""
+    """(formula, its symbols in argument order) of an elementwise node, in symgrad's own
+    formula type (:mod:`symgrad.graph.formula`)."""
     if node.op == "fused":
         return node.attr("expr"), fused_symbols(len(node.args))
     f = PRIMITIVES[node.op].formula
-    return f.expr, f.symbols
+    return f.node, f.fsymbols
 
 
 def _is_formula(node: Node) -> bool:
@@ -61,8 +62,14 @@ def numpy_reason(node: Node) -> str | None:
     if op in ("input", "const") or op in VIEW_OPS or op in WINDOW_OPS:
         return None
     if _is_formula(node):
-        bad = unsupported(formula_of(node)[0])
-        return f"formula uses {bad}" if bad else None
+        expr = formula_of(node)[0]
+        bad = unsupported(expr)
+        if bad:
+            return f"formula uses {bad}"
+        if node.dtype.np.kind in "iu" and divides(expr):
+            # (an integer floor_divide: a division in float64 is inexact past 2**53)
+            return "integer result of a division"
+        return None
     if op in EW_STRUCTURAL:
         return None
     if op in REDUCE_OPS:
@@ -111,7 +118,7 @@ def kind_of(node: Node) -> str:
 
 
 def ew_cost(node: Node) -> int:
-    """Cost of recomputing an elementwise node once (see ``sympy_ir.op_cost``)."""
+    """Cost of recomputing an elementwise node once (see ``formula_ir.op_cost``)."""
     if _is_formula(node):
         return op_cost(formula_of(node)[0])
     return 1

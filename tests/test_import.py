@@ -31,7 +31,8 @@ def test_eager_forward_without_grad_needs_no_sympy() -> None:
 
 def test_eager_gradients_need_no_sympy() -> None:
     """The built-in formulas and their first partials are symgrad's own formula type;
-    sympy loads only for partials of partials (and the compiler, for now)."""
+    sympy loads only for inspection (tests/compiler/test_compile_without_sympy.py:
+    the compiler neither)."""
     code = ("import sys, symgrad as torch\n"
             "x = torch.ones(2, 2, requires_grad=True)\n"
             "((x + 2) * (x + 2) * 3).mean().backward()\n"

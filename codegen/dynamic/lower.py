@@ -45,7 +45,7 @@ from ..classify import REDUCE_OPS, const_scalar, formula_of, kind_of, numpy_reas
 from ..lower.context import ConstPool, sanitize_fault_global
 from ..lower.loops import Loop
 from ..lower.reduce import acc_dtype, combine, identity
-from ..lower.sympy_ir import FormulaEmitter, compute_dtype
+from ..lower.formula_ir import FormulaEmitter, compute_dtype
 from ..lower.matmul import BLAS_MIN_DIM, BLAS_MIN_WORK
 from .errors import NotGeneric
 from .poly import Poly, affine

@@ -37,7 +37,7 @@ from ..windows import inside, translated_arg_maps, window_cuts, window_ranges
 from . import reduce as R
 from .context import StepContext
 from .loops import Loop
-from .sympy_ir import FormulaEmitter, compute_dtype
+from .formula_ir import FormulaEmitter, compute_dtype
 
 __all__ = ["FusedLoop", "reduce_out_map", "reduce_out_affine", "INTERLEAVE", "INTERLEAVE_MIN_COST",
            "INTERLEAVE_MIN_EXTENT"]
@@ -93,7 +93,7 @@ class FusedLoop:
         self.storages: dict[int, Storage] = {}
         self.accesses: list[tuple[Storage, L.Affine]] = []   # (buffer, element offset) of each use
         self.cuts: dict[int, set[int]] = {}
-        self.cost = 0                      # formula cost of one iteration (sympy_ir.op_cost)
+        self.cost = 0                      # formula cost of one iteration (formula_ir.op_cost)
         self._seen: set = set()
         self.written: set[int] = set()     # ids of buffers this loop stores to
         self.alias: dict[int, tuple[Storage, int]] = {}   # read-only buffer -> (alias, shift)

@@ -29,6 +29,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from ..graph import formula as F
 from ..graph.dynamic_dims import DynamicDims
 from ..graph.node import Constant, toposort
 
@@ -127,26 +128,50 @@ def _scalar(values, sizes):
 
 
 def _expr_fit(exprs, sizes):
-    """The formula of the first of ``exprs`` with every number that moves with the size
-    written as ``p*n + q`` or ``1/(p*n + q)`` of ``DynamicDims.size_symbol()``, or None."""
-    import sympy                  # late: only formulas of fused nodes need it
-    e0 = exprs[0]
-    if all(e == e0 for e in exprs[1:]):
-        return e0
-    if all(e.is_Number for e in exprs):
-        exact = all(e.is_Rational for e in exprs)
-        xs = [Fraction(int(e.p), int(e.q)) if exact else float(e) for e in exprs]
-        fit = _number_fit(xs, sizes)
-        if fit is None:
+    """The formula (:mod:`symgrad.graph.formula`) of the first of ``exprs`` with every
+    number that moves with the size written as ``p*n + q`` or ``1/(p*n + q)`` of
+    ``DynamicDims.size_symbol()``, or None. (Iterative: the formulas are walked together,
+    node by node.)"""
+    done: dict = {}
+    stack = [tuple(exprs)]
+    while stack:
+        group = stack[-1]
+        if group in done:
+            stack.pop()
+            continue
+        e0 = group[0]
+        if all(e is e0 for e in group[1:]):
+            done[group] = e0
+        elif all(e.op == "num" and not isinstance(e.value, bool) for e in group):
+            done[group] = _number_formula([e.value for e in group], sizes)
+        elif any(e.op != e0.op or len(e.args) != len(e0.args) for e in group[1:]) or \
+                e0.op in ("sym", "num", "pi"):
+            done[group] = None
+        else:
+            parts = [tuple(e.args[i] for e in group) for i in range(len(e0.args))]
+            todo = [p for p in parts if p not in done]
+            if todo:
+                stack.extend(todo)
+                continue
+            args = [done[p] for p in parts]
+            done[group] = None if any(a is None for a in args) else F.Expr(e0.op, tuple(args))
+        stack.pop()
+        if done[group] is None:
             return None
-        kind, p, q = (fit[0], *(sympy.Rational(v.numerator, v.denominator) if exact
-                                else sympy.Float(v) for v in fit[1:]))
-        affine = p * DynamicDims.size_symbol() + q
-        return affine if kind == "affine" else 1 / affine
-    if any(e.func != e0.func or len(e.args) != len(e0.args) for e in exprs[1:]) or not e0.args:
+    return done[tuple(exprs)]
+
+
+def _number_formula(values, sizes):
+    """``p*n + q`` or ``1/(p*n + q)`` fitting the numbers ``values`` at ``sizes``, or None."""
+    exact = all(isinstance(v, (int, Fraction)) for v in values)
+    xs = [Fraction(v) if exact else float(v) for v in values]
+    fit = _number_fit(xs, sizes)
+    if fit is None:
         return None
-    args = [_expr_fit([e.args[i] for e in exprs], sizes) for i in range(len(e0.args))]
-    return None if any(a is None for a in args) else e0.func(*args)
+    kind, p, q = fit
+    affine = F.number(p) * DynamicDims.size_symbol()
+    affine = affine if q == 0 else affine + F.number(q)
+    return affine if kind == "affine" else 1 / affine
 
 
 def _same(values) -> bool:

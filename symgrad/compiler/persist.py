@@ -2,7 +2,7 @@
 program alone.
 
 Tracing is cheap; the stages after it are not (stabilising rewrites, symbolic
-differentiation — sympy derivatives of the formulas —, simplification, fusion,
+differentiation of the formulas, simplification, fusion,
 scheduling). The LLVM backend keys its objects on the *optimised* program
 (:func:`codegen.cache.cache_key`), known only after all of them. So a second, small
 entry points to that object from a key known right after tracing (:func:`trace_key`):
@@ -16,7 +16,8 @@ entry points to that object from a key known right after tracing (:func:`trace_k
   (:func:`symgrad.graph.primitives.fingerprint`: a user's formula, as another process may
   register another formula under the same name), the default dtype;
 * a digest of symgrad's own source (the transforms, rewrites and fusion that a hit
-  skips), the sympy version (derivatives) and the backend's environment (host CPU and
+  skips), the sympy version (a user's sympy formula is differentiated by sympy) and the
+  backend's environment (host CPU and
   features, LLVM, Python and numpy, code generator: :func:`codegen.cache.derived_key`)
   for the target the code is built for.
 
@@ -82,7 +83,7 @@ def trace_key(tr, signature, transform, target=None) -> str | None:
              repr([(s.kind, s.shape, s.dtype.name, s.requires_grad) for s in specs]),
              repr(spec), repr(defs), f"default_dtype={dtypes.get_default_dtype().name}",
              f"symgrad_source={backend.source_digest(_SOURCE)}",
-             f"sympy={sympy_version()}"]          # derivatives and their printing
+             f"sympy={sympy_version()}"]          # derivatives of a user's sympy formula
     return backend.entry_key(KIND, parts, target)
 
 

@@ -13,7 +13,7 @@ import numpy as np
 from ..config import settings
 from ..graph import pytree
 from ..graph.node import toposort
-from ..graph.primitives import keep
+from ..graph import formula as F
 from ..graph.program import Program
 from .backends import get_backend
 from .fusion import fuse
@@ -118,21 +118,15 @@ class Lowered:
 
     def formulas(self, latex: bool = False) -> dict[str, object]:
         """Each fused elementwise kernel as a sympy expression of its inputs (or LaTeX),
-        as mathematics: without the ``keep(u) = u`` marks that hold its steps in
-        PyTorch's order (``as_text`` shows them)."""
-        import sympy
+        as mathematics: converted from the kernel's own formula, which ``as_text`` shows
+        in the order it is computed (sympy's evaluation may reorder or combine terms)."""
+        import sympy                  # late: inspection only
         out = {}
-        text = self.optimized.as_text().splitlines()
-        names = {}
-        for line in text:
-            line = line.strip()
-            if "= fused[" in line:
-                names[line.split(":")[0]] = line
         k = 0
         for n in self.optimized.nodes():
             if n.op != "fused":
                 continue
-            expr = n.attr("expr").replace(keep(), lambda u: u)
+            expr = F.to_sympy(n.attr("expr"))
             out[f"kernel{k}"] = sympy.latex(expr) if latex else expr
             k += 1
         return out

@@ -7,8 +7,8 @@ import numpy as np
 import sympy
 
 from ..graph.node import Node, toposort
-from ..graph.primitives import fused_symbols
-from ..graph.primitives import NUMPY_RULES, PRIMITIVES
+from ..graph import formula as F
+from ..graph.primitives import NUMPY_RULES, PRIMITIVES, fmod
 
 __all__ = ["symbolic_values", "input_symbols", "MAX_ELEMENTS", "SIMPLIFY_OPS"]
 
@@ -43,7 +43,8 @@ def _run(node: Node, args):
     op = node.op
     kw = dict(node.attrs)
     if op == "fused":
-        return _elementwise(kw["expr"], fused_symbols(len(args)), args)
+        return _elementwise(F.to_sympy(kw["expr"], {"fmod": fmod()}),
+                            [sympy.Symbol(f"a{i}", real=True) for i in range(len(args))], args)
     prim = PRIMITIVES[op]
     if prim.kind == "elementwise":
         return _elementwise(prim.formula.expr, prim.formula.symbols, args)

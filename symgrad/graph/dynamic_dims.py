@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from . import formula as F
+
 __all__ = ["DynamicDims"]
 
 
@@ -31,9 +33,9 @@ class DynamicDims:
 
     @classmethod
     def size_symbol(cls):
-        """The sympy symbol standing for ``n`` in :attr:`exprs` (sympy loads lazily)."""
-        import sympy              # late: sympy is heavy, and only formulas need it
-        return sympy.Symbol("_size_n", positive=True)
+        """The formula symbol (:mod:`symgrad.graph.formula`) standing for ``n`` in
+        :attr:`exprs`."""
+        return F.symbol("_size_n")
 
     def dims(self, node) -> tuple:
         """The node's dimensions as affine pairs."""

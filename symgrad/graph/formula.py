@@ -42,8 +42,8 @@ from .fpstate import quiet
 from .node import toposort
 
 __all__ = ["Expr", "symbol", "number", "as_expr", "pi", "select", "call", "FUNCTIONS",
-           "RELATIONS", "postorder", "free_symbols", "substitute", "diff", "cse",
-           "lambdify", "to_sympy", "from_sympy", "lt", "le", "gt", "ge", "eq", "ne",
+           "RELATIONS", "postorder", "free_symbols", "substitute", "fold", "diff", "cse",
+           "lambdify", "flat_text", "to_sympy", "from_sympy", "lt", "le", "gt", "ge", "eq", "ne",
            "logical_and", "logical_or", "logical_not"]
 
 _NUMBER_TYPES = (bool, int, float, Fraction)
@@ -262,6 +262,48 @@ def substitute(roots: Sequence[Expr], mapping: dict) -> list[Expr]:
             args = tuple(new[a] for a in node.args)
             new[node] = node if args == node.args else Expr(node.op, args)
     return [mapping.get(r, new[r]) for r in roots]
+
+
+_EXACT = {"lt": lambda x, y: x < y, "le": lambda x, y: x <= y, "gt": lambda x, y: x > y,
+          "ge": lambda x, y: x >= y, "eq": lambda x, y: x == y, "ne": lambda x, y: x != y,
+          "and": lambda x, y: bool(x) and bool(y), "or": lambda x, y: bool(x) or bool(y),
+          "not": lambda x: not x}
+_INTEGER = {"add": lambda x, y: x + y, "sub": lambda x, y: x - y,
+            "mul": lambda x, y: x * y, "neg": lambda x: -x}
+
+
+def fold(expr: Expr) -> Expr:
+    """``expr`` with what is exact on numbers alone decided: comparisons and logic of
+    numbers, a ``select`` on such conditions (its untaken values go), integer sums,
+    differences and products, ``x ** 1``. Nothing a rounding could change is folded."""
+    new: dict = {}
+    for node in postorder([expr]):
+        op = node.op
+        if op in ("sym", "num", "pi"):
+            new[node] = node
+            continue
+        args = tuple(new[a] for a in node.args)
+        nums = all(a.op == "num" for a in args)
+        if nums and op in _EXACT:
+            new[node] = number(bool(_EXACT[op](*[a.value for a in args])))
+        elif nums and op in _INTEGER and all(type(a.value) is int for a in args):
+            new[node] = number(_INTEGER[op](*[a.value for a in args]))
+        elif op == "pow" and args[1] is ONE:
+            new[node] = args[0]            # x ** 1 is x, NaN and infinities included
+        elif op == "select":
+            pairs, default = [], args[-1]
+            for i in range(0, len(args) - 1, 2):
+                c, v = args[i], args[i + 1]
+                if c.op == "num":
+                    if c.value:
+                        default = v        # the first condition that holds
+                        break
+                    continue               # never taken
+                pairs.append((v, c))
+            new[node] = select(*pairs, default=default) if pairs else default
+        else:
+            new[node] = node if args == node.args else Expr(op, args)
+    return new[expr]
 
 
 # ------------------------------------------------------------------- differentiation
@@ -514,7 +556,8 @@ NUMPY_FUNCTIONS: dict[str, Callable] = {
 def lambdify(symbols: Sequence[Expr], exprs) -> Callable:
     """The numpy function of ``symbols`` computing ``exprs`` (one formula, or a list:
     then a list of results), each shared operation once. Python scalars stay scalars
-    (NumPy's weak-scalar rules apply, as in compiled PyTorch expressions)."""
+    (NumPy's weak-scalar rules apply, as in compiled PyTorch expressions); operations on
+    numbers alone are evaluated once, to Python numbers."""
     single = isinstance(exprs, Expr)
     roots = [exprs] if single else list(exprs)
     order = postorder(roots)
@@ -533,7 +576,15 @@ def lambdify(symbols: Sequence[Expr], exprs) -> Callable:
         elif node.op == "pi":
             program.append((1, math.pi, ()))
         else:
-            program.append((2, NUMPY_FUNCTIONS[node.op], tuple(index[a] for a in node.args)))
+            ops = tuple(index[a] for a in node.args)
+            if all(program[i][0] == 1 for i in ops):
+                # numbers only: folded now, to a Python number -- numpy's scalar result
+                # (2 - 1 is an int64) would not be weak, and would widen float32 arrays
+                with quiet():
+                    v = NUMPY_FUNCTIONS[node.op](*[program[i][1] for i in ops])
+                program.append((1, v.item() if isinstance(v, np.generic) else v, ()))
+            else:
+                program.append((2, NUMPY_FUNCTIONS[node.op], ops))
     outs = [index[r] for r in roots]
 
     def fn(*arrays):
@@ -589,6 +640,12 @@ def _flatten(expr: Expr) -> tuple:
     index = {n: i for i, n in enumerate(order)}
     return tuple((n.op, n.args) if n.op in ("sym", "num") else
                  (n.op, tuple(index[a] for a in n.args)) for n in order)
+
+
+def flat_text(expr: Expr) -> str:
+    """``expr`` as stable, unambiguous text (every node once, numbers with their type):
+    what cache keys hold of a formula."""
+    return repr(_flatten(expr))
 
 
 def _unflatten(flat: tuple) -> Expr:

@@ -18,10 +18,11 @@ Elementwise primitives are defined once by a formula over real symbols
 and their partial derivatives, themselves elementwise primitives — derive from that
 formula, lazily and once.
 
-sympy is imported only where its form of a formula is needed: a user's sympy formula,
-partials of partials, and the compiler (fusion, code generation, inspection), which read
-the sympy form converted from the own one. ``import symgrad``, eager computation and
-eager gradients do not load it.
+sympy is imported only where its form of a formula is needed: a user's sympy formula
+(and its partials) and inspection (``symbolic()``, ``formulas()``, LaTeX), which read the
+sympy form converted from the own one. ``import symgrad``, eager computation, gradients
+of any order and the whole compiler (fusion, code generation, dynamic sizes, cache keys)
+do not load it.
 """
 from __future__ import annotations
 
@@ -118,10 +119,10 @@ def __getattr__(name: str):
 
 
 @functools.lru_cache(maxsize=None)
-def fused_symbols(n: int) -> "tuple[sympy.Symbol, ...]":
-    """The symbols ``a0, a1, ...`` a ``fused`` node's formula (its ``expr`` attribute) is
-    written over, one per argument in order."""
-    return tuple(_sympy().Symbol(f"a{i}", real=True) for i in range(n))
+def fused_symbols(n: int) -> "tuple[F.Expr, ...]":
+    """The symbols ``a0, a1, ...`` a ``fused`` node's formula (its ``expr`` attribute, of
+    symgrad's own formula type) is written over, one per argument in order."""
+    return tuple(F.symbol(f"a{i}") for i in range(n))
 
 
 @functools.cache
@@ -138,14 +139,15 @@ class Formula:
     """An elementwise formula over real symbols, optionally with closed-form partial
     derivatives that may use the output symbol ``out``, held in two forms built on first
     use: symgrad's own formula type (``fsymbols``, ``node``, ``fgiven``: what
-    differentiation and numpy evaluation of the built-ins read, no sympy needed) and
-    sympy's (``symbols``, ``expr``, ``given_partials``: what the compiler reads).
+    differentiation, numpy evaluation and the compiler read, no sympy needed) and
+    sympy's (``symbols``, ``expr``, ``given_partials``: what inspection reads).
 
     ``native`` builds the own form -- a function returning ``(symbols, node, given)`` --
     and the sympy form is converted from it; or ``build`` returns the sympy form (a user's
     sympy formula) and the own form is converted from that. A derived partial gives both
     (``native`` and ``build``): each form from the same form of its parent; its own
-    partials (second derivatives) are then sympy's (``sympy_partials``), converted."""
+    partials (second derivatives) are the own form's (:func:`formula.diff`) for a
+    built-in's, sympy's converted (``sympy_partials``) for a user's sympy formula."""
 
     def __init__(self, symbols: "tuple[sympy.Symbol, ...]" = (), expr: "sympy.Expr" = None,
                  given_partials: tuple | None = None, *, build: Callable | None = None,
@@ -336,7 +338,7 @@ def fingerprint(prim: Primitive, *, formula: bool = False) -> str | None:
     >>> fingerprint(get("exp")), fingerprint(get("reshape"), formula=True)
     ('exp', 'reshape')
     >>> print(fingerprint(get("neg"), formula=True))
-    ('neg', 1, 'same', True, "(Symbol('x', real=True),)", "Mul(Integer(-1), Symbol('x', real=True))", None)
+    ('neg', 1, 'same', True, ['x'], "(('sym', ('x',)), ('neg', (0,)))", None)
     """
     if formula:
         return _formula_text(prim) if prim.kind == "elementwise" and prim.formula else prim.name
@@ -350,14 +352,13 @@ def fingerprint(prim: Primitive, *, formula: bool = False) -> str | None:
 
 def _formula_text(prim: Primitive) -> str:
     """An elementwise primitive's formula as stable text (made once): name, arity, dtype
-    rule, symbols and expression (``srepr``), given partials."""
+    rule, symbols, expression and given partials (the own formula type's flat form:
+    every node once, unambiguous; no sympy needed)."""
     if prim._definition is None:
-        sympy = _sympy()
         f = prim.formula
-        given = None if f.given_partials is None else \
-            [sympy.srepr(sympy.sympify(d)) for d in f.given_partials]
+        given = None if f.fgiven is None else [F.flat_text(F.as_expr(d)) for d in f.fgiven]
         prim._definition = repr((prim.name, prim.nin, prim.out_dtype, prim.differentiable,
-                                 sympy.srepr(f.symbols), sympy.srepr(f.expr), given))
+                                 [s.name for s in f.fsymbols], F.flat_text(f.node), given))
     return prim._definition
 
 
@@ -680,10 +681,10 @@ def derivative_primitive(prim: Primitive, i: int):
         by_name = {x.name: x for x in form.symbols}
         s_own = tuple(s_own_out if s is OUT else by_name[s.name] for s in syms)
         return s_own, sd.subs(out_symbol(), s_own_out), None
-    # a built-in's first partials are computed from the own form (sympy is not needed
-    # for a gradient); the partials of partials, as sympy derives them
-    first = form.native_first and prim.derived_from is None
-    derived = Formula(build=build, native=native if first else None, sympy_partials=True)
+    # a built-in's partials, and theirs, are computed from the own form (no sympy for a
+    # gradient or a hessian); a user's sympy formula's as sympy derives them
+    derived = Formula(build=build, native=native,
+                      sympy_partials=form._sympy_partials or not form.native_first)
     with _lock:
         dprim = Primitive(name, "elementwise", len(syms), True, f"{_pascal(prim.name)}Backward0",
                           derived, "same", derived_from=prim)

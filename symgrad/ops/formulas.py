@@ -128,8 +128,9 @@ def _remainder(x, y):
 
 
 def _floor_divide(x, y):
-    # (keep: the compiler's sympy form would distribute a constant divisor over x - m
-    # and see through the floor of a piecewise -- exact for reals, not in IEEE)
+    # (keep: its sympy form, for inspection, would distribute a constant divisor over
+    # x - m and see through the floor of a piecewise -- exact for reals, not in IEEE;
+    # the compiler's own formula keeps every step anyway and lowers keep as its argument)
     m = F.call("fmod", x, y)
     d = F.call("keep", F.call("keep", x - m) / y)
     q = F.call("keep", _pw((d - 1, _wrong_side(m, y)), (d, True)))
@@ -161,11 +162,16 @@ def _half():
     return F.number(Fraction(1, 2))
 
 
-_ew("maximum", lambda x, y: _pw((x, x > y), (y, x < y), ((x + y) / 2, True)), numpy=np.maximum,
+# (the last branch: a tie, or a NaN operand; the mean as x/2 + y/2, which is x at a tie
+# -- (x + y)/2 overflowed for huge ties -- but for odd multiples of the smallest
+# subnormal, and whose partials are the given ones)
+_ew("maximum", lambda x, y: _pw((x, x > y), (y, x < y), (x / 2 + y / 2, True)),
+    numpy=np.maximum,
     grads=lambda x, y, out: (_pw((1, x > y), (0, x < y), (_half(), S.Eq(x, y)), (1, True)),
                              _pw((0, x > y), (1, x < y), (_half(), S.Eq(x, y)), (1, True))),
     vjp=masked_vjp)
-_ew("minimum", lambda x, y: _pw((x, x < y), (y, x > y), ((x + y) / 2, True)), numpy=np.minimum,
+_ew("minimum", lambda x, y: _pw((x, x < y), (y, x > y), (x / 2 + y / 2, True)),
+    numpy=np.minimum,
     grads=lambda x, y, out: (_pw((1, x < y), (0, x > y), (_half(), S.Eq(x, y)), (1, True)),
                              _pw((0, x < y), (1, x > y), (_half(), S.Eq(x, y)), (1, True))),
     vjp=masked_vjp)
@@ -279,7 +285,8 @@ _ew("atan2", lambda y, x: S.atan2(y, x), numpy=np.arctan2, out_dtype="float",
     grads=lambda y, x, out: (x / (x ** 2 + y ** 2), -y / (x ** 2 + y ** 2)))
 
 
-# (sympy folds Ne(x, x) to False for real x, so isnan is a function of its own)
+# (isnan is a function of its own: sympy, which inspection converts to, folds Ne(x, x)
+# to False for real x)
 _ew("isnan", lambda x: S.isnan(x), numpy=np.isnan, out_dtype="bool",
     differentiable=False)
 # the sign bit (-0.0 and -NaN included): a function of its own, as comparisons miss both

@@ -1,29 +1,27 @@
-"""The ``fused`` primitive: one elementwise kernel given by a sympy expression over its
-inputs (symbols ``a0, a1, ...``), produced by the compiler's fusion pass. Like every
-primitive it has a shape rule, a numpy rule (lambdified once per expression, with
-common-subexpression elimination) and a VJP rule (sympy derivatives, themselves fused)."""
+"""The ``fused`` primitive: one elementwise kernel given by a formula of symgrad's own type
+(:mod:`symgrad.graph.formula`) over its inputs (symbols ``a0, a1, ...``), produced by the
+compiler's fusion pass. Like every primitive it has a shape rule, a numpy rule (the formula
+evaluated once per expression, each shared operation once) and a VJP rule (the formula's
+derivatives, themselves fused). No sympy is involved."""
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..graph.primitives import PRIMITIVES, derivative, fused_symbols, lambdify, register_structural
+from ..graph import formula as F
+from ..graph.primitives import PRIMITIVES, fused_symbols, register_structural
 from ..graph.fpstate import quiet
 from ..dispatch import bind
 from . import lax
-
-if TYPE_CHECKING:
-    import sympy
 
 __all__ = ["fused_kernel"]
 
 
 @functools.lru_cache(maxsize=4096)
-def fused_kernel(expr: "sympy.Expr", n: int):
+def fused_kernel(expr: F.Expr, n: int):
     """A numpy function of n arrays computing `expr`."""
-    return lambdify(fused_symbols(n), expr, cse=True)
+    return F.lambdify(fused_symbols(n), expr)
 
 
 def _shape(avals, *, expr, dtype, shape):
@@ -47,9 +45,9 @@ def _vjp(ctx, g):
         if not need:
             out.append(None)
             continue
-        d = derivative(expr, syms[i])
+        d = F.diff(expr, syms[i])
         dt = ctx.in_avals[i][1]
-        if d == 0:
+        if d.is_number and d.value == 0:
             out.append(lax.zeros(ctx.in_avals[i][0], dt))
             continue
         inputs = [ctx.input(j) for j in range(len(syms))]
