@@ -24,6 +24,7 @@ from ..config import settings
 from ..graph import dtypes, pytree
 from ..graph.interpret import evaluate
 from ..functions.creation import as_tensor
+from ..functions.inplace import LEAF_ERRORS
 from ..tensor import Tensor
 from . import dynamic, persist, travel
 from .backends import get_backend
@@ -209,6 +210,13 @@ def _aliased(entry: _Entry, effects, leaves) -> bool:
     return False
 
 
+def _non_leaf_written(error: RuntimeError, leaves) -> bool:
+    """Whether a trace's ``error`` is the leaf in-place error while an argument is a
+    non-leaf requiring grad (which the trace's stand-in took for a leaf)."""
+    return str(error) in LEAF_ERRORS and any(
+        isinstance(v, Tensor) and v.grad_fn is not None for v in leaves)
+
+
 class Compiled:
     """A compiled function: call it like the original (see :func:`compile`)."""
 
@@ -243,6 +251,7 @@ class Compiled:
         self._dynamic_patterns: list = []   # (signature, dims, entry) of generic kernels
         self._not_generic: dict = {}        # dims -> why they compile per size
         self._size_calls: dict = {}         # fast key -> calls served by a generic kernel
+        self._uncompiled: set = set()       # signatures run as written (see _call)
         # name and doc only: copying a compiled fn's __dict__ would make this object that
         # one (its transform, cache, function): jacobian(grad(f)) returned grad(f)'s value
         functools.update_wrapper(self, fn, updated=())
@@ -320,6 +329,8 @@ class Compiled:
         if any(isinstance(v, Tensor) and v._data is None for v in leaves):
             return self._inline(args)
         key, leaves, names = self._signature(args)
+        if key in self._uncompiled:
+            return self.fn(*args)
         entry = self._cache.get(key)
         if entry is None and stale is None:
             entry = self._generic_for(args, key, names)
@@ -349,7 +360,18 @@ class Compiled:
                        "once, uncompiled")
         else:
             self.misses += 1
-        entry = self._build(args, key, leaves, names)
+        try:
+            entry = self._build(args, key, leaves, names)
+        except RuntimeError as e:
+            if not _non_leaf_written(e, leaves):
+                raise
+            # a non-leaf argument requiring grad updated in place: it must gain the
+            # update's autograd history, which the program cannot give it -- the calls of
+            # this signature run uncompiled (the trace took it for a leaf: torch's error)
+            self._uncompiled.add(key)
+            self.last_miss_reason = ("a non-leaf argument requiring grad is updated in "
+                                     "place: this signature runs uncompiled")
+            return self.fn(*args)
         if entry.key is not None:
             self._fast[fkey] = entry
         else:                             # a one-shot program is not kept
@@ -834,6 +856,7 @@ class Compiled:
         self._dynamic_patterns.clear()
         self._not_generic.clear()
         self._size_calls.clear()
+        self._uncompiled.clear()
         self.hits = self.misses = self._py_native = self._evicted_native = 0
 
     def __repr__(self) -> str:
