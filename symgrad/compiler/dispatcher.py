@@ -69,7 +69,7 @@ class _Entry:
     __slots__ = ("exe", "call", "closure", "closure_avals", "aux", "aux_avals", "numpy_out",
                  "structure", "lowered", "key", "native_ok", "native_counted", "native_name",
                  "specs", "effects", "fresh_outputs", "dynamic", "sentinels", "closure_paths",
-                 "donated", "bridge", "refused", "default_dtype", "deferred")
+                 "donated", "bridge", "refused", "default_dtype", "deferred", "out_alias")
 
     def __init__(self, lowered: Lowered, exe, closure, numpy_out, aux, closure_paths=None,
                  deferred=None):
@@ -99,6 +99,7 @@ class _Entry:
         self.sentinels = ()            # ... and its programs at dynamic.SENTINELS
         self.bridge = _UNSET           # its link to eager autograd (made on first use)
         self.default_dtype = dtypes.get_default_dtype()   # (the trace may have baked it in)
+        self.out_alias = ()            # outputs returned as the tensor they are (trace)
         _, self.specs, self.structure = lowered.signature
 
     def attach(self, exe) -> None:
@@ -618,13 +619,16 @@ class Compiled:
             if bridge is _UNSET:
                 bridge = entry.bridge = self._bridge(entry)
             if bridge is not None:      # outputs that join autograd (grad mode, inputs need it)
-                res, structure = bridge.run(lambda: self._run_program(entry, leaves), leaves)
+                res, structure = bridge.run(lambda: self._run_program(entry, leaves, False),
+                                            leaves)
                 return pytree.unflatten(structure, res)
         res, structure = self._run_program(entry, leaves)
         return pytree.unflatten(structure, res)
 
-    def _run_program(self, entry: _Entry, leaves) -> tuple[list, object]:
-        """Run the entry's program: (its outputs, flat, and their structure)."""
+    def _run_program(self, entry: _Entry, leaves, alias: bool = True) -> tuple[list, object]:
+        """Run the entry's program: (its outputs, flat, and their structure). ``alias``:
+        an output that is a tensor the call reads is returned as that tensor (not when
+        the outputs join autograd: a node's outputs are new tensors)."""
         if entry.deferred is not None:
             entry.attach(entry.deferred())
         arrays = []
@@ -658,7 +662,12 @@ class Compiled:
                 structure = pytree.children(structure)[0]
         if entry.numpy_out:
             return list(outs), structure
-        return [Tensor._from_array(np.asarray(o)) for o in outs], structure
+        outs = [Tensor._from_array(np.asarray(o)) for o in outs]
+        for k, same in entry.out_alias if alias else ():   # (the tensor itself, as eager
+            t = leaves[same] if type(same) is int else same       # code returns it)
+            if isinstance(t, Tensor) and t._data is not None:
+                outs[k] = t
+        return outs, structure
 
     def _joins_autograd(self, tr, leaves, numpy_out) -> bool:
         """Whether a call building this entry joins autograd (see :meth:`_bridge`): its
@@ -732,6 +741,7 @@ class Compiled:
                 entry = _Entry(lowered, compile_program(), tr.closure, numpy_out, aux,
                                tr.closure_paths)
         entry.effects = tr.effects
+        entry.out_alias = tr.out_alias
         entry.key = key
         if key in self._cache:            # a program for another state of the world
             self._park(self._cache.pop(key))
@@ -947,6 +957,7 @@ class _OneShot:
     bridge = None
     refused = (0,)
     deferred = None
+    out_alias = ()
 
     def __init__(self, tr, key, numpy_out):
         self.closure = [t for t, _ in tr.closure]
