@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import operator
 import pickle
 import weakref
 import time
@@ -69,7 +70,8 @@ class _Entry:
     __slots__ = ("exe", "call", "closure", "closure_avals", "aux", "aux_avals", "numpy_out",
                  "structure", "lowered", "key", "native_ok", "native_counted", "native_name",
                  "specs", "effects", "fresh_outputs", "dynamic", "sentinels", "closure_paths",
-                 "donated", "bridge", "refused", "default_dtype", "deferred", "out_alias")
+                 "donated", "bridge", "refused", "default_dtype", "deferred", "out_alias",
+                 "alias_owners")
 
     def __init__(self, lowered: Lowered, exe, closure, numpy_out, aux, closure_paths=None,
                  deferred=None):
@@ -100,6 +102,7 @@ class _Entry:
         self.bridge = _UNSET           # its link to eager autograd (made on first use)
         self.default_dtype = dtypes.get_default_dtype()   # (the trace may have baked it in)
         self.out_alias = ()            # outputs returned as the tensor they are (trace)
+        self.alias_owners = None       # (closure arrays, their owners' ids): _aliased
         _, self.specs, self.structure = lowered.signature
 
     def attach(self, exe) -> None:
@@ -180,6 +183,17 @@ def _owner(a: np.ndarray):
     return a if a.base is None else a.base
 
 
+def _closure_owners(entry) -> set:
+    """The ids of the arrays owning the memory of the entry's closed-over tensors (kept
+    while those tensors keep their arrays: a training step's call checks a few ids)."""
+    datas = [t._data for t in entry.closure]
+    kept = entry.alias_owners
+    if kept is None or len(kept[0]) != len(datas) or not all(map(operator.is_, kept[0],
+                                                                  datas)):
+        kept = entry.alias_owners = (datas, {id(_owner(a)) for a in datas})
+    return kept[1]
+
+
 def _aliased(entry: _Entry, effects, leaves) -> bool:
     """Whether an input the call writes in place (an argument, a closed-over tensor)
     shares memory with another input it reads, an argument among the two (aliasing
@@ -187,13 +201,15 @@ def _aliased(entry: _Entry, effects, leaves) -> bool:
     passed twice, a view of another argument, an argument that is (a view of) a
     closed-over tensor."""
     args = [_array_of(v) for v in leaves]
+    owners = [id(_owner(a)) for a in args if a is not None]
+    if not owners:
+        return False
+    closure_owners = _closure_owners(entry)
+    if len(set(owners)) == len(owners) and not any(o in closure_owners for o in owners):
+        return False            # (no argument shares an owner with another input)
     written = {i for i in effects.arg_writes}
     pairs = [(a, i in written) for i, a in enumerate(args) if a is not None]
-    if not pairs:
-        return False
     state = [t._data for t in effects.writes]
-    if not written and not state:
-        return False
     others = [t._data for t in entry.closure]
     by_owner: dict = {}
     for a, w in pairs:
@@ -958,6 +974,7 @@ class _OneShot:
     refused = (0,)
     deferred = None
     out_alias = ()
+    alias_owners = None
 
     def __init__(self, tr, key, numpy_out):
         self.closure = [t for t, _ in tr.closure]
