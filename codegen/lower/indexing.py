@@ -131,7 +131,9 @@ def _read_by_index(ctx: StepContext, node: Node, step_id: int):
     axis = node.attr("axis") % len(x.shape)
     vx, vi = ctx.plan.view(x), ctx.plan.view(idx)
     n = x.shape[axis]
-    wrap = _checked(ctx, idx, vi, n, axis, step_id)
+    # the dimension an error names: gather's axis; take is x[..., i] with one index
+    # tensor (or a flat take), which PyTorch numbers among the index tensors: 0
+    wrap = _checked(ctx, idx, vi, n, axis if node.op == "gather" else 0, step_id)
     return x, idx, axis, vx, vi, n, ctx.b, ctx.plan.storage[id(node)], wrap
 
 

@@ -69,6 +69,12 @@ class CompiledFunction(Function):
                                                   saved[ctx.n_checked + ctx.n_reads:])
 
 
+# a call in which an argument is updated in place with a value requiring grad (x.mul_(y)):
+# the argument must gain the autograd history of the update, which neither program gives
+# it, so such calls run the function uncompiled (torch.compile's graph break)
+_EAGER = "eager"
+
+
 class _Call:
     __slots__ = ("bridge", "leaves", "outputs", "drawn", "residuals", "split", "reads",
                  "checked", "differentiable")
@@ -131,10 +137,14 @@ class Bridge:
         split = self._split
         if split is None:
             split = self._split = self._make_split(leaves)
+        if split is _EAGER:       # an argument gains history from the call: run as written
+            return pytree.flatten(self.fn(*self._args(leaves)))
         if split and shapes not in self._unsplit:
             try:
                 reads, args_read, differentiable = split.facts(shapes)
                 outs, residuals = split.forward(leaves)
+            except Unsupported:    # (at these shapes: run as written, as above)
+                return pytree.flatten(self.fn(*self._args(leaves)))
             except (NotSplit, RuntimeError, TypeError, ValueError):
                 if shapes in split.proven:
                     raise
@@ -155,7 +165,7 @@ class Bridge:
         try:
             return Split(self.fn, self._args, self.closure, self.runtime, leaves, self.backend)
         except Unsupported:
-            raise
+            return _EAGER
         except (NotSplit, RuntimeError, TypeError, ValueError, KeyError):
             return False
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import operator
 import pickle
 import weakref
 import time
@@ -24,6 +25,7 @@ from ..config import settings
 from ..graph import dtypes, pytree
 from ..graph.interpret import evaluate
 from ..functions.creation import as_tensor
+from ..functions.inplace import LEAF_ERRORS
 from ..tensor import Tensor
 from . import dynamic, persist, travel
 from .backends import get_backend
@@ -68,7 +70,8 @@ class _Entry:
     __slots__ = ("exe", "call", "closure", "closure_avals", "aux", "aux_avals", "numpy_out",
                  "structure", "lowered", "key", "native_ok", "native_counted", "native_name",
                  "specs", "effects", "fresh_outputs", "dynamic", "sentinels", "closure_paths",
-                 "donated", "bridge", "refused", "default_dtype", "deferred")
+                 "donated", "bridge", "refused", "default_dtype", "deferred", "out_alias",
+                 "alias_owners")
 
     def __init__(self, lowered: Lowered, exe, closure, numpy_out, aux, closure_paths=None,
                  deferred=None):
@@ -98,6 +101,8 @@ class _Entry:
         self.sentinels = ()            # ... and its programs at dynamic.SENTINELS
         self.bridge = _UNSET           # its link to eager autograd (made on first use)
         self.default_dtype = dtypes.get_default_dtype()   # (the trace may have baked it in)
+        self.out_alias = ()            # outputs returned as the tensor they are (trace)
+        self.alias_owners = None       # (closure arrays, their owners' ids): _aliased
         _, self.specs, self.structure = lowered.signature
 
     def attach(self, exe) -> None:
@@ -178,6 +183,17 @@ def _owner(a: np.ndarray):
     return a if a.base is None else a.base
 
 
+def _closure_owners(entry) -> set:
+    """The ids of the arrays owning the memory of the entry's closed-over tensors (kept
+    while those tensors keep their arrays: a training step's call checks a few ids)."""
+    datas = [t._data for t in entry.closure]
+    kept = entry.alias_owners
+    if kept is None or len(kept[0]) != len(datas) or not all(map(operator.is_, kept[0],
+                                                                  datas)):
+        kept = entry.alias_owners = (datas, {id(_owner(a)) for a in datas})
+    return kept[1]
+
+
 def _aliased(entry: _Entry, effects, leaves) -> bool:
     """Whether an input the call writes in place (an argument, a closed-over tensor)
     shares memory with another input it reads, an argument among the two (aliasing
@@ -185,13 +201,15 @@ def _aliased(entry: _Entry, effects, leaves) -> bool:
     passed twice, a view of another argument, an argument that is (a view of) a
     closed-over tensor."""
     args = [_array_of(v) for v in leaves]
+    owners = [id(_owner(a)) for a in args if a is not None]
+    if not owners:
+        return False
+    closure_owners = _closure_owners(entry)
+    if len(set(owners)) == len(owners) and not any(o in closure_owners for o in owners):
+        return False            # (no argument shares an owner with another input)
     written = {i for i in effects.arg_writes}
     pairs = [(a, i in written) for i, a in enumerate(args) if a is not None]
-    if not pairs:
-        return False
     state = [t._data for t in effects.writes]
-    if not written and not state:
-        return False
     others = [t._data for t in entry.closure]
     by_owner: dict = {}
     for a, w in pairs:
@@ -207,6 +225,13 @@ def _aliased(entry: _Entry, effects, leaves) -> bool:
                 if (wa or wb) and (arg_a or arg_b) and np.may_share_memory(a, b):
                     return True
     return False
+
+
+def _non_leaf_written(error: RuntimeError, leaves) -> bool:
+    """Whether a trace's ``error`` is the leaf in-place error while an argument is a
+    non-leaf requiring grad (which the trace's stand-in took for a leaf)."""
+    return str(error) in LEAF_ERRORS and any(
+        isinstance(v, Tensor) and v.grad_fn is not None for v in leaves)
 
 
 class Compiled:
@@ -243,6 +268,7 @@ class Compiled:
         self._dynamic_patterns: list = []   # (signature, dims, entry) of generic kernels
         self._not_generic: dict = {}        # dims -> why they compile per size
         self._size_calls: dict = {}         # fast key -> calls served by a generic kernel
+        self._uncompiled: set = set()       # signatures run as written (see _call)
         # name and doc only: copying a compiled fn's __dict__ would make this object that
         # one (its transform, cache, function): jacobian(grad(f)) returned grad(f)'s value
         functools.update_wrapper(self, fn, updated=())
@@ -320,6 +346,8 @@ class Compiled:
         if any(isinstance(v, Tensor) and v._data is None for v in leaves):
             return self._inline(args)
         key, leaves, names = self._signature(args)
+        if key in self._uncompiled:
+            return self.fn(*args)
         entry = self._cache.get(key)
         if entry is None and stale is None:
             entry = self._generic_for(args, key, names)
@@ -349,7 +377,18 @@ class Compiled:
                        "once, uncompiled")
         else:
             self.misses += 1
-        entry = self._build(args, key, leaves, names)
+        try:
+            entry = self._build(args, key, leaves, names)
+        except RuntimeError as e:
+            if not _non_leaf_written(e, leaves):
+                raise
+            # a non-leaf argument requiring grad updated in place: it must gain the
+            # update's autograd history, which the program cannot give it -- the calls of
+            # this signature run uncompiled (the trace took it for a leaf: torch's error)
+            self._uncompiled.add(key)
+            self.last_miss_reason = ("a non-leaf argument requiring grad is updated in "
+                                     "place: this signature runs uncompiled")
+            return self.fn(*args)
         if entry.key is not None:
             self._fast[fkey] = entry
         else:                             # a one-shot program is not kept
@@ -596,13 +635,16 @@ class Compiled:
             if bridge is _UNSET:
                 bridge = entry.bridge = self._bridge(entry)
             if bridge is not None:      # outputs that join autograd (grad mode, inputs need it)
-                res, structure = bridge.run(lambda: self._run_program(entry, leaves), leaves)
+                res, structure = bridge.run(lambda: self._run_program(entry, leaves, False),
+                                            leaves)
                 return pytree.unflatten(structure, res)
         res, structure = self._run_program(entry, leaves)
         return pytree.unflatten(structure, res)
 
-    def _run_program(self, entry: _Entry, leaves) -> tuple[list, object]:
-        """Run the entry's program: (its outputs, flat, and their structure)."""
+    def _run_program(self, entry: _Entry, leaves, alias: bool = True) -> tuple[list, object]:
+        """Run the entry's program: (its outputs, flat, and their structure). ``alias``:
+        an output that is a tensor the call reads is returned as that tensor (not when
+        the outputs join autograd: a node's outputs are new tensors)."""
         if entry.deferred is not None:
             entry.attach(entry.deferred())
         arrays = []
@@ -636,7 +678,12 @@ class Compiled:
                 structure = pytree.children(structure)[0]
         if entry.numpy_out:
             return list(outs), structure
-        return [Tensor._from_array(np.asarray(o)) for o in outs], structure
+        outs = [Tensor._from_array(np.asarray(o)) for o in outs]
+        for k, same in entry.out_alias if alias else ():   # (the tensor itself, as eager
+            t = leaves[same] if type(same) is int else same       # code returns it)
+            if isinstance(t, Tensor) and t._data is not None:
+                outs[k] = t
+        return outs, structure
 
     def _joins_autograd(self, tr, leaves, numpy_out) -> bool:
         """Whether a call building this entry joins autograd (see :meth:`_bridge`): its
@@ -710,6 +757,7 @@ class Compiled:
                 entry = _Entry(lowered, compile_program(), tr.closure, numpy_out, aux,
                                tr.closure_paths)
         entry.effects = tr.effects
+        entry.out_alias = tr.out_alias
         entry.key = key
         if key in self._cache:            # a program for another state of the world
             self._park(self._cache.pop(key))
@@ -834,6 +882,7 @@ class Compiled:
         self._dynamic_patterns.clear()
         self._not_generic.clear()
         self._size_calls.clear()
+        self._uncompiled.clear()
         self.hits = self.misses = self._py_native = self._evicted_native = 0
 
     def __repr__(self) -> str:
@@ -924,6 +973,8 @@ class _OneShot:
     bridge = None
     refused = (0,)
     deferred = None
+    out_alias = ()
+    alias_owners = None
 
     def __init__(self, tr, key, numpy_out):
         self.closure = [t for t, _ in tr.closure]

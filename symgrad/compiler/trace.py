@@ -245,6 +245,9 @@ class TraceResult:
     effects: Effects | None = None   # state updates: the last outputs, applied per call
     closure_paths: Guards | None = None   # where fn found its closed-over tensors (re-read
                                           # before each call: a replaced one is stale)
+    out_alias: tuple = ()        # (output position, the eager tensor it is, or the
+                                 # argument position) for outputs that are a tensor the
+                                 # call reads: returned as that tensor, as eager code does
 
     @property
     def input_nodes(self) -> list[Node]:
@@ -308,6 +311,7 @@ def trace(fn, args: tuple, static_argnums: tuple[int, ...], leaves_specs: list[L
         result = fn(*call_args)
         out_leaves, out_structure = pytree.flatten(result)
         out_nodes = [_output_node(o, tracer, k) for k, o in enumerate(out_leaves)]
+        out_alias = _aliases(out_leaves, stand_ins, tracer)
         if not writes:
             _drop_writes(tracer, out_nodes, fn)
         # arguments updated in place (x.sub_(m), x[i] = v): the call writes them back
@@ -326,7 +330,23 @@ def trace(fn, args: tuple, static_argnums: tuple[int, ...], leaves_specs: list[L
     closure = list(tracer.lifted.values())
     closure_paths = Guards([t for t, _ in closure], tracer.sources)
     return TraceResult(nodes, names, closure, out_nodes, out_structure,
-                       out_names, tracer.hooked, effects, closure_paths)
+                       out_names, tracer.hooked, effects, closure_paths, out_alias)
+
+
+def _aliases(out_leaves, stand_ins, tracer) -> tuple:
+    """The outputs that are a tensor the call reads itself -- a closed-over tensor
+    (``return loss, self.running_mean``) or an argument -- as (position, tensor or
+    argument index)."""
+    found = []
+    for k, o in enumerate(out_leaves):
+        if not isinstance(o, Tensor):
+            continue
+        hit = next((i for i, t in enumerate(stand_ins) if t is o), None)
+        if hit is not None:
+            found.append((k, hit))
+        elif o._data is not None and tracer.is_outer(o) and o._birth < tracer.start:
+            found.append((k, o))
+    return tuple(found)
 
 
 def _output_node(o, tracer: Tracer, k: int) -> Node:

@@ -252,6 +252,8 @@ def setitem(x: Tensor, key: Index, value: TensorLike) -> Tensor | None:
     nkey = _normalize(key, x.dim())
     if x._base is None and _selects_all(x, nkey, allow_index=False):
         return _set_whole(x, value)
+    if any(isinstance(k, Tensor) and k._data is None for k in nkey):
+        return _set_traced(x, nkey, value)
     pos = positions(x, nkey)        # with None: the shape of PyTorch's indexing result
     if isinstance(value, Tensor):
         value = _fit_value(value, pos.shape, any(_is_advanced(k) for k in nkey))
@@ -262,6 +264,26 @@ def setitem(x: Tensor, key: Index, value: TensorLike) -> Tensor | None:
         assign_positions(x, pos, value, "IndexPutBackward0")
     else:
         assign_positions(x, pos, value)
+
+
+def _set_traced(x: Tensor, nkey, value) -> None:
+    """``x[key] = value`` inside a trace with a traced index: one integer index tensor
+    after whole slices only (``x[i] = v``, ``x[:, i] = v``) is ``index_put_`` (the
+    leading slices as broadcast ranges, as PyTorch's indexing does); other keys are
+    refused, saying which."""
+    j = next(n for n, k in enumerate(nkey) if isinstance(k, Tensor))
+    k = nkey[j]
+    if (k.dtype.category != "int" or any(isinstance(o, Tensor) for o in nkey[j + 1:])
+            or not all(isinstance(o, slice) and _whole(o, x.shape[a])
+                       for a, o in enumerate(nkey) if a != j)):
+        raise TypeError("inside symgrad.compile, x[key] = value with a traced index tensor "
+                        "takes one integer index tensor after whole slices (x[i] = v, "
+                        "x[:, i] = v); use index_put_ or symgrad.where for other keys")
+    lead = [_lax.reshape(_lax.apply("iota", shape=(x.shape[a],), axis=0, dtype=dtypes.int64),
+                         (x.shape[a],) + (1,) * (j - 1 - a + k.dim())) for a in range(j)]
+    if not isinstance(value, Tensor):
+        value = _lax.full((), value, x.dtype)
+    x.index_put_(tuple(lead) + (k,), value.to(x.dtype))
 
 
 def _selects_all(x: Tensor, nkey, allow_index: bool) -> bool:

@@ -17,7 +17,7 @@ from .composite import named
 from ..autograd.nodes import SavedTensor
 
 __all__ = ["check_inplace", "update", "assign_positions", "view_positions", "original",
-           "set_history", "rewrite_base"]
+           "set_history", "rewrite_base", "LEAF_ERRORS"]
 
 _INFERENCE_VIEW = (
     "A view was created in inference mode and is being modified inplace in normal mode. "
@@ -27,6 +27,7 @@ _INFERENCE_VIEW = (
     "inplace to be tracked).")
 _LEAF = "a leaf Variable that requires grad is being used in an in-place operation."
 _VIEW_OF_LEAF = "a view of a leaf Variable that requires grad is being used in an in-place operation."
+LEAF_ERRORS = (_LEAF, _VIEW_OF_LEAF)
 
 
 def check_inplace(x: Tensor, through_view: bool = False) -> None:
@@ -91,12 +92,20 @@ def check_overlap(x: Tensor, *others) -> None:
             raise RuntimeError(_OVERLAP_INPUT)
 
 
-def original(x: Tensor) -> Tensor:
+def original(x: Tensor, *others) -> Tensor:
     """The operand an in-place op computes from: x itself, or — when the op will be
-    recorded — a snapshot of its current value with its history, so that a backward rule
-    saving the operand sees the value before the update (as PyTorch does)."""
-    if x._data is None or not x.requires_grad or not grad_mode.is_grad_enabled():
+    recorded (x or one of the op's ``others`` requires grad) — a snapshot of its current
+    value with its history, so that a backward rule saving the operand sees the value
+    before the update (as PyTorch does: ``x.mul_(y)``, y requiring grad, saves x's old
+    value for y's gradient)."""
+    if x._data is None or not grad_mode.is_grad_enabled():
         return x
+    if not x.requires_grad:
+        if not any(isinstance(o, Tensor) and o.requires_grad for o in others):
+            return x
+        lift = dispatch._lifter[0]
+        return Tensor._from_node(lift(x)) if lift is not None else \
+            Tensor._from_array(np.array(x._data, copy=True), x.dtype)
     lift = dispatch._lifter[0]
     if lift is not None:        # in a trace: its value now (a copy made here would be a
         snap = Tensor._from_node(lift(x))     # constant of the program, frozen)

@@ -56,7 +56,8 @@ def _inplace_op(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
     def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
         inplace.check_inplace(self)
         inplace.check_overlap(self, *args, *kwargs.values())
-        return inplace.update(self, fn(inplace.original(self), *args, **kwargs))
+        return inplace.update(self, fn(inplace.original(self, *args, *kwargs.values()),
+                                       *args, **kwargs))
     return method
 
 
@@ -72,7 +73,7 @@ def _overwrite(self, name, make, *srcs):
 
     def f(old, *ss):
         return lax.where(lax.full(shape, True, dtypes.bool_), make(*ss), old)
-    return inplace.update(self, named(name, f, inplace.original(self), *srcs))
+    return inplace.update(self, named(name, f, inplace.original(self, *srcs), *srcs))
 
 
 def _fill_(self: Tensor, value: TensorOrScalar) -> Tensor:

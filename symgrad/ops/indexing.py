@@ -49,7 +49,13 @@ def _take_shape(av, *, axis):
 
 
 def _take_numpy(x, idx, *, axis):
-    return np.take(x, idx, axis=axis)
+    try:
+        return np.take(x, idx, axis=axis)
+    except IndexError:      # (as compiled code says it: codegen.lower.indexing)
+        n = x.shape[axis]
+        bad = (idx >= n) | (idx < -n)
+        raise IndexError(f"index {int(idx[bad].flat[0])} is out of bounds for dimension 0 "
+                         f"with size {n}") from None
 
 
 primitive("take", 2, _take_shape, _take_numpy, saves=(1,), grad_name="IndexBackward0",
@@ -132,7 +138,12 @@ def _index_check_numpy(idx, *, size, message, error):
     bad index."""
     bad = (idx < 0) | (idx >= size)
     if bad.any():
-        raise _INDEX_ERRORS[error](message.format(int(idx[bad].flat[0])))
+        v = int(idx[bad].flat[0])
+        if v < 0 and "-{}" in message:
+            # a check of negated negative indices (message "-{}") sees a negative one
+            # only where negating overflowed: -2**63 is itself, printed as it is
+            message = message.replace("-{}", "{}")
+        raise _INDEX_ERRORS[error](message.format(v))
     return idx
 
 

@@ -300,3 +300,24 @@ def test_writes_are_seen_through_aliased_inputs(case, dtype):
             outs.append([o.tolist() for o in out] + [a.tolist(), state.tolist()])
         got[lib.__name__] = outs
     assert got["symgrad"] == got["torch"]
+
+
+def test_returned_state_and_arguments_are_the_tensors_themselves():
+    """A compiled function returning a tensor it closes over (``return loss,
+    self.running_mean``), an alias of it (``m.detach()``) or an argument returns that
+    tensor, as eager code and torch.compile do: a later update shows through it (review2
+    finding 17: snapshots). A view made inside the call is still a new tensor."""
+    got = {}
+    for lib in (torch, sg):
+        m = lib.zeros(3)
+
+        def f(x):
+            m.add_(x)
+            return m, m.detach(), x, (m * 2).sum()
+        g = sg.compile(f) if lib is sg else f
+        x = lib.ones(3)
+        first = g(x)
+        g(lib.ones(3))
+        got[lib.__name__] = ([t.tolist() for t in first[:3]], first[0] is m, first[2] is x,
+                             float(first[3]))
+    assert got["symgrad"] == got["torch"]
