@@ -335,7 +335,10 @@ def _partials(node: Expr) -> tuple:
             k = y.value - 1
             dx = _mul(y, ONE if k == 0 else x if k == 1 else x ** number(k))
             return dx, ZERO
-        return y * x ** (y - 1), node * call("log", x)
+        # PyTorch's masks (its pow backward), kept at every order: see primitives'
+        # derivative, which differentiates the partials of partials the same way
+        return (select((ZERO, eq(y, ZERO)), default=y * x ** (y - 1)),
+                select((ZERO, eq(x, ZERO) & (y >= 0)), default=node * call("log", x)))
     u = a[0] if a else None
     table = {
         "exp": lambda: node,

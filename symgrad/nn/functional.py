@@ -425,10 +425,15 @@ def _cross_entropy_probs(x, t, weight, reduction, label_smoothing, cdim, n):
 
 # ---- more activations -------------------------------------------------------------------
 def elu(input, alpha=1.0, inplace=False):
-    """x where x > 0, else alpha (exp(x) - 1)."""
+    """x where x > 0, else alpha (exp(x) - 1). (expm1 reads 0 where x > 0: the unused
+    branch's gradient is 0 * exp(0), not 0 * inf = NaN once exp(x) overflows.)"""
     x = to_tensor(input)
-    return named("EluBackward0", lambda v: lax.where(
-        bind(P["gt"], v, 0.0), v, lax.mul(lax.unary("expm1", v), float(alpha))), x, saves=(0,))
+
+    def f(v):
+        pos = bind(P["gt"], v, 0.0)
+        neg = lax.mul(lax.unary("expm1", lax.where(pos, 0.0, v)), float(alpha))
+        return lax.where(pos, v, neg)
+    return named("EluBackward0", f, x, saves=(0,))
 
 
 def gelu(input, approximate="none"):

@@ -275,8 +275,15 @@ _ew("acos", lambda x: S.acos(x), numpy=np.arccos, out_dtype="float",
     grads=lambda x, out: (-1 / S.sqrt(1 - x ** 2),))
 _ew("atan", lambda x: S.atan(x), numpy=np.arctan, out_dtype="float",
     grads=lambda x, out: (1 / (1 + x ** 2),))
+def _atan2_recip(y, x):
+    """1 / (x² + y²), 0 where the sum is 0 (the origin, or underflow): PyTorch's atan2
+    backward, whose gradient there is 0 (and -0), not NaN."""
+    r = x ** 2 + y ** 2
+    return _pw((0, S.Eq(r, 0)), (1 / r, True))
+
+
 _ew("atan2", lambda y, x: S.atan2(y, x), numpy=np.arctan2, out_dtype="float",
-    grads=lambda y, x, out: (x / (x ** 2 + y ** 2), -y / (x ** 2 + y ** 2)))
+    grads=lambda y, x, out: (x * _atan2_recip(y, x), -y * _atan2_recip(y, x)))
 
 
 # (sympy folds Ne(x, x) to False for real x, so isnan is a function of its own)
