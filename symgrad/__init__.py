@@ -109,7 +109,7 @@ def round(input: Tensor, *, decimals: _int | None = None) -> Tensor:  # noqa: A0
 
 
 from .functions import rounding as _rounding  # noqa: E402
-from .functions.rounding import equal, fix, frac, fmod, heaviside, sgn, trunc  # noqa: E402
+from .functions.rounding import div, equal, fix, frac, fmod, heaviside, sgn, trunc  # noqa: E402
 
 
 def add(input: TensorOrScalar, other: TensorOrScalar, *, alpha: TensorOrScalar = 1) -> Tensor:
@@ -128,7 +128,7 @@ def _binary_fn(name: str, prim: str) -> Callable[[TensorOrScalar, TensorOrScalar
     return fn
 
 
-for _n, _p in (("mul", "mul"), ("div", "div"), ("true_divide", "div"),
+for _n, _p in (("mul", "mul"), ("true_divide", "div"),
                ("maximum", "maximum"), ("minimum", "minimum"), ("remainder", "remainder"),
                ("floor_divide", "floor_divide"), ("eq", "eq"), ("ne", "ne"), ("lt", "lt"),
                ("le", "le"), ("gt", "gt"), ("ge", "ge"), ("atan2", "atan2"),
