@@ -82,8 +82,9 @@ def nan_to_num_(input: Tensor, nan: float = 0.0, posinf: float | None = None,
 
 def isclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e-08,
             equal_nan: bool = False) -> Tensor:
-    """``|input - other| <= atol + rtol * |other|`` where both are finite, equal values
-    (infinities of one sign included) everywhere, NaNs equal with ``equal_nan``."""
+    """``|input - other| <= atol + rtol * |other|`` where that error is finite (computed in
+    the default float dtype for integers and bool, as PyTorch: no wrap-around), equal
+    values (infinities of one sign included) everywhere, NaNs equal with ``equal_nan``."""
     a, b = to_tensor(input), to_tensor(other)
     if a.dtype is not b.dtype:
         raise RuntimeError(f"{a.dtype.c_name} did not match {b.dtype.c_name}")
@@ -96,13 +97,12 @@ def isclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e-
     if equal_nan and a.dtype.is_floating_point:
         same = E.binary("logical_or", same, E.binary("logical_and", E.unary("isnan", a),
                                                       E.unary("isnan", b)))
-    if a.dtype is dtypes.bool_:
-        return same
+    if not a.dtype.is_floating_point:     # as PyTorch: the error in the default float
+        a, b = a.to(dtypes.get_default_dtype()), b.to(dtypes.get_default_dtype())   # dtype
     diff = E.unary("abs", E.binary("sub", a, b))
     bound = E.binary("add", float(atol), E.binary("mul", float(rtol), E.unary("abs", b)))
-    close = E.binary("le", diff, bound)
-    if a.dtype.is_floating_point:
-        close = E.binary("logical_and", close, E.binary("logical_and", isfinite(a), isfinite(b)))
+    # (a finite error: an overflowing difference is not close, whatever atol)
+    close = E.binary("logical_and", E.binary("le", diff, bound), isfinite(diff))
     return E.binary("logical_or", same, close)
 
 
