@@ -96,6 +96,13 @@ def _log1pexp(a):
     return _pw((a + log1p(S.exp(-a)), a > 0), (log1p(S.exp(a)), True))
 
 
+def _sigmoid(x):
+    """1 / (1 + e^-x) as a formula whose derivatives stay finite: e^x / (1 + e^x) below 0
+    (the value 0 -- or e^x, subnormal -- at x = -100 in float32, not 1 / inf; and the
+    second derivative e^x / (1 + e^x)^2, not inf / inf = NaN: softplus, BCE with logits)."""
+    return _pw((1 / (1 + S.exp(-x)), x >= 0), (S.exp(x) / (1 + S.exp(x)), True))
+
+
 def _ew(name, formula, **kw):
     return elementwise(name, formula, _builtin=True, **kw)
 
@@ -198,12 +205,12 @@ _ew("tanh", lambda x: S.tanh(x), numpy=np.tanh, out_dtype="float",
 _ew("sigmoid", lambda x: 1 / (1 + S.exp(-x)), numpy=_sigmoid_numpy, out_dtype="float",
     grads=lambda x, out: (out * (1 - out),))
 _ew("softplus", lambda x: _pw((x, x > 20), (log1p(S.exp(x)), True)), numpy=_softplus_numpy,
-    out_dtype="float", grads=lambda x, out: (_pw((1, x > 20), (1 / (1 + S.exp(-x)), True)),))
+    out_dtype="float", grads=lambda x, out: (_pw((1, x > 20), (_sigmoid(x), True)),))
 # log(1 + e^x) with no threshold: what the compiler's stabilising rewrites produce for
 # log(sigmoid a), log(1 - sigmoid a), log(1 + exp a) (softplus's threshold would change
 # their value past |a| = 20); lowered to the same stable form as numpy's kernel
 _ew("log1pexp", _log1pexp, numpy=_log1pexp_numpy, out_dtype="float",
-    grad_name="Log1pexpBackward0", grads=lambda x, out: (1 / (1 + S.exp(-x)),))
+    grad_name="Log1pexpBackward0", grads=lambda x, out: (_sigmoid(x),))
 _ew("reciprocal", lambda x: 1 / x, numpy=np.reciprocal, out_dtype="float",
     grads=lambda x, out: (-(out ** 2),))
 
@@ -233,7 +240,7 @@ _ew("binary_cross_entropy_with_logits",
     lambda x, t: (1 - t) * x + _log1pexp(-x),
     numpy=_bce_logits_numpy, out_dtype="float",
     grad_name="BinaryCrossEntropyWithLogitsBackward0",
-    grads=lambda x, t, out: (1 / (1 + S.exp(-x)) - t, -x))
+    grads=lambda x, t, out: (_sigmoid(x) - t, -x))
 
 # piecewise-linear and rounding
 # NaN follows PyTorch: relu passes the gradient at NaN, abs and sign give 0 there
