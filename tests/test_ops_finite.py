@@ -121,3 +121,18 @@ def test_errors_as_torch():
             case(sg)
         assert type(got.value) is type(want.value)
         assert str(got.value) == str(want.value)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "llvm"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_fused_isnan_compiled(backend, dtype):
+    """review 4 finding 11: a fused expression holding isnan raised NameError ('numpy' is
+    not defined) on the numpy backend."""
+    x = np.array([np.nan, np.inf, -np.inf, 1.5, -0.0], dtype)
+    cases = [(lambda L, v: L.nan_to_num(v)), (lambda L, v: L.where(L.isnan(v), 0.0, v)),
+             (lambda L, v: L.isnan(v * 2)), (lambda L, v: L.isnan(v).to(v.dtype) + v)]
+    for fn in cases:
+        want = fn(torch, torch.tensor(x)).numpy()
+        got = np.asarray(sg.compile(lambda v: fn(sg, v), backend=backend)(sg.tensor(x)).numpy())
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)

@@ -553,7 +553,10 @@ def _erfinv(x):
 
 LAMBDIFY_MODULES = [{"select": _select, "logical_and": _Fold(np.logical_and),
                      "logical_or": _Fold(np.logical_or), "erf": _erf, "erfinv": _erfinv,
-                     "keep": lambda u: u, "fmod": np.fmod, "torch_pow": F.torch_pow}, np]
+                     "keep": lambda u: u, "fmod": np.fmod, "torch_pow": F.torch_pow,
+                     # (the printer prints isnan as numpy.isnan, a name the generated
+                     # function's namespace -- numpy's names -- lacks: printed bare)
+                     "isnan": np.isnan}, np]
 
 
 def lambdify(syms, expr, cse: bool = False) -> Callable:
