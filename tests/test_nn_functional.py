@@ -571,3 +571,22 @@ def test_layer_norm_shape_errors_as_torch(args):
     with pytest.raises(RuntimeError) as got:
         call(sg)
     assert str(got.value) == str(want.value)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_binary_cross_entropy_tiny_probabilities(dtype):
+    """log(1 - x) as log1p(-x), as PyTorch (review 4 finding 15c: loss at x = 1e-8, t = 0
+    was -0.0 in float32)."""
+    x = np.array([1e-8, 1e-8, 1e-17, 0.0, 1.0, 0.3, 1 - 1e-7], dtype)
+    t = np.array([0.0, 1e-8, 0.0, 0.0, 1.0, 0.5, 1.0], dtype)
+    want = torch.nn.functional.binary_cross_entropy(torch.tensor(x), torch.tensor(t),
+                                                    reduction="none").numpy()
+    got = sg.nn.functional.binary_cross_entropy(sg.tensor(x), sg.tensor(t),
+                                                     reduction="none").numpy()
+    tol = 1e-6 if dtype == "float32" else 1e-14
+    np.testing.assert_allclose(got, want, rtol=tol, atol=0)
+    for be in ("llvm", "numpy"):
+        f = sg.compile(lambda a, b: sg.nn.functional.binary_cross_entropy(
+            a, b, reduction="none"), backend=be)
+        np.testing.assert_allclose(np.asarray(f(sg.tensor(x), sg.tensor(t)).numpy()),
+                                   want, rtol=tol, atol=0)

@@ -217,16 +217,17 @@ _ew("reciprocal", lambda x: 1 / x, numpy=np.reciprocal, out_dtype="float",
 
 def _bce_numpy(x, t):
     with np.errstate(divide="ignore", invalid="ignore"):
-        return -(t * np.maximum(np.log(x), -100) + (1 - t) * np.maximum(np.log(1 - x), -100))
+        return -(t * np.maximum(np.log(x), -100) + (1 - t) * np.maximum(np.log1p(-x), -100))
 
 
-# binary cross-entropy of probabilities, logs clamped at -100; the closed-form partials
+# binary cross-entropy of probabilities, logs clamped at -100 (log(1 - x) as log1p(-x),
+# PyTorch's: exact for tiny x, 1e-8 in float32); the closed-form partials
 # are PyTorch's backward: (x - t) / max(x (1 - x), EPSILON) (a float 1e-12) and -logit(x)
 _ew("binary_cross_entropy",
-    lambda x, t: -(t * S.Max(S.log(x), -100) + (1 - t) * S.Max(S.log(1 - x), -100)),
+    lambda x, t: -(t * S.Max(S.log(x), -100) + (1 - t) * S.Max(log1p(-x), -100)),
     numpy=_bce_numpy, out_dtype="float", grad_name="BinaryCrossEntropyBackward0",
     grads=lambda x, t, out: ((x - t) / S.Max(x * (1 - x), F.number(float(np.float32(1e-12)))),
-                             S.log(1 - x) - S.log(x)))
+                             log1p(-x) - S.log(x)))
 
 def _bce_logits_numpy(x, t):
     return (1 - t) * x + _log1pexp_numpy(-x)
