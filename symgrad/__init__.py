@@ -182,7 +182,9 @@ def is_inference(input: Tensor) -> _bool:
 
 def allclose(a: Tensor, b: Tensor, rtol: _float = 1e-05, atol: _float = 1e-08,
              equal_nan: _bool = False) -> _bool:
-    return _np.allclose(_np.asarray(a), _np.asarray(b), rtol=rtol, atol=atol, equal_nan=equal_nan)
+    """Whether every element of ``isclose(a, b, ...)`` holds (PyTorch's rules: integers
+    compared in the default float dtype, a finite error, its errors)."""
+    return isclose(a, b, rtol, atol, equal_nan, _name="allclose").all().item()
 
 
 def set_default_device(device: DeviceLike | None) -> None:

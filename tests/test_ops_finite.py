@@ -113,7 +113,12 @@ def test_errors_as_torch():
              lambda L: L.roll(L.ones(2, 3), 1, 2),
              lambda L: L.roll(L.ones(2, 3), (1, 2)),
              lambda L: L.isclose(L.ones(2), L.ones(2, dtype=L.float64)),
-             lambda L: L.isclose(L.ones(2), L.ones(2), rtol=-1.0)]
+             lambda L: L.isclose(L.ones(2), L.ones(2), rtol=-1.0),
+             # review 4 finding 17
+             lambda L: L.roll(L.tensor(5.0), 2, 0), lambda L: L.roll(L.ones(2), [], []),
+             lambda L: L.roll(L.ones(2), 1.5), lambda L: L.isclose(L.ones(2), 2.0),
+             lambda L: L.ones(2).isclose(2.0), lambda L: L.allclose(L.ones(2), 2.0),
+             lambda L: L.allclose(L.ones(2), L.ones(2, dtype=L.float64))]
     for case in cases:
         with pytest.raises(Exception) as want:
             case(torch)

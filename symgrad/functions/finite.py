@@ -81,10 +81,14 @@ def nan_to_num_(input: Tensor, nan: float = 0.0, posinf: float | None = None,
 
 
 def isclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e-08,
-            equal_nan: bool = False) -> Tensor:
+            equal_nan: bool = False, *, _position: int = 2, _name: str = "isclose") -> Tensor:
     """``|input - other| <= atol + rtol * |other|`` where that error is finite (computed in
     the default float dtype for integers and bool, as PyTorch: no wrap-around), equal
     values (infinities of one sign included) everywhere, NaNs equal with ``equal_nan``."""
+    for pos, arg, v in ((_position - 1, "input", input), (_position, "other", other)):
+        if pos and not isinstance(v, Tensor):
+            raise TypeError(f"{_name}(): argument '{arg}' (position {pos}) must be Tensor, not "
+                            f"{type(v).__name__}")
     a, b = to_tensor(input), to_tensor(other)
     if a.dtype is not b.dtype:
         raise RuntimeError(f"{a.dtype.c_name} did not match {b.dtype.c_name}")
@@ -111,7 +115,12 @@ def roll(input: Tensor, shifts: int | Sequence[int], dims: int | Sequence[int] |
     """The elements shifted by ``shifts`` along ``dims`` (the flattened tensor when
     ``dims`` is None), wrapping around."""
     x = to_tensor(input)
+    if not isinstance(shifts, (int, np.integer, list, tuple)):
+        raise TypeError(f"roll(): argument 'shifts' (position 2) must be tuple of ints, not "
+                        f"{type(shifts).__name__}")
     shifts = (shifts,) if isinstance(shifts, (int, np.integer)) else tuple(shifts)
+    if not shifts:
+        raise RuntimeError("`shifts` required")
     if dims is None:
         if len(shifts) != 1:
             raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, "
@@ -124,6 +133,8 @@ def roll(input: Tensor, shifts: int | Sequence[int], dims: int | Sequence[int] |
                            f"{len(dims)}")
     n = x.dim()
     for d in dims:
+        if n == 0:
+            raise IndexError(f"Dimension specified as {d} but tensor has no dimensions")
         if not -max(n, 1) <= d < max(n, 1):
             raise IndexError(f"Dimension out of range (expected to be in range of "
                              f"[{-max(n, 1)}, {max(n, 1) - 1}], but got {d})")

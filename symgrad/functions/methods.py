@@ -223,6 +223,11 @@ def _equal(self: Tensor, other: Tensor) -> bool:
     return rounding.equal(self, other, _position=1)
 
 
+def _isclose(self: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e-08,
+             equal_nan: bool = False) -> Tensor:
+    return finite.isclose(self, other, rtol, atol, equal_nan, _position=1)
+
+
 def _heaviside(self: Tensor, values: Tensor) -> Tensor:
     return rounding.heaviside(self, values, _position=1)
 
@@ -371,7 +376,7 @@ _METHODS = {
     "var": statistics.var, "std": statistics.std, "cumsum": statistics.cumsum,
     "isinf": finite.isinf, "isposinf": finite.isposinf, "isneginf": finite.isneginf,
     "isfinite": finite.isfinite, "nan_to_num": finite.nan_to_num,
-    "nan_to_num_": finite.nan_to_num_, "isclose": finite.isclose, "roll": finite.roll,
+    "nan_to_num_": finite.nan_to_num_, "isclose": _isclose, "roll": finite.roll,
     "cumprod": statistics.cumprod,
     # selection
     "masked_fill": selection.masked_fill, "tril": selection.tril, "triu": selection.triu,
