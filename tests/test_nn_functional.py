@@ -590,3 +590,16 @@ def test_binary_cross_entropy_tiny_probabilities(dtype):
             a, b, reduction="none"), backend=be)
         np.testing.assert_allclose(np.asarray(f(sg.tensor(x), sg.tensor(t)).numpy()),
                                    want, rtol=tol, atol=0)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_relu_keeps_negative_zero(dtype):
+    """relu(-0.0) is -0.0 (PyTorch's clamp_min), NaN stays NaN; eager, llvm, numpy."""
+    x = np.array([-0.0, 0.0, np.nan, -1.0, 2.0, -np.inf], dtype)
+    want = torch.relu(torch.tensor(x)).numpy()
+    outs = [sg.relu(sg.tensor(x)).numpy()]
+    outs += [np.asarray(sg.compile(lambda v: sg.relu(v) * 1.0, backend=be)(sg.tensor(x)).numpy())
+             for be in ("llvm", "numpy")]
+    for got in outs:
+        np.testing.assert_array_equal(got, want)
+        assert np.array_equal(np.signbit(got), np.signbit(want))
