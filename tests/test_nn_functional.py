@@ -603,3 +603,28 @@ def test_relu_keeps_negative_zero(dtype):
     for got in outs:
         np.testing.assert_array_equal(got, want)
         assert np.array_equal(np.signbit(got), np.signbit(want))
+
+
+def test_layer_norm_mixed_float_dtypes_refused():
+    """review 4 finding 17: float32 input with float64 weight / bias (and the reverse)
+    raise PyTorch's CPU errors; same dtypes run."""
+    def case(xd, wd, bd):
+        def run(L):
+            x = L.ones(2, 3, dtype=getattr(L, xd))
+            w = None if wd is None else L.ones(3, dtype=getattr(L, wd))
+            b = None if bd is None else L.ones(3, dtype=getattr(L, bd))
+            return L.nn.functional.layer_norm(x, (3,), w, b)
+        return run
+    import itertools
+    bad = [(x, w, b) for x, w, b in itertools.product(("float32", "float64"),
+                                                       (None, "float32", "float64"),
+                                                       (None, "float32", "float64"))
+           if {w, b} - {None, x}]
+    for args in bad:
+        with pytest.raises(RuntimeError) as want:
+            case(*args)(torch)
+        with pytest.raises(RuntimeError) as got:
+            case(*args)(sg)
+        assert str(got.value) == str(want.value)
+    for args in (("float32", "float32", "float32"), ("float64", None, "float64")):
+        np.testing.assert_array_equal(case(*args)(sg).numpy(), case(*args)(torch).numpy())

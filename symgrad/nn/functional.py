@@ -576,6 +576,22 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
     return named("EmbeddingBackward0", f, w)
 
 
+def _layer_norm_dtypes(x, params) -> None:
+    """PyTorch's CPU checks of float32 / float64 mixes: the first parameter unlike the
+    input is a "mixed dtype" error (which one: whether any parameter is float64), a
+    second parameter unlike the first a scalar type error."""
+    floats = {dtypes.float32, dtypes.float64}
+    if not params or {x.dtype, *(p.dtype for p in params)} - floats or \
+            all(p.dtype is x.dtype for p in params):
+        return
+    if params[0].dtype is not x.dtype:
+        if any(p.dtype is dtypes.float64 for p in params):
+            raise RuntimeError("mixed dtype (CPU): expect parameter to have scalar type of Float")
+        raise RuntimeError("mixed dtype (CPU): all inputs must share same datatype.")
+    raise RuntimeError(f"expected scalar type {x.dtype.c_name} but found "
+                       f"{params[1].dtype.c_name}")
+
+
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     """(x - mean) / sqrt(var + eps) over the last ``len(normalized_shape)`` dims (biased
     variance), then ``* weight + bias``."""
@@ -593,6 +609,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
                                f"normalized_shape = {list(shp)}")
     axes = tuple(range(x.dim() - k, x.dim()))
     args = [x] + [to_tensor(a) for a in (weight, bias) if a is not None]
+    _layer_norm_dtypes(x, args[1:])
 
     def f(v, *wb):
         mean = bind(P["mean"], v, axes=axes, keepdim=True)
