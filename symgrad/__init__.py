@@ -111,7 +111,7 @@ def round(input: Tensor, *, decimals: _int | None = None) -> Tensor:  # noqa: A0
 
 
 from .functions import rounding as _rounding  # noqa: E402
-from .functions.rounding import equal, fix, frac, fmod, heaviside, sgn, trunc  # noqa: E402
+from .functions.rounding import div, equal, fix, frac, fmod, heaviside, sgn, trunc  # noqa: E402
 
 
 def add(input: TensorOrScalar, other: TensorOrScalar, *, alpha: TensorOrScalar = 1) -> Tensor:
@@ -130,7 +130,7 @@ def _binary_fn(name: str, prim: str) -> Callable[[TensorOrScalar, TensorOrScalar
     return fn
 
 
-for _n, _p in (("mul", "mul"), ("div", "div"), ("true_divide", "div"),
+for _n, _p in (("mul", "mul"), ("true_divide", "div"),
                ("maximum", "maximum"), ("minimum", "minimum"), ("remainder", "remainder"),
                ("floor_divide", "floor_divide"), ("eq", "eq"), ("ne", "ne"), ("lt", "lt"),
                ("le", "le"), ("gt", "gt"), ("ge", "ge"), ("atan2", "atan2"),
@@ -195,7 +195,9 @@ def is_inference(input: Tensor) -> _bool:
 
 def allclose(a: Tensor, b: Tensor, rtol: _float = 1e-05, atol: _float = 1e-08,
              equal_nan: _bool = False) -> _bool:
-    return _np.allclose(_np.asarray(a), _np.asarray(b), rtol=rtol, atol=atol, equal_nan=equal_nan)
+    """Whether every element of ``isclose(a, b, ...)`` holds (PyTorch's rules: integers
+    compared in the default float dtype, a finite error, its errors)."""
+    return isclose(a, b, rtol, atol, equal_nan, _name="allclose").all().item()
 
 
 def set_default_device(device: DeviceLike | None) -> None:

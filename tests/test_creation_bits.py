@@ -100,3 +100,38 @@ def test_arange_split_over_threads_and_default_dtype(threads):
         want, got = torch.arange(*args), sg.arange(*args)
         assert str(got.dtype) == str(want.dtype)
         np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+def test_linspace_logspace_endpoint_errors_and_negative_base():
+    """review 4 finding 16: integer endpoints that do not fit the dtype (or are NaN / inf)
+    raise PyTorch's overflow error instead of wrapping; bool has no kernel; a negative
+    base gives NaN where the power is not an integer (was math's ValueError)."""
+    T, S = torch, sg
+    cases = [lambda L: L.linspace(0, 255, 7, dtype=L.int8),
+             lambda L: L.linspace(-1e30, 1e30, 3, dtype=L.int32),
+             lambda L: L.linspace(0, 1e10, 3, dtype=L.int16),
+             lambda L: L.linspace(float("nan"), 1, 3, dtype=L.int64),
+             lambda L: L.linspace(float("inf"), 1, 3, dtype=L.int64),
+             lambda L: L.linspace(0, 300, 3, dtype=L.uint8),
+             lambda L: L.linspace(0, 1, 3, dtype=L.bool),
+             lambda L: L.logspace(0, 300, 3, dtype=L.int8),
+             lambda L: L.logspace(0, 1, 3, dtype=L.bool)]
+    for case in cases:
+        try:
+            case(T)
+        except Exception as e:           # noqa: BLE001
+            want = e
+        try:
+            case(S)
+        except Exception as e:           # noqa: BLE001
+            got = e
+        else:
+            raise AssertionError(f"no error; torch: {want!r}")
+        assert type(got) is type(want) and str(got) == str(want), (got, want)
+    for case in (lambda L: L.linspace(0, 127, 3, dtype=L.int8),
+                 lambda L: L.logspace(0, 3, 3, dtype=L.int8),
+                 lambda L: L.logspace(0, 1, 5, base=-2),
+                 lambda L: L.logspace(0, 2, 3, base=-2.0, dtype=L.float64)):
+        want, got = case(T).numpy(), case(S).numpy()
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)

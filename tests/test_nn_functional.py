@@ -571,3 +571,60 @@ def test_layer_norm_shape_errors_as_torch(args):
     with pytest.raises(RuntimeError) as got:
         call(sg)
     assert str(got.value) == str(want.value)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_binary_cross_entropy_tiny_probabilities(dtype):
+    """log(1 - x) as log1p(-x), as PyTorch (review 4 finding 15c: loss at x = 1e-8, t = 0
+    was -0.0 in float32)."""
+    x = np.array([1e-8, 1e-8, 1e-17, 0.0, 1.0, 0.3, 1 - 1e-7], dtype)
+    t = np.array([0.0, 1e-8, 0.0, 0.0, 1.0, 0.5, 1.0], dtype)
+    want = torch.nn.functional.binary_cross_entropy(torch.tensor(x), torch.tensor(t),
+                                                    reduction="none").numpy()
+    got = sg.nn.functional.binary_cross_entropy(sg.tensor(x), sg.tensor(t),
+                                                     reduction="none").numpy()
+    tol = 1e-6 if dtype == "float32" else 1e-14
+    np.testing.assert_allclose(got, want, rtol=tol, atol=0)
+    for be in ("llvm", "numpy"):
+        f = sg.compile(lambda a, b: sg.nn.functional.binary_cross_entropy(
+            a, b, reduction="none"), backend=be)
+        np.testing.assert_allclose(np.asarray(f(sg.tensor(x), sg.tensor(t)).numpy()),
+                                   want, rtol=tol, atol=0)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_relu_keeps_negative_zero(dtype):
+    """relu(-0.0) is -0.0 (PyTorch's clamp_min), NaN stays NaN; eager, llvm, numpy."""
+    x = np.array([-0.0, 0.0, np.nan, -1.0, 2.0, -np.inf], dtype)
+    want = torch.relu(torch.tensor(x)).numpy()
+    outs = [sg.relu(sg.tensor(x)).numpy()]
+    outs += [np.asarray(sg.compile(lambda v: sg.relu(v) * 1.0, backend=be)(sg.tensor(x)).numpy())
+             for be in ("llvm", "numpy")]
+    for got in outs:
+        np.testing.assert_array_equal(got, want)
+        assert np.array_equal(np.signbit(got), np.signbit(want))
+
+
+def test_layer_norm_mixed_float_dtypes_refused():
+    """review 4 finding 17: float32 input with float64 weight / bias (and the reverse)
+    raise PyTorch's CPU errors; same dtypes run."""
+    def case(xd, wd, bd):
+        def run(L):
+            x = L.ones(2, 3, dtype=getattr(L, xd))
+            w = None if wd is None else L.ones(3, dtype=getattr(L, wd))
+            b = None if bd is None else L.ones(3, dtype=getattr(L, bd))
+            return L.nn.functional.layer_norm(x, (3,), w, b)
+        return run
+    import itertools
+    bad = [(x, w, b) for x, w, b in itertools.product(("float32", "float64"),
+                                                       (None, "float32", "float64"),
+                                                       (None, "float32", "float64"))
+           if {w, b} - {None, x}]
+    for args in bad:
+        with pytest.raises(RuntimeError) as want:
+            case(*args)(torch)
+        with pytest.raises(RuntimeError) as got:
+            case(*args)(sg)
+        assert str(got.value) == str(want.value)
+    for args in (("float32", "float32", "float32"), ("float64", None, "float64")):
+        np.testing.assert_array_equal(case(*args)(sg).numpy(), case(*args)(torch).numpy())

@@ -59,6 +59,36 @@ def test_isclose(dtype, equal_nan):
         np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("dtype", ["uint8", "int8", "int16", "int32", "int64", "bool"])
+def test_isclose_integers_do_not_wrap(dtype):
+    """The error of integers is computed in the default float dtype, as PyTorch's (review 4
+    finding 8: uint8 3 vs 4 was 'far', 0 vs 255 'close'; int min vs max 'close')."""
+    if dtype == "bool":
+        a, b = np.array([True, False, True]), np.array([False, False, True])
+    else:
+        i = np.iinfo(dtype)
+        a = np.array([0, 255 % (i.max + 1), 3, i.min, i.max, 100, 2 ** 24 % i.max], dtype)
+        b = np.array([255 % (i.max + 1), 0, 4, i.max, i.min, 110, (2 ** 24 + 1) % i.max], dtype)
+    for kw in ({"atol": 2}, {"atol": 10}, {"rtol": 0.1, "atol": 0}, {"rtol": 0, "atol": 0.5},
+               {"atol": 1}):
+        want = torch.isclose(torch.tensor(a), torch.tensor(b), **kw).numpy()
+        np.testing.assert_array_equal(sg.isclose(sg.tensor(a), sg.tensor(b), **kw).numpy(), want)
+        for be in ("llvm", "numpy"):
+            f = sg.compile(lambda u, v: sg.isclose(u, v, **kw), backend=be)
+            np.testing.assert_array_equal(np.asarray(f(sg.tensor(a), sg.tensor(b)).numpy()), want)
+        assert sg.allclose(sg.tensor(a), sg.tensor(b), **kw) == \
+            torch.allclose(torch.tensor(a), torch.tensor(b), **kw)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_isclose_needs_a_finite_error(dtype):
+    big = float(np.finfo(dtype).max) * 0.9
+    a, b = np.array([big, 1.0, np.inf], dtype), np.array([-big, 2.0, np.inf], dtype)
+    for kw in ({"atol": float("inf")}, {"rtol": float("inf")}, {}):
+        want = torch.isclose(torch.tensor(a), torch.tensor(b), **kw).numpy()
+        np.testing.assert_array_equal(sg.isclose(sg.tensor(a), sg.tensor(b), **kw).numpy(), want)
+
+
 @pytest.mark.parametrize("args", [(1,), (-2,), ((1, 2), (0, 1)), (5, 1), ((1, -1), (1, 0)),
                                   (3, -1), (0, 0)])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
@@ -83,7 +113,12 @@ def test_errors_as_torch():
              lambda L: L.roll(L.ones(2, 3), 1, 2),
              lambda L: L.roll(L.ones(2, 3), (1, 2)),
              lambda L: L.isclose(L.ones(2), L.ones(2, dtype=L.float64)),
-             lambda L: L.isclose(L.ones(2), L.ones(2), rtol=-1.0)]
+             lambda L: L.isclose(L.ones(2), L.ones(2), rtol=-1.0),
+             # review 4 finding 17
+             lambda L: L.roll(L.tensor(5.0), 2, 0), lambda L: L.roll(L.ones(2), [], []),
+             lambda L: L.roll(L.ones(2), 1.5), lambda L: L.isclose(L.ones(2), 2.0),
+             lambda L: L.ones(2).isclose(2.0), lambda L: L.allclose(L.ones(2), 2.0),
+             lambda L: L.allclose(L.ones(2), L.ones(2, dtype=L.float64))]
     for case in cases:
         with pytest.raises(Exception) as want:
             case(torch)
@@ -91,3 +126,18 @@ def test_errors_as_torch():
             case(sg)
         assert type(got.value) is type(want.value)
         assert str(got.value) == str(want.value)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "llvm"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_fused_isnan_compiled(backend, dtype):
+    """review 4 finding 11: a fused expression holding isnan raised NameError ('numpy' is
+    not defined) on the numpy backend."""
+    x = np.array([np.nan, np.inf, -np.inf, 1.5, -0.0], dtype)
+    cases = [(lambda L, v: L.nan_to_num(v)), (lambda L, v: L.where(L.isnan(v), 0.0, v)),
+             (lambda L, v: L.isnan(v * 2)), (lambda L, v: L.isnan(v).to(v.dtype) + v)]
+    for fn in cases:
+        want = fn(torch, torch.tensor(x)).numpy()
+        got = np.asarray(sg.compile(lambda v: fn(sg, v), backend=backend)(sg.tensor(x)).numpy())
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import threading
 
-__all__ = ["current", "push", "pop", "disabled_message", "set_disabled", "paused"]
+__all__ = ["current", "active", "push", "pop", "disabled_message", "set_disabled", "paused"]
 
 
 class _State(threading.local):
@@ -33,6 +33,12 @@ def current():
     if st.disabled is not None:
         raise RuntimeError(st.disabled)
     return st.stack[-1]
+
+
+def active() -> bool:
+    """Whether hooks are set (or disabled, an error to raise) in this thread now: what
+    may change how a tensor is saved. (``used`` says only that they ever were.)"""
+    return bool(_state.stack) or _state.disabled is not None
 
 
 def push(pack_hook, unpack_hook) -> None:

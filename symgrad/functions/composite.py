@@ -33,7 +33,7 @@ def named(name: str, fn, *inputs, saves: tuple = (), saves_output: bool = False,
     after the inputs and version-checked the same way.
     `kernel` (a :class:`~symgrad.functions.kernels.Kernel`) computes the same function on
     eager arrays in one pass, with a closed-form backward (see there)."""
-    if kernel is not None and _lifter[0] is None and not saved_hooks.used \
+    if kernel is not None and _lifter[0] is None and not saved_hooks.active() \
             and not _anomaly["enabled"]:
         out = _run_kernel(name, kernel, fn, inputs, saves, saves_output, keeps)
         if out is not None:

@@ -246,7 +246,26 @@ def linspace(start: int | float, end: int | float, steps: int, *,
     dt = _dt(dtype)
     if steps < 0:
         raise RuntimeError("number of steps must be non-negative")
+    _check_endpoints("linspace", start, end, dt)
     return _finish(_linspace(start, end, int(steps), dt), dt, requires_grad)
+
+
+_C_INT_NAMES = {"int8": "int8_t", "uint8": "uint8_t", "int16": "int16_t", "int32": "int",
+                "int64": "int64_t"}
+
+
+def _check_endpoints(name: str, start, end, dt) -> None:
+    """PyTorch's refusals: no bool kernel; integer endpoints must fit the dtype (NaN,
+    infinities, out of range: its overflow error, not wrapped values)."""
+    if dt is dtypes.bool_:
+        raise NotImplementedError(f'"{name}_cpu" not implemented for \'Bool\'')
+    if dt.is_floating_point:
+        return
+    info = np.iinfo(dt.np)
+    for v in (start, end):
+        if not (math.isfinite(v) and info.min <= v <= info.max):
+            raise RuntimeError(f"value cannot be converted to type {_C_INT_NAMES[dt.name]} "
+                               "without overflow")
 
 
 def _linspace(start, end, steps: int, dt) -> np.ndarray:
@@ -300,6 +319,7 @@ def logspace(start: int | float, end: int | float, steps: int, base: float = 10.
     dt = _dt(dtype)
     if steps < 0:
         raise RuntimeError("number of steps must be non-negative")
+    _check_endpoints("logspace", start, end, dt)
     steps = int(steps)
     if steps == 1:                               # (PyTorch: base ** start, in double)
         a = b = float(start)
@@ -325,6 +345,8 @@ def _pow(x: float, y: float) -> float:
         return math.pow(x, y)
     except OverflowError:
         return math.inf
+    except ValueError:       # a negative base to a non-integer power: C's pow is NaN
+        return math.nan
 
 
 def _like(x, dtype):

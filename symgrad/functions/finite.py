@@ -81,9 +81,14 @@ def nan_to_num_(input: Tensor, nan: float = 0.0, posinf: float | None = None,
 
 
 def isclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e-08,
-            equal_nan: bool = False) -> Tensor:
-    """``|input - other| <= atol + rtol * |other|`` where both are finite, equal values
-    (infinities of one sign included) everywhere, NaNs equal with ``equal_nan``."""
+            equal_nan: bool = False, *, _position: int = 2, _name: str = "isclose") -> Tensor:
+    """``|input - other| <= atol + rtol * |other|`` where that error is finite (computed in
+    the default float dtype for integers and bool, as PyTorch: no wrap-around), equal
+    values (infinities of one sign included) everywhere, NaNs equal with ``equal_nan``."""
+    for pos, arg, v in ((_position - 1, "input", input), (_position, "other", other)):
+        if pos and not isinstance(v, Tensor):
+            raise TypeError(f"{_name}(): argument '{arg}' (position {pos}) must be Tensor, not "
+                            f"{type(v).__name__}")
     a, b = to_tensor(input), to_tensor(other)
     if a.dtype is not b.dtype:
         raise RuntimeError(f"{a.dtype.c_name} did not match {b.dtype.c_name}")
@@ -96,13 +101,12 @@ def isclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e-
     if equal_nan and a.dtype.is_floating_point:
         same = E.binary("logical_or", same, E.binary("logical_and", E.unary("isnan", a),
                                                       E.unary("isnan", b)))
-    if a.dtype is dtypes.bool_:
-        return same
+    if not a.dtype.is_floating_point:     # as PyTorch: the error in the default float
+        a, b = a.to(dtypes.get_default_dtype()), b.to(dtypes.get_default_dtype())   # dtype
     diff = E.unary("abs", E.binary("sub", a, b))
     bound = E.binary("add", float(atol), E.binary("mul", float(rtol), E.unary("abs", b)))
-    close = E.binary("le", diff, bound)
-    if a.dtype.is_floating_point:
-        close = E.binary("logical_and", close, E.binary("logical_and", isfinite(a), isfinite(b)))
+    # (a finite error: an overflowing difference is not close, whatever atol)
+    close = E.binary("logical_and", E.binary("le", diff, bound), isfinite(diff))
     return E.binary("logical_or", same, close)
 
 
@@ -111,7 +115,12 @@ def roll(input: Tensor, shifts: int | Sequence[int], dims: int | Sequence[int] |
     """The elements shifted by ``shifts`` along ``dims`` (the flattened tensor when
     ``dims`` is None), wrapping around."""
     x = to_tensor(input)
+    if not isinstance(shifts, (int, np.integer, list, tuple)):
+        raise TypeError(f"roll(): argument 'shifts' (position 2) must be tuple of ints, not "
+                        f"{type(shifts).__name__}")
     shifts = (shifts,) if isinstance(shifts, (int, np.integer)) else tuple(shifts)
+    if not shifts:
+        raise RuntimeError("`shifts` required")
     if dims is None:
         if len(shifts) != 1:
             raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, "
@@ -124,6 +133,8 @@ def roll(input: Tensor, shifts: int | Sequence[int], dims: int | Sequence[int] |
                            f"{len(dims)}")
     n = x.dim()
     for d in dims:
+        if n == 0:
+            raise IndexError(f"Dimension specified as {d} but tensor has no dimensions")
         if not -max(n, 1) <= d < max(n, 1):
             raise IndexError(f"Dimension out of range (expected to be in range of "
                              f"[{-max(n, 1)}, {max(n, 1) - 1}], but got {d})")

@@ -42,6 +42,21 @@ def _rbinop(name: str, grad_name: str | None = None
     return method
 
 
+def _bitwise(op: str) -> Callable[[Tensor, TensorOrScalar], Tensor]:
+    """``&`` / ``|``: on bool operands the logical and / or (what PyTorch's bitwise ops
+    are on bool); PyTorch's error on floats; integers (whose bits symgrad does not
+    operate on) a clear error, not a logical result."""
+    def method(self: Tensor, other: TensorOrScalar) -> Tensor:
+        dt = E.promote([self, E._operand(other)])
+        if dt.category == "float":
+            raise NotImplementedError(f'"bitwise_{op}_cpu" not implemented for \'{dt.c_name}\'')
+        if dt.category == "int":
+            raise NotImplementedError(f"bitwise_{op} of integer tensors is not supported by "
+                                      f"symgrad (only of bool tensors); got {dt}")
+        return E.binary(f"logical_{op}", self, other)
+    return method
+
+
 def _rsub(self: Tensor, other: TensorOrScalar) -> Tensor:
     return E.binary("sub", other, self, "RsubBackward1")
 
@@ -209,6 +224,11 @@ def _equal(self: Tensor, other: Tensor) -> bool:
     return rounding.equal(self, other, _position=1)
 
 
+def _isclose(self: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e-08,
+             equal_nan: bool = False) -> Tensor:
+    return finite.isclose(self, other, rtol, atol, equal_nan, _position=1)
+
+
 def _heaviside(self: Tensor, values: Tensor) -> Tensor:
     return rounding.heaviside(self, values, _position=1)
 
@@ -328,14 +348,14 @@ _METHODS = {
     "__matmul__": _matmul, "__rmatmul__": _rmatmul,
     "__neg__": _unary_method("neg"), "__pos__": _pos,
     "__abs__": _unary_method("abs"), "__invert__": _unary_method("logical_not"),
-    "__and__": _binop("logical_and"), "__or__": _binop("logical_or"),
+    "__and__": _bitwise("and"), "__or__": _bitwise("or"),
     "__lt__": _binop("lt"), "__le__": _binop("le"), "__gt__": _binop("gt"),
     "__ge__": _binop("ge"), "__eq__": _binop("eq"), "__ne__": _binop("ne"),
     "__getitem__": indexing.getitem,
     "__setitem__": indexing.setitem,
     # named math
     "add": _add, "sub": _sub,
-    "mul": _binop("mul"), "div": _binop("div"), "true_divide": _binop("div"),
+    "mul": _binop("mul"), "div": rounding.div, "true_divide": _binop("div"),
     "floor_divide": _binop("floor_divide"), "remainder": _binop("remainder"),
     "pow": _pow,
     "maximum": _binop("maximum"), "minimum": _binop("minimum"),
@@ -358,7 +378,7 @@ _METHODS = {
     "var": statistics.var, "std": statistics.std, "cumsum": statistics.cumsum,
     "isinf": finite.isinf, "isposinf": finite.isposinf, "isneginf": finite.isneginf,
     "isfinite": finite.isfinite, "nan_to_num": finite.nan_to_num,
-    "nan_to_num_": finite.nan_to_num_, "isclose": finite.isclose, "roll": finite.roll,
+    "nan_to_num_": finite.nan_to_num_, "isclose": _isclose, "roll": finite.roll,
     "cumprod": statistics.cumprod,
     # selection
     "masked_fill": selection.masked_fill, "tril": selection.tril, "triu": selection.triu,
@@ -402,8 +422,10 @@ _INPLACE = {
     "add_": "add", "sub_": "sub", "mul_": "mul", "div_": "div", "pow_": "pow",
     "clamp_": "clamp", "clip_": "clamp", "exp_": "exp", "log_": "log", "sqrt_": "sqrt",
     "tanh_": "tanh", "sigmoid_": "sigmoid", "relu_": "relu", "abs_": "abs", "neg_": "neg",
-    "__iadd__": "add", "__isub__": "sub", "__imul__": "mul", "__itruediv__": "div",
-    "__ipow__": "pow", "masked_fill_": "masked_fill", "tril_": "tril", "triu_": "triu",
+    "__iadd__": "add", "__isub__": "sub", "__imul__": "mul", "__itruediv__": "true_divide",
+    "__ipow__": "pow", "__imod__": "remainder", "__ifloordiv__": "floor_divide",
+    "__iand__": "__and__", "__ior__": "__or__", "true_divide_": "true_divide",
+    "remainder_": "remainder", "floor_divide_": "floor_divide", "masked_fill_": "masked_fill", "tril_": "tril", "triu_": "triu",
     "atan2_": "atan2", "scatter_": "scatter", "scatter_add_": "scatter_add",
     "scatter_reduce_": _scatter_reduce_method("scatter_reduce_"), "index_add_": "index_add",
     "trunc_": "trunc", "fix_": "fix", "frac_": "frac", "sgn_": "sgn", "heaviside_": _heaviside_,

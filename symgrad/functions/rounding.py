@@ -21,7 +21,7 @@ from .elementwise import NOT_IMPLEMENTED, NotImplementedBackward
 if TYPE_CHECKING:
     from ..types import TensorOrScalar
 
-__all__ = ["trunc", "fix", "frac", "sgn", "round", "fmod", "heaviside", "equal"]
+__all__ = ["trunc", "fix", "frac", "sgn", "round", "fmod", "div", "heaviside", "equal"]
 
 
 def _trunc_prims(v):
@@ -93,6 +93,35 @@ def fmod(input: Tensor, other: TensorOrScalar) -> Tensor:
                         f"but expected one of:\n * (Tensor input, Tensor other, *, Tensor out "
                         f"= None)\n * (Tensor input, Number other, *, Tensor out = None)\n")
     return E.binary("fmod", input, other)
+
+
+def div(input: TensorOrScalar, other: TensorOrScalar, *,
+        rounding_mode: str | None = None) -> Tensor:
+    """``input / other``; ``rounding_mode="floor"`` is floor_divide, ``"trunc"`` the
+    quotient rounded toward zero (floats: trunc of the rounded quotient, as PyTorch's
+    kernel; integers: exact, ``(input - fmod(input, other)) // other``). The rounded
+    modes have zero gradient (``DivBackward2``).
+
+    >>> import symgrad as torch
+    >>> torch.div(torch.tensor([-7, 7]), 2, rounding_mode="trunc")
+    tensor([-3,  3])
+    """
+    if rounding_mode is None:
+        return E.binary("div", input, other)
+    if rounding_mode == "floor":
+        return E.binary("floor_divide", input, other, "DivBackward2")
+    if rounding_mode != "trunc":
+        raise RuntimeError("div expected rounding_mode to be one of None, 'trunc', or 'floor' "
+                           f"but found '{rounding_mode}'")
+    operands = [E._operand(input), E._operand(other)]
+    if not isinstance(operands[0], Tensor) and not isinstance(operands[1], Tensor):
+        operands[0] = to_tensor(operands[0])
+    dt = E.promote(operands)
+    if dt.category != "float":
+        return E.binary("floor_divide", E.binary("sub", input, fmod(to_tensor(input), other)),
+                        other)
+    a, b = (o.to(dt) if isinstance(o, Tensor) else E._scalar_as(o, dt) for o in operands)
+    return named("DivBackward2", lambda u, v: _trunc_prims(lax.div(u, v)), a, b)
 
 
 def equal(input: Tensor, other: Tensor, *, _position: int = 2) -> bool:

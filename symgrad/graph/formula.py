@@ -377,7 +377,10 @@ def _partials(node: Expr) -> tuple:
             k = y.value - 1
             dx = _mul(y, ONE if k == 0 else x if k == 1 else x ** number(k))
             return dx, ZERO
-        return y * x ** (y - 1), node * call("log", x)
+        # PyTorch's masks (its pow backward), kept at every order: see primitives'
+        # derivative, which differentiates the partials of partials the same way
+        return (select((ZERO, eq(y, ZERO)), default=y * x ** (y - 1)),
+                select((ZERO, eq(x, ZERO) & (y >= 0)), default=node * call("log", x)))
     u = a[0] if a else None
     table = {
         "exp": lambda: node,
@@ -511,7 +514,19 @@ def torch_pow(x, y):
         full = np.array(np.broadcast_to(y, shape or (1,)))
         out = np.power(np.reshape(x, (1,)) if not shape else x, full)
         return out.reshape(()) if not shape else out
+    if isinstance(y, (np.ndarray, np.integer)) and y.dtype.kind in "iu" \
+            and np.asarray(x).dtype.kind in "iu" and np.any(y < 0):
+        return _int_pow_negative(x, y)
     return np.power(x, y)
+
+
+def _int_pow_negative(x, y):
+    """Integers to integer powers some negative, as PyTorch's kernel (numpy refuses):
+    1 ** -n is 1, (-1) ** -n is 1 or -1 by n's parity, anything else ** -n is 0."""
+    out = np.power(x, np.maximum(y, 0))
+    neg = y < 0
+    inverse = np.where(x == 1, 1, np.where(x == -1, np.where(y % 2 == 0, 1, -1), 0))
+    return np.where(neg, inverse, out).astype(out.dtype)
 
 
 def _erf(x):

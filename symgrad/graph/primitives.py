@@ -262,8 +262,29 @@ def derivative(expr: "sympy.Expr", symbol: "sympy.Symbol") -> "sympy.Expr":
     sign(x)
     """
     sympy = _sympy()
-    return _sanitize(sympy.diff(expr, symbol)).replace(
-        lambda e: isinstance(e, sympy.Mul), sympy.powsimp)
+    mpow = _masked_pow()
+    masked = expr.replace(lambda e: isinstance(e, sympy.Pow), lambda e: mpow(*e.args))
+    d = sympy.diff(masked, symbol).replace(lambda e: isinstance(e, mpow),
+                                           lambda e: sympy.Pow(*e.args))
+    return _sanitize(d).replace(lambda e: isinstance(e, sympy.Mul), sympy.powsimp)
+
+
+@functools.lru_cache(maxsize=1)
+def _masked_pow():
+    """``b ** e`` differentiated as PyTorch's pow backward does, at every order: the
+    partials are 0 where ``e == 0`` (d/db) and where ``b == 0, e >= 0`` (d/de), else
+    ``e * b**(e - 1)`` and ``b**e * log b`` -- so a masked partial (pow's own, and every
+    partial of a partial) keeps its mask when differentiated again (``x ** 1``'s second
+    derivative at 0 is 0, not 1 * 0 * 0**-1 = NaN)."""
+    sympy = _sympy()
+
+    class MaskedPow(sympy.Function):
+        def fdiff(self, argindex=1):
+            b, e = self.args
+            if argindex == 1:
+                return sympy.Piecewise((0, sympy.Eq(e, 0)), (e * MaskedPow(b, e - 1), True))
+            return sympy.Piecewise((0, sympy.Eq(b, 0) & (e >= 0)), (self * sympy.log(b), True))
+    return MaskedPow
 
 
 def _sanitize(d: "sympy.Expr") -> "sympy.Expr":
@@ -533,7 +554,10 @@ def _erfinv(x):
 
 LAMBDIFY_MODULES = [{"select": _select, "logical_and": _Fold(np.logical_and),
                      "logical_or": _Fold(np.logical_or), "erf": _erf, "erfinv": _erfinv,
-                     "keep": lambda u: u, "fmod": np.fmod, "torch_pow": F.torch_pow}, np]
+                     "keep": lambda u: u, "fmod": np.fmod, "torch_pow": F.torch_pow,
+                     # (the printer prints isnan as numpy.isnan, a name the generated
+                     # function's namespace -- numpy's names -- lacks: printed bare)
+                     "isnan": np.isnan}, np]
 
 
 def lambdify(syms, expr, cse: bool = False) -> Callable:

@@ -427,10 +427,15 @@ def _cross_entropy_probs(x, t, weight, reduction, label_smoothing, cdim, n):
 
 # ---- more activations -------------------------------------------------------------------
 def elu(input, alpha=1.0, inplace=False):
-    """x where x > 0, else alpha (exp(x) - 1)."""
+    """x where x > 0, else alpha (exp(x) - 1). (expm1 reads 0 where x > 0: the unused
+    branch's gradient is 0 * exp(0), not 0 * inf = NaN once exp(x) overflows.)"""
     x = to_tensor(input)
-    return named("EluBackward0", lambda v: lax.where(
-        bind(P["gt"], v, 0.0), v, lax.mul(lax.unary("expm1", v), float(alpha))), x, saves=(0,))
+
+    def f(v):
+        pos = bind(P["gt"], v, 0.0)
+        neg = lax.mul(lax.unary("expm1", lax.where(pos, 0.0, v)), float(alpha))
+        return lax.where(pos, v, neg)
+    return named("EluBackward0", f, x, saves=(0,))
 
 
 def gelu(input, approximate="none"):
@@ -573,6 +578,22 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
     return named("EmbeddingBackward0", f, w)
 
 
+def _layer_norm_dtypes(x, params) -> None:
+    """PyTorch's CPU checks of float32 / float64 mixes: the first parameter unlike the
+    input is a "mixed dtype" error (which one: whether any parameter is float64), a
+    second parameter unlike the first a scalar type error."""
+    floats = {dtypes.float32, dtypes.float64}
+    if not params or {x.dtype, *(p.dtype for p in params)} - floats or \
+            all(p.dtype is x.dtype for p in params):
+        return
+    if params[0].dtype is not x.dtype:
+        if any(p.dtype is dtypes.float64 for p in params):
+            raise RuntimeError("mixed dtype (CPU): expect parameter to have scalar type of Float")
+        raise RuntimeError("mixed dtype (CPU): all inputs must share same datatype.")
+    raise RuntimeError(f"expected scalar type {x.dtype.c_name} but found "
+                       f"{params[1].dtype.c_name}")
+
+
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     """(x - mean) / sqrt(var + eps) over the last ``len(normalized_shape)`` dims (biased
     variance), then ``* weight + bias``."""
@@ -590,6 +611,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
                                f"normalized_shape = {list(shp)}")
     axes = tuple(range(x.dim() - k, x.dim()))
     args = [x] + [to_tensor(a) for a in (weight, bias) if a is not None]
+    _layer_norm_dtypes(x, args[1:])
 
     def f(v, *wb):
         mean = bind(P["mean"], v, axes=axes, keepdim=True)

@@ -106,6 +106,12 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     rm, rv, w, b = (None if t is None else to_tensor(t)
                     for t in (running_mean, running_var, weight, bias))
     _check(x, rm, rv, w, b, training)
+    if grad_mode.is_grad_enabled():       # PyTorch's derivatives.yaml: not differentiable
+        for name, t in (("running_mean", rm), ("running_var", rv)):
+            if t is not None and t.requires_grad:
+                raise RuntimeError(f"The function 'native_batch_norm' is not differentiable "
+                                   f"with respect to argument '{name}'. This input cannot "
+                                   f"have requires_grad True.")
     axes = (0,) + tuple(range(2, x.dim()))
     affine = [t for t in (w, b) if t is not None]
 

@@ -140,13 +140,30 @@ def _lowest(dtype):
     return -math.inf if dtype.is_floating_point else int(np.iinfo(dtype.np).min)
 
 
-def first_max(win, n: int, d: int = 2):
-    """(each window's first maximal element, its position in the window) of ``win``
-    (.., K1..Kd, O1..Od), the windows over the last ``d`` axes of an ``n``-dim input."""
+def first_max(win, n: int, d: int = 2, first_valid=None):
+    """(each window's chosen element, its position in the window) of ``win``
+    (.., K1..Kd, O1..Od), the windows over the last ``d`` axes of an ``n``-dim input, as
+    PyTorch's CPU kernels choose it (scanning ``val > max || isnan(val)``): the first
+    maximal element, or the *last* NaN. ``first_valid`` [1, O1..Od] (padded windows): the
+    first in-bounds element of each window, chosen where the maximum is the padding value
+    (-inf, an integer's lowest): a padding cell is never chosen."""
     lead, kernel, spots = tuple(win.shape[:n - d]), win.shape[n - d:n], tuple(win.shape[n:])
-    flat = lax.reshape(win, lead + (math.prod(kernel),) + spots)
-    at = bind(P["argmax"], flat.detach(), axis=n - d, keepdim=True)
-    return lax.reshape(lax.apply("gather", flat, at, axis=n - d), lead + spots), at
+    k, axis = math.prod(kernel), n - d
+    flat = lax.reshape(win, lead + (k,) + spots)
+    fixed = flat.detach()
+    at = bind(P["argmax"], fixed, axis=axis, keepdim=True)
+    if first_valid is not None or fixed.dtype.is_floating_point:
+        chosen = lax.apply("gather", fixed, at, axis=axis)
+        if first_valid is not None:
+            lowest = _lowest(fixed.dtype)
+            at = lax.where(lax.eq(chosen, lowest),
+                           lax.expand(to_tensor(first_valid), tuple(at.shape)), at)
+        if fixed.dtype.is_floating_point:
+            nan = lax.cast(lax.unary("isnan", fixed), at.dtype)
+            back = bind(P["argmax"], lax.apply("flip", nan, axes=(axis,)), axis=axis,
+                        keepdim=True)
+            at = lax.where(lax.unary("isnan", chosen), lax.sub(k - 1, back), at)
+    return lax.reshape(lax.apply("gather", flat, at, axis=axis), lead + spots), at
 
 
 def window_indices(at, table, shape):
@@ -158,18 +175,30 @@ def window_indices(at, table, shape):
 
 
 def _max_windows(v, kernel, stride, padding, dilation, extra):
-    """(each window's first maximal element, its position in the window) over v's last
-    ``len(kernel)`` axes."""
-    xp = pad(v, padding, tuple(p + e for p, e in zip(padding, extra)), value=_lowest(v.dtype))
+    """(each window's chosen element, its position in the window) over v's last
+    ``len(kernel)`` axes (see :func:`first_max`)."""
+    hi = tuple(p + e for p, e in zip(padding, extra))
+    xp = pad(v, padding, hi, value=_lowest(v.dtype))
     n, d = len(v.shape), len(kernel)
-    return first_max(lax.windows(xp, tuple(range(n - d, n)), kernel, stride, dilation), n, d)
+    first_valid = None
+    if any(padding) or any(hi):
+        out = tuple(v.shape[n - d:])
+        out = tuple((a + p + h - dl * (kk - 1) - 1) // s + 1
+                    for a, p, h, dl, kk, s in zip(out, padding, hi, dilation, kernel, stride))
+        table = _flat_index(tuple(v.shape[n - d:]), kernel, stride, padding, dilation, out,
+                            valid=True)
+        first_valid = np.argmax(table, axis=0)[None]
+    return first_max(lax.windows(xp, tuple(range(n - d, n)), kernel, stride, dilation), n, d,
+                     first_valid)
 
 
-def _flat_index(size, kernel, stride, padding, dilation, out):
+def _flat_index(size, kernel, stride, padding, dilation, out, valid=False):
     """[prod(kernel), *out]: the flat input position (row-major over the pooled axes) each
-    window element reads -- PyTorch's ``return_indices``."""
+    window element reads -- PyTorch's ``return_indices``; ``valid``: whether it reads
+    inside the input (not the padding)."""
     d = len(kernel)
     flat = np.zeros((1,) * (2 * d), np.int64)
+    inside = np.ones((1,) * (2 * d), bool)
     for i in range(d):
         shape = [1] * (2 * d)
         shape[i] = kernel[i]
@@ -178,7 +207,8 @@ def _flat_index(size, kernel, stride, padding, dilation, out):
         shape[d + i] = out[i]
         o = (np.arange(out[i]) * stride[i] - padding[i]).reshape(shape)
         flat = flat * size[i] + (k + o)
-    return flat.reshape((math.prod(kernel),) + tuple(out))
+        inside = inside & (k + o >= 0) & (k + o < size[i])
+    return (inside if valid else flat).reshape((math.prod(kernel),) + tuple(out))
 
 
 def _max_pool(name, x, kernel, stride, pads, dil, out, extra, return_indices):

@@ -6,8 +6,8 @@ Both read the windows of the padded input as strided views, one per kernel eleme
 (``xp[.., d*i : d*i + s*(o-1) + 1 : s]``), never gathering:
 
 * max pooling keeps a running maximum over those views and the kernel element it came
-  from (the first maximal element, or the first NaN, as the ``argmax`` of the
-  primitives); its backward adds the cotangent where that element was chosen into one
+  from (the first maximal element in the input -- never a padding cell --, or the last
+  NaN, as PyTorch's CPU kernel and ``pooling.first_max``); its backward adds the cotangent where that element was chosen into one
   strided view of the input's gradient per kernel element, the last element first, so
   that overlapping windows sum in PyTorch's order (window by window);
 * convolution copies the windows once into columns (channel x kernel, batch x
@@ -95,18 +95,36 @@ def max_pool_kernel(kernel, stride, padding, dilation, extra, out) -> Kernel:
             best = np.maximum(best, v)           # (NaN wins)
         if len(views) == 1:
             best = best.copy()
+        inside = None
+        if xp is not x:             # padding cells are never chosen (all -inf: the first real)
+            ok = _padded(np.ones(x.shape[x.ndim - len(kernel):], bool), padding, hi, False)
+            inside = [ok[reg] for reg in regions]
         nan = not np.isfinite(np.add.reduce(best.ravel())) and bool(np.isnan(best).any())
         found, masks = None, []
-        for v in views:             # the first maximal element (or NaN) of each window
+        for k, v in enumerate(views):   # the first maximal element of each window
             hit = np.equal(v, best)
-            if nan:
-                hit |= np.isnan(v)
+            if inside is not None:
+                hit &= inside[k]
             if found is None:
                 found = hit.copy()
             else:
                 hit &= ~found
                 found |= hit
             masks.append(hit)
+        if nan:                     # ... or the last NaN (PyTorch: val > max || isnan(val))
+            taken = None
+            for k in range(len(views) - 1, -1, -1):
+                hit = np.isnan(views[k])
+                if taken is None:
+                    taken = hit.copy()
+                else:
+                    hit &= ~taken
+                    taken |= hit
+                masks[k] |= hit
+        zero = best == 0
+        if zero.any():              # the chosen element's sign (max(-0, +0) is either)
+            for k, v in enumerate(views):
+                np.copyto(best, v, where=masks[k] & zero)
         kept[:] = masks, (x.shape, xp.shape)
         return best
 

@@ -96,6 +96,13 @@ def _log1pexp(a):
     return _pw((a + log1p(S.exp(-a)), a > 0), (log1p(S.exp(a)), True))
 
 
+def _sigmoid(x):
+    """1 / (1 + e^-x) as a formula whose derivatives stay finite: e^x / (1 + e^x) below 0
+    (the value 0 -- or e^x, subnormal -- at x = -100 in float32, not 1 / inf; and the
+    second derivative e^x / (1 + e^x)^2, not inf / inf = NaN: softplus, BCE with logits)."""
+    return _pw((1 / (1 + S.exp(-x)), x >= 0), (S.exp(x) / (1 + S.exp(x)), True))
+
+
 def _ew(name, formula, **kw):
     return elementwise(name, formula, _builtin=True, **kw)
 
@@ -204,28 +211,29 @@ _ew("tanh", lambda x: S.tanh(x), numpy=np.tanh, out_dtype="float",
 _ew("sigmoid", lambda x: 1 / (1 + S.exp(-x)), numpy=_sigmoid_numpy, out_dtype="float",
     grads=lambda x, out: (out * (1 - out),))
 _ew("softplus", lambda x: _pw((x, x > 20), (log1p(S.exp(x)), True)), numpy=_softplus_numpy,
-    out_dtype="float", grads=lambda x, out: (_pw((1, x > 20), (1 / (1 + S.exp(-x)), True)),))
+    out_dtype="float", grads=lambda x, out: (_pw((1, x > 20), (_sigmoid(x), True)),))
 # log(1 + e^x) with no threshold: what the compiler's stabilising rewrites produce for
 # log(sigmoid a), log(1 - sigmoid a), log(1 + exp a) (softplus's threshold would change
 # their value past |a| = 20); lowered to the same stable form as numpy's kernel
 _ew("log1pexp", _log1pexp, numpy=_log1pexp_numpy, out_dtype="float",
-    grad_name="Log1pexpBackward0", grads=lambda x, out: (1 / (1 + S.exp(-x)),))
+    grad_name="Log1pexpBackward0", grads=lambda x, out: (_sigmoid(x),))
 _ew("reciprocal", lambda x: 1 / x, numpy=np.reciprocal, out_dtype="float",
     grads=lambda x, out: (-(out ** 2),))
 
 
 def _bce_numpy(x, t):
     with np.errstate(divide="ignore", invalid="ignore"):
-        return -(t * np.maximum(np.log(x), -100) + (1 - t) * np.maximum(np.log(1 - x), -100))
+        return -(t * np.maximum(np.log(x), -100) + (1 - t) * np.maximum(np.log1p(-x), -100))
 
 
-# binary cross-entropy of probabilities, logs clamped at -100; the closed-form partials
+# binary cross-entropy of probabilities, logs clamped at -100 (log(1 - x) as log1p(-x),
+# PyTorch's: exact for tiny x, 1e-8 in float32); the closed-form partials
 # are PyTorch's backward: (x - t) / max(x (1 - x), EPSILON) (a float 1e-12) and -logit(x)
 _ew("binary_cross_entropy",
-    lambda x, t: -(t * S.Max(S.log(x), -100) + (1 - t) * S.Max(S.log(1 - x), -100)),
+    lambda x, t: -(t * S.Max(S.log(x), -100) + (1 - t) * S.Max(log1p(-x), -100)),
     numpy=_bce_numpy, out_dtype="float", grad_name="BinaryCrossEntropyBackward0",
     grads=lambda x, t, out: ((x - t) / S.Max(x * (1 - x), F.number(float(np.float32(1e-12)))),
-                             S.log(1 - x) - S.log(x)))
+                             log1p(-x) - S.log(x)))
 
 def _bce_logits_numpy(x, t):
     return (1 - t) * x + _log1pexp_numpy(-x)
@@ -239,11 +247,13 @@ _ew("binary_cross_entropy_with_logits",
     lambda x, t: (1 - t) * x + _log1pexp(-x),
     numpy=_bce_logits_numpy, out_dtype="float",
     grad_name="BinaryCrossEntropyWithLogitsBackward0",
-    grads=lambda x, t, out: (1 / (1 + S.exp(-x)) - t, -x))
+    grads=lambda x, t, out: (_sigmoid(x) - t, -x))
 
 # piecewise-linear and rounding
 # NaN follows PyTorch: relu passes the gradient at NaN, abs and sign give 0 there
-_ew("relu", lambda x: _pw((0, x <= 0), (x, True)), numpy=lambda x: np.maximum(x, 0),
+# (x < 0, not <= 0: relu(-0.0) is -0.0, as PyTorch's clamp_min)
+_ew("relu", lambda x: _pw((0, x < 0), (x, True)),
+    numpy=lambda x: np.where(x < 0, x.dtype.type(0), x),
     grads=lambda x, out: (_pw((0, out <= 0), (1, True)),), vjp=relu_vjp)
 _ew("abs", lambda x: S.Abs(x), numpy=np.abs,
     grads=lambda x, out: (_pw((1, x > 0), (-1, x < 0), (0, True)),))
@@ -281,8 +291,15 @@ _ew("acos", lambda x: S.acos(x), numpy=np.arccos, out_dtype="float",
     grads=lambda x, out: (-1 / S.sqrt(1 - x ** 2),))
 _ew("atan", lambda x: S.atan(x), numpy=np.arctan, out_dtype="float",
     grads=lambda x, out: (1 / (1 + x ** 2),))
+def _atan2_recip(y, x):
+    """1 / (x² + y²), 0 where the sum is 0 (the origin, or underflow): PyTorch's atan2
+    backward, whose gradient there is 0 (and -0), not NaN."""
+    r = x ** 2 + y ** 2
+    return _pw((0, S.Eq(r, 0)), (1 / r, True))
+
+
 _ew("atan2", lambda y, x: S.atan2(y, x), numpy=np.arctan2, out_dtype="float",
-    grads=lambda y, x, out: (x / (x ** 2 + y ** 2), -y / (x ** 2 + y ** 2)))
+    grads=lambda y, x, out: (x * _atan2_recip(y, x), -y * _atan2_recip(y, x)))
 
 
 # (isnan is a function of its own: sympy, which inspection converts to, folds Ne(x, x)

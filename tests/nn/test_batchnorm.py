@@ -244,3 +244,23 @@ ERRORS = [
 @pytest.mark.parametrize("build", ERRORS)
 def test_bad_input_raises_pytorchs_error(build):
     same_error(build)
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_running_stats_requiring_grad_refused(training):
+    """review 4 finding 7b: PyTorch refuses running statistics that require grad (not
+    differentiable), whatever the mode; under no_grad it runs."""
+    def build(which):
+        def run(lib):
+            x = lib.ones(2, 3) * lib.arange(3.0)
+            rm = lib.zeros(3, requires_grad=which in ("mean", "both"))
+            rv = lib.ones(3, requires_grad=which in ("var", "both"))
+            return lib.nn.functional.batch_norm(x, rm, rv, training=training)
+        return run
+    for which in ("mean", "var", "both"):
+        same_error(build(which))
+        with torch.no_grad():
+            want = build(which)(torch).numpy()
+        with sg.no_grad():
+            got = build(which)(sg).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-6)
