@@ -56,7 +56,8 @@ class CompiledFunction(Function):
         call.residuals = () if call.residuals is not None else None
         if call.split is not None:
             ctx.mark_non_differentiable(*(o for o, d in zip(call.outputs,
-                                                           call.differentiable) if not d))
+                                                           call.facts.differentiable)
+                                          if not d))
         return tuple(call.outputs)
 
     @staticmethod
@@ -77,13 +78,13 @@ _EAGER = "eager"
 
 class _Call:
     __slots__ = ("bridge", "leaves", "outputs", "drawn", "residuals", "split", "reads",
-                 "checked", "differentiable")
+                 "checked", "facts")
 
     def __init__(self, bridge, leaves, outputs, reads, checked, drawn=(), residuals=None,
-                 split=None, differentiable=None):
+                 split=None, facts=None):
         self.bridge, self.leaves, self.outputs = bridge, leaves, outputs
         self.drawn, self.residuals, self.split = drawn, residuals, split
-        self.reads, self.checked, self.differentiable = reads, checked, differentiable
+        self.reads, self.checked, self.facts = reads, checked, facts
 
 
 def _merge(static_argnums, static, dyn) -> tuple:
@@ -141,7 +142,7 @@ class Bridge:
             return pytree.flatten(self.fn(*self._args(leaves)))
         if split and shapes not in self._unsplit:
             try:
-                reads, args_read, differentiable = split.facts(shapes)
+                facts = split.facts(shapes)
                 outs, residuals = split.forward(leaves)
             except Unsupported:    # (at these shapes: run as written, as above)
                 return pytree.flatten(self.fn(*self._args(leaves)))
@@ -151,9 +152,9 @@ class Bridge:
                 self._unsplit.add(shapes)      # (cannot be split after all: recompute)
                 return self.run(plain, leaves)
             checked = [v for i, v in enumerate(leaves)
-                       if i in args_read and isinstance(v, Tensor)]
-            call = _Call(self, leaves, outs, reads, checked, residuals=residuals, split=split,
-                         differentiable=differentiable)
+                       if i in facts.args_read and isinstance(v, Tensor)]
+            call = _Call(self, leaves, outs, facts.reads, checked, residuals=residuals,
+                         split=split, facts=facts)
             structure = self.out_structure
         else:
             outs, structure = plain()
@@ -196,7 +197,8 @@ class Bridge:
                                          materialize_grads=True) if pairs else
                            [None] * len(wrt))
         elif call.split is not None:
-            got = iter(call.split.backward(call.leaves, cts, tuple(residuals)))
+            got = iter(None if unused else g for g, unused in zip(
+                call.split.backward(call.leaves, cts, tuple(residuals)), call.facts.unused))
             call.split.proven.add(tuple(tuple(np.shape(v)) for v in call.leaves))
         else:
             got = iter(self._compiled_vjp()(*call.leaves, call.drawn, cts))

@@ -16,6 +16,7 @@ Used by :mod:`symgrad.autograd.compiled_function`; when a function cannot be spl
 from __future__ import annotations
 
 from collections import OrderedDict
+from typing import NamedTuple
 from dataclasses import replace
 
 import numpy as np
@@ -65,7 +66,7 @@ class _Joint:
     """The joint trace of a call and its VJP, and what the traced function recorded."""
 
     __slots__ = ("trace", "outs", "grads", "new_state", "drawn", "cts", "differentiable",
-                 "written", "arg_writes")
+                 "unused", "written", "arg_writes")
 
     def __init__(self, fn, args_of, closure: list, scalars: list, specs: list, structure):
         recorded: dict = {}
@@ -93,12 +94,15 @@ class _Joint:
             pairs = [(o, c) for o, c in zip(outs, cts) if o.requires_grad
                      and o.is_floating_point()]
             with without_leaf_hooks():    # (the eager engine runs them: once)
-                grads = (autograd_grad([o for o, _ in pairs], wrt, [c for _, c in pairs],
-                                       allow_unused=True, materialize_grads=True)
-                         if pairs else [zeros_like(w) for w in wrt])
+                got = (autograd_grad([o for o, _ in pairs], wrt, [c for _, c in pairs],
+                                     allow_unused=True) if pairs else [None] * len(wrt))
+            # an input no output depends on gets no gradient (None, as in torch: an
+            # optimizer skips it), its program output a zero
+            grads = [zeros_like(w) if g is None else g for g, w in zip(got, wrt)]
             recorded.update(drawn=[d._node for d in drawn], cts=[c._node for c in cts],
                             n_out=len(outs), n_grad=len(grads),
-                            differentiable=[o.requires_grad for o in outs])
+                            differentiable=[o.requires_grad for o in outs],
+                            unused=[g is None for g in got])
             return tuple(outs) + tuple(grads)
 
         names = [f"arg{i}" for i in range(len(specs))]
@@ -114,6 +118,9 @@ class _Joint:
         self.drawn, self.cts = recorded["drawn"], recorded["cts"]
         # which outputs carry a gradient (y.detach(), an output no input reaches: not)
         self.differentiable = recorded["differentiable"]
+        # per differentiated input (closure first, then the arguments requiring grad):
+        # whether no output depends on it (its gradient is None)
+        self.unused = recorded["unused"]
         self.written = list(effects.writes) if effects is not None else []
         self.arg_writes = list(effects.arg_writes) if effects is not None else []
 
@@ -209,6 +216,14 @@ def _backward_function(split: "Split"):
     return backward
 
 
+class Facts(NamedTuple):
+    """What a call through a split needs besides its programs' results."""
+    reads: list                  # the closed-over tensors the backward reads (saved)
+    args_read: frozenset         # the arguments it reads (flat positions: saved)
+    differentiable: list         # per output: whether it carries a gradient
+    unused: list                 # per differentiated input: no output depends on it
+
+
 def _shapes(flat) -> tuple:
     return tuple(tuple(np.shape(v)) for v in flat)
 
@@ -232,7 +247,7 @@ class Split:
         self._specs = [leaf_spec(v, f"arg{i}") for i, v in enumerate(leaves)]
         self._structure = pytree.flatten(tuple(leaves))[1]
         self._cuts: OrderedDict = OrderedDict()      # shapes -> (_Joint, _Cut)
-        self._facts: dict = {}       # shapes -> (reads, args_read, differentiable): small
+        self._facts: dict = {}       # shapes -> Facts (small: kept)
         self.at(_shapes(leaves))     # (raises NotSplit / Unsupported now, not in a program)
         forward, backward = _forward_function(self, scalars), _backward_function(self)
         name = getattr(fn, "__name__", type(fn).__name__)
@@ -254,14 +269,14 @@ class Split:
         j = _Joint(self._fn, self._args_of, self._closure, self._scalars, specs,
                    self._structure)
         got = self._cuts[shapes] = (j, _Cut(j))
-        self._facts[shapes] = (got[1].reads, got[1].args_read, j.differentiable)
+        self._facts[shapes] = Facts(got[1].reads, got[1].args_read, j.differentiable,
+                                    j.unused)
         while len(self._cuts) > _CUTS_KEPT:
             self._cuts.popitem(last=False)
         return got
 
-    def facts(self, shapes: tuple) -> tuple[list, frozenset, list]:
-        """(the closed-over tensors the backward reads, the arguments it reads, which
-        outputs are differentiable) at these shapes."""
+    def facts(self, shapes: tuple) -> "Facts":
+        """What the autograd node needs to know of the split at these shapes."""
         if shapes not in self._facts:
             self.at(shapes)
         return self._facts[shapes]

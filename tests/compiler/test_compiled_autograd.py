@@ -601,3 +601,23 @@ def test_inputs_the_backward_does_not_read_may_change_before_backward(dtype, tol
                 row.append(str(e).split(":")[0])
         results[lib.__name__] = row
     assert results["symgrad"] == results["torch"]
+
+
+@pytest.mark.parametrize("dtype,tol", DTYPES)
+def test_inputs_no_output_depends_on_get_no_gradient(dtype, tol):
+    """An argument or a parameter requiring grad that no output depends on keeps
+    ``.grad`` None, as in torch (it got zeros: an optimizer then moves a parameter torch
+    would skip)."""
+    got = {}
+    for lib in (torch, sg):
+        dt = getattr(lib, dtype)
+        w = lib.tensor([1.0, 2.0], dtype=dt, requires_grad=True)
+        unused = lib.tensor([3.0], dtype=dt, requires_grad=True)
+
+        def f(x, y):
+            return (w * x).sum() + 0 * unused.detach().sum()
+        g = sg.compile(f) if lib is sg else f
+        y = lib.ones(2, dtype=dt, requires_grad=True)
+        g(lib.tensor([2.0, 5.0], dtype=dt), y).backward()
+        got[lib.__name__] = (w.grad.tolist(), y.grad, unused.grad)
+    assert got["symgrad"] == got["torch"]
