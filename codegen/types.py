@@ -33,6 +33,10 @@ _TABLE: dict[str, tuple[ir.Type, ir.Type]] = {
     "bool": (I8, I1),
 }
 NATIVE: frozenset[str] = frozenset(_TABLE)
+# dtypes generated code only moves (an output that is an input, u + 0 folded to u: a copy
+# loop); never computed on (numpy computes them: is_native is False)
+_MOVED: dict[str, ir.Type] = {"int16": ir.IntType(16), "int8": I8, "uint8": I8,
+                              "float16": ir.HalfType()}
 
 
 def is_native(dtype: DType) -> bool:
@@ -42,12 +46,14 @@ def is_native(dtype: DType) -> bool:
 
 def storage_type(dtype: DType) -> ir.Type:
     """The in-memory LLVM type of one element."""
-    return _TABLE[dtype.name][0]
+    entry = _TABLE.get(dtype.name)
+    return entry[0] if entry is not None else _MOVED[dtype.name]
 
 
 def value_type(dtype: DType) -> ir.Type:
     """The in-register LLVM type of one element."""
-    return _TABLE[dtype.name][1]
+    entry = _TABLE.get(dtype.name)
+    return entry[1] if entry is not None else _MOVED[dtype.name]
 
 
 def load(b: ir.IRBuilder, ptr: ir.Value, dtype: DType, name: str = "") -> ir.Value:

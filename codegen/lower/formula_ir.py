@@ -9,6 +9,8 @@ float64 when the formula needs floats), conditions are ``i1``. Lowering rules:
 * every operation in the formula's order (``add``, ``sub``, ``mul``, ``div``, ``neg``);
 * powers with exponent 2, 3, -1, -2 (also written as floats) multiply (and divide), as
   PyTorch's pow kernel; +-1/2 is a square root; other powers -> :func:`codegen.vecmath.pow`;
+  an integer to an integer power is computed in integers as PyTorch's ``powi`` (wrapping;
+  a negative exponent: 1 ** -n = 1, (-1) ** -n = +-1, else 0);
 * fmod -> ``frem`` (integers: ``srem``, guarded against a zero or -1 divisor);
 * exp/log/log1p/expm1/sin/cos/tan/tanh/sqrt/floor/ceil/abs/round -> :mod:`codegen.vecmath`
   (branch-free, vectorisable: never a scalar libm call); ``log1p(exp(a))`` ->
@@ -84,7 +86,10 @@ def _needs_float(expr: F.Expr) -> bool:
             return True
         if e.op == "num" and not isinstance(e.value, (bool, int)):
             return True
-        if e.op == "pow" and not (_is_int_number(e.args[1]) and e.args[1].value >= 0):
+        # (an exponent that is not a number is an integer when the arguments are: an
+        # integer power of integers is computed in integers, as PyTorch's kernel)
+        if e.op == "pow" and e.args[1].op == "num" and \
+                not (_is_int_number(e.args[1]) and e.args[1].value >= 0):
             return True
     return False
 
@@ -306,7 +311,28 @@ class FormulaEmitter:
             return vecmath.sqrt(self.b, self.num(base))
         if v == -0.5:
             return self.div(self.const(1), vecmath.sqrt(self.b, self.num(base)))
+        if not self.is_float:
+            return self._int_pow_any(self.num(base), self.num(ex))
         return vecmath.pow(self.b, self.num(base), self.num(ex))
+
+    def _int_pow_any(self, x: ir.Value, y: ir.Value) -> ir.Value:
+        """``x ** y`` for integers as PyTorch's integer pow kernel (``powi``): squaring and
+        multiplying over the exponent's bits, wrapping as the integer type does; a
+        negative exponent gives 1 for x = 1, +-1 for x = -1 by the exponent's parity,
+        0 otherwise. Branch-free (one select per exponent bit), so the loop vectorises."""
+        width = x.type.width
+        one, zero = self.const(1), self.const(0)
+        result, square = one, x
+        for i in range(width - 1):            # the sign bit is handled below
+            bit = self.b.trunc(self.b.lshr(y, ir.Constant(y.type, i)), T.I1)
+            result = self.b.select(bit, self.mul(result, square), result)
+            if i < width - 2:
+                square = self.mul(square, square)
+        odd = self.b.trunc(y, T.I1)
+        minus_one = self.b.select(odd, self.const(-1), one)
+        inverse = self.b.select(self.cmp("==", x, one), one,
+                                self.b.select(self.cmp("==", x, self.const(-1)), minus_one, zero))
+        return self.b.select(self.cmp("<", y, zero), inverse, result)
 
     def _int_pow(self, x: ir.Value, n: int) -> ir.Value:
         result, square = None, x
