@@ -23,6 +23,7 @@ from ..functions.creation import zeros_like
 from ..graph import pytree
 from ..tensor import Tensor
 from . import api
+from .transforms import Jacobian
 
 __all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian"]
 
@@ -280,7 +281,8 @@ def _jacobian(func, argnums, has_aux: bool, name: str, hessian: bool = False):
                 out, _ = _split_aux(func(*a, **k), has_aux, f"{name}(f, ...)(*args)")
                 return out
             main.__name__ = getattr(func, "__name__", "f")
-            inner = (api.hessian if hessian else api.jacobian)(main, nums)
+            inner = api.hessian(main, nums) if hessian else \
+                api.Compiled(main, (), None, Jacobian(nums, forward=name == "jacfwd"))
 
             def program(*a, **k):
                 jac = inner(*a, **k)
@@ -306,7 +308,8 @@ def jacrev(func: Callable[..., Any], argnums: int | tuple[int, ...] = 0, *,
 
 def jacfwd(func: Callable[..., Any], argnums: int | tuple[int, ...] = 0,
            has_aux: bool = False, *, randomness: str = "error") -> Callable[..., Any]:
-    """``torch.func.jacfwd``: the same Jacobian as :func:`jacrev` (one batched program)."""
+    """``torch.func.jacfwd``: the Jacobian by forward mode, column by column (one batched
+    program); its values are :func:`jacrev`'s, where 0 * inf makes NaN is forward mode's."""
     if randomness not in ("error", "different", "same"):
         raise RuntimeError(f"Only allowed values for randomness are 'error', 'different', or "
                            f"'same'. Got {randomness}")

@@ -158,22 +158,86 @@ def _batched_rows(o: Node, wrt: list[Node], m: int) -> list[Node] | None:
     """d o / d wrt[j] for every element of ``o``, stacked: shape (m,) + wrt[j].shape."""
     seed = make_aux("jacobian.seed", o.shape, o.dtype)
     grads = grad_graph([o], wrt, [seed])
-    rows = (m, m)
+    return batch_graph(grads, {id(seed): _basis(m, o.shape, o.dtype)}, m)
+
+
+def _basis(m: int, shape: tuple, dtype, cols: tuple[int, int] | None = None) -> Node:
+    """The m basis vectors of an m-element space, stacked (an identity), columns
+    ``cols`` of it (all by default) reshaped to ``shape``: shape (m,) + shape."""
     index = dtypes.int64
-    eye = mk("cast", mk("eq", mk("iota", shape=rows, axis=0, dtype=index),
-                        mk("iota", shape=rows, axis=1, dtype=index)), dtype=o.dtype)
-    return batch_graph(grads, {id(seed): mk("reshape", eye, shape=(m,) + o.shape)}, m)
+    eye = mk("cast", mk("eq", mk("iota", shape=(m, m), axis=0, dtype=index),
+                        mk("iota", shape=(m, m), axis=1, dtype=index)), dtype=dtype)
+    if cols is not None and cols != (0, m):
+        eye = mk("slice", eye, starts=(0, cols[0]), stops=(m, cols[1]), steps=(1, 1))
+    return mk("reshape", eye, shape=(m,) + tuple(shape))
+
+
+def _jacobian_nodes_forward(outs: list[Node], wrt: list[Node]):
+    """(J, aux) with J[i][j] = d outs[i] / d wrt[j] by forward mode, as ``jacfwd``: J t
+    for each basis tangent t of all of ``wrt`` together (the other arguments' tangents
+    are zeros then, as torch's), as the transpose of the VJP (reverse mode applied
+    twice: the VJP ``u -> u J`` is linear in the placeholder cotangents u, which drop
+    out, fed zeros should a node still mention them), batched over the tangents (per
+    tangent where a primitive has no batching rule). The products are forward mode's --
+    a partial times a tangent's entry -- so a singular element's NaNs (a partial inf
+    times a tangent 0) are where ``jacfwd`` has them: its row, not its column."""
+    us = [make_aux(f"jacfwd.u{i}", o.shape, o.dtype) for i, o in enumerate(outs)]
+    vjps = grad_graph(outs, wrt, us)
+    sizes = [numel(w.shape) for w in wrt]
+    offsets = [sum(sizes[:j]) for j in range(len(wrt))]
+    total = sum(sizes)
+    stacked = None
+    if total:
+        seeds = [make_aux(f"jacfwd.t{j}", w.shape, w.dtype) for j, w in enumerate(wrt)]
+        jv = grad_graph(vjps, us, seeds)
+        stacked = batch_graph(jv, {id(t): _basis(total, w.shape, w.dtype, (o, o + n))
+                                   for t, w, o, n in zip(seeds, wrt, offsets, sizes)}, total)
+        if stacked is None:
+            per = []
+            for k in range(total):
+                basis = np.zeros(total)
+                basis[k] = 1
+                ts = [const(basis[o:o + n].astype(w.dtype.np).reshape(w.shape), w.dtype)
+                      for w, o, n in zip(wrt, offsets, sizes)]
+                per.append([mk("reshape", c, shape=(1,) + c.shape)
+                            for c in grad_graph(vjps, us, ts)])
+            stacked = [per[0][i] if total == 1 else mk("cat", *[p[i] for p in per], axis=0)
+                       for i in range(len(outs))]
+    table = []
+    for i, out in enumerate(outs):
+        row = []
+        for w, o, n in zip(wrt, offsets, sizes):
+            if n == 0 or numel(out.shape) == 0:
+                row.append(mk("full", shape=out.shape + w.shape, value=0, dtype=out.dtype))
+                continue
+            block = stacked[i]
+            if n != total:
+                rank = len(block.shape)
+                block = mk("slice", block, starts=(o,) + (0,) * (rank - 1),
+                           stops=(o + n,) + tuple(block.shape[1:]), steps=(1,) * rank)
+            a, b = len(w.shape), len(out.shape)
+            block = mk("reshape", block, shape=w.shape + out.shape)
+            if a and b:
+                block = mk("permute", block, perm=tuple(range(a, a + b)) + tuple(range(a)))
+            row.append(block)
+        table.append(row)
+    return table, us
 
 
 class Jacobian(Transform):
-    """jacobian (and, applied to a gradient, hessian)."""
+    """jacobian (reverse mode, as ``jacrev``; ``forward=True``: as ``jacfwd``) and hessian
+    (forward over reverse, as JAX's and ``torch.func.hessian``). The two modes agree on
+    finite values but not on where 0 * inf makes NaN: reverse mode builds row i from the
+    cotangent e_i, forward mode column j from the tangent e_j -- at a singular element of
+    1/x the NaNs are that element's column in one, its row in the other."""
 
-    def __init__(self, argnums=0, hessian=False):
+    def __init__(self, argnums=0, hessian=False, forward=None):
         self.argnums, self.hessian = argnums, hessian
+        self.forward = hessian if forward is None else forward
         self.name = "hessian" if hessian else "jacobian"
 
     def spec(self):
-        return ("jacobian", self.argnums, self.hessian)
+        return ("jacobian", self.argnums, self.hessian, self.forward)
 
     def build(self, out_nodes, out_structure, arg_groups, arg_names):
         nums = _check_argnums(self.argnums, len(arg_groups))
@@ -185,14 +249,20 @@ class Jacobian(Transform):
                 raise ValueError("hessian requires a function returning one scalar tensor")
             outs = grad_graph([out_nodes[0]], wrt)
             out_structure = _grad_structure(arg_groups, nums, single)
-        table = _jacobian_nodes(outs, wrt)
+        aux: list[Node] = []
+        if self.forward and all(o.dtype.is_floating_point for o in outs):
+            table, aux = _jacobian_nodes_forward(outs, wrt)
+        else:
+            table = _jacobian_nodes(outs, wrt)
         gstruct = _grad_structure(arg_groups, nums, single)
         flat, per_out = [], []
         for row in table:
             flat.extend(row)
             per_out.append(gstruct)
         structure = pytree.replace_leaves(out_structure, per_out)
-        return Built(flat, structure, pytree.leaf_paths(structure, "jac"))
+        built = Built(flat, structure, pytree.leaf_paths(structure, "jac"))
+        built.aux = aux
+        return built
 
 
 class Jvp(Transform):
