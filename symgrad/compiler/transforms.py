@@ -126,39 +126,98 @@ def _split_aux(out_nodes, out_structure, has_aux, name):
 
 
 def _jacobian_nodes(outs: list[Node], wrt: list[Node]) -> list[list[Node]]:
-    """J[i][j]: d outs[i] / d wrt[j], shaped outs[i].shape + wrt[j].shape: the gradient
-    graph for a seed input, batched over the rows of an identity (one kernel for all
-    rows); per row when the graph holds a primitive without a batching rule."""
+    """J[i][j] = d outs[i] / d wrt[j], shaped outs[i].shape + wrt[j].shape, by reverse
+    mode, as ``jacrev``: the VJP for each basis cotangent of all the outputs together
+    (the other outputs' cotangents zeros then, as torch's), batched over the cotangents.
+    A singular element's 0 * inf NaNs are its column."""
+    stacked = _over_basis(lambda cs: grad_graph(outs, wrt, cs), outs, len(wrt))
     table = []
-    for o in outs:
-        m = numel(o.shape)
-        batched = _batched_rows(o, wrt, m) if m > 1 else None
-        if batched is not None:
-            table.append([mk("reshape", g, shape=o.shape + w.shape) for g, w in zip(batched, wrt)])
-            continue
-        rows = [[] for _ in wrt]
-        for k in range(m):
-            seed = np.zeros(m, dtype=o.dtype.np)
-            seed[k] = 1
-            g = grad_graph([o], wrt, [const(seed.reshape(o.shape), o.dtype)])
-            for j, gj in enumerate(g):
-                rows[j].append(mk("reshape", gj, shape=(1,) + gj.shape))
-        jo = []
-        for j, w in enumerate(wrt):
-            if m == 0:
-                jo.append(mk("full", shape=o.shape + w.shape, value=0, dtype=w.dtype))
-                continue
-            stacked = rows[j][0] if m == 1 else mk("cat", *rows[j], axis=0)
-            jo.append(mk("reshape", stacked, shape=o.shape + w.shape))
-        table.append(jo)
+    for o, blocks in zip(outs, _blocks(stacked, outs, wrt)):
+        table.append([mk("reshape", blk, shape=o.shape + w.shape) if blk is not None
+                      else mk("full", shape=o.shape + w.shape, value=0, dtype=w.dtype)
+                      for blk, w in zip(blocks, wrt)])
     return table
 
 
-def _batched_rows(o: Node, wrt: list[Node], m: int) -> list[Node] | None:
-    """d o / d wrt[j] for every element of ``o``, stacked: shape (m,) + wrt[j].shape."""
-    seed = make_aux("jacobian.seed", o.shape, o.dtype)
-    grads = grad_graph([o], wrt, [seed])
-    return batch_graph(grads, {id(seed): _basis(m, o.shape, o.dtype)}, m)
+def _jacobian_nodes_forward(outs: list[Node], wrt: list[Node]):
+    """(J, aux) with J[i][j] = d outs[i] / d wrt[j] by forward mode, as ``jacfwd``: J t
+    for each basis tangent t of all of ``wrt`` together (the other arguments' tangents
+    are zeros then, as torch's), as the transpose of the VJP (reverse mode applied
+    twice: the VJP ``u -> u J`` is linear in the placeholder cotangents u, which drop
+    out, fed zeros should a node still mention them), batched over the tangents. The
+    products are forward mode's -- a partial times a tangent's entry -- so a singular
+    element's NaNs (a partial inf times a tangent 0) are where ``jacfwd`` has them: its
+    row, not its column."""
+    us = [make_aux(f"jacfwd.u{i}", o.shape, o.dtype) for i, o in enumerate(outs)]
+    vjps = grad_graph(outs, wrt, us)
+    stacked = _over_basis(lambda ts: grad_graph(vjps, us, ts), wrt, len(outs))
+    columns = _blocks(stacked, wrt, outs)        # columns[j][i]: d outs[i] along wrt[j]
+    table = []
+    for i, out in enumerate(outs):
+        row = []
+        for j, w in enumerate(wrt):
+            blk = columns[j][i]
+            if blk is None:
+                row.append(mk("full", shape=out.shape + w.shape, value=0, dtype=out.dtype))
+                continue
+            a, b = len(w.shape), len(out.shape)
+            blk = mk("reshape", blk, shape=w.shape + out.shape)
+            if a and b:
+                blk = mk("permute", blk, perm=tuple(range(a, a + b)) + tuple(range(a)))
+            row.append(blk)
+        table.append(row)
+    return table, us
+
+
+def _over_basis(linear, space: list[Node], n_results: int) -> list[Node] | None:
+    """``linear(seeds)`` (a list of n_results nodes, linear in seeds shaped as the nodes
+    of ``space``) for every basis vector of the concatenated space, stacked along a new
+    leading axis: batched (one kernel), or per basis vector where a primitive has no
+    batching rule. None if the space is empty."""
+    sizes = [numel(s.shape) for s in space]
+    total = sum(sizes)
+    if total == 0:
+        return None
+    offsets = [sum(sizes[:k]) for k in range(len(space))]
+    if total > 1:
+        seeds = [make_aux(f"jacobian.seed{k}", s.shape, s.dtype) for k, s in enumerate(space)]
+        stacked = batch_graph(linear(seeds), {
+            id(t): _basis(total, s.shape, s.dtype, (o, o + n))
+            for t, s, o, n in zip(seeds, space, offsets, sizes)}, total)
+        if stacked is not None:
+            return stacked
+    per = []
+    for k in range(total):
+        e = np.zeros(total)
+        e[k] = 1
+        seeds = [const(e[o:o + n].astype(s.dtype.np).reshape(s.shape), s.dtype)
+                 for s, o, n in zip(space, offsets, sizes)]
+        per.append([mk("reshape", r, shape=(1,) + r.shape) for r in linear(seeds)])
+    return [per[0][i] if total == 1 else mk("cat", *[p[i] for p in per], axis=0)
+            for i in range(n_results)]
+
+
+def _blocks(stacked: list[Node] | None, space: list[Node], results: list[Node]):
+    """blocks[k][i]: the rows of ``stacked[i]`` belonging to ``space[k]`` (None where
+    either is empty)."""
+    sizes = [numel(s.shape) for s in space]
+    total = sum(sizes)
+    blocks = []
+    for k, n in enumerate(sizes):
+        o = sum(sizes[:k])
+        row = []
+        for i, r in enumerate(results):
+            if n == 0 or numel(r.shape) == 0 or stacked is None:
+                row.append(None)
+                continue
+            blk = stacked[i]
+            if n != total:
+                rank = len(blk.shape)
+                blk = mk("slice", blk, starts=(o,) + (0,) * (rank - 1),
+                         stops=(o + n,) + tuple(blk.shape[1:]), steps=(1,) * rank)
+            row.append(blk)
+        blocks.append(row)
+    return blocks
 
 
 def _basis(m: int, shape: tuple, dtype, cols: tuple[int, int] | None = None) -> Node:
@@ -170,58 +229,6 @@ def _basis(m: int, shape: tuple, dtype, cols: tuple[int, int] | None = None) -> 
     if cols is not None and cols != (0, m):
         eye = mk("slice", eye, starts=(0, cols[0]), stops=(m, cols[1]), steps=(1, 1))
     return mk("reshape", eye, shape=(m,) + tuple(shape))
-
-
-def _jacobian_nodes_forward(outs: list[Node], wrt: list[Node]):
-    """(J, aux) with J[i][j] = d outs[i] / d wrt[j] by forward mode, as ``jacfwd``: J t
-    for each basis tangent t of all of ``wrt`` together (the other arguments' tangents
-    are zeros then, as torch's), as the transpose of the VJP (reverse mode applied
-    twice: the VJP ``u -> u J`` is linear in the placeholder cotangents u, which drop
-    out, fed zeros should a node still mention them), batched over the tangents (per
-    tangent where a primitive has no batching rule). The products are forward mode's --
-    a partial times a tangent's entry -- so a singular element's NaNs (a partial inf
-    times a tangent 0) are where ``jacfwd`` has them: its row, not its column."""
-    us = [make_aux(f"jacfwd.u{i}", o.shape, o.dtype) for i, o in enumerate(outs)]
-    vjps = grad_graph(outs, wrt, us)
-    sizes = [numel(w.shape) for w in wrt]
-    offsets = [sum(sizes[:j]) for j in range(len(wrt))]
-    total = sum(sizes)
-    stacked = None
-    if total:
-        seeds = [make_aux(f"jacfwd.t{j}", w.shape, w.dtype) for j, w in enumerate(wrt)]
-        jv = grad_graph(vjps, us, seeds)
-        stacked = batch_graph(jv, {id(t): _basis(total, w.shape, w.dtype, (o, o + n))
-                                   for t, w, o, n in zip(seeds, wrt, offsets, sizes)}, total)
-        if stacked is None:
-            per = []
-            for k in range(total):
-                basis = np.zeros(total)
-                basis[k] = 1
-                ts = [const(basis[o:o + n].astype(w.dtype.np).reshape(w.shape), w.dtype)
-                      for w, o, n in zip(wrt, offsets, sizes)]
-                per.append([mk("reshape", c, shape=(1,) + c.shape)
-                            for c in grad_graph(vjps, us, ts)])
-            stacked = [per[0][i] if total == 1 else mk("cat", *[p[i] for p in per], axis=0)
-                       for i in range(len(outs))]
-    table = []
-    for i, out in enumerate(outs):
-        row = []
-        for w, o, n in zip(wrt, offsets, sizes):
-            if n == 0 or numel(out.shape) == 0:
-                row.append(mk("full", shape=out.shape + w.shape, value=0, dtype=out.dtype))
-                continue
-            block = stacked[i]
-            if n != total:
-                rank = len(block.shape)
-                block = mk("slice", block, starts=(o,) + (0,) * (rank - 1),
-                           stops=(o + n,) + tuple(block.shape[1:]), steps=(1,) * rank)
-            a, b = len(w.shape), len(out.shape)
-            block = mk("reshape", block, shape=w.shape + out.shape)
-            if a and b:
-                block = mk("permute", block, perm=tuple(range(a, a + b)) + tuple(range(a)))
-            row.append(block)
-        table.append(row)
-    return table, us
 
 
 class Jacobian(Transform):
