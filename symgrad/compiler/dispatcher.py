@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import functools
 import logging
-import operator
 import pickle
-import weakref
 import time
+import weakref
 from collections import OrderedDict, namedtuple
 
 import numpy as np
@@ -25,9 +24,9 @@ from ..config import settings
 from ..graph import dtypes, pytree
 from ..graph.interpret import evaluate
 from ..functions.creation import as_tensor
-from ..functions.inplace import LEAF_ERRORS
 from ..tensor import Tensor
 from . import dynamic, persist, travel
+from .aliasing import aliased as _aliased, non_leaf_written as _non_leaf_written
 from .backends import get_backend
 from .progress import StageClock
 from .progress import log as compile_log
@@ -166,72 +165,6 @@ def _separate(arrays: list, donated: tuple) -> None:
         a = arrays[k]
         if not a.flags.writeable or (shared and owners.count(owners[k]) > 1):
             arrays[k] = np.array(a, copy=True)
-
-
-def _array_of(v):
-    """The memory an argument leaf reads (None: a Python number)."""
-    if isinstance(v, Tensor):
-        return v._data
-    if isinstance(v, np.ndarray):
-        return v
-    if hasattr(v, "__dlpack__"):
-        return foreign_array(v)
-    return None
-
-
-def _owner(a: np.ndarray):
-    return a if a.base is None else a.base
-
-
-def _closure_owners(entry) -> set:
-    """The ids of the arrays owning the memory of the entry's closed-over tensors (kept
-    while those tensors keep their arrays: a training step's call checks a few ids)."""
-    datas = [t._data for t in entry.closure]
-    kept = entry.alias_owners
-    if kept is None or len(kept[0]) != len(datas) or not all(map(operator.is_, kept[0],
-                                                                  datas)):
-        kept = entry.alias_owners = (datas, {id(_owner(a)) for a in datas})
-    return kept[1]
-
-
-def _aliased(entry: _Entry, effects, leaves) -> bool:
-    """Whether an input the call writes in place (an argument, a closed-over tensor)
-    shares memory with another input it reads, an argument among the two (aliasing
-    between closed-over tensors is traced: see Tracer._view_of_written): the same tensor
-    passed twice, a view of another argument, an argument that is (a view of) a
-    closed-over tensor."""
-    args = [_array_of(v) for v in leaves]
-    owners = [id(_owner(a)) for a in args if a is not None]
-    if not owners:
-        return False
-    closure_owners = _closure_owners(entry)
-    if len(set(owners)) == len(owners) and not any(o in closure_owners for o in owners):
-        return False            # (no argument shares an owner with another input)
-    written = {i for i in effects.arg_writes}
-    pairs = [(a, i in written) for i, a in enumerate(args) if a is not None]
-    state = [t._data for t in effects.writes]
-    others = [t._data for t in entry.closure]
-    by_owner: dict = {}
-    for a, w in pairs:
-        by_owner.setdefault(id(_owner(a)), []).append((a, w, True))
-    for a in others:
-        w = any(a is s for s in state)
-        hit = by_owner.get(id(_owner(a)))
-        if hit is not None:
-            hit.append((a, w, False))
-    for group in by_owner.values():
-        for j, (a, wa, arg_a) in enumerate(group):
-            for b, wb, arg_b in group[j + 1:]:
-                if (wa or wb) and (arg_a or arg_b) and np.may_share_memory(a, b):
-                    return True
-    return False
-
-
-def _non_leaf_written(error: RuntimeError, leaves) -> bool:
-    """Whether a trace's ``error`` is the leaf in-place error while an argument is a
-    non-leaf requiring grad (which the trace's stand-in took for a leaf)."""
-    return str(error) in LEAF_ERRORS and any(
-        isinstance(v, Tensor) and v.grad_fn is not None for v in leaves)
 
 
 class Compiled:
