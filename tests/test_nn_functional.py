@@ -628,3 +628,37 @@ def test_layer_norm_mixed_float_dtypes_refused():
         assert str(got.value) == str(want.value)
     for args in (("float32", "float32", "float32"), ("float64", None, "float64")):
         np.testing.assert_array_equal(case(*args)(sg).numpy(), case(*args)(torch).numpy())
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_binary_cross_entropy_second_derivative_as_torch(dtype):
+    """BCE's gradient is PyTorch's (x - t) / max((1 - x) x, 1e-12) and its derivative is
+    PyTorch's double backward, (x² - 2xt + t) / ((x + eps)² (1 - x + eps)²), not the clamp
+    differentiated (review4 #15 a/b: 1e12 at saturated / exact predictions, the wrong sign
+    at x = 1e-8 in float32). Values, gradients, autograd.grad(create_graph=True) and
+    hessians against torch's, eager, llvm and numpy."""
+    x = np.array([1e-8, 1e-8, 1e-17, 0.0, 1.0, 0.3, 1 - 1e-7, 0.0, 1.0, 0.999, 0.5], dtype)
+    t = np.array([0.0, 1e-8, 0.0, 0.0, 1.0, 0.5, 1.0, 0.25, 0.0, 1.0, 0.5], dtype)
+    tol = dict(rtol=1e-5, atol=0) if dtype == "float32" else dict(rtol=1e-13, atol=0)
+
+    def bce(L, v, w):
+        return L.nn.functional.binary_cross_entropy(v, w, reduction="none")
+
+    def orders(L):
+        v = L.tensor(x, requires_grad=True)
+        w = L.tensor(t, requires_grad=True)
+        loss = bce(L, v, w)
+        gx, gt = L.autograd.grad(loss.sum(), (v, w), create_graph=True)
+        hxx, hxt = L.autograd.grad(gx.sum(), (v, w))
+        return [a.detach().numpy() for a in (loss, gx, gt, hxx, hxt)]
+    want = orders(torch)
+    for name, w, g in zip(("loss", "d/dx", "d/dt", "d2/dx2", "d2/dxdt"), want, orders(sg)):
+        np.testing.assert_allclose(g, w, err_msg=name, **tol)
+    assert np.isfinite(want[3]).all() and want[3][3] == 0 and want[3][4] == 0
+    tt = torch.tensor(t)
+    h_want = torch.func.hessian(lambda v: bce(torch, v, tt).sum())(torch.tensor(x)).numpy()
+    for be in ("llvm", "numpy"):
+        h = sg.hessian(lambda v: bce(sg, v, sg.tensor(t)).sum(), backend=be)(x)
+        np.testing.assert_allclose(np.asarray(h), h_want, err_msg=be, **tol)
+        g = sg.grad(lambda v: bce(sg, v, sg.tensor(t)).sum(), backend=be)(x)
+        np.testing.assert_allclose(np.asarray(g), want[1], err_msg=be, **tol)

@@ -151,7 +151,9 @@ class Formula:
 
     def __init__(self, symbols: "tuple[sympy.Symbol, ...]" = (), expr: "sympy.Expr" = None,
                  given_partials: tuple | None = None, *, build: Callable | None = None,
-                 native: Callable | None = None, sympy_partials: bool = False):
+                 native: Callable | None = None, sympy_partials: bool = False,
+                 second: Callable | None = None):
+        self.second = second        # closed-form partials of the partials (grad_grads=)
         if build is None and native is None:
             parts = (tuple(symbols), expr, given_partials)
             build = lambda: parts           # noqa: E731  (given built)
@@ -472,14 +474,18 @@ def _formula_builder(name: str, formula: Callable, names: tuple[str, ...],
 def elementwise(name: str, formula: Callable, *, numpy: Callable | None = None,
                 grads: Callable | None = None, out_dtype: str = "same",
                 differentiable: bool = True, grad_name: str | None = None,
-                vjp: Callable | None = None, _builtin: bool = False) -> Primitive:
+                vjp: Callable | None = None, grad_grads: Callable | None = None,
+                _builtin: bool = False) -> Primitive:
     """Define an elementwise primitive from a sympy formula; its gradient, numpy kernel
     and (with the LLVM backend) native code follow from the formula.
 
     `grads`, if given, returns closed-form partials (they may use the symbol ``out`` for
     the result) — for numerical stability; tests check them against ``sympy.diff``.
     `vjp` replaces the generic formula-derived VJP rule (used by ``where``, whose
-    condition operand is boolean).
+    condition operand is boolean). `grad_grads` (built-ins only), called as `grads` is,
+    returns for each partial None (differentiate it) or its own closed-form partials, one
+    per input: where PyTorch's double backward is a formula of its own, not the derivative
+    of its backward formula (binary_cross_entropy's).
 
     >>> import sympy, symgrad
     >>> sp = symgrad.elementwise("my_softplus", lambda x: sympy.log(1 + sympy.exp(x)))
@@ -489,7 +495,9 @@ def elementwise(name: str, formula: Callable, *, numpy: Callable | None = None,
     """
     names = _parameter_names(formula)
     builder = _formula_builder(name, formula, names, grads, native=_builtin)
-    form = Formula(native=builder) if _builtin else Formula(build=builder)
+    if grad_grads is not None and not _builtin:
+        raise ValueError("grad_grads is for built-in primitives")
+    form = Formula(native=builder, second=grad_grads) if _builtin else Formula(build=builder)
     if not _builtin:
         form.expr       # a user's formula is checked now (and sympy is loaded: they use it)
     with _lock:
@@ -696,7 +704,7 @@ def derivative_primitive(prim: Primitive, i: int):
     d_own = F.substitute([d], {OUT: own_out})[0]
 
     def native():
-        return own, d_own, None
+        return own, d_own, _given_second(form, i, syms)
 
     def build():                # sympy's form: the parent's sympy partial, renamed
         sympy = _sympy()
@@ -704,7 +712,9 @@ def derivative_primitive(prim: Primitive, i: int):
         s_own_out = sympy.Symbol(own_name, real=True)
         by_name = {x.name: x for x in form.symbols}
         s_own = tuple(s_own_out if s is OUT else by_name[s.name] for s in syms)
-        return s_own, sd.subs(out_symbol(), s_own_out), None
+        second = _given_second(form, i, syms)
+        return (s_own, sd.subs(out_symbol(), s_own_out),
+                None if second is None else tuple(_to_sympy(e) for e in second))
     # a built-in's partials, and theirs, are computed from the own form (no sympy for a
     # gradient or a hessian); a user's sympy formula's as sympy derives them
     derived = Formula(build=build, native=native,
@@ -720,6 +730,20 @@ def derivative_primitive(prim: Primitive, i: int):
 
 
 _DERIVED: dict[str, tuple] = {}
+
+
+def _given_second(form: Formula, i: int, syms: tuple) -> tuple | None:
+    """The closed-form partials of partial ``i`` of ``form`` (its ``grad_grads``), one per
+    symbol of ``syms`` (the ones that partial uses), or None: it is differentiated."""
+    if form.second is None:
+        return None
+    parts = form.second(*form.fsymbols, OUT)[i]
+    if parts is None:
+        return None
+    if OUT in syms or len(parts) != len(form.fsymbols):
+        raise ValueError("grad_grads: one partial per input, of a partial without `out`")
+    by_symbol = dict(zip(form.fsymbols, parts))
+    return tuple(F.as_expr(by_symbol[s]) for s in syms)
 
 
 def resolve(name: str) -> "Primitive | None":

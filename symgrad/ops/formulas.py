@@ -228,12 +228,27 @@ def _bce_numpy(x, t):
 
 # binary cross-entropy of probabilities, logs clamped at -100 (log(1 - x) as log1p(-x),
 # PyTorch's: exact for tiny x, 1e-8 in float32); the closed-form partials
-# are PyTorch's backward: (x - t) / max(x (1 - x), EPSILON) (a float 1e-12) and -logit(x)
+# are PyTorch's backward: (x - t) / max((1 - x) x, EPSILON) (a float 1e-12, in float64
+# too) and -logit(x). The partials of the first are PyTorch's double backward, formulas
+# of their own (not the clamp differentiated, 1 / EPSILON = 1e12 where it holds: x = t =
+# 0 or 1), with a double eps = 1e-12: (x² - 2xt + t) / ((x + eps)² (1 - x + eps)²) and
+# -1 / max((1 - x) x, eps) (review4 #15)
+_BCE_EPSILON = float(np.float32(1e-12))
+_BCE_EPS = 1e-12
+
+
+def _bce_double_backward(x, t, out):
+    return (((x * x - 2 * x * t + t) / ((x + _BCE_EPS) ** 2 * ((1 - x) + _BCE_EPS) ** 2),
+             -1 / S.Max((1 - x) * x, _BCE_EPS)),
+            None)
+
+
 _ew("binary_cross_entropy",
     lambda x, t: -(t * S.Max(S.log(x), -100) + (1 - t) * S.Max(log1p(-x), -100)),
     numpy=_bce_numpy, out_dtype="float", grad_name="BinaryCrossEntropyBackward0",
-    grads=lambda x, t, out: ((x - t) / S.Max(x * (1 - x), F.number(float(np.float32(1e-12)))),
-                             log1p(-x) - S.log(x)))
+    grads=lambda x, t, out: ((x - t) / S.Max((1 - x) * x, F.number(_BCE_EPSILON)),
+                             log1p(-x) - S.log(x)),
+    grad_grads=_bce_double_backward)
 
 def _bce_logits_numpy(x, t):
     return (1 - t) * x + _log1pexp_numpy(-x)
