@@ -257,8 +257,9 @@ def _pack_b_fn(module: ir.Module, dtype: DType, cols: int, rows: bool) -> ir.Fun
     k, the columns past ``cols`` zero.  ``rows``: B's rows contiguous, ``stride`` its row
     stride (copied vector by vector; one function per ``cols``, the argument unused);
     else its columns, ``stride`` the column stride (transposed ``lanes x lanes`` blocks at
-    a time, the k past ``kn`` zero up to the next multiple of ``lanes``; one function for
-    every ``cols``, which masks the loads at run time)."""
+    a time -- a loop over the vectors holding columns, the others stored as zeros --, the k
+    past ``kn`` zero up to the next multiple of ``lanes``; one function for every
+    ``cols``, which masks the loads at run time)."""
     mr, nv, lanes = gemm_kernel.tile(dtype)
     nr = nv * lanes
     name = f"symgrad.gemm.pack.br.{dtype.name}.{cols}" if rows else f"symgrad.gemm.pack.bc.{dtype.name}"
@@ -285,20 +286,27 @@ def _pack_b_fn(module: ir.Module, dtype: DType, cols: int, rows: bool) -> ir.Fun
         loop = Loop(b, 0, steps, "gemm.pb.kt")
         kk = b.mul(loop.index, T.I64(lanes))
         left = b.sub(kn, kk)
-        for v in range(nv):
-            columns = []
-            for c in range(lanes):
-                col = T.I64(v * lanes + c)
-                # a column past ``cols`` is read from column 0 with no lane: zeros
-                present = b.icmp_signed("<", col, ncols)
-                src = b.gep(src0, [b.add(kk, b.mul(b.select(present, col, T.I64(0)), stride))],
-                            source_etype=ety)
-                columns.append(_load_upto(b, src, dtype, lanes,
-                                          b.select(present, left, T.I64(0))))
-            for i, row in enumerate(_transpose(b, columns, lanes)):
-                dst = b.gep(dst0, [b.add(b.mul(b.add(kk, T.I64(i)), T.I64(nr)), T.I64(v * lanes))],
-                            source_etype=ety)
-                vstore(b, row, dst, dtype, lanes)
+        used = b.udiv(b.add(ncols, T.I64(lanes - 1)), T.I64(lanes))     # vectors with columns
+        vl = Loop(b, 0, used, "gemm.pb.v")
+        v0 = b.mul(vl.index, T.I64(lanes))
+        columns = []
+        for c in range(lanes):
+            col = b.add(v0, T.I64(c))
+            # a column past ``cols`` is read from column 0 with no lane: zeros
+            present = b.icmp_signed("<", col, ncols)
+            src = b.gep(src0, [b.add(kk, b.mul(b.select(present, col, T.I64(0)), stride))],
+                        source_etype=ety)
+            columns.append(_load_upto(b, src, dtype, lanes, b.select(present, left, T.I64(0))))
+        for i, row in enumerate(_transpose(b, columns, lanes)):
+            dst = b.gep(dst0, [b.add(b.mul(b.add(kk, T.I64(i)), T.I64(nr)), v0)], source_etype=ety)
+            vstore(b, row, dst, dtype, lanes)
+        vl.close()
+        zl = Loop(b, used, nv, "gemm.pb.z")           # vectors past the columns: zeros
+        for i in range(lanes):
+            dst = b.gep(dst0, [b.add(b.mul(b.add(kk, T.I64(i)), T.I64(nr)),
+                                     b.mul(zl.index, T.I64(lanes)))], source_etype=ety)
+            vstore(b, ir.Constant(vty, [0.0] * lanes), dst, dtype, lanes)
+        zl.close()
         loop.close()
     b.ret_void()
     return fn
