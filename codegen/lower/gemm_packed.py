@@ -193,7 +193,7 @@ def _pack_b(ctx: StepContext, dtype: DType, B, boff: ir.Value, k0: int, kn: int,
         col0 = b.add(T.I64(j0), b.mul(p, T.I64(nr)))
         first = b.add(boff, b.add(T.I64(k0 * B.rs), b.mul(col0, T.I64(B.cs))))
         last = b.add(first, T.I64((kn - 1) * B.rs + (cols - 1) * B.cs))
-        fn = _pack_b_fn(b.module, dtype, cols, rows)
+        fn = _pack_b_fn(b.module, dtype, cols, B.rs if rows else None)
         _call_checked(ctx, B.storage, first, last, fn, [T.I64(stride), T.I64(kn), dst, T.I64(cols)])
 
     if full:
@@ -214,7 +214,7 @@ def _pack_a(ctx: StepContext, dtype: DType, A, aoff: ir.Value, r0: ir.Value, r1:
     first = b.add(aoff, b.add(r0, T.I64(k0 * A.cs)))
     count = b.sub(r1, r0)
     last = b.add(first, b.add(b.sub(count, T.I64(1)), T.I64((kn - 1) * A.cs)))
-    _call_checked(ctx, A.storage, first, last, _pack_a_fn(b.module, dtype),
+    _call_checked(ctx, A.storage, first, last, _pack_a_fn(b.module, dtype, A.cs),
                   [T.I64(A.cs), count, T.I64(kn), T.I64(kc_pad * mr), buf])
 
 
@@ -251,18 +251,20 @@ def _shared(module: ir.Module, name: str, params: list, names: tuple) -> tuple[i
     return fn, ir.IRBuilder(fn.append_basic_block("entry"))
 
 
-def _pack_b_fn(module: ir.Module, dtype: DType, cols: int, rows: bool) -> ir.Function:
+def _pack_b_fn(module: ir.Module, dtype: DType, cols: int, rs: int | None) -> ir.Function:
     """``void pack(ptr src, i64 stride, i64 kn, ptr dst, i64 cols)``: one panel of ``cols``
     columns of B (``src`` its element (k0, first column)) into ``dst``, ``nr`` elements per
-    k, the columns past ``cols`` zero.  ``rows``: B's rows contiguous, ``stride`` its row
-    stride (copied vector by vector; one function per ``cols``, the argument unused);
+    k, the columns past ``cols`` zero.  ``rs`` given: B's rows contiguous, ``rs`` apart
+    (copied vector by vector; one small function per ``cols`` and ``rs``, which is built
+    in as the micro-kernels' strides are, the arguments ``stride`` and ``cols`` unused);
     else its columns, ``stride`` the column stride (transposed ``lanes x lanes`` blocks at
     a time -- a loop over the vectors holding columns, the others stored as zeros --, the k
     past ``kn`` zero up to the next multiple of ``lanes``; one function for every
     ``cols``, which masks the loads at run time)."""
     mr, nv, lanes = gemm_kernel.tile(dtype)
     nr = nv * lanes
-    name = f"symgrad.gemm.pack.br.{dtype.name}.{cols}" if rows else f"symgrad.gemm.pack.bc.{dtype.name}"
+    rows = rs is not None
+    name = f"symgrad.gemm.pack.br.{dtype.name}.{cols}.s{rs}" if rows else f"symgrad.gemm.pack.bc.{dtype.name}"
     fn, b = _shared(module, name, [T.PTR, T.I64, T.I64, T.PTR, T.I64],
                     ("src", "stride", "kn", "dst", "cols"))
     if b is None:
@@ -273,7 +275,7 @@ def _pack_b_fn(module: ir.Module, dtype: DType, cols: int, rows: bool) -> ir.Fun
     if rows:
         loop = Loop(b, 0, kn, "gemm.pb.k")
         kk = loop.index
-        src = b.gep(src0, [b.mul(kk, stride)], inbounds=True, source_etype=ety)
+        src = b.gep(src0, [b.mul(kk, T.I64(rs))], inbounds=True, source_etype=ety)
         dst = b.gep(dst0, [b.mul(kk, T.I64(nr))], source_etype=ety)
         for v in range(nv):
             valid = min(lanes, max(0, cols - v * lanes))
@@ -312,18 +314,19 @@ def _pack_b_fn(module: ir.Module, dtype: DType, cols: int, rows: bool) -> ir.Fun
     return fn
 
 
-def _pack_a_fn(module: ir.Module, dtype: DType) -> ir.Function:
+def _pack_a_fn(module: ir.Module, dtype: DType, a_cs: int) -> ir.Function:
     """``void pack(ptr src, i64 cs, i64 rows, i64 kn, i64 tile_stride, ptr dst)``: ``rows``
     rows of A from ``src`` (A's columns contiguous, ``cs`` apart), ``kn`` of its columns,
     into tiles of ``mr`` rows ``tile_stride`` elements apart, ``mr`` elements per k (rows
-    past ``rows`` zero)."""
+    past ``rows`` zero).  One small function per ``cs`` (``a_cs``), built in as the
+    micro-kernels' strides are (the argument unused)."""
     mr = gemm_kernel.tile(dtype)[0]
-    name = f"symgrad.gemm.pack.a.{dtype.name}"
+    name = f"symgrad.gemm.pack.a.{dtype.name}.s{a_cs}"
     fn, b = _shared(module, name, [T.PTR, T.I64, T.I64, T.I64, T.I64, T.PTR],
                     ("src", "cs", "rows", "kn", "tile_stride", "dst"))
     if b is None:
         return fn
-    src0, cs, count, kn, tile_stride, buf = fn.args
+    src0, _, count, kn, tile_stride, buf = fn.args
     ety = T.storage_type(dtype)
     ntiles = b.udiv(b.add(count, T.I64(mr - 1)), T.I64(mr))
     tl = Loop(b, 0, ntiles, "gemm.pa.t")
@@ -332,7 +335,7 @@ def _pack_a_fn(module: ir.Module, dtype: DType) -> ir.Function:
     dst0 = b.gep(buf, [b.mul(tl.index, tile_stride)], source_etype=ety)
     loop = Loop(b, 0, kn, "gemm.pa.k")
     kk = loop.index
-    src = b.gep(src0, [b.add(i, b.mul(kk, cs))], inbounds=True, source_etype=ety)
+    src = b.gep(src0, [b.add(i, b.mul(kk, T.I64(a_cs)))], inbounds=True, source_etype=ety)
     value = _load_upto(b, src, dtype, mr, valid)
     vstore(b, value, b.gep(dst0, [b.mul(kk, T.I64(mr))], source_etype=ety), dtype, mr)
     loop.close()

@@ -350,8 +350,8 @@ def test_packing_is_one_shared_function_per_layout(dtype, sanitize, monkeypatch)
                if line.startswith("define") and '"symgrad.gemm.pack.' in line]
     assert len(defined) == len(set(defined))
     name = np.dtype(dtype).name
-    assert f"symgrad.gemm.pack.bc.{name}" in defined and f"symgrad.gemm.pack.a.{name}" in defined
-    assert len([d for d in defined if d.startswith("symgrad.gemm.pack.br.")]) <= 1 + len(widths)
+    assert f"symgrad.gemm.pack.bc.{name}" in defined and f"symgrad.gemm.pack.a.{name}.s{m}" in defined
+    assert len([d for d in defined if d.startswith("symgrad.gemm.pack.br.")]) <= 2 * len(widths)
     assert text.count('@"symgrad.gemm.pack.bc.') > 2
     a64, b64 = a.astype(np.float64), [b.astype(np.float64) for b in bs]
     want = [a64 @ b for b in b64] * 2 + [a64 @ b64[0], a64 @ b64[2]]
