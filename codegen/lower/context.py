@@ -97,6 +97,13 @@ def sanitize_fault_global(module: ir.Module) -> ir.GlobalVariable:
     return g
 
 
+def in_range(b: ir.IRBuilder, st: Storage, index: ir.Value) -> ir.Value:
+    """Whether element ``index`` (i64) of ``st`` lies in it (an alias: ``shift + index``)."""
+    size = max(int(st.size), 1)
+    shift = st.shift if st.base is not None else 0
+    return b.icmp_unsigned("<", b.add(index, T.I64(shift)) if shift else index, T.I64(size))
+
+
 def sanitized_index(b: ir.IRBuilder, st: Storage, index: ir.Value) -> ir.Value:
     """``index`` if it lies in ``[0, st.size)`` -- for an alias (a buffer seen from
     element ``shift``, see :meth:`codegen.plan.Plan.shifted`), if ``shift + index`` does:
@@ -104,9 +111,8 @@ def sanitized_index(b: ir.IRBuilder, st: Storage, index: ir.Value) -> ir.Value:
     word records the access (sanitized mode: the call then raises instead of touching
     memory out of range)."""
     index = index if index.type == T.I64 else b.sext(index, T.I64)
-    size = max(int(st.size), 1)
     shift = st.shift if st.base is not None else 0
-    ok = b.icmp_unsigned("<", b.add(index, T.I64(shift)) if shift else index, T.I64(size))
+    ok = in_range(b, st, index)
     fault = sanitize_fault_global(b.module)
     old = b.load(fault)
     b.store(b.select(ok, old, T.I64(1)), fault)

@@ -20,18 +20,22 @@ stores C, the later ones add to it: every element of C is one multiply-add chain
 
 The buffers come from ``malloc`` once per call of the range (one call per row chunk of
 a split product, which packs B for itself: one chunk per thread, see :func:`chunk_rows`);
-if that fails ``fallback()`` (a BLAS call) runs instead.
+if that fails ``fallback()`` (a BLAS call) runs instead.  The packing routines, like the
+micro-kernels, are shared internal functions (``symgrad.gemm.pack.*``: one per dtype,
+layout and panel width), called with the block's pointers, strides and extents, so a
+module with many products holds one copy of each rather than one per product.
 """
 from __future__ import annotations
 
 import llvmlite.ir as ir
 
+from symgrad.config import settings
 from symgrad.graph.dtypes import DType
 
 from .. import types as T
 from ..runtime import FREE, MALLOC
 from . import gemm_kernel
-from .context import StepContext
+from .context import StepContext, in_range
 from .loops import Loop
 from .tiles import vload, vstore
 
@@ -174,49 +178,23 @@ def _loops(ctx: StepContext, dtype: DType, A, B, C, offs, rows, kc: int, nc: int
 def _pack_b(ctx: StepContext, dtype: DType, B, boff: ir.Value, k0: int, kn: int, kc_pad: int,
             j0: int, j1: int, buf: ir.Value) -> None:
     """B[k0:k0+kn, j0:j1] into panels of ``nr`` columns: panel p at ``buf + p*kc_pad*nr``,
-    row kk of it ``nr`` contiguous elements (columns past j1 zero)."""
+    row kk of it ``nr`` contiguous elements (columns past j1 zero).  Each panel is one
+    call of the shared packing function for its column count and B's layout."""
     b = ctx.b
     mr, nv, lanes = gemm_kernel.tile(dtype)
     nr = nv * lanes
     ety = T.storage_type(dtype)
-    vty = ir.VectorType(ety, lanes)
     full, rest = divmod(j1 - j0, nr)
+    rows = B.cs == 1                      # rows contiguous, else columns (B.rs == 1)
+    stride = B.rs if rows else B.cs
 
     def panel(p: ir.Value, cols: int) -> None:
-        dst0 = b.gep(buf, [b.mul(p, T.I64(kc_pad * nr))], source_etype=ety)
+        dst = b.gep(buf, [b.mul(p, T.I64(kc_pad * nr))], source_etype=ety)
         col0 = b.add(T.I64(j0), b.mul(p, T.I64(nr)))
-        if B.cs == 1:                     # rows contiguous: copy vector by vector
-            loop = Loop(b, 0, kn, "gemm.pb.k")
-            kk = loop.index
-            src = ctx.elem(B.storage, b.add(boff, b.add(b.mul(b.add(kk, T.I64(k0)), T.I64(B.rs)), col0)))
-            dst = b.gep(dst0, [b.mul(kk, T.I64(nr))], source_etype=ety)
-            for v in range(nv):
-                valid = min(lanes, max(0, cols - v * lanes))
-                value = vload(b, b.gep(src, [T.I64(v * lanes)], source_etype=ety), dtype, lanes,
-                              0 if valid == lanes else valid) if valid else ir.Constant(vty, [0.0] * lanes)
-                vstore(b, value, b.gep(dst, [T.I64(v * lanes)], source_etype=ety), dtype, lanes)
-            loop.close()
-            return
-        # columns contiguous (B.rs == 1): transpose lanes x lanes blocks while copying
-        steps = -(-kn // lanes)
-        loop = Loop(b, 0, steps, "gemm.pb.kt")
-        kk = b.mul(loop.index, T.I64(lanes))
-        left = b.sub(T.I64(kn), kk)
-        for v in range(nv):
-            columns = []
-            for c in range(lanes):
-                col = v * lanes + c
-                if col >= cols:
-                    columns.append(ir.Constant(vty, [0.0] * lanes))
-                    continue
-                src = ctx.elem(B.storage, b.add(boff, b.add(b.add(kk, T.I64(k0)),
-                                                            b.mul(b.add(col0, T.I64(col)), T.I64(B.cs)))))
-                columns.append(_load_upto(b, src, dtype, lanes, left))
-            for i, row in enumerate(_transpose(b, columns, lanes)):
-                dst = b.gep(dst0, [b.add(b.mul(b.add(kk, T.I64(i)), T.I64(nr)), T.I64(v * lanes))],
-                            source_etype=ety)
-                vstore(b, row, dst, dtype, lanes)
-        loop.close()
+        first = b.add(boff, b.add(T.I64(k0 * B.rs), b.mul(col0, T.I64(B.cs))))
+        last = b.add(first, T.I64((kn - 1) * B.rs + (cols - 1) * B.cs))
+        fn = _pack_b_fn(b.module, dtype, cols, B.rs if rows else None)
+        _call_checked(ctx, B.storage, first, last, fn, [T.I64(stride), T.I64(kn), dst, T.I64(cols)])
 
     if full:
         pl = Loop(b, 0, full, "gemm.pb.p")
@@ -229,22 +207,141 @@ def _pack_b(ctx: StepContext, dtype: DType, B, boff: ir.Value, k0: int, kn: int,
 def _pack_a(ctx: StepContext, dtype: DType, A, aoff: ir.Value, r0: ir.Value, r1: ir.Value,
             k0: int, kn: int, kc_pad: int, buf: ir.Value) -> None:
     """Rows [r0, r1) of A[:, k0:k0+kn], A's columns contiguous (``A.rs == 1``), into tiles of
-    ``mr`` rows: tile t at ``buf + t*kc_pad*mr``, ``mr`` elements per k (rows past r1: 0)."""
+    ``mr`` rows: tile t at ``buf + t*kc_pad*mr``, ``mr`` elements per k (rows past r1: 0);
+    one call of the shared packing function."""
     b = ctx.b
     mr = gemm_kernel.tile(dtype)[0]
+    first = b.add(aoff, b.add(r0, T.I64(k0 * A.cs)))
+    count = b.sub(r1, r0)
+    last = b.add(first, b.add(b.sub(count, T.I64(1)), T.I64((kn - 1) * A.cs)))
+    _call_checked(ctx, A.storage, first, last, _pack_a_fn(b.module, dtype, A.cs),
+                  [T.I64(A.cs), count, T.I64(kn), T.I64(kc_pad * mr), buf])
+
+
+def _call_checked(ctx: StepContext, st, first: ir.Value, last: ir.Value, fn: ir.Function,
+                  args: list) -> None:
+    """``fn(&st[first], *args)``, a packing function that reads elements ``first..last``
+    of ``st`` (both inclusive, every one between them at most).  Sanitized mode checks
+    both ends and skips the call when one is out of range (the fault word records it)."""
+    b = ctx.b
+    if not settings.sanitize:
+        b.call(fn, [ctx.elem(st, first)] + args)
+        return
+    ok = b.and_(in_range(b, st, first), in_range(b, st, last))
+    ctx.elem(st, last)                    # records the fault
+    src = ctx.elem(st, first)
+    with b.if_then(ok, likely=True):
+        b.call(fn, [src] + args)
+
+
+def _shared(module: ir.Module, name: str, params: list, names: tuple) -> tuple[ir.Function, ir.IRBuilder | None]:
+    """The internal function ``name`` of the module, and a builder at its entry when it
+    is new (None when another product already made it)."""
+    fn = module.globals.get(name)
+    if fn is not None:
+        return fn, None
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), params), name)
+    fn.linkage = "internal"
+    fn.attributes.add("nounwind")
+    fn.attributes.add("noinline")        # one copy, not one specialised per call site
+    for arg, nm in zip(fn.args, names):
+        arg.name = nm
+        if isinstance(arg.type, ir.PointerType):
+            arg.add_attribute("noalias")
+    return fn, ir.IRBuilder(fn.append_basic_block("entry"))
+
+
+def _pack_b_fn(module: ir.Module, dtype: DType, cols: int, rs: int | None) -> ir.Function:
+    """``void pack(ptr src, i64 stride, i64 kn, ptr dst, i64 cols)``: one panel of ``cols``
+    columns of B (``src`` its element (k0, first column)) into ``dst``, ``nr`` elements per
+    k, the columns past ``cols`` zero.  ``rs`` given: B's rows contiguous, ``rs`` apart
+    (copied vector by vector; one small function per ``cols`` and ``rs``, which is built
+    in as the micro-kernels' strides are, the arguments ``stride`` and ``cols`` unused);
+    else its columns, ``stride`` the column stride (transposed ``lanes x lanes`` blocks at
+    a time -- a loop over the vectors holding columns, the others stored as zeros --, the k
+    past ``kn`` zero up to the next multiple of ``lanes``; one function for every
+    ``cols``, which masks the loads at run time)."""
+    mr, nv, lanes = gemm_kernel.tile(dtype)
+    nr = nv * lanes
+    rows = rs is not None
+    name = f"symgrad.gemm.pack.br.{dtype.name}.{cols}.s{rs}" if rows else f"symgrad.gemm.pack.bc.{dtype.name}"
+    fn, b = _shared(module, name, [T.PTR, T.I64, T.I64, T.PTR, T.I64],
+                    ("src", "stride", "kn", "dst", "cols"))
+    if b is None:
+        return fn
+    src0, stride, kn, dst0, ncols = fn.args
     ety = T.storage_type(dtype)
-    ntiles = b.udiv(b.add(b.sub(r1, r0), T.I64(mr - 1)), T.I64(mr))
+    vty = ir.VectorType(ety, lanes)
+    if rows:
+        loop = Loop(b, 0, kn, "gemm.pb.k")
+        kk = loop.index
+        src = b.gep(src0, [b.mul(kk, T.I64(rs))], inbounds=True, source_etype=ety)
+        dst = b.gep(dst0, [b.mul(kk, T.I64(nr))], source_etype=ety)
+        for v in range(nv):
+            valid = min(lanes, max(0, cols - v * lanes))
+            value = vload(b, b.gep(src, [T.I64(v * lanes)], source_etype=ety), dtype, lanes,
+                          0 if valid == lanes else valid) if valid else ir.Constant(vty, [0.0] * lanes)
+            vstore(b, value, b.gep(dst, [T.I64(v * lanes)], source_etype=ety), dtype, lanes)
+        loop.close()
+    else:
+        steps = b.udiv(b.add(kn, T.I64(lanes - 1)), T.I64(lanes))
+        loop = Loop(b, 0, steps, "gemm.pb.kt")
+        kk = b.mul(loop.index, T.I64(lanes))
+        left = b.sub(kn, kk)
+        used = b.udiv(b.add(ncols, T.I64(lanes - 1)), T.I64(lanes))     # vectors with columns
+        vl = Loop(b, 0, used, "gemm.pb.v")
+        v0 = b.mul(vl.index, T.I64(lanes))
+        columns = []
+        for c in range(lanes):
+            col = b.add(v0, T.I64(c))
+            # a column past ``cols`` is read from column 0 with no lane: zeros
+            present = b.icmp_signed("<", col, ncols)
+            src = b.gep(src0, [b.add(kk, b.mul(b.select(present, col, T.I64(0)), stride))],
+                        source_etype=ety)
+            columns.append(_load_upto(b, src, dtype, lanes, b.select(present, left, T.I64(0))))
+        for i, row in enumerate(_transpose(b, columns, lanes)):
+            dst = b.gep(dst0, [b.add(b.mul(b.add(kk, T.I64(i)), T.I64(nr)), v0)], source_etype=ety)
+            vstore(b, row, dst, dtype, lanes)
+        vl.close()
+        zl = Loop(b, used, nv, "gemm.pb.z")           # vectors past the columns: zeros
+        for i in range(lanes):
+            dst = b.gep(dst0, [b.add(b.mul(b.add(kk, T.I64(i)), T.I64(nr)),
+                                     b.mul(zl.index, T.I64(lanes)))], source_etype=ety)
+            vstore(b, ir.Constant(vty, [0.0] * lanes), dst, dtype, lanes)
+        zl.close()
+        loop.close()
+    b.ret_void()
+    return fn
+
+
+def _pack_a_fn(module: ir.Module, dtype: DType, a_cs: int) -> ir.Function:
+    """``void pack(ptr src, i64 cs, i64 rows, i64 kn, i64 tile_stride, ptr dst)``: ``rows``
+    rows of A from ``src`` (A's columns contiguous, ``cs`` apart), ``kn`` of its columns,
+    into tiles of ``mr`` rows ``tile_stride`` elements apart, ``mr`` elements per k (rows
+    past ``rows`` zero).  One small function per ``cs`` (``a_cs``), built in as the
+    micro-kernels' strides are (the argument unused)."""
+    mr = gemm_kernel.tile(dtype)[0]
+    name = f"symgrad.gemm.pack.a.{dtype.name}.s{a_cs}"
+    fn, b = _shared(module, name, [T.PTR, T.I64, T.I64, T.I64, T.I64, T.PTR],
+                    ("src", "cs", "rows", "kn", "tile_stride", "dst"))
+    if b is None:
+        return fn
+    src0, _, count, kn, tile_stride, buf = fn.args
+    ety = T.storage_type(dtype)
+    ntiles = b.udiv(b.add(count, T.I64(mr - 1)), T.I64(mr))
     tl = Loop(b, 0, ntiles, "gemm.pa.t")
-    i = b.add(r0, b.mul(tl.index, T.I64(mr)))
-    valid = b.sub(r1, i)
-    dst0 = b.gep(buf, [b.mul(tl.index, T.I64(kc_pad * mr))], source_etype=ety)
+    i = b.mul(tl.index, T.I64(mr))
+    valid = b.sub(count, i)
+    dst0 = b.gep(buf, [b.mul(tl.index, tile_stride)], source_etype=ety)
     loop = Loop(b, 0, kn, "gemm.pa.k")
     kk = loop.index
-    src = ctx.elem(A.storage, b.add(aoff, b.add(i, b.mul(b.add(kk, T.I64(k0)), T.I64(A.cs)))))
+    src = b.gep(src0, [b.add(i, b.mul(kk, T.I64(a_cs)))], inbounds=True, source_etype=ety)
     value = _load_upto(b, src, dtype, mr, valid)
     vstore(b, value, b.gep(dst0, [b.mul(kk, T.I64(mr))], source_etype=ety), dtype, mr)
     loop.close()
     tl.close()
+    b.ret_void()
+    return fn
 
 
 def _load_upto(b: ir.IRBuilder, ptr: ir.Value, dtype: DType, lanes: int, valid: ir.Value) -> ir.Value:

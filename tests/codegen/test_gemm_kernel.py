@@ -323,3 +323,37 @@ def test_tiles_for_other_machines(foreign_machine):
     assert ("zmm" in asm) == (foreign_machine.vector_bits == 512)
     with pytest.raises(Exception, match="cannot run in this process"):
         f(x, w)
+
+
+@pytest.mark.usefixtures("machine")
+@pytest.mark.parametrize("sanitize", [False, True])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_packing_is_one_shared_function_per_layout(dtype, sanitize, monkeypatch):
+    """Several packed products of different widths (column tails of several sizes) and
+    layouts in one module call one packing function per layout (B by rows: one per
+    panel width; B by columns; A by columns), not a copy each; the results are right,
+    checked in sanitized mode as well (bounds of each packed block)."""
+    from symgrad.config import settings
+    monkeypatch.setattr(settings, "sanitize", sanitize)
+    rng = np.random.default_rng(7 + np.dtype(dtype).itemsize)
+    m, k = gemm_packed.MC + 21, gemm_packed.KC + 5
+    widths = [gemm_packed.MIN_ROW_BYTES // np.dtype(dtype).itemsize + d for d in (3, 11, 29)]
+    a = rng.standard_normal((m, k)).astype(dtype)
+    bs = [rng.standard_normal((k, n)).astype(dtype) for n in widths]
+    args = (a, np.ascontiguousarray(a.T), *bs, *(np.ascontiguousarray(b.T) for b in bs))
+
+    def fn(a, at, b0, b1, b2, t0, t1, t2):
+        return (a @ b0, a @ b1, a @ b2, a @ t0.T, a @ t1.T, a @ t2.T, at.T @ b0, at.T @ t2.T)
+
+    f, text = _compile(fn, *args)
+    defined = [line.split('"')[1] for line in text.splitlines()
+               if line.startswith("define") and '"symgrad.gemm.pack.' in line]
+    assert len(defined) == len(set(defined))
+    name = np.dtype(dtype).name
+    assert f"symgrad.gemm.pack.bc.{name}" in defined and f"symgrad.gemm.pack.a.{name}.s{m}" in defined
+    assert len([d for d in defined if d.startswith("symgrad.gemm.pack.br.")]) <= 2 * len(widths)
+    assert text.count('@"symgrad.gemm.pack.bc.') > 2
+    a64, b64 = a.astype(np.float64), [b.astype(np.float64) for b in bs]
+    want = [a64 @ b for b in b64] * 2 + [a64 @ b64[0], a64 @ b64[2]]
+    for got, ref in zip(f(*args), want):
+        np.testing.assert_allclose(got, ref, **_tol(dtype, k))
