@@ -403,6 +403,7 @@ def test_gradient_penalty_through_a_compiled_batchnorm_model():
         ((g.norm(2, dim=1) - 1).pow(2).mean() + out.mean()).backward()
         got[lib.__name__] = (m[1].running_mean.numpy().copy(), int(m[1].num_batches_tracked),
                              m[0].weight.grad.numpy().copy())
+    # (float32 running mean: a batch sum in each library's order)
     np.testing.assert_allclose(got["symgrad"][0], got["torch"][0], rtol=1e-5, atol=1e-7)
     assert got["symgrad"][1] == got["torch"][1] == 1
     # (float32 second derivatives through BatchNorm and a norm: each library sums in its

@@ -145,6 +145,8 @@ def test_library_module_hyper_parameters_recompile(backend, dtype):
     for alpha in (1.0, 0.3):
         e.alpha = alpha
         want = (torch.nn.functional.elu(torch.tensor(x), alpha) * 2).numpy()
+        # (expm1 comes from each library's math: LLVM's vector expm1 and torch's SLEEF
+        # differ by an ulp or two on some hosts; the test is about the guard)
         np.testing.assert_allclose(np.asarray(g(symgrad.tensor(x))), want,
                                    rtol=4 * np.finfo(dtype).eps, atol=0)
 
