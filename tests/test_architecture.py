@@ -304,6 +304,8 @@ UPWARD_LATE_IMPORTS = {
         "Tensor methods that are nn.functional's (softmax, ...); nn loads on first use",
     ("symgrad.compiler.dispatcher", "symgrad.autograd.compiled_function"):
         "compiled outputs join eager autograd through an autograd.Function",
+    ("symgrad.compiler.entries", "symgrad.autograd.compiled_function"):
+        "a program for other sizes shares the autograd bridge of the entry it came from",
     ("symgrad.functions.creation", "symgrad.parallelism"):
         "a float arange past 32768 elements is split over the threads as at::parallel_for "
         "splits it (the thread count is read only then)",

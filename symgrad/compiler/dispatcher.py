@@ -6,7 +6,8 @@ On a miss of the in-memory cache, the function is traced and, with the LLVM back
 the disk cache is asked first by a key known right after tracing
 (:mod:`symgrad.compiler.persist`): a hit runs none of the later stages (symbolic
 differentiation, rewrites, fusion, scheduling, LLVM) -- they run only if the program is
-inspected.
+inspected.  What an entry holds is :mod:`.entries`'; how a miss on sizes alone finds a
+shape-generic kernel, :mod:`.dispatch_shapes`'.
 """
 from __future__ import annotations
 
@@ -22,12 +23,13 @@ import numpy as np
 from ..autograd.grad_mode import _state as _grad_state
 from ..config import settings
 from ..graph import dtypes, pytree
-from ..graph.interpret import evaluate
 from ..functions.creation import as_tensor
 from ..tensor import Tensor
-from . import dynamic, persist, travel
+from . import persist, travel
 from .aliasing import aliased as _aliased, non_leaf_written as _non_leaf_written
 from .backends import get_backend
+from .dispatch_shapes import ShapeGeneric
+from .entries import Entry, OneShot, UNSET, explain_difference, fits, separate
 from .progress import StageClock
 from .progress import log as compile_log
 from .replay import replay
@@ -57,117 +59,11 @@ def _leaf_key(v):
     return t
 
 
-_Aval = namedtuple("_Aval", "shape dtype")
-_UNSET = object()
-
-
 _FAST_KEYS_PER_ENTRY = 16    # bound of the fast-key table, per cache entry
 _VARIANTS_PER_KEY = 4        # programs kept per signature whose guards no longer hold
 
 
-class _Entry:
-    __slots__ = ("exe", "call", "closure", "closure_avals", "aux", "aux_avals", "numpy_out",
-                 "structure", "lowered", "key", "native_ok", "native_counted", "native_name",
-                 "specs", "effects", "fresh_outputs", "dynamic", "sentinels", "closure_paths",
-                 "donated", "bridge", "refused", "default_dtype", "deferred", "out_alias",
-                 "alias_owners")
-
-    def __init__(self, lowered: Lowered, exe, closure, numpy_out, aux, closure_paths=None,
-                 deferred=None):
-        self.lowered = lowered
-        # a program compiled when first run (``deferred()`` gives its executable): a call
-        # joining autograd runs the split forward / backward programs instead
-        self.deferred = deferred
-        self.refused = [0]
-        self.native_ok = None
-        if exe is not None:
-            self.attach(exe)
-        else:
-            self.exe = self.native_name = self.call = None
-            self.native_counted, self.donated = 0, ()
-        self.closure = [t for t, _ in closure]
-        # the shape, dtype and requires_grad each closed-over tensor had when traced
-        self.closure_avals = [(tuple(t.shape), t.dtype, t._requires_grad)
-                              for t, _ in closure]
-        # where the function finds its closed-over tensors (sources.Guards: re-read per call)
-        self.closure_paths = closure_paths or None
-        self.aux = [np.zeros(shape, dtype.np) for shape, dtype in aux]
-        self.aux_avals = [_Aval(shape, dtype) for shape, dtype in aux]
-        self.numpy_out = numpy_out
-        self.effects = None
-        self.fresh_outputs = lowered.backend == "llvm"    # native code allocates outputs
-        self.dynamic = None            # a shape-generic entry: its (leaf, axis) pairs
-        self.sentinels = ()            # ... and its programs at dynamic.SENTINELS
-        self.bridge = _UNSET           # its link to eager autograd (made on first use)
-        self.default_dtype = dtypes.get_default_dtype()   # (the trace may have baked it in)
-        self.out_alias = ()            # outputs returned as the tensor they are (trace)
-        self.alias_owners = None       # (closure arrays, their owners' ids): _aliased
-        _, self.specs, self.structure = lowered.signature
-
-    def attach(self, exe) -> None:
-        """Run ``exe`` for this entry's calls."""
-        self.exe = exe
-        # the native entry checks arguments in native code (else the checked Python path);
-        # the structured one returns the outputs nested as the function returns them
-        self.native_name = None if settings.sanitize else (
-            getattr(exe, "structured_entry_name", None) or getattr(exe, "entry_name", None))
-        # (sanitized kernels run through the checked Python path, which reads their fault word)
-        structured = self.native_name != getattr(exe, "entry_name", None)
-        # calls the native entry handed to the checked path (arguments it does not take
-        # as they are: strided, broadcast): not native calls, for cache_info's count
-        refused = self.refused
-        if self.native_name:
-            checked = exe._fallback
-
-            def fallback(*arrays):
-                refused[0] += 1
-                return checked(*arrays)
-            self.call = exe.native_entry(fallback, structured=structured)
-        else:
-            self.call = lambda *a: exe(list(a))
-        self.native_counted = int(self.native_name is not None)
-        # the inputs native code updates in place (state outputs donated to them)
-        self.donated = tuple(k for _, k in getattr(getattr(exe, "interface", None),
-                                                   "donated", ()))
-        self.deferred = None
-
-    def stale(self) -> str | None:
-        """Why this entry's program does not fit the world now (a closed-over tensor
-        replaced, its shape or dtype changed, a Python constant it read, the default
-        dtype, a guard of its effects), or None."""
-        if self.default_dtype is not dtypes._default_float[0]:
-            return (f"the default dtype changed: {self.default_dtype.name} → "
-                    f"{dtypes.get_default_dtype().name}")
-        if self.closure_paths is not None:
-            why = self.closure_paths.replaced()
-            if why is not None:
-                return why
-        for t, (shape, dt, rg) in zip(self.closure, self.closure_avals):  # (per call: no Size)
-            if (t._data.shape if t._node is None else t._node.shape) != shape \
-                    or t._dtype is not dt:
-                return (f"closed-over tensor of shape {list(shape)} {dt.name} changed to "
-                        f"{list(t.shape)} {t.dtype.name}")
-            if t._requires_grad is not rg:
-                return (f"closed-over tensor of shape {list(shape)} {dt.name} now has "
-                        f"requires_grad={t._requires_grad}")
-        return self.effects.stale() if self.effects is not None else None
-
-
-def _separate(arrays: list, donated: tuple) -> None:
-    """Before a call whose native code writes inputs ``donated`` in place: an input
-    sharing memory with another argument (a view of the same array, the same array
-    twice) or not writeable is replaced by a copy, so the call reads every other input
-    as it was and writes only the copy (the state then takes the output by a copy, as
-    without donation)."""
-    owners = [id(a) if a.base is None else id(a.base) for a in arrays]
-    shared = len(set(owners)) != len(owners)
-    for k in donated:
-        a = arrays[k]
-        if not a.flags.writeable or (shared and owners.count(owners[k]) > 1):
-            arrays[k] = np.array(a, copy=True)
-
-
-class Compiled:
+class Compiled(ShapeGeneric):
     """A compiled function: call it like the original (see :func:`compile`)."""
 
     bridged = True        # outputs join eager autograd (see _bridge)
@@ -374,7 +270,7 @@ class Compiled:
                 self._maxsize, self._target_spec)
         return variant(*args, {k: kwargs[k] for k in names})
 
-    def _install_fast_path(self, entry: _Entry, leaves, args) -> None:
+    def _install_fast_path(self, entry: Entry, leaves, args) -> None:
         """Make calls with this signature go straight to native code.
 
         When every argument is a plain numpy array and the outputs are an array or
@@ -426,136 +322,7 @@ class Compiled:
         """The most recently used signature compiled for its exact shapes, or None."""
         return next((k for k, e in reversed(self._cache.items()) if e.dynamic is None), None)
 
-    # ---- automatic dynamic shapes (symgrad.compiler.dynamic) ----------------------------
-    def _generic_for(self, args, key, names) -> "_Entry | None":
-        """The shape-generic entry whose kernel computes this signature's program, if any
-        (checked by :meth:`_verified`)."""
-        self._dynamic_patterns = [p for p in self._dynamic_patterns if p[2].key in self._cache]
-        for pattern, dims, entry in self._dynamic_patterns:
-            if entry.key in self._cache and entry.stale() is not None:
-                del self._cache[entry.key]         # (its closed-over tensors changed: the
-                self._evict(entry)                 # next generic kernel is traced anew)
-                continue
-            if entry.key in self._cache and pattern[0] == key[0] and pattern[2] == key[2]:
-                n = dynamic.matches(key[1], pattern[1], dims)
-                if n is not None and self._verified(entry, args, key, names, n):
-                    return entry
-        return None
-
-    def _verified(self, entry: "_Entry", args, key, names, n: int) -> bool:
-        """Whether the program traced at size ``n`` is the generic program at ``n``: the
-        sizes fitted on the sentinels hold at ``n`` too (a slice clamped by a small ``n``,
-        an index past it, a Python branch on a shape, a trace that fails at ``n`` all make
-        it another program, compiled for its own shapes)."""
-        try:
-            tr = self._trace(args, key, names)
-            if len(tr.closure) != len(entry.closure) or any(
-                    t is not u for (t, _), u in zip(tr.closure, entry.closure)):
-                return False      # (it reads other closed-over tensors than the kernel's)
-            lowered = self._lowered(tr, key, names)
-            found = dynamic.generalize(list(entry.sentinels) + [lowered.optimized],
-                                       dynamic.SENTINELS + (n,))
-        except Exception:     # noqa: BLE001 -- the per-size compile raises it to the user
-            return False
-        return not isinstance(found, str)
-
-    def _dynamic(self, args, key, leaves, names) -> tuple["_Entry | None", str | None]:
-        """On a miss that only changed sizes: (a shape-generic entry or None, the reason
-        to log); (None, None) when the miss is not about sizes."""
-        last = self._last_exact_key()
-        found = dynamic.candidate(last, key, names) if last is not None else "no previous call"
-        if isinstance(found, str):
-            return None, None
-        dims, before, after = found
-        what = " and ".join(f"{names[k]} dim {d}" for k, d in dims)
-        base = explain_difference(last, key, names)
-        if self.backend != "llvm":         # (its compile is tracing and graph passes)
-            return None, None
-        if not settings.dynamic_shapes:
-            return None, f"{base}; dynamic shapes are off (SYMGRAD_DYNAMIC_SHAPES=0)"
-        if not self.dynamic_shapes:
-            return None, f"{base}; dynamic shapes are off for this function (dynamic=False)"
-        if after < 2:
-            return None, (f"{base}; sizes 0 and 1 are specialised (compiled for their exact "
-                          f"shapes, as torch.compile does)")
-        if dims in self._not_generic:
-            return None, f"{base}; compiling per size: {self._not_generic[dims]}"
-        try:
-            entry = self._build_generic(args, key, leaves, names, dims)
-        except get_backend("llvm").NotGeneric as e:
-            self._not_generic[dims] = str(e)
-            return None, f"{base}; compiling per size: {e}"
-        _share_bridge(self._cache.get(last), entry)
-        return entry, (f"{base}; {what} is now a dynamic size: one kernel serves every "
-                       f"size >= 2")
-
-    def _maybe_specialise(self, entry: "_Entry", fkey, args) -> "_Entry":
-        """Count the calls of one size served by a shape-generic kernel; the
-        :data:`~symgrad.compiler.dynamic.SPECIALISE_AFTER`-th compiles that size's own
-        kernel (fused loops, its native entry), which serves it from then on."""
-        if len(self._size_calls) > 4 * self._maxsize:      # (many sizes: count afresh)
-            self._size_calls.clear()
-        calls = self._size_calls[fkey] = self._size_calls.get(fkey, 0) + 1
-        if calls < dynamic.SPECIALISE_AFTER:
-            return entry
-        self._size_calls.pop(fkey, None)
-        key, leaves, names = self._signature(args)
-        self._miss(f"{explain_difference(self._last_exact_key() or key, key, names)}; "
-                   f"this size ran {calls} times on the shape-generic kernel: compiling its own")
-        self.hits -= 1                    # (the caller counts a hit)
-        special = self._build(args, key, leaves, names)
-        _share_bridge(entry, special)
-        self._fast[fkey] = special
-        return special
-
-    def _build_generic(self, args, key, leaves, names, dims) -> "_Entry":
-        """Trace at the sentinel sizes, find how the program's sizes follow them and
-        compile one kernel (raises NotGeneric, saying why not)."""
-        backend = get_backend("llvm")
-        what = getattr(self.fn, "__qualname__", "function")
-        with StageClock(f"{what} (dynamic)") as clock:
-            traced = []
-            n = dynamic.matches(key[1], key[1], dims)
-            for size in dynamic.SENTINELS + (n,):       # (the sentinels, then this size)
-                skey = (key[0], dynamic.with_size(key[1], dims, size), key[2])
-                try:
-                    with clock.stage("trace"):
-                        tr = self._trace(args, skey, names)
-                    lowered = self._lowered(tr, skey, names, clock)
-                    lowered.optimized
-                except Exception as e:    # noqa: BLE001 -- a size this function refuses
-                    raise backend.NotGeneric(f"tracing at size {size} failed: "
-                                             f"{type(e).__name__}: {e}") from None
-                eff = tr.effects        # (guards alone -- a module's training flag -- are
-                if eff is not None and (eff.n_outputs or eff.scalars or eff.one_shot):  # fine)
-                    raise backend.NotGeneric("the function updates state (its effects are "
-                                             "guarded per shape)")
-                if lowered.aux:
-                    raise backend.NotGeneric("the program has placeholder inputs")
-                traced.append((tr, lowered))
-            programs = [lw.optimized for _, lw in traced]
-            dd = dynamic.generalize(programs, dynamic.SENTINELS + (n,))
-            if isinstance(dd, str):
-                raise backend.NotGeneric(dd)
-            if self.target is not None:
-                self.target.check_runnable()
-            tr, lowered = traced[0]
-            exe = backend.compile_dynamic(lowered.optimized, dd, self.target, clock.enter)
-            clock.enter(None)
-        numpy_out = not any(isinstance(v, Tensor) for v in leaves)
-        entry = _Entry(lowered, exe, tr.closure, numpy_out, [], tr.closure_paths)
-        entry.effects = tr.effects           # (its guards, if any: checked before each call)
-        entry.dynamic = dims
-        entry.sentinels = tuple(programs[:len(dynamic.SENTINELS)])
-        entry.key = ("dynamic", key[0], dims, key[2])
-        self._cache[entry.key] = entry
-        self._dynamic_patterns.append((key, dims, entry))
-        self._last_names = names
-        while len(self._cache) > self._maxsize:
-            self._evict(self._cache.popitem(last=False)[1])
-        return entry
-
-    def _run(self, entry: _Entry, leaves, args):
+    def _run(self, entry: Entry, leaves, args):
         effects = entry.effects
         if effects is not None and self.eager_when_aliased and (
                 effects.arg_writes or effects.writes) and _aliased(entry, effects, leaves):
@@ -565,7 +332,7 @@ class Compiled:
             return self.fn(*args)
         bridge = entry.bridge
         if bridge is not None and _grad_state.grad and not entry.numpy_out:
-            if bridge is _UNSET:
+            if bridge is UNSET:
                 bridge = entry.bridge = self._bridge(entry)
             if bridge is not None:      # outputs that join autograd (grad mode, inputs need it)
                 res, structure = bridge.run(lambda: self._run_program(entry, leaves, False),
@@ -574,7 +341,7 @@ class Compiled:
         res, structure = self._run_program(entry, leaves)
         return pytree.unflatten(structure, res)
 
-    def _run_program(self, entry: _Entry, leaves, alias: bool = True) -> tuple[list, object]:
+    def _run_program(self, entry: Entry, leaves, alias: bool = True) -> tuple[list, object]:
         """Run the entry's program: (its outputs, flat, and their structure). ``alias``:
         an output that is a tensor the call reads is returned as that tensor (not when
         the outputs join autograd: a node's outputs are new tensors)."""
@@ -596,7 +363,7 @@ class Compiled:
         arrays.extend(t._data for t in entry.closure)
         arrays.extend(entry.aux)
         if entry.donated:
-            _separate(arrays, entry.donated)
+            separate(arrays, entry.donated)
         refused = entry.refused[0]
         outs = entry.call(*arrays)
         self._py_native += entry.native_counted - (entry.refused[0] - refused)
@@ -649,18 +416,18 @@ class Compiled:
         arg_structure, static = (key[1], key[3]) if key[0] == "dynamic" else (key[0], key[2])
         return Bridge(self, entry.closure, arg_structure, static, effects, structure)
 
-    def _build(self, args, key, leaves, names) -> _Entry:
+    def _build(self, args, key, leaves, names) -> Entry:
         with StageClock(getattr(self.fn, "__qualname__", "function")) as clock:
             return self._build_timed(args, key, leaves, names, clock)
 
-    def _build_timed(self, args, key, leaves, names, clock: StageClock) -> _Entry:
+    def _build_timed(self, args, key, leaves, names, clock: StageClock) -> Entry:
         with clock.stage("trace"):
             tr = self._trace(args, key, names)
         if self.backend == "llvm":      # shared native code builds while this one compiles
             get_backend("llvm").prepare(tr.out_nodes, self.target)
         numpy_out = not any(isinstance(v, Tensor) for v in leaves)
         if tr.effects is not None and tr.effects.one_shot:
-            return _OneShot(tr, key, numpy_out)
+            return OneShot(tr, key, numpy_out)
         disk_key = self._disk_key(tr, key)
         entry = None
         if disk_key:
@@ -684,10 +451,10 @@ class Compiled:
                 return exe
             aux = [(n.shape, n.dtype) for n in lowered.aux]
             if self._joins_autograd(tr, leaves, numpy_out):
-                entry = _Entry(lowered, None, tr.closure, numpy_out, aux, tr.closure_paths,
+                entry = Entry(lowered, None, tr.closure, numpy_out, aux, tr.closure_paths,
                                deferred=functools.partial(compile_program, deferred=True))
             else:
-                entry = _Entry(lowered, compile_program(), tr.closure, numpy_out, aux,
+                entry = Entry(lowered, compile_program(), tr.closure, numpy_out, aux,
                                tr.closure_paths)
         entry.effects = tr.effects
         entry.out_alias = tr.out_alias
@@ -702,7 +469,7 @@ class Compiled:
             self._fast = {k: e for k, e in self._fast.items() if e.key in self._cache}
         return entry
 
-    def _variant_for(self, entry: _Entry) -> "_Entry | None":
+    def _variant_for(self, entry: Entry) -> "Entry | None":
         """A kept program of ``entry``'s signature that fits the world now (the guards it
         was traced under hold again: ``model.train()`` after an ``eval()`` call), swapped
         into the cache in place of ``entry`` (kept in turn); None if there is none."""
@@ -715,7 +482,7 @@ class Compiled:
         self._cache[other.key] = other
         return other
 
-    def _park(self, entry: _Entry) -> None:
+    def _park(self, entry: Entry) -> None:
         """Keep an entry that left the cache because the world changed (its guards, a
         closed-over tensor's shape): a later call may fit it again.  At most
         :data:`_VARIANTS_PER_KEY` per signature; the oldest is forgotten."""
@@ -725,14 +492,14 @@ class Compiled:
         if len(kept) > _VARIANTS_PER_KEY:
             self._forget(kept.pop(0))
 
-    def _evict(self, entry: _Entry) -> None:
+    def _evict(self, entry: Entry) -> None:
         """Forget an entry that left the cache, and the programs kept for other states of
         its signature (see :meth:`_park`)."""
         self._forget(entry)
         for other in self._variants.pop(entry.key, ()):
             self._forget(other)
 
-    def _forget(self, entry: _Entry) -> None:
+    def _forget(self, entry: Entry) -> None:
         """Forget an entry so its machine code can be freed: its calls stay counted, no
         fast key or native fast path refers to it any more."""
         self._evicted_native += self._entry_native_calls(entry)
@@ -740,17 +507,17 @@ class Compiled:
         if getattr(type(self), "_native_for", None) is entry:
             self.__class__ = Compiled
 
-    def _from_disk(self, disk_key, tr, key, names, numpy_out) -> _Entry | None:
+    def _from_disk(self, disk_key, tr, key, names, numpy_out) -> Entry | None:
         """The entry for a traced program whose native code the disk cache holds, with
         no stage after tracing run (its Lowered runs them if inspected); else None."""
         lowered = self._lowered(tr, key, names)
         hit = persist.load(disk_key, lambda: schedule_of(lowered), self.target)
-        if hit is None or not _fits(hit, key[1], tr.closure):
+        if hit is None or not fits(hit, key[1], tr.closure):
             return None
         lowered._signature = (key[0], key[1], hit.out_structure)
         lowered._exe = hit.exe
         try:
-            return _Entry(lowered, hit.exe, tr.closure, numpy_out,
+            return Entry(lowered, hit.exe, tr.closure, numpy_out,
                           [(shape, dt) for _, shape, dt in hit.aux], tr.closure_paths)
         except (ValueError, KeyError):       # an entry that does not match its code
             return None
@@ -792,7 +559,7 @@ class Compiled:
                                           for e in [*self._cache.values(), *kept])
 
     @staticmethod
-    def _entry_native_calls(entry: _Entry) -> int:
+    def _entry_native_calls(entry: Entry) -> int:
         """Calls of the entry's native code (its own counter), 0 without one."""
         if not entry.native_name or entry.exe is None:
             return 0
@@ -848,7 +615,7 @@ class Compiled:
                 continue           # traced and compiled again when first called
             lowered, exe = made
             key = item[0]
-            entry = _Entry(lowered, exe, [(t, None) for t in closure], item[1], item[2])
+            entry = Entry(lowered, exe, [(t, None) for t in closure], item[1], item[2])
             entry.key = key
             self._cache[key] = entry
             n_args = len(pytree.children(key[0])) + len(self.static_argnums)
@@ -861,99 +628,15 @@ class Compiled:
 _live: "weakref.WeakSet[Compiled]" = weakref.WeakSet()
 
 
-def _share_bridge(donor: "_Entry | None", entry: _Entry) -> None:
-    """A program of the same function for other sizes (a shape-generic kernel, a size's
-    own kernel) joins autograd through the bridge ``donor`` made, when both read the same
-    closed-over tensors and the donor's guards hold: the bridge's split programs are
-    shape-generic themselves, so a new batch size in a training loop compiles no new
-    forward / backward programs per size."""
-    if donor is None or not isinstance(donor.bridge, _bridge_type()) \
-            or donor.stale() is not None or len(donor.closure) != len(entry.closure) \
-            or any(a is not b for a, b in zip(donor.closure, entry.closure)):
-        return
-    entry.bridge = donor.bridge
-
-
-def _bridge_type():
-    from ..autograd.compiled_function import Bridge     # (autograd sits above the compiler)
-    return Bridge
-
-
 def _default_dtype_changed() -> None:
     """The default dtype changed: no native fast path runs a program that baked the old
-    one in (the Python dispatcher checks it, :meth:`_Entry.stale`)."""
+    one in (the Python dispatcher checks it, :meth:`Entry.stale`)."""
     for c in list(_live):
         if getattr(type(c), "_native_for", None) is not None:
             c.__class__ = Compiled
 
 
 dtypes._default_changed.append(_default_dtype_changed)
-
-
-class _OneShot:
-    """A program run once by the numpy interpreter, not compiled nor cached: its trace
-    created state (see :class:`~symgrad.compiler.effects.Effects`), so the next call traces
-    again. An optimizer's first step is one: it runs at eager speed, and the steady state
-    is compiled from the second call on."""
-
-    native_counted = 0
-    native_ok = False
-    native_name = None
-    key = None
-    aux: list = []
-    fresh_outputs = False
-    donated = ()
-    bridge = None
-    refused = (0,)
-    deferred = None
-    out_alias = ()
-    alias_owners = None
-
-    def __init__(self, tr, key, numpy_out):
-        self.closure = [t for t, _ in tr.closure]
-        self.specs = key[1]
-        self.numpy_out = numpy_out
-        self.effects = tr.effects
-        self.structure = tr.out_structure
-        inputs = tr.input_nodes
-        outputs = tr.out_nodes
-
-        def call(*arrays):
-            return evaluate(outputs, dict(zip(inputs, arrays)))
-        self.call = call
-
-
-def _fits(hit, specs, closure) -> bool:
-    """Whether a disk hit's native code takes the arguments this call passes (a check
-    against a corrupt entry; equal keys mean equal programs)."""
-    want = [(tuple(s.shape), s.dtype.name) for s in specs]
-    want += [(tuple(n.shape), n.dtype.name) for _, n in closure]
-    want += [(tuple(shape), dt.name) for _, shape, dt in hit.aux]
-    return want == [(b.shape, b.dtype) for b in hit.exe.interface.inputs]
-
-
-def explain_difference(old, new, names) -> str:
-    """Why `new` (structure, specs, static) is not `old`: the first differences, named."""
-    (s0, sp0, st0), (s1, sp1, st1) = old, new
-    if st0 != st1:
-        return f"static arguments changed: {st0!r} → {st1!r}"
-    if s0 != s1:
-        n0 = len(pytree.children(s0)) if pytree.kind(s0) == "tuple" else "?"
-        n1 = len(pytree.children(s1)) if pytree.kind(s1) == "tuple" else "?"
-        if n0 != n1:
-            return f"number of arguments {n0} → {n1}"
-        return "argument structure changed (nesting of tuples / lists / dicts)"
-    diffs = []
-    for a, b, name in zip(sp0, sp1, names):
-        if a.shape != b.shape:
-            diffs.append(f"{name}: shape {a.shape} → {b.shape}")
-        if a.dtype is not b.dtype:
-            diffs.append(f"{name}: dtype {a.dtype.name} → {b.dtype.name}")
-        if a.kind != b.kind:
-            diffs.append(f"{name}: {a.kind} → {b.kind}")
-        if a.requires_grad != b.requires_grad:
-            diffs.append(f"{name}: requires_grad {a.requires_grad} → {b.requires_grad}")
-    return "; ".join(diffs) or "signature changed"
 
 
 def _unpickle_compiled(fn_bytes: bytes, static_argnums, backend, transform, maxsize, target,
