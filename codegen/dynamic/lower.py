@@ -310,13 +310,19 @@ def _emit_ew(f: _Fn, node: Node) -> None:
 
 
 def _emit_scalar(f: _Fn, node: Node) -> None:
-    """A constant that is a value of ``n`` (``p*n + q`` or ``1/(p*n + q)``)."""
-    how, p, q = f.dm.dims.scalars[id(node)]
+    """A constant that is a value of ``n`` (``p*n + q``, ``1/(p*n + q)`` or
+    ``(p*n + q)/(r*n + s)``)."""
+    how, p, q, *rs = f.dm.dims.scalars[id(node)]
     b = f.b
     n = b.sitofp(f.n, T.F64)
-    value = b.fadd(b.fmul(n, ir.Constant(T.F64, p)), ir.Constant(T.F64, q))
+
+    def affine(p, q):
+        return b.fadd(b.fmul(n, ir.Constant(T.F64, p)), ir.Constant(T.F64, q))
+    value = affine(p, q)
     if how == "inverse":
         value = b.fdiv(ir.Constant(T.F64, 1.0), value)
+    elif how == "ratio":
+        value = b.fdiv(value, affine(*rs))
     T.store(b, T.convert(b, value, dtypes.float64, node.dtype), f.elem(id(node), T.I64(0)),
             node.dtype)
 

@@ -81,6 +81,18 @@ class ShapeGeneric:
         return entry, (f"{base}; {what} is now a dynamic size: one kernel serves every "
                        f"size >= 2")
 
+    def _sizes_donor(self, key) -> "Entry | None":
+        """The entry of the last exact signature when ``key`` differs from it in argument
+        shapes only (the same structure, static arguments, kinds, dtypes and
+        requires_grad): a program compiled for ``key``'s sizes may join autograd through
+        its bridge (:func:`~.entries.share_bridge`)."""
+        last = self._last_exact_key()
+        if last is None or last[0] != key[0] or last[2] != key[2] or len(last[1]) != len(key[1]) \
+                or any((a.kind, a.dtype, a.requires_grad) != (b.kind, b.dtype, b.requires_grad)
+                       for a, b in zip(last[1], key[1])):
+            return None
+        return self._cache.get(last)
+
     def _maybe_specialise(self, entry: "Entry", fkey, args) -> "Entry":
         """Count the calls of one size served by a shape-generic kernel; the
         :data:`~symgrad.compiler.dynamic.SPECIALISE_AFTER`-th compiles that size's own
@@ -105,6 +117,7 @@ class ShapeGeneric:
         compile one kernel (raises NotGeneric, saying why not)."""
         backend = get_backend("llvm")
         what = getattr(self.fn, "__qualname__", "function")
+        numpy_out = not any(isinstance(v, Tensor) for v in leaves)
         with StageClock(f"{what} (dynamic)") as clock:
             traced = []
             n = dynamic.matches(key[1], key[1], dims)
@@ -113,15 +126,16 @@ class ShapeGeneric:
                 try:
                     with clock.stage("trace"):
                         tr = self._trace(args, skey, names)
+                    why = _state_why(tr.effects, traced[0][0].effects if traced else _FIRST)
+                    if why is not None:
+                        raise backend.NotGeneric(why)
                     lowered = self._lowered(tr, skey, names, clock)
                     lowered.optimized
+                except backend.NotGeneric:
+                    raise
                 except Exception as e:    # noqa: BLE001 -- a size this function refuses
                     raise backend.NotGeneric(f"tracing at size {size} failed: "
                                              f"{type(e).__name__}: {e}") from None
-                eff = tr.effects        # (guards alone -- a module's training flag -- are
-                if eff is not None and (eff.n_outputs or eff.scalars or eff.one_shot):  # fine)
-                    raise backend.NotGeneric("the function updates state (its effects are "
-                                             "guarded per shape)")
                 if lowered.aux:
                     raise backend.NotGeneric("the program has placeholder inputs")
                 traced.append((tr, lowered))
@@ -132,11 +146,19 @@ class ShapeGeneric:
             if self.target is not None:
                 self.target.check_runnable()
             tr, lowered = traced[0]
-            exe = backend.compile_dynamic(lowered.optimized, dd, self.target, clock.enter)
-            clock.enter(None)
+
+            def compile_kernel(program=lowered.optimized, dd=dd, clock=clock):
+                exe = backend.compile_dynamic(program, dd, self.target, clock.enter)
+                clock.enter(None)
+                return exe
+            # a call joining autograd runs the split programs (generic themselves): this
+            # entry's own kernel is compiled when a call runs it (no_grad, eval)
+            deferred = self._joins_autograd(tr, leaves, numpy_out)
+            exe = None if deferred else compile_kernel()
         numpy_out = not any(isinstance(v, Tensor) for v in leaves)
-        entry = Entry(lowered, exe, tr.closure, numpy_out, [], tr.closure_paths)
-        entry.effects = tr.effects           # (its guards, if any: checked before each call)
+        entry = Entry(lowered, exe, tr.closure, numpy_out, [], tr.closure_paths,
+                      deferred=compile_kernel if deferred else None)
+        entry.effects = tr.effects     # (its guards and state writes: per call, as any entry's)
         entry.dynamic = dims
         entry.sentinels = tuple(programs[:len(dynamic.SENTINELS)])
         entry.key = ("dynamic", key[0], dims, key[2])
@@ -146,3 +168,28 @@ class ShapeGeneric:
         while len(self._cache) > self._maxsize:
             self._evict(self._cache.popitem(last=False)[1])
         return entry
+
+
+_FIRST = object()
+
+
+def _state_why(effects, first) -> str | None:
+    """Why a program with these effects cannot serve every size (None: it can): state
+    written (BatchNorm's running statistics) is fine -- the same tensors at every size,
+    given the program's new values after each call -- but values drawn per call (dropout
+    masks: their shapes follow the size), ``.grad`` updates and a first optimizer step are
+    compiled per size.  ``first``: the effects of the first size traced, which every
+    other size must have alike (:data:`_FIRST` while tracing that one)."""
+    if effects is not None:
+        if effects.scalars:
+            return "it draws values per call (random numbers: their shapes follow the size)"
+        if effects.grads or effects.one_shot:
+            return "it updates .grad or creates state (a training step)"
+        if effects.arg_writes:
+            return "it updates its arguments in place"
+    if first is _FIRST:
+        return None
+    writes = [id(t) for t in effects.writes] if effects is not None else []
+    if writes != ([id(t) for t in first.writes] if first is not None else []):
+        return "the state it writes depends on the size"
+    return None

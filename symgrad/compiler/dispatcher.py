@@ -29,7 +29,8 @@ from . import persist, travel
 from .aliasing import aliased as _aliased, non_leaf_written as _non_leaf_written
 from .backends import get_backend
 from .dispatch_shapes import ShapeGeneric
-from .entries import Entry, OneShot, UNSET, explain_difference, fits, separate
+from .entries import (Entry, OneShot, UNSET, explain_difference, fits, separate,
+                      share_bridge)
 from .progress import StageClock
 from .progress import log as compile_log
 from .replay import replay
@@ -191,6 +192,7 @@ class Compiled(ShapeGeneric):
             out = self._run(entry, leaves, args)
             self._install_fast_path(entry, leaves, args)
             return out
+        donor = None
         if stale is not None:
             pass                          # (counted and explained above)
         elif entry is not None:
@@ -201,6 +203,7 @@ class Compiled(ShapeGeneric):
             if generic is not None:
                 self._fast[fkey] = generic
                 return self._run(generic, leaves, args)
+            donor = self._sizes_donor(key)
         elif self.__dict__.pop("_one_shot_ran", False):
             self._miss("the previous call created state (an optimizer's first step): it ran "
                        "once, uncompiled")
@@ -218,6 +221,8 @@ class Compiled(ShapeGeneric):
             self.last_miss_reason = ("a non-leaf argument requiring grad is updated in "
                                      "place: this signature runs uncompiled")
             return self.fn(*args)
+        if donor is not None:             # (another size's split programs serve this one)
+            share_bridge(donor, entry)
         if entry.key is not None:
             self._fast[fkey] = entry
         else:                             # a one-shot program is not kept

@@ -19,7 +19,8 @@ programs node by node (:func:`generalize`): the same operations, dtypes and argu
 every dimension equal or affine in ``n`` (fitted on two sizes, checked on the third);
 attributes equal, except those that only restate a shape, a slice's start or a
 select's index (affine too), and uniform constants or numbers in fused formulas equal
-to ``p*n + q`` or ``1/(p*n + q)`` (a mean's count, its gradient's ``1/count``).  Anything else is a reason, in words, to compile per size instead.
+to ``p*n + q``, ``1/(p*n + q)`` or ``(p*n + q)/(r*n + s)`` (a mean's count, its
+gradient's ``1/count``, an unbiased variance's ``n/(n-1)``).  Anything else is a reason, in words, to compile per size instead.
 """
 from __future__ import annotations
 
@@ -101,8 +102,11 @@ def _fit(values, sizes):
 
 
 def _number_fit(xs, sizes, rel: float = 1e-12):
-    """("affine", p, q) if ``xs[i] == p*n + q``, ("inverse", p, q) if ``xs[i] == 1/(p*n + q)``
-    at every size (exact for fractions, to ``rel`` for floats), else None."""
+    """How the numbers ``xs`` follow the size ``n`` at ``sizes``: ("affine", p, q) for
+    ``p*n + q``, ("inverse", p, q) for ``1/(p*n + q)``, ("ratio", p, q, r, s) for
+    ``(p*n + q)/(r*n + s)`` with small integers (an unbiased variance's ``n/(n-1)``),
+    else None. Exact for fractions; floats to ``rel`` (a ratio: as the rounding of the
+    exact quotient to float32, or float64, gives them)."""
     def close(a, b):
         return a == b if isinstance(a, Fraction) else math.isclose(a, b, rel_tol=rel, abs_tol=0)
     for kind in ("affine", "inverse"):
@@ -113,6 +117,34 @@ def _number_fit(xs, sizes, rel: float = 1e-12):
         q = ys[0] - p * sizes[0]
         if all(close(y, p * n + q) for y, n in zip(ys, sizes)):
             return kind, p, q
+    return _ratio_fit(xs, sizes)
+
+
+def _ratio_fit(xs, sizes, largest: int = 64):
+    """("ratio", p, q, r, s): integers (|.| <= ``largest``, r > 0) with ``xs[i]`` the
+    exact ``(p*n + q)/(r*n + s)`` at every size -- or its rounding to float64 or to
+    float32, one of them at every size -- else None. (A small search: for each
+    denominator, the numerator's integers from the two sizes furthest apart.)"""
+    if len(xs) < 4 or len(set(sizes)) != len(sizes):
+        return None
+    exact_in = isinstance(xs[0], Fraction)
+    lo, hi = sizes.index(min(sizes)), sizes.index(max(sizes))
+    for r in range(1, 5):
+        for s in range(-largest, largest + 1):
+            if any(r * n + s == 0 for n in sizes):
+                continue
+            z_lo, z_hi = (xs[k] * (r * sizes[k] + s) for k in (lo, hi))
+            p = round((z_hi - z_lo) / (sizes[hi] - sizes[lo]))
+            q = round(z_lo - p * sizes[lo])
+            if max(abs(p), abs(q)) > largest or p * s == q * r or math.gcd(p, q, r, s) != 1:
+                continue
+            exact = [Fraction(p * n + q, r * n + s) for n in sizes]
+            if exact_in:
+                if list(xs) == exact:
+                    return "ratio", p, q, r, s
+            elif list(xs) == [float(e) for e in exact] or \
+                    list(xs) == [float(np.float32(float(e))) for e in exact]:
+                return "ratio", p, q, r, s
     return None
 
 
@@ -124,7 +156,7 @@ def _scalar(values, sizes):
         return None
     rel = 4 * float(np.finfo(values[0].dtype).eps) if values[0].dtype.kind == "f" else 1e-12
     fit = _number_fit([float(v.reshape(-1)[0]) for v in values], sizes, rel)
-    return None if fit is None else (fit[0], float(fit[1]), float(fit[2]))
+    return None if fit is None else (fit[0], *map(float, fit[1:]))
 
 
 def _expr_fit(exprs, sizes):
@@ -168,10 +200,15 @@ def _number_formula(values, sizes):
     fit = _number_fit(xs, sizes)
     if fit is None:
         return None
-    kind, p, q = fit
-    affine = F.number(p) * DynamicDims.size_symbol()
-    affine = affine if q == 0 else affine + F.number(q)
-    return affine if kind == "affine" else 1 / affine
+    n = DynamicDims.size_symbol()
+
+    def affine(p, q):
+        a = F.number(p) * n
+        return a if q == 0 else a + F.number(q)
+    kind, *c = fit
+    if kind == "ratio":       # (integers: numerator and denominator exact, one rounding)
+        return affine(c[0], c[1]) / affine(c[2], c[3])
+    return affine(*c) if kind == "affine" else 1 / affine(*c)
 
 
 def _same(values) -> bool:
@@ -266,7 +303,8 @@ def _attrs(ref, group, sizes, out: DynamicDims) -> str | None:
             if expr is not None:
                 out.exprs[id(ref)] = expr
                 continue
-            return "fused: a formula's numbers depend on the size (not as p*n+q or 1/(p*n+q))"
+            return ("fused: a formula's numbers depend on the size (not as p*n+q, 1/(p*n+q) "
+                    "or (p*n+q)/(r*n+s))")
         if ref.op == "const" and name == "value":
             arrays = [v.value for v in values]
             kind = _scalar(arrays, sizes)

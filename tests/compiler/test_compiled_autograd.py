@@ -622,3 +622,72 @@ def test_inputs_no_output_depends_on_get_no_gradient(dtype, tol):
         g(lib.tensor([2.0, 5.0], dtype=dt), y).backward()
         got[lib.__name__] = (w.grad.tolist(), y.grad, unused.grad)
     assert got["symgrad"] == got["torch"]
+
+
+def _bn_pair(dtype):
+    """Linear - BatchNorm1d - ReLU - Linear in symgrad and torch (torch's weights)."""
+    torch.manual_seed(1)
+    tdt = getattr(torch, dtype)
+    t = torch.nn.Sequential(torch.nn.Linear(5, 7), torch.nn.BatchNorm1d(7), torch.nn.ReLU(),
+                            torch.nn.Linear(7, 3)).to(tdt)
+    s = sg.nn.Sequential(sg.nn.Linear(5, 7), sg.nn.BatchNorm1d(7), sg.nn.ReLU(),
+                         sg.nn.Linear(7, 3)).to(getattr(sg, dtype))
+    s.load_state_dict({k: sg.tensor(v.numpy()) for k, v in t.state_dict().items()})
+    return s, t
+
+
+@pytest.mark.parametrize("dtype,tol", DTYPES)
+def test_batchnorm_training_at_new_batch_sizes_compiles_no_new_programs(dtype, tol):
+    """BatchNorm in training writes its running statistics (``n/(n-1)`` of the batch
+    variance): the forward and backward programs still become shape-generic at the
+    second batch size, and every step's parameters, running statistics and outputs are
+    torch's -- in training, under no_grad (the entry's own kernel, generic too), in eval."""
+    s, t = _bn_pair(dtype)
+    cs = sg.compile(s)
+    opt_s, opt_t = sg.optim.SGD(s.parameters(), lr=0.1), torch.optim.SGD(t.parameters(), lr=0.1)
+    rng = np.random.default_rng(7)
+
+    def same(a, b):
+        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=tol * 100,
+                                   atol=tol * 10)
+    for batch in (16, 16, 7, 16, 5, 9, 11, 16, 3, 2):
+        x = rng.normal(size=(batch, 5)).astype(dtype)
+        ys, yt = cs(sg.tensor(x)), t(torch.tensor(x))
+        same(ys, yt)
+        opt_s.zero_grad(), opt_t.zero_grad()
+        (ys ** 2).mean().backward()
+        (yt ** 2).mean().backward()
+        opt_s.step(), opt_t.step()
+        for (name, vs), vt in zip(s.state_dict().items(), t.state_dict().values()):
+            same(vs, vt)
+    split = cs._compiled._cache[next(iter(cs._compiled._cache))].bridge._split
+    assert split.forward_program.cache_info().misses == 2     # 16, then generic at 7
+    assert split.backward_program.cache_info().misses == 2
+    for batch in (6, 13):                       # the entry's own program: no_grad, train
+        x = rng.normal(size=(batch, 5)).astype(dtype)
+        with sg.no_grad(), torch.no_grad():
+            same(cs(sg.tensor(x)), t(torch.tensor(x)))
+        for vs, vt in zip(s.state_dict().values(), t.state_dict().values()):
+            same(vs, vt)
+    s.eval(), t.eval()
+    x = rng.normal(size=(4, 5)).astype(dtype)
+    same(cs(sg.tensor(x)), t(torch.tensor(x)))
+
+
+@pytest.mark.parametrize("dtype,tol", DTYPES)
+def test_a_state_update_in_a_function_is_shape_generic(dtype, tol):
+    """A compiled function adding its input's unbiased variance to a closed-over tensor:
+    one kernel serves every size >= 2, each call's update as torch's."""
+    acc_s, acc_t = sg.zeros(3, dtype=getattr(sg, dtype)), torch.zeros(3, dtype=getattr(torch, dtype))
+
+    def f(x, acc=acc_s):
+        acc.add_(x.var(0) * 0.5)
+        return x.sum()
+    cf = sg.compile(f)
+    rng = np.random.default_rng(2)
+    for n in (8, 5, 9, 30, 3, 17):
+        x = rng.normal(size=(n, 3)).astype(dtype)
+        cf(sg.tensor(x))
+        acc_t.add_(torch.tensor(x).var(0) * 0.5)
+        np.testing.assert_allclose(acc_s.numpy(), acc_t.numpy(), rtol=tol * 10)
+    assert cf.cache_info().misses == 2
