@@ -691,3 +691,41 @@ def test_a_state_update_in_a_function_is_shape_generic(dtype, tol):
         acc_t.add_(torch.tensor(x).var(0) * 0.5)
         np.testing.assert_allclose(acc_s.numpy(), acc_t.numpy(), rtol=tol * 10)
     assert cf.cache_info().misses == 2
+
+
+class _DropThenLinear(sg.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.drop, self.lin = sg.nn.Dropout(0.3), sg.nn.Linear(5, 3)
+
+    def forward(self, x):
+        h = self.drop(x)
+        return h, self.lin(h)
+
+
+@pytest.mark.parametrize("dtype,tol", DTYPES)
+def test_dropout_training_at_new_batch_sizes_is_torchs(dtype, tol):
+    """Dropout draws its mask per call, of the call's shape (its programs are compiled
+    per batch size): at every size the outputs and gradients are torch's for the mask
+    drawn (read off the output)."""
+    s = _DropThenLinear().to(getattr(sg, dtype))
+    t = torch.nn.Linear(5, 3).to(getattr(torch, dtype))
+    with torch.no_grad():
+        t.weight.copy_(torch.tensor(s.lin.weight.detach().numpy()))
+        t.bias.copy_(torch.tensor(s.lin.bias.detach().numpy()))
+    cs = sg.compile(s)
+    rng = np.random.default_rng(11)
+    for batch in (16, 16, 7, 16, 5, 9):
+        x = rng.uniform(0.5, 1.5, size=(batch, 5)).astype(dtype)
+        xs, xt = sg.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+        h, y = cs(xs)
+        kept = torch.tensor(h.detach().numpy() != 0)
+        yt = t(torch.where(kept, xt / 0.7, torch.zeros((), dtype=xt.dtype)))
+        np.testing.assert_allclose(y.detach().numpy(), yt.detach().numpy(), rtol=tol * 10,
+                                   atol=tol)
+        s.zero_grad(), t.zero_grad()
+        (y ** 2).sum().backward()
+        (yt ** 2).sum().backward()
+        np.testing.assert_allclose(xs.grad.numpy(), xt.grad.numpy(), rtol=tol * 10, atol=tol)
+        np.testing.assert_allclose(s.lin.weight.grad.numpy(), t.weight.grad.numpy(),
+                                   rtol=tol * 10, atol=tol)
