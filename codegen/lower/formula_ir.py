@@ -11,6 +11,12 @@ float64 when the formula needs floats), conditions are ``i1``. Lowering rules:
   PyTorch's pow kernel; +-1/2 is a square root; other powers -> :func:`codegen.vecmath.pow`;
   an integer to an integer power is computed in integers as PyTorch's ``powi`` (wrapping;
   a negative exponent: 1 ** -n = 1, (-1) ** -n = +-1, else 0);
+* a negation flips the sign bit through an integer mask LLVM cannot see (it would move
+  ``-(x * c)`` into ``x * -c``, ``-x * y`` into ``x * -y``, ``a + -b`` into ``a - b``, and
+  turn ``x * -1``, ``x / -1``, ``-0.0 - x`` into a negation: all legal in LLVM, where the
+  sign of a NaN result is unspecified, but ``signbit`` of such a NaN then differs from
+  PyTorch's, whose kernels run these operations as written); a constant -1 or -0.0
+  operand of a product, quotient or difference comes through the same mask;
 * fmod -> ``frem`` (integers: ``srem``, guarded against a zero or -1 divisor);
 * exp/log/log1p/expm1/sin/cos/tan/tanh/sqrt/floor/ceil/abs/round -> :mod:`codegen.vecmath`
   (branch-free, vectorisable: never a scalar libm call); ``log1p(exp(a))`` ->
@@ -156,6 +162,28 @@ def _number(v) -> float | int:
 
 
 _MULTIPLIED_POWERS = (0.0, 1.0, 2.0, 3.0, -1.0, -2.0)
+_SIGN_MASK = "symgrad.sign_mask"
+
+
+def _sign_mask_global(module: ir.Module) -> ir.GlobalVariable:
+    """The module's i64 sign-bit mask: a variable (internal, kept by ``@llvm.used``, so no
+    pass learns its value), read with ``!invariant.load`` (hoisted out of loops)."""
+    g = module.globals.get(_SIGN_MASK)
+    if g is None:
+        g = ir.GlobalVariable(module, T.I64, _SIGN_MASK)
+        g.initializer, g.linkage = ir.Constant(T.I64, -2 ** 63), "internal"
+        ty = ir.ArrayType(ir.PointerType(), 1)
+        used = ir.GlobalVariable(module, ty, "llvm.used")
+        used.linkage, used.section = "appending", "llvm.metadata"
+        used.initializer = ir.Constant(ty, [g])
+    return g
+
+
+def _is_constant(v: ir.Value, value: float) -> bool:
+    """Whether ``v`` is the float constant ``value`` (its sign included)."""
+    if not isinstance(v, ir.Constant) or not isinstance(v.constant, float):
+        return False
+    return v.constant == value and math.copysign(1.0, v.constant) == math.copysign(1.0, value)
 
 
 class FormulaEmitter:
@@ -169,6 +197,7 @@ class FormulaEmitter:
         self.is_float = compute.is_floating_point
         self.memo: dict[F.Expr, ir.Value] = {}
         self.symbols = symbols
+        self._mask: ir.Value | None = None     # the sign-bit mask, loaded on first use
 
     # ---- helpers -----------------------------------------------------------------
     def const(self, v: float | int) -> ir.Constant:
@@ -197,6 +226,31 @@ class FormulaEmitter:
 
     def neg(self, x: ir.Value) -> ir.Value:
         return self.b.fneg(x) if self.is_float else self.b.neg(x)
+
+    # ---- sign-exact operations (see the module docstring) -------------------------
+    def _sign_mask(self) -> ir.Value:
+        """The compute dtype's sign-bit mask as an integer LLVM does not know."""
+        mask = self._mask
+        if mask is None:
+            mask = self.b.load(_sign_mask_global(self.b.module))
+            mask.set_metadata("invariant.load", self.b.module.add_metadata([]))
+            if self.ty == T.F32:
+                mask = self.b.trunc(self.b.lshr(mask, ir.Constant(T.I64, 32)), T.I32)
+            self._mask = mask
+        return mask
+
+    def exact_neg(self, x: ir.Value) -> ir.Value:
+        """``-x`` flipping the sign bit only (NaNs included), never folded by LLVM."""
+        if not self.is_float:
+            return self.b.neg(x)
+        ity = T.I32 if self.ty == T.F32 else T.I64
+        return self.b.bitcast(self.b.xor(self.b.bitcast(x, ity), self._sign_mask()), self.ty)
+
+    def _opaque(self, v: ir.Value, *values: float) -> ir.Value:
+        """``v``, or the same constant through the mask when it is one of ``values``."""
+        if self.is_float and any(_is_constant(v, c) for c in values):
+            return self.exact_neg(self.const(-v.constant) if v.constant else self.const(0.0))
+        return v
 
     def cmp(self, op: str, x: ir.Value, y: ir.Value) -> ir.Value:
         if self.is_float:
@@ -268,17 +322,17 @@ class FormulaEmitter:
         if op == "add":
             return self.add(self.num(a[0]), self.num(a[1]))
         if op == "sub":
-            return self.sub(self.num(a[0]), self.num(a[1]))
+            return self.sub(self._opaque(self.num(a[0]), -0.0), self.num(a[1]))
         if op == "mul":
-            return self.mul(self.num(a[0]), self.num(a[1]))
+            return self.mul(self._opaque(self.num(a[0]), -1.0), self._opaque(self.num(a[1]), -1.0))
         if op == "div":
             s = _sigmoid_of(a[1]) if self.is_float else None
             if s is not None:          # x / (1 + exp(-s)) = x * sigmoid(s)
                 sig = vecmath.sigmoid(self.b, self.num(s))
                 return sig if _is_one(a[0]) else self.mul(self.num(a[0]), sig)
-            return self.div(self.num(a[0]), self.num(a[1]))
+            return self.div(self.num(a[0]), self._opaque(self.num(a[1]), -1.0))
         if op == "neg":
-            return self.neg(self.num(a[0]))
+            return self.exact_neg(self.num(a[0]))
         if op == "pow":
             return self._pow(a[0], a[1])
         if op == "select":

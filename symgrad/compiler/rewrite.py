@@ -174,14 +174,16 @@ def _identity(n: Node) -> Node | None:
     elif op == "sub":                # (x - +0.0 is x, -0.0 - x is -x; 0.0 - 0.0 is +0.0)
         if _is_zero(a[1], negative=False):
             return _fit(a[0], n)
-        if _is_zero(a[0], negative=True) and a[1].shape == n.shape:
+        if _is_zero(a[0], negative=True) and a[1].shape == n.shape and \
+                not n.dtype.is_floating_point:
+            # (floats: -0.0 - NaN keeps the NaN's sign, negation flips it -- signbit sees it)
             return mk("neg", a[1])
     elif op == "mul":
         for x, c in ((a[0], a[1]), (a[1], a[0])):
             if is_const(c, 1):
                 return _fit(x, n)
-            if is_const(c, -1) and x.shape == n.shape:
-                return mk("neg", x)
+            if is_const(c, -1) and x.shape == n.shape and not n.dtype.is_floating_point:
+                return mk("neg", x)       # (floats: NaN * -1 keeps the NaN's sign)
     elif op == "div":
         if is_const(a[1], 1):
             return _fit(a[0], n)
