@@ -269,6 +269,13 @@ def batch_norm_kernel(axes: tuple, eps: float, affine: tuple[bool, bool], runnin
 
     def backward(g, inputs, out):
         xhat, rstd, w = kept
+        if running is not None:       # evaluation: the running statistics as they are now
+            # (PyTorch's backward reads the buffers a later training forward updated)
+            m, v = (per_channel(t._data, xhat.ndim) for t in running)
+            rstd = rsqrt(np.add(v, eps))
+            if type(rstd) is not np.ndarray or rstd.dtype != xhat.dtype:
+                rstd = np.asarray(rstd, dtype=xhat.dtype)
+            xhat = np.multiply(np.subtract(inputs[0], m), rstd)
         scale = rstd if w is None else np.multiply(w, rstd)
         gxhat = total(np.multiply(g, xhat), axes=axes, keepdim=True)
         if running is None:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ..autograd import grad_mode
 from ..dispatch import bind
 from ..functions.common import Tensor, floating_kernel, to_tensor
@@ -76,11 +78,19 @@ def _batch_stats(v, axes):
 
 
 def _update(running, batch, momentum: float) -> None:
-    """running := (1 - momentum) * running + momentum * batch, in place (no history)."""
+    """running := (1 - momentum) * running + momentum * batch, in place (no history).
+    Eagerly its storage is written as PyTorch's kernel writes it: the version counter is
+    not bumped (an evaluation-mode output's backward then reads the updated statistics,
+    as torch's does, and raises nothing)."""
     with grad_mode.no_grad():
         batch = lax.reshape(batch, tuple(running.shape))
         m = momentum if isinstance(momentum, Tensor) else float(momentum)  # (traced: a count)
-        running.copy_(lax.add(lax.mul(batch, m), lax.mul(running, 1.0 - m)))
+        new = lax.add(lax.mul(batch, m), lax.mul(running, 1.0 - m))
+        if running._data is not None and new._data is not None and \
+                running._data.flags.writeable:
+            np.copyto(running._data, new._data, casting="unsafe")
+        else:
+            running.copy_(new)
 
 
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,

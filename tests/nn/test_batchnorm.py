@@ -264,3 +264,42 @@ def test_running_stats_requiring_grad_refused(training):
         with sg.no_grad():
             got = build(which)(sg).numpy()
         np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("affine", [True, False])
+def test_evaluation_output_backward_reads_the_running_stats_a_later_training_step_updated(
+        dtype, affine):
+    """review4 #7a: torch's kernel updates the running statistics without bumping their
+    version, and an evaluation-mode output's backward reads them when it runs: after
+    eval forward -> train forward -> backward, the input and weight gradients use the
+    updated statistics (and no in-place error is raised)."""
+    x = (rng.normal(size=(6, 3, 2)) * 2 + 1).astype(dtype)
+    x2 = (rng.normal(size=(6, 3, 2)) * 3 + 2).astype(dtype)
+    g = rng.normal(size=(6, 3, 2)).astype(dtype)
+    got = {}
+    for lib in (torch, sg):
+        m = lib.nn.BatchNorm1d(3, affine=affine, dtype=getattr(lib, np.dtype(dtype).name))
+        m.eval()
+        xt = lib.tensor(x, requires_grad=True)
+        y = m(xt)
+        m.train()
+        m(lib.tensor(x2))
+        versions = (m.running_mean._version, m.running_var._version)
+        y.backward(lib.tensor(g))
+        grads = [xt.grad] + ([m.weight.grad, m.bias.grad] if affine else [])
+        got[lib.__name__] = ([t.detach().numpy() for t in grads],
+                             m.running_var.numpy().copy(), versions)
+    (tg, trv, tver), (sgr, srv, sver) = got["torch"], got["symgrad"]
+    assert sver == tver
+    close(srv, trv, what="running_var")
+    for a, b, what in zip(sgr, tg, ("input grad", "weight grad", "bias grad")):
+        close(a, b, what=what)
+
+
+def test_running_stats_update_keeps_their_version_as_torch():
+    for lib in (torch, sg):
+        rm, rv = lib.zeros(3), lib.ones(3)
+        lib.nn.functional.batch_norm(lib.tensor(rng.normal(size=(4, 3)).astype(np.float32)), rm, rv,
+                                 training=True)
+        assert (rm._version, rv._version) == (0, 0), lib.__name__
