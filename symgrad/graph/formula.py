@@ -536,7 +536,7 @@ def _erf(x):
 
 def _erfinv(x):
     from scipy.special import erfinv   # late: scipy loads only when erfinv is evaluated
-    return erfinv(x)
+    return np.copysign(erfinv(x), x)     # (scipy's erfinv(-0.0) is +0.0; PyTorch's -0.0)
 
 
 def _select(*args):

@@ -62,10 +62,21 @@ def softplus(input, beta=1.0, threshold=20.0):
         return E.unary("softplus", x)
 
     def f(v):
+        # at beta*x == threshold itself the value and slope are log1p(exp(bx)) / beta and
+        # sigmoid(bx), the second derivative 0 (PyTorch's double backward masks
+        # beta*x < threshold, its backward beta*x > threshold): the curve there is the
+        # line through the point with that slope, of the detached input
+        def soft(u):
+            bu = lax.mul(u, float(beta))
+            return lax.div(lax.unary("log1p", lax.unary("exp", lax.where(
+                bind(P["gt"], bu, float(threshold)), 0.0, bu))), float(beta))
         bx = lax.mul(v, float(beta))
-        soft = lax.div(lax.unary("log1p", lax.unary("exp", lax.where(
-            bind(P["gt"], bx, float(threshold)), 0.0, bx))), float(beta))
-        return lax.where(bind(P["gt"], bx, float(threshold)), v, soft)
+        d = v.detach()
+        bd = lax.mul(d, float(beta))
+        ed = lax.unary("exp", lax.where(bind(P["gt"], bd, float(threshold)), 0.0, bd))
+        line = lax.add(soft(d), lax.mul(lax.div(ed, lax.add(ed, 1.0)), lax.sub(v, d)))
+        at = bind(P["eq"], bx, float(threshold))
+        return lax.where(bind(P["gt"], bx, float(threshold)), v, lax.where(at, line, soft(v)))
     return named("SoftplusBackward0", f, x, saves=(0,))
 
 
@@ -460,7 +471,9 @@ def gelu(input, approximate="none"):
 
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
     """x clamped to [min_val, max_val]; the gradient passes only strictly inside (and at
-    NaN), as PyTorch's hardtanh_backward -- clamp's passes at the bounds too. (The
+    NaN), as PyTorch's hardtanh_backward -- clamp's passes at the bounds too. (At NaN
+    PyTorch is not consistent: its scalar loop passes the gradient, its vectorised loop
+    gives 0, so it depends on the element's position; symgrad passes it everywhere.) (The
     inside branch is min(max(x, lo), hi), whose gradient has the input's history, so a
     second derivative is 0, not an error, and which passes it at NaN.)"""
     if min_val > max_val:

@@ -182,9 +182,16 @@ _ew("minimum", lambda x, y: _pw((x, x < y), (y, x > y), (x / 2 + y / 2, True)),
     grads=lambda x, y, out: (_pw((1, x < y), (0, x > y), (_half(), S.Eq(x, y)), (1, True)),
                              _pw((0, x < y), (1, x > y), (_half(), S.Eq(x, y)), (1, True))),
     vjp=masked_vjp)
+def _clamp_numpy(x, lo, hi):
+    """min(max(x, lo), hi), x itself where it equals a bound (PyTorch's clamp keeps the
+    input's zero sign: clamp(-0.0, 0, 6) is -0.0; numpy's maximum gives +0.0)."""
+    r = np.minimum(np.maximum(x, lo), hi)
+    return np.where(r == x, x, r) if r.dtype.kind == "f" else r
+
+
 _ew("clamp", lambda x, lo, hi: _pw((hi, _pw((lo, x < lo), (x, True)) > hi),
                                    (_pw((lo, x < lo), (x, True)), True)),
-    numpy=lambda x, lo, hi: np.minimum(np.maximum(x, lo), hi), grad_name="ClampBackward1",
+    numpy=_clamp_numpy, grad_name="ClampBackward1",
     grads=lambda x, lo, hi, out: (
         _pw((1, (x >= lo) & (x <= hi)), (0, True)),
         _pw((1, (x < lo) & (lo <= hi)), (0, True)),
@@ -210,8 +217,17 @@ _ew("tanh", lambda x: S.tanh(x), numpy=np.tanh, out_dtype="float",
     grads=lambda x, out: ((1 - out) * (1 + out),))
 _ew("sigmoid", lambda x: 1 / (1 + S.exp(-x)), numpy=_sigmoid_numpy, out_dtype="float",
     grads=lambda x, out: (out * (1 - out),))
+def _softplus_double_backward(x, out):
+    """PyTorch's softplus_double_backward: s (1 - s) (x < 20) with s = sigmoid(x) --
+    0 at the threshold itself (the backward's mask is x > 20), 0 where s rounds to 1
+    (float32 past ~17), NaN at NaN."""
+    s = 1 / (1 + S.exp(-x))
+    return ((s * (1 - s) * _pw((1, x < 20), (0, True)),),)
+
+
 _ew("softplus", lambda x: _pw((x, x > 20), (log1p(S.exp(x)), True)), numpy=_softplus_numpy,
-    out_dtype="float", grads=lambda x, out: (_pw((1, x > 20), (_sigmoid(x), True)),))
+    out_dtype="float", grads=lambda x, out: (_pw((1, x > 20), (_sigmoid(x), True)),),
+    grad_grads=_softplus_double_backward)
 # log(1 + e^x) with no threshold: what the compiler's stabilising rewrites produce for
 # log(sigmoid a), log(1 - sigmoid a), log(1 + exp a) (softplus's threshold would change
 # their value past |a| = 20); lowered to the same stable form as numpy's kernel
