@@ -161,7 +161,9 @@ class _KernelInner:
     def _arrays(self, g, ins, out):
         token = fp_enter()
         try:
-            grads = self.kernel.backward(g, ins, out)
+            kernel = self.kernel
+            grads = (kernel.backward(g, ins, out, self.needs) if kernel.takes_needs
+                     else kernel.backward(g, ins, out))
         finally:
             fp_leave(token)
         res = []

@@ -25,12 +25,13 @@ __all__ = ["Kernel", "softmax_kernel", "log_softmax_kernel", "nll_loss_kernel", 
 class Kernel:
     """`forward(*arrays) -> array` and `backward(g, inputs, out) -> tuple of arrays (or
     None per input)`, where `inputs` are the saved inputs' arrays (None where not saved)
-    and `out` the saved output's (None when not saved)."""
+    and `out` the saved output's (None when not saved). ``takes_needs``: backward takes
+    a fourth argument, which inputs need a gradient (it may skip the others' work)."""
 
-    __slots__ = ("forward", "backward")
+    __slots__ = ("forward", "backward", "takes_needs")
 
-    def __init__(self, forward, backward):
-        self.forward, self.backward = forward, backward
+    def __init__(self, forward, backward, takes_needs: bool = False):
+        self.forward, self.backward, self.takes_needs = forward, backward, takes_needs
 
 
 def _softmax_forward(axes):

@@ -173,12 +173,15 @@ def conv_kernel(stride, lo, hi, dilation) -> Kernel:
         kept[0] = cols, w2.copy(), x.shape, xp.shape, kernel, out, b is not None
         return res
 
-    def backward(g, inputs, res):
+    def backward(g, inputs, res, needs):
         cols, w2, shape, padded, kshape, out, has_bias = kept[0]
         r = len(out)
         n, c, o = shape[0], shape[1], w2.shape[0]
         g2 = np.ascontiguousarray(np.swapaxes(g, 0, 1)).reshape(o, n * math.prod(out))
-        gw = matmul(g2, cols.T).reshape((o, c) + kshape)
+        gw = matmul(g2, cols.T).reshape((o, c) + kshape) if needs[1] else None
+        bias = (np.add.reduce(g, axis=(0,) + tuple(range(2, 2 + r))),) if has_bias else ()
+        if not needs[0]:            # (a network's first layer: no input gradient to build)
+            return (None, gw) + bias
         gcols = matmul(w2.T, g2)
         # (C, *K, N, *P) -> per kernel element the (N, C, *P) contribution
         gcols = gcols.reshape((c,) + kshape + (n,) + out)
@@ -189,9 +192,6 @@ def conv_kernel(stride, lo, hi, dilation) -> Kernel:
             return np.swapaxes(gcols[(slice(None),) + ats[k]], 0, 1)
         gx = _add_back(part, shape, padded[2:], lo, regions,
                        _tiles(padded[2:], kshape, stride, dilation, out))
-        grads = (gx, gw)
-        if has_bias:
-            grads += (np.add.reduce(g, axis=(0,) + tuple(range(2, 2 + r))),)
-        return grads
-    return Kernel(forward, backward)
+        return (gx, gw) + bias
+    return Kernel(forward, backward, takes_needs=True)
 

@@ -16,6 +16,7 @@ from fractions import Fraction
 
 from ..graph import formula as F
 from ..graph.primitives import elementwise
+from .lax import zero_where
 from .vjp import masked_vjp, pow_vjp, relu_vjp, where_vjp
 from ..graph.fpstate import quiet
 
@@ -268,7 +269,7 @@ _ew("binary_cross_entropy_with_logits",
 # NaN follows PyTorch: relu passes the gradient at NaN, abs and sign give 0 there
 # (x < 0, not <= 0: relu(-0.0) is -0.0, as PyTorch's clamp_min)
 _ew("relu", lambda x: _pw((0, x < 0), (x, True)),
-    numpy=lambda x: np.where(x < 0, x.dtype.type(0), x),
+    numpy=lambda x: zero_where(np.less(x, 0), x),
     grads=lambda x, out: (_pw((0, out <= 0), (1, True)),), vjp=relu_vjp)
 _ew("abs", lambda x: S.Abs(x), numpy=np.abs,
     grads=lambda x, out: (_pw((1, x > 0), (-1, x < 0), (0, True)),))

