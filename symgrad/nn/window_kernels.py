@@ -53,24 +53,28 @@ def _inside(size, lo) -> tuple:
     return tuple(slice(a, a + n) for n, a in zip(size, lo))
 
 
-def _add_back(g_parts, shape, size, lo, regions, tiles: bool):
+def _add_back(g_parts, shape, size, lo, regions, tiles: bool, trailing: int = 0):
     """The input gradient of shape ``shape`` (padded spatial ``size``) from one
     contribution per region, added into a zero gradient the last region first
     (PyTorch's order of accumulation; ``0 + -0`` is ``+0`` as there), the padding
     cropped. ``tiles``: the regions cover the padded input once (their contributions
-    are written, plus zero)."""
+    are written, plus zero). ``trailing``: axes after the spatial ones (a layout with
+    the batch innermost: long contiguous runs for numpy's strided adds)."""
     r = len(size)
-    lead = shape[:len(shape) - r]
+    end = len(shape) - trailing
+    lead, tail = shape[:end - r], shape[end:]
+    at = (slice(None),) * len(lead)
+    after = (slice(None),) * trailing
     first = g_parts(len(regions) - 1)
     dt = first.dtype
-    gp = (np.empty if tiles else np.zeros)(lead + tuple(size), dt)
+    gp = (np.empty if tiles else np.zeros)(lead + tuple(size) + tail, dt)
     for k in range(len(regions) - 1, -1, -1):
         part = first if k == len(regions) - 1 else g_parts(k)
-        view = gp[(Ellipsis,) + regions[k]]
+        view = gp[at + regions[k] + after]
         np.add(part, dt.type(0) if tiles else view, out=view)
-    if tuple(size) == tuple(shape[len(lead):]):
+    if tuple(size) == tuple(shape[len(lead):end]):
         return gp
-    return gp[(Ellipsis,) + _inside(shape[len(lead):], lo)]
+    return gp[at + _inside(shape[len(lead):end], lo) + after]
 
 
 def _tiles(size, kernel, stride, dilation, out) -> bool:
@@ -182,16 +186,17 @@ def conv_kernel(stride, lo, hi, dilation) -> Kernel:
         bias = (np.add.reduce(g, axis=(0,) + tuple(range(2, 2 + r))),) if has_bias else ()
         if not needs[0]:            # (a network's first layer: no input gradient to build)
             return (None, gw) + bias
-        gcols = matmul(w2.T, g2)
-        # (C, *K, N, *P) -> per kernel element the (N, C, *P) contribution
-        gcols = gcols.reshape((c,) + kshape + (n,) + out)
+        # the columns' gradient with the batch innermost, (C, *K, *P, N): per kernel
+        # element one (C, *P, N) contribution, added by long contiguous runs
+        gt = np.ascontiguousarray(np.moveaxis(g, 0, -1)).reshape(o, n * math.prod(out))
+        gcols = matmul(w2.T, gt).reshape((c,) + kshape + out + (n,))
         regions = _regions(kshape, stride, dilation, out)
         ats = list(np.ndindex(*kshape))
 
         def part(k):
-            return np.swapaxes(gcols[(slice(None),) + ats[k]], 0, 1)
-        gx = _add_back(part, shape, padded[2:], lo, regions,
-                       _tiles(padded[2:], kshape, stride, dilation, out))
-        return (gx, gw) + bias
+            return gcols[(slice(None),) + ats[k]]
+        gx = _add_back(part, (c,) + shape[2:] + (n,), padded[2:], lo, regions,
+                       _tiles(padded[2:], kshape, stride, dilation, out), trailing=1)
+        return (np.ascontiguousarray(np.moveaxis(gx, -1, 0)), gw) + bias
     return Kernel(forward, backward, takes_needs=True)
 
