@@ -23,7 +23,7 @@ from .graph.primitives import NUMPY_RULES, SHAPE_RULES
 from .tensor import Tensor
 from .tracing import _lifter, set_lifter, tracing
 
-__all__ = ["bind", "bind_binary", "set_lifter", "tracing", "traced", "stop_gradient_node",
+__all__ = ["bind", "bind_binary", "record_one", "set_lifter", "tracing", "traced", "stop_gradient_node",
            "Tensor"]
 
 _grad_state = grad_mode._state
@@ -254,5 +254,28 @@ def _record(prim, operands, attrs, out, grad_name):
         fn._saved_out = SavedTensor(out, is_output=True)
 
 
+def record_one(prim, x, attrs, out, grad_name) -> None:
+    """:func:`_record` for a primitive of one eager tensor operand ``x`` that requires
+    grad (the caller checked grad mode and dtypes): the same node, built without the
+    loop over operands (the view ops' fast path)."""
+    fn = x.grad_fn
+    if fn is not None:
+        nexts = ((fn, x._output_nr),)
+    else:
+        acc = x._acc
+        acc = acc() if acc is not None else None
+        nexts = ((acc if acc is not None else accumulator(x), 0),)
+    name = grad_name or prim.grad_name
+    save_ins, save_out = _SAVE_CACHE.get((prim, _NEEDS_ONE, name)) or \
+        _saves(prim, _NEEDS_ONE, name)
+    fn = new_function(name, prim, tuple(attrs.items()) if attrs else (),
+                      ((x._data.shape, x._dtype),), (out._data.shape, out._dtype), nexts,
+                      _NEEDS_ONE, (SavedTensor(x),) if save_ins else _NONES[1], None)
+    out.grad_fn = fn
+    if save_out:
+        fn._saved_out = SavedTensor(out, is_output=True)
+
+
+_NEEDS_ONE = (True,)
 _NONES = ((), (None,), (None, None), (None, None, None))
 _SCALAR_AVAL = ((), None)

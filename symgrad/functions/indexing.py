@@ -14,7 +14,7 @@ from ..ops import lax
 from ..graph.primitives import PRIMITIVES as P
 from .common import Tensor, to_tensor
 from ..graph.shapes import broadcast_shapes
-from .shape import make_view
+from .shape import layout_view
 from .inplace import assign_positions
 from ..ops import lax as _lax
 from .shape import expand
@@ -85,7 +85,10 @@ def getitem(x: Tensor, key: Index) -> Tensor:
         size = shape[0]
         if not -size <= key < size:
             raise IndexError(f"index {key} is out of bounds for dimension 0 with size {size}")
-        return _view(x, "select", "SelectBackward0", axis=0, index=key % size)
+        key %= size
+        data = x._data      # (the Ellipsis keeps a 0-d result a view, as the select rule)
+        return layout_view("select", x, "SelectBackward0", {"axis": 0, "index": key},
+                           None if data is None else data[key, ...])
     raw = key
     key = _normalize(key, x.dim())
     if any(_is_advanced(k) for k in key):
@@ -121,9 +124,12 @@ def _slice_view(x, k: slice, axis: int, raw):
         return x                           # PyTorch skips it (but x[:] alone is a Slice)
     stop = max(stop, start)
     rest = len(shape) - axis - 1
-    return _view(x, "slice", "SliceBackward0", starts=(0,) * axis + (start,) + (0,) * rest,
-                 stops=tuple(shape[:axis]) + (stop,) + tuple(shape[axis + 1:]),
-                 steps=(1,) * axis + (step,) + (1,) * rest)
+    attrs = {"starts": (0,) * axis + (start,) + (0,) * rest,
+             "stops": tuple(shape[:axis]) + (stop,) + tuple(shape[axis + 1:]),
+             "steps": (1,) * axis + (step,) + (1,) * rest}
+    data = x._data          # (axis 0: the numpy view here, as the slice rule makes it)
+    return layout_view("slice", x, "SliceBackward0", attrs,
+                       data[start:stop:step] if axis == 0 and data is not None else None)
 
 
 def _whole(k: slice, size: int) -> bool:
@@ -148,7 +154,7 @@ def _raw_positions(raw, n):
 
 
 def _view(x, prim, name, **attrs):
-    return make_view(x, bind(P[prim], x, grad_name=name, **attrs), prim, attrs)
+    return layout_view(prim, x, name, attrs)
 
 
 def _single_take_axis(key):

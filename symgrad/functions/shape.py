@@ -12,7 +12,9 @@ import numpy as np
 
 from ..autograd.grad_mode import _state as _grad_state
 from ..autograd.nodes import no_accumulator
-from ..dispatch import bind
+from ..dispatch import bind, record_one
+from ..graph.primitives import NUMPY_RULES
+from ..tracing import _lifter
 from ..ops import lax
 from ..graph.primitives import PRIMITIVES as P
 from ..graph.shapes import infer_reshape, wrap_dim
@@ -26,7 +28,7 @@ if TYPE_CHECKING:
     from ..types import DTypeLike
 
 __all__ = ["view", "reshape", "flatten", "squeeze", "unsqueeze", "transpose", "t", "permute",
-           "expand", "expand_as", "contiguous", "clone", "cat", "stack", "make_view",
+           "expand", "expand_as", "contiguous", "clone", "cat", "stack", "make_view", "layout_view",
            "movedim", "unflatten", "flip", "fliplr", "flipud", "expanded_shape"]
 
 
@@ -40,6 +42,13 @@ def make_view(src: Tensor, out: Tensor, prim_name: str, attrs: dict) -> Tensor:
         out._inference = True
     elif _grad_state.inference:
         inference_view(src, out)
+    return _mark_view(src, out, prim_name, attrs)
+
+
+def _mark_view(src: Tensor, out: Tensor, prim_name: str, attrs: dict) -> Tensor:
+    """`out` a view of src's base: its version counter, the chain of layout primitives
+    from the base, and a place among the base's live views (re-derived after in-place
+    updates)."""
     base = src._base
     if base is None:
         base = src
@@ -48,7 +57,7 @@ def make_view(src: Tensor, out: Tensor, prim_name: str, attrs: dict) -> Tensor:
     chain = src._view_chain      # (attrs: the call's own dict, read with dict(attrs))
     out._view_chain = ((prim_name, attrs),) if chain is None else chain + ((prim_name, attrs),)
     views = base.__dict__.get("_views")
-    if views is None:                   # live views, re-derived after in-place updates
+    if views is None:
         views = base.__dict__["_views"] = weakref.WeakSet()
     views.data.add(weakref.ref(out, views._remove))     # (WeakSet.add without its frame)
     return out
@@ -67,8 +76,26 @@ def inference_view(src: Tensor, out: Tensor) -> None:
 
 
 def _layout(prim_name, x, name=None, **attrs):
-    out = bind(P[prim_name], x, grad_name=name, **attrs)
-    return make_view(x, out, prim_name, attrs)
+    return layout_view(prim_name, x, name, attrs)
+
+
+def layout_view(prim_name: str, x: Tensor, name: str | None, attrs: dict,
+                res: np.ndarray | None = None) -> Tensor:
+    """``x`` through the layout primitive `prim_name` with `attrs` (already checked by
+    the caller), recorded as `name`, marked as a view of x's base. Eager tensors
+    outside inference mode take one short path (the numpy view, the node, the view
+    marks; ``res``: the numpy view when the caller has it), the rest ``bind``."""
+    data = x._data
+    if data is None or _lifter[0] is not None or x._inference or _grad_state.inference:
+        return make_view(x, bind(P[prim_name], x, grad_name=name, **attrs), prim_name, attrs)
+    if res is None:
+        res = NUMPY_RULES[prim_name](data, **attrs)
+    out = Tensor._from_array(res, x._dtype)
+    if (x._requires_grad or x.grad_fn is not None) and _grad_state.enabled:
+        record_one(P[prim_name], x, attrs, out, name)
+    if res.base is None:
+        return out                      # numpy had to copy: not a view
+    return _mark_view(x, out, prim_name, attrs)
 
 
 def _is_viewable(x: Tensor) -> bool:
