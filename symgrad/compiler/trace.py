@@ -104,6 +104,7 @@ class Tracer:
     """The active trace: lifts outer eager tensors to input nodes (see dispatch.bind)."""
 
     captures_traced = False      # outer traced values keep their nodes (a loop body's do not)
+    gates = False                # operands are not rewritten by bind (a traced branch's are)
     hooked = False               # a tensor hook was registered on a traced tensor
 
     def __init__(self, fn):
