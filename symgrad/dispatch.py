@@ -37,6 +37,8 @@ def bind(prim: registry.Primitive, *operands: Tensor | int | float | bool,
     traced = False
     req = False
     tracer = _lifter[0]
+    if tracer is not None and tracer.gates:     # a traced branch (functions/branching.py)
+        operands = tracer.gate(operands)
     for o in operands:
         if isinstance(o, Tensor):
             if o._data is None or (tracer is not None and tracer.is_outer(o)):

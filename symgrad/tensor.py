@@ -144,7 +144,8 @@ class Tensor(_Methods):
         old as the storage: symgrad.compile lifts an alias of an outer tensor too)."""
         t = Tensor._from_array(self._data, self._dtype)
         t._birth = self._birth
-        t._node = self._node
+        # (traced: no gradient through it, as a traced detach())
+        t._node = None if self._node is None else stop_gradient_node(self._node)
         if self._inference:
             t._inference = True
         t._vc = self._vc
@@ -315,7 +316,8 @@ class Tensor(_Methods):
         """The same storage without history; edits through it are not version-tracked."""
         t = Tensor._from_array(self._data, self._dtype)
         t._birth = self._birth
-        t._node = self._node
+        # (traced: no gradient through it, as a traced detach())
+        t._node = None if self._node is None else stop_gradient_node(self._node)
         if self._inference:
             t._inference = True
         return t

@@ -51,6 +51,8 @@ def _depends(order: list[Node], wrt: Sequence[Node]) -> set[int]:
     for node in order:
         if node.op in ("input", "const") or not PRIMITIVES[node.op].differentiable:
             continue
+        if not node.dtype.is_floating_point:    # (a cast to an integer or bool: no path)
+            continue
         if any(id(a) in dep for a in node.args):
             dep.add(id(node))
     return dep

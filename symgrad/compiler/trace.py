@@ -104,6 +104,7 @@ class Tracer:
     """The active trace: lifts outer eager tensors to input nodes (see dispatch.bind)."""
 
     captures_traced = False      # outer traced values keep their nodes (a loop body's do not)
+    gates = False                # operands are not rewritten by bind (a traced branch's are)
     hooked = False               # a tensor hook was registered on a traced tensor
 
     def __init__(self, fn):
@@ -148,6 +149,11 @@ class Tracer:
             return self._view_of_written(t, self.writes[_key(base)][1])
         hit = self.lifted.get(key)
         if hit is not None:
+            if t._requires_grad and not hit[0]._requires_grad:
+                # first read through a non-differentiable alias (``p.detach()``,
+                # ``p.data``: softmax's max shift): the program's input is ``p``, whose
+                # gradient the tape gives (reads of the alias are not on it)
+                self.lifted[key] = (t, hit[1])
             return hit[1]
         if t._birth >= self.start and key not in self.adopted:
             return const(t._data, t.dtype)

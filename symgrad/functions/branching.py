@@ -4,9 +4,10 @@
 With a concrete predicate (a Python bool, an eager tensor) only the chosen branch runs,
 as an ``if`` would.  With a traced one (inside ``symgrad.compile`` / ``grad`` / ``vmap``)
 every branch is traced and each output is selected elementwise with ``where`` -- the
-branches must return the same structure, shapes and dtypes.  Compiled gradients through
-the select are NaN-safe: the rewrite that guards ``where`` keeps a branch not taken from
-leaking inf or NaN into the gradient.
+branches must return the same structure, shapes and dtypes.  Gradients are the taken
+branch's, as JAX's and torch's: every value a traced branch reads from outside is gated
+(:func:`_gated`: its cotangent zeroed where the branch is not taken), so an infinite
+derivative inside the branch not taken cannot turn the zero cotangent into NaN.
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import numpy as np
 
 from .. import dispatch
 from ..graph import pytree
-from ..tensor import Tensor
+from ..tensor import Tensor, next_birth
 from .creation import as_tensor
 from .elementwise import where
 
@@ -102,8 +103,74 @@ def _cond(pred, branches, operands, what, names):
     p = pred.reshape(()) if tuple(pred.shape) != () else pred
     if p.dtype.name != "bool":
         p = p != 0
-    results = [b(*operands) for b in (branches[1], branches[0])]
+    results = [_gated(sel, b, operands) for b, sel in ((branches[1], p), (branches[0], ~p))]
     return _merge([p], results, [names[1], names[0]], what)
+
+
+def _gated(sel: Tensor | None, branch: Callable, operands: tuple):
+    """``branch(*operands)`` traced as the branch selected by ``sel``: every value from
+    outside it that it reads (operands and closed-over values) is seen as
+    ``where(sel, x, x.detach())`` -- the same value, whose cotangent is zeroed where the
+    branch is not taken. So the zero cotangent of a branch not taken that meets an
+    infinite derivative inside it (``0 * inf``: sqrt at a negative, 1/x at 0) cannot
+    reach the gradient as NaN: JAX's cond and torch.cond give the taken branch's
+    gradient."""
+    if sel is None:
+        return branch(*operands)
+    gate = _Gate(dispatch._lifter[0], sel)
+    prev = dispatch.set_lifter(gate)
+    try:
+        return branch(*operands)
+    finally:
+        dispatch.set_lifter(prev)
+
+
+class _Gate:
+    """The lifter while a traced branch runs: the enclosing one (a tracer, a loop body's
+    capture, an enclosing branch's gate), plus :meth:`gate`, which ``dispatch.bind``
+    applies to the operands of every primitive."""
+
+    gates = True
+
+    def __init__(self, parent, sel: Tensor):
+        self.parent = parent
+        self.sel = sel
+        self.start = next_birth()           # tensors born before: from outside the branch
+        self.seen: dict[int, tuple[Tensor, Tensor]] = {}
+
+    def __getattr__(self, name):            # the enclosing lifter's protocol
+        return getattr(self.parent, name)
+
+    @property
+    def hooked(self) -> bool:
+        return self.parent.hooked
+
+    @hooked.setter
+    def hooked(self, value: bool) -> None:
+        self.parent.hooked = value
+
+    def __call__(self, t: Tensor):
+        return self.parent(t)
+
+    def gate(self, operands: tuple) -> tuple:
+        """``operands`` with each differentiable value from outside the branch gated."""
+        out = None
+        for i, o in enumerate(operands):
+            if not (isinstance(o, Tensor) and o._birth < self.start
+                    and o._dtype.category == "float"
+                    and (o._data is None or o._requires_grad or o.grad_fn is not None)):
+                continue
+            hit = self.seen.get(id(o))
+            if hit is None:
+                prev = dispatch.set_lifter(self.parent)
+                try:
+                    hit = self.seen[id(o)] = (o, where(self.sel, o, o.detach()))
+                finally:
+                    dispatch.set_lifter(prev)
+            if out is None:
+                out = list(operands)
+            out[i] = hit[1]
+        return operands if out is None else tuple(out)
 
 
 def lax_cond(pred, true_fun: Callable, false_fun: Callable, *operands) -> Any:
@@ -131,6 +198,8 @@ def switch(index, branches: Sequence[Callable], *operands) -> Any:
     if tuple(index.shape) != ():
         raise TypeError(f"Branch index must be scalar, got {index} of shape "
                         f"{tuple(index.shape)}.")
-    results = [b(*operands) for b in branches]
-    sels = [index <= k if k == 0 else index == k for k in range(len(branches) - 1)]
+    last = len(branches) - 1
+    sels = [index <= k if k == 0 else index == k for k in range(last)]
+    taken = sels + [index >= last] if last else [None]     # (one branch: always taken)
+    results = [_gated(t, b, operands) for b, t in zip(branches, taken)]
     return _merge(sels, results, [f"branches[{k}]" for k in range(len(branches))], "switch")

@@ -39,7 +39,11 @@ def named(name: str, fn, *inputs, saves: tuple = (), saves_output: bool = False,
         if out is not None:
             return out
     needs = tuple(isinstance(x, Tensor) and x.requires_grad for x in inputs)
-    traced = any(isinstance(x, Tensor) and x._node is not None for x in inputs)
+    # traced: an input is a node, or a tracer is active (it lifts a closed-over eager
+    # tensor, e.g. a module's parameter, when a primitive reads it: `fn` must read the
+    # real tensor, never a detached stand-in, or its gradient goes to the stand-in)
+    traced = _lifter[0] is not None or any(isinstance(x, Tensor) and x._node is not None
+                                           for x in inputs)
     if traced or not any(needs) or not grad_mode.is_grad_enabled():
         return fn(*inputs)
     stand_ins = tuple(x.detach().requires_grad_() if n else x for x, n in zip(inputs, needs))

@@ -23,6 +23,7 @@ class Capture:
     made inside the body from constants are constants."""
 
     captures_traced = True
+    gates = False
 
     def __init__(self, level: int, first: int):
         self.start = next_birth()
