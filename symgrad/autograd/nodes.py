@@ -249,10 +249,9 @@ class BackwardFunction(HookMixin):
 
     def release(self) -> None:
         """Free saved tensors (after a backward without retain_graph)."""
-        if self._inner is not None:
-            self._inner.release()
+        if self._inner is not None:       # a named composite: what its primitives saved,
+            self._inner.release()         # and what it shows as its own saved tensors
             self._freed = True
-            return
         # a saved Python scalar (x * 2) is a saved wrapped-number tensor in PyTorch: freed too
         saved = self._saved
         if self._saved_out is not None or saved.count(None) != len(saved):
@@ -309,6 +308,7 @@ _SAVED_NAMES = {"PowBackward0": ("self", "exponent"), "PowBackward1": ("self", "
                 "SortBackward0": (None, "indices"), "TopkBackward0": (None, "indices"),
                 "ConvolutionBackward0": ("input", "weight"),
                 "NativeBatchNormBackward0": ("input", "weight"),
+                "NativeLayerNormBackward0": ("input", "weight", "bias"),
                 "MaxPool2DWithIndicesBackward0": ("self", "result1"),
                 "MaxPool3DWithIndicesBackward0": ("self", "result1")}
 _SCALAR_OVERLOADS = {"PowBackward0", "PowBackward2", "ClampBackward1"}

@@ -212,4 +212,5 @@ class _Inner:
         return tuple(next(it) if n else None for n in self.needs)
 
     def release(self):
-        self.out = None
+        # (the inputs and the sub-graph's stand-ins are saved tensors too: torch frees them)
+        self.out = self.inputs = self.stand_ins = self.fn = None
