@@ -23,6 +23,7 @@ import numpy as np
 from ..autograd.grad_mode import _state as _grad_state
 from ..config import settings
 from ..graph import dtypes, pytree
+from ..functions import random as random_functions
 from ..functions.creation import as_tensor
 from ..tensor import Tensor
 from . import persist, travel
@@ -58,6 +59,10 @@ def _leaf_key(v):
     if hasattr(v, "__dlpack__"):
         return (t, tuple(v.shape), str(v.dtype))
     return t
+
+
+class _RunEagerly(Exception):
+    """A program with state effects raised: the call is run as written instead."""
 
 
 _FAST_KEYS_PER_ENTRY = 16    # bound of the fast-key table, per cache entry
@@ -335,6 +340,17 @@ class Compiled(ShapeGeneric):
             # program reads each input as its own buffer, so the call runs uncompiled,
             # where every read sees the write (torch.compile recompiles for aliased inputs)
             return self.fn(*args)
+        try:
+            return self._run_compiled(entry, leaves)
+        except _RunEagerly:
+            pass
+        # the program raised before storing its state effects (they are stored after it
+        # succeeds; nothing it donates is written before a step that may fail): the call
+        # runs as written, so the in-place updates made before the failing operation stay
+        # and its error is the eager one -- PyTorch's behaviour (review2 #9)
+        return self.fn(*args)
+
+    def _run_compiled(self, entry: Entry, leaves):
         bridge = entry.bridge
         if bridge is not None and _grad_state.grad and not entry.numpy_out:
             if bridge is UNSET:
@@ -363,14 +379,26 @@ class Compiled(ShapeGeneric):
             else:
                 arrays.append(np.asarray(v, dtype=spec.dtype.np))
         effects = entry.effects
+        mutates = effects is not None and bool(effects.writes or effects.grads or
+                                                effects.arg_writes)
+        rng = None
         if effects is not None:
+            if mutates and effects.scalars:       # (values drawn per call: drawn again
+                rng = random_functions.generator().state    # if the call runs eagerly)
             effects.before_call()
         arrays.extend(t._data for t in entry.closure)
         arrays.extend(entry.aux)
         if entry.donated:
             separate(arrays, entry.donated)
         refused = entry.refused[0]
-        outs = entry.call(*arrays)
+        try:
+            outs = entry.call(*arrays)
+        except Exception as e:
+            if not mutates:
+                raise
+            if rng is not None:
+                random_functions.generator().state = rng
+            raise _RunEagerly() from e
         self._py_native += entry.native_counted - (entry.refused[0] - refused)
         if entry.native_counted:      # the native entry returns the outputs' own nesting
             outs = pytree.flatten(outs)[0]
