@@ -349,8 +349,9 @@ def _elementwise_cone(root: Node) -> dict[int, Node]:
         n = stack.pop()
         if id(n) in cone or n.op in ("input", "const") or n.op not in PRIMITIVES:
             continue
-        if PRIMITIVES[n.op].kind != "elementwise" or n.op == "where":
-            continue
+        if (PRIMITIVES[n.op].kind != "elementwise" or n.op == "where") and not (
+                n.op == "cast" and n.dtype.is_floating_point):   # (a branch promoted to
+            continue                                             # the other's dtype)
         cone[id(n)] = n
         stack.extend(n.args)
     return cone

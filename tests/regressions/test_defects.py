@@ -232,3 +232,25 @@ def test_cumsum_accumulates_as_torchs_cpu_scan(dtype):
                 assert g.dtype == want.dtype
                 np.testing.assert_array_equal(g, want)
                 np.testing.assert_array_equal(np.signbit(g), np.signbit(want))
+
+
+@pytest.mark.parametrize("dtypes", [("float32", "float64"), ("float64", "float32")])
+@pytest.mark.parametrize("backend", ["llvm", "numpy"])
+def test_nan_safe_where_sees_through_a_promoting_cast(backend, dtypes):
+    """fuzz seed 2114000258: where(a > 0, sqrt(a), maximum(a, b)) with b of a wider dtype
+    casts the sqrt branch; the compiled NaN-safe where (README) must guard sqrt's input
+    through that cast (the gradient at a <= 0 was NaN; torch with the guard written out: 0)."""
+    a = np.array([-1.0, 4.0, -2.0, 0.0, 9.0], dtype=dtypes[0])
+    b = np.array([0.5, 1.0, -3.0, 2.0, 1.0], dtype=dtypes[1])
+    w = np.arange(1.0, 6.0)
+
+    def f(L, a, b, guard):
+        inner = L.where(a > 0, a, 1) if guard else a
+        return (L.where(a > 0, inner.sqrt(), L.maximum(a, b)) * L.tensor(w)).sum()
+    at, bt = torch.tensor(a, requires_grad=True), torch.tensor(b, requires_grad=True)
+    want = torch.autograd.grad(f(torch, at, bt, True), [at, bt])
+    got = sg.compile(sg.grad(lambda a, b: f(sg, a, b, False), argnums=(0, 1)),
+                     backend=backend)(a, b)
+    for g, t in zip(got, want):
+        assert np.asarray(g).dtype == t.numpy().dtype
+        np.testing.assert_allclose(np.asarray(g), t.numpy(), rtol=1e-6)
