@@ -2,7 +2,10 @@
 flips it, ``x * -1``, ``x / -1`` and ``-0.0 - x`` keep it (IEEE hardware propagates a NaN
 operand as it is), so ``signbit`` and ``1 / x`` of the result are torch's -- neither the
 graph rewrites nor LLVM (to which the sign of a NaN result is unspecified) may move a
-negation into a constant or turn a product by -1 into a negation."""
+negation into a constant or turn a product by -1 into a negation. (Where two NaNs meet
+in one operation, which one propagates is not promised -- PyTorch's add is an FMA
+``a + alpha * b`` that keeps b's, numpy and LLVM's operand order keep another -- so every
+program here makes or reads one NaN per element.)"""
 import numpy as np
 import pytest
 import torch
