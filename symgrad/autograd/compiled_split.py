@@ -157,6 +157,14 @@ class _Cut:
             if id(node) in closure_nodes and id(node) not in written_nodes:
                 read[id(node)] = closure_nodes[id(node)]
                 return False        # (read by the backward program: versions checked)
+            leaves = _buffer_cone(node, closure_nodes, arg_ids, written_nodes)
+            if leaves is not None:  # recomputed from the buffer as it is at backward
+                for leaf in leaves:
+                    if id(leaf) in closure_nodes:
+                        read[id(leaf)] = closure_nodes[id(leaf)]
+                    else:
+                        args_read.add(id(leaf))
+                return False
             return True
         for node in order:
             if id(node) in backward_ids:
@@ -174,6 +182,38 @@ class _Cut:
         # checked; an argument it does not read may change before backward (as in torch)
         self.args_read = frozenset(i for i, n in enumerate(tr.arg_nodes) if id(n) in args_read)
         self.plain_closure = [(t, n) for t, n in tr.closure if id(n) not in written_nodes]
+
+
+_RECOMPUTED_LAYOUT = frozenset({"reshape", "expand", "permute", "cast", "slice"})
+
+
+def _buffer_cone(node: Node, closure_nodes: dict, arg_ids: set, written: set) -> list | None:
+    """The leaves (closed-over tensors, arguments) of ``node`` when it is computed from
+    them and constants by elementwise and layout operations only (cheap to recompute)
+    and one of them is a closed-over tensor that requires no grad -- a buffer PyTorch's
+    kernels read when the backward runs, as an eval BatchNorm reads its running_var
+    (updated since by a training step, without a version bump): the backward program
+    recomputes it from the buffer as it is then. Else None."""
+    leaves, seen, stack, buffer = [], set(), [node], False
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        if id(n) in closure_nodes or id(n) in arg_ids:
+            if id(n) in written:
+                return None
+            leaves.append(n)
+            t = closure_nodes.get(id(n))
+            buffer = buffer or (t is not None and not t.requires_grad)
+        elif n.op == "const":
+            continue
+        elif n.op in PRIMITIVES and (PRIMITIVES[n.op].kind == "elementwise" or
+                                     n.op in _RECOMPUTED_LAYOUT) and n.args:
+            stack.extend(n.args)
+        else:
+            return None
+    return leaves if buffer else None
 
 
 def _forward_function(split: "Split", scalars: list):
