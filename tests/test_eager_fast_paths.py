@@ -97,3 +97,64 @@ def test_view_ops_compiled(op):
     f = VIEWS[op]
     got = symgrad.compile(lambda x: f(x * 2).sum())(symgrad.tensor(xn))
     assert np.allclose(got.item(), f(torch.tensor(xn) * 2).sum().item())
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("targets", ["kept", "some_ignored", "all_ignored"])
+@pytest.mark.parametrize("shape", [(5, 4), (4,), (3, 4, 2), (2, 3, 2, 2), (2, 3, 2, 1, 2)])
+def test_cross_entropy_targets(dt, reduction, targets, shape):
+    """nll_loss's kernel with every target kept (no selects) and with ignored ones:
+    values, gradients and the chain of node names as torch's (a 3-D or 5-D input is
+    viewed as 4-D for the 2-d kernel, a 'none' result viewed back)."""
+    rng = np.random.default_rng(7)
+    xn = rng.normal(size=shape).astype(dt)
+    tshape = (shape[0],) + shape[2:] if len(shape) > 1 else ()
+    tn = rng.integers(0, shape[1] if len(shape) > 1 else shape[0], size=tshape)
+    if targets != "kept":
+        tn = np.where(rng.random(tshape) < (0.5 if targets == "some_ignored" else 2), -100, tn)
+    out = []
+    for T in (symgrad, torch):
+        x = T.tensor(xn, requires_grad=True)
+        y = T.nn.functional.cross_entropy(x, T.tensor(tn), reduction=reduction)
+        g = np.ones(tuple(y.shape), dt)
+        y.backward(T.tensor(g))
+        names, fn = [], y.grad_fn
+        while fn is not None and fn.next_functions:
+            names.append(fn.name())
+            fn = fn.next_functions[0][0]
+        out.append((names, y.detach().numpy(), x.grad.numpy()))
+    assert out[0][0] == out[1][0]
+    tol = 1e-6 if dt == np.float32 else 1e-14
+    for a, b in zip(out[0][1:], out[1][1:]):
+        np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("bad", [-1, -7, 4, 2**40])
+def test_nll_target_bounds(bad):
+    x = np.zeros((3, 4), np.float32)
+    t = np.array([0, bad, 1])
+    errors = []
+    for T in (symgrad, torch):
+        with pytest.raises(IndexError) as e:
+            T.nn.functional.cross_entropy(T.tensor(x), T.tensor(t))
+        errors.append(str(e.value))
+    assert errors[0] == errors[1]
+    y = symgrad.nn.functional.cross_entropy(symgrad.tensor(x), symgrad.tensor(t),
+                                            ignore_index=bad)
+    assert np.isclose(y.item(), np.log(4))
+
+
+def test_nll_loss_strided_3d_input():
+    xn = np.random.default_rng(0).normal(size=(2, 4, 3)).astype(np.float32)
+    got = []
+    for T in (symgrad, torch):
+        x = T.tensor(xn, requires_grad=True)
+        xs = x.transpose(1, 2).contiguous().transpose(1, 2)
+        y = T.nn.functional.nll_loss(xs, T.zeros(2, 3, dtype=T.int64), reduction="none")
+        y.sum().backward()
+        got.append((y.grad_fn.name(), y.grad_fn.next_functions[0][0].next_functions[0][0].name(),
+                    y.detach().numpy(), x.grad.numpy()))
+    assert got[0][:2] == got[1][:2]
+    np.testing.assert_allclose(got[0][2], got[1][2], rtol=1e-6)
+    np.testing.assert_allclose(got[0][3], got[1][3], rtol=1e-6)

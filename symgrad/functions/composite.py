@@ -76,13 +76,14 @@ def _save(name, inputs, saves, keeps) -> tuple:
 def _run_kernel(name, kernel, fn, inputs, saves, saves_output, keeps):
     """`named` on eager inputs through `kernel` (None when an input is not an eager
     floating-point tensor: the generic path then runs)."""
-    arrays = []
-    needs = []
+    arrays, needs, nexts, in_avals = [], [], [], []
     dt = None
     for x in inputs:
         if not isinstance(x, Tensor) or x._data is None or x._dtype.category != "float":
             return None     # (integer inputs: the primitives' promotions decide the dtype)
-        arrays.append(x._data)
+        a = x._data
+        arrays.append(a)
+        in_avals.append((a.shape, x._dtype))
         needs.append(x._requires_grad or x.grad_fn is not None)
         if dt is None:
             dt = x._dtype
@@ -94,19 +95,23 @@ def _run_kernel(name, kernel, fn, inputs, saves, saves_output, keeps):
     if type(res) is not np.ndarray or res.dtype != dt.np:
         res = np.asarray(res, dtype=dt.np)
     out = Tensor._from_array(res, dt)
-    if not (_grad_state.enabled and any(needs)):
+    if not (_grad_state.enabled and True in needs):
         return out
+    for x, n in zip(inputs, needs):
+        gf = x.grad_fn
+        nexts.append(((gf, x._output_nr) if gf is not None else (accumulator(x), 0)) if n
+                     else _NO_EDGE)
     needs = tuple(needs)
-    nexts = tuple(((x.grad_fn, x._output_nr) if x.grad_fn is not None else (accumulator(x), 0))
-                  if n else (None, 0) for x, n in zip(inputs, needs))
-    in_avals = tuple((x._data.shape, x._dtype) for x in inputs)
-    f = new_function(name, None, (), in_avals, (res.shape, dt), nexts, needs,
-                     _save(name, inputs, saves, keeps), None)
+    f = new_function(name, None, (), tuple(in_avals), (res.shape, dt), tuple(nexts), needs,
+                     _save(name, inputs, saves, keeps) if saves or keeps else (), None)
     f._inner = _KernelInner(kernel, fn, inputs, needs)
     out.grad_fn = f
     if saves_output:
         f._saved_out = SavedTensor(out, is_output=True)
     return out
+
+
+_NO_EDGE = (None, 0)
 
 
 def _saved_arrays(owner):

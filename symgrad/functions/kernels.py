@@ -13,6 +13,8 @@ derivatives see the true dependencies.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..graph.primitives import NUMPY_RULES
@@ -86,25 +88,27 @@ def log_softmax_kernel(axes: tuple) -> Kernel:
                    lambda: Kernel(_log_softmax_forward(axes), _log_softmax_backward(axes)))
 
 
-def nll_loss_kernel(idx: np.ndarray, keep: np.ndarray, cdim: int, reduction: str) -> Kernel:
+def nll_loss_kernel(idx: np.ndarray, keep: np.ndarray | None, cdim: int, reduction: str,
+                    shape: tuple) -> Kernel:
     """nll_loss without class weights of an input with the class axis `cdim`: `idx` the
     targets (ignored ones set to 0) with a length-1 class axis, `keep` where a target
-    is not ignored. An ignored target's loss and gradient are 0 by a select (not a
-    product with 0: its input or cotangent may be inf / NaN). Backward: ``-g / (number
-    kept)`` (mean; 0 when none is kept) at kept targets scattered to their classes, as
-    PyTorch's nll_loss_backward."""
-    shape = keep.shape
+    is not ignored (None: none is), `shape` the targets' shape. An ignored target's
+    loss and gradient are 0 by a select (not a product with 0: its input or cotangent
+    may be inf / NaN). Backward: ``-g / (number kept)`` (mean; 0 when none is kept) at
+    kept targets scattered to their classes, as PyTorch's nll_loss_backward."""
     axes = tuple(range(len(shape)))
     # (N, C) input: the picked elements by a plain fancy index (take_along_axis builds
     # the same index arrays in Python)
     at = (np.arange(shape[0]), idx.reshape(shape)) if len(shape) == 1 and cdim == 1 else None
-
-    kept = int(np.count_nonzero(keep))
+    kept = math.prod(shape) if keep is None else int(np.count_nonzero(keep))
+    x_shape = [None]
 
     def forward(x):
+        x_shape[0] = x.shape
         picked = x[at] if at is not None else \
             np.take_along_axis(x, idx, axis=cdim).reshape(shape)
-        loss = np.where(keep, np.negative(picked), x.dtype.type(0))
+        loss = np.negative(picked) if keep is None else \
+            np.where(keep, np.negative(picked), x.dtype.type(0))
         if reduction == "none":
             return loss
         total = np.add.reduce(loss, axis=axes)
@@ -119,19 +123,15 @@ def nll_loss_kernel(idx: np.ndarray, keep: np.ndarray, cdim: int, reduction: str
         if reduction == "mean":
             g = np.zeros((), dt) if kept == 0 else np.true_divide(g, dt.type(kept))
         gx = np.zeros(x_shape[0], dt)
-        vals = np.where(keep, np.negative(g), dt.type(0))
+        vals = np.negative(g) if keep is None else np.where(keep, np.negative(g), dt.type(0))
+        if vals.shape != shape:
+            vals = np.broadcast_to(vals, shape)
         if at is not None:
             gx[at] = vals
         else:
             np.put_along_axis(gx, idx, vals.reshape(idx.shape), axis=cdim)
         return (gx,)
-
-    x_shape = [None]
-
-    def forward_shaped(x):
-        x_shape[0] = x.shape
-        return forward(x)
-    return Kernel(forward_shaped, backward)
+    return Kernel(forward, backward)
 
 
 _SQRT1_2 = float(1 / np.sqrt(2.0))

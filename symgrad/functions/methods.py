@@ -151,8 +151,14 @@ def _random_fill(kind: str) -> Callable[..., Tensor]:
 
 
 def _nnf():
-    from ..nn import functional      # imported late: nn.functional builds on this package
-    return functional
+    nnf = _NNF.get("f")
+    if nnf is None:
+        from ..nn import functional      # imported late: nn.functional builds on this package
+        nnf = _NNF["f"] = functional
+    return nnf
+
+
+_NNF: dict = {}
 
 
 def _type_conv(dt: dtypes.DType) -> Callable[[Tensor], Tensor]:

@@ -300,9 +300,11 @@ def _check_nll(x, t, weight, ignore_index, kernel=False):
                         "nll_loss_out_frame")
     if t._data is not None:
         flat = t._data.reshape(-1).astype(np.int64, copy=False)
-        bad = (flat != ignore_index) & ((flat < 0) | (flat >= n_classes))
-        if bad.any():
-            raise IndexError(f"Target {flat[np.argmax(bad)]} is out of bounds.")
+        # (one comparison when every target is in range: negatives wrap to huge unsigned)
+        if np.greater_equal(flat.view(np.uint64), n_classes).any():
+            bad = (flat != ignore_index) & ((flat < 0) | (flat >= n_classes))
+            if bad.any():
+                raise IndexError(f"Target {flat[np.argmax(bad)]} is out of bounds.")
 
 
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
@@ -317,33 +319,49 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
 
 
 def _nll_loss(x, t, weight, ignore_index, reduction):
-    """nll_loss on checked arguments (cross_entropy checked them on its input)."""
+    """nll_loss on checked arguments (cross_entropy checked them on its input). As
+    PyTorch's nll_loss_nd: a 3-D or >= 5-D input is viewed as (N, C, 1, -1) (its
+    targets as (N, 1, -1)) for the 2-d kernel, a 'none' result viewed back."""
+    nd = x.dim()
+    if nd == 3 or nd > 4:
+        n, c = x.shape[0], x.shape[1]
+        x4 = shape.view(x, n, c, 1, -1) if x.numel() else shape.reshape(x, (n, c, 0, 0))
+        t3 = shape.reshape(t, (n, 1, -1) if t.numel() else (n, 0, 0))
+        out = _nll_loss(x4, t3, weight, ignore_index, reduction)
+        return shape.view(out, (n,) + tuple(x.shape[2:])) if reduction == "none" else out
     batched = x.dim() >= 2
     cdim = 1 if batched else 0
     eager = t._data is not None and x._data is not None and not dispatch.tracing()
     if eager:               # the target's arrays directly (no history to record)
         tn = t._data.astype(np.int64, copy=False)
-        keep_n = tn != ignore_index
-        safe_n = np.where(keep_n, tn, 0)
+        keep_n = np.not_equal(tn, ignore_index)
+        every = bool(keep_n.all())
+        safe_n = tn if every else np.where(keep_n, tn, 0)
         idx_n = safe_n.reshape(safe_n.shape[:cdim] + (1,) + safe_n.shape[cdim:])
-        keep = Tensor._from_array(keep_n, dtypes.bool_)
-        safe_t = Tensor._from_array(safe_n, dtypes.int64)
-        idx = Tensor._from_array(idx_n, dtypes.int64)
+        tshape = safe_n.shape
+
+        def targets():      # (tensors only for the primitives' path: the kernel takes arrays)
+            return (Tensor._from_array(keep_n, dtypes.bool_),
+                    Tensor._from_array(safe_n, dtypes.int64), Tensor._from_array(idx_n, dtypes.int64))
     else:
         t = lax.cast(t, dtypes.int64)
         keep = bind(P["ne"], t, ignore_index)
         # a target out of [0, C) raises at every call, as PyTorch's (not read wrapped)
         safe_t = lax.in_bounds(lax.where(keep, t, 0), int(x.shape[cdim]),
                                "Target {} is out of bounds.", "IndexError")
-        idx = lax.reshape(safe_t, tuple(safe_t.shape[:cdim]) + (1,) + tuple(safe_t.shape[cdim:]))
+        tshape = tuple(safe_t.shape)
+        made = (keep, safe_t, lax.reshape(safe_t, tshape[:cdim] + (1,) + tshape[cdim:]))
+
+        def targets():
+            return made
     wt = to_tensor(weight) if weight is not None else None
     # PyTorch's nll_loss_nd: 2d kernel for >= 3-D input; 'none' results of 3-D and >= 5-D
     # inputs come back through a view
     name = "NllLoss2DBackward0" if x.dim() >= 3 else "NllLossBackward0"
-    view_back = reduction == "none" and x.dim() >= 3 and x.dim() != 4
 
     def f(v, *ws):
-        picked = lax.reshape(bind(P["gather"], v, idx, axis=cdim), tuple(safe_t.shape))
+        keep, safe_t, idx = targets()
+        picked = lax.reshape(bind(P["gather"], v, idx, axis=cdim), tshape)
         w_el = lax.cast(keep, v.dtype)
         if ws:
             w_el = lax.mul(w_el, bind(P["take"], ws[0], safe_t, axis=0))
@@ -351,8 +369,7 @@ def _nll_loss(x, t, weight, ignore_index, reduction):
         # inf / NaN); 0 - w, not -w, so that their loss and gradient are +0 as PyTorch's
         loss = lax.mul(lax.where(keep, picked, 0.0), lax.sub(0.0, w_el))
         if reduction == "none":
-            return lax.reshape(loss, (loss.shape[0], lax.size_of(loss.shape[1:]))) \
-                if view_back else loss
+            return loss
         total = lax.sum(loss, tuple(range(loss.dim())))
         if reduction == "sum":
             return total
@@ -362,12 +379,10 @@ def _nll_loss(x, t, weight, ignore_index, reduction):
         return lax.where(none, lax.full((), float("nan"), v.dtype),
                          lax.div(total, lax.where(none, 1.0, denom)))
     kernel = None
-    if eager and wt is None and not view_back:
-        kernel = kernels.nll_loss_kernel(idx_n, keep_n, cdim, reduction)
-    out = named(name, f, x, *([wt] if wt is not None else []), kernel=kernel)
-    if view_back:
-        out = bind(P["reshape"], out, shape=tuple(safe_t.shape), grad_name="ViewBackward0")
-    return out
+    if eager and wt is None:
+        kernel = kernels.nll_loss_kernel(idx_n, None if every else keep_n, cdim, reduction,
+                                         tshape)
+    return named(name, f, x, *([wt] if wt is not None else []), kernel=kernel)
 
 
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100,
