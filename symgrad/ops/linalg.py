@@ -19,6 +19,8 @@ from .define import primitive
 def _matmul_vjp(ctx, g):
     """numpy.matmul's VJP: 1-D operands are promoted to matrices, batch dims summed."""
     a_shape, b_shape = ctx.in_avals[0][0], ctx.in_avals[1][0]
+    if type(g) is np.ndarray and len(a_shape) == 2 and len(b_shape) == 2:
+        return _matrices_vjp(ctx, g)
     a2 = (1,) + a_shape if len(a_shape) == 1 else a_shape
     b2 = b_shape + (1,) if len(b_shape) == 1 else b_shape
     out2 = broadcast_shapes(a2[:-2], b2[:-2]) + (a2[-2], b2[-1])
@@ -36,6 +38,27 @@ def _matmul_vjp(ctx, g):
         else:
             gb = lax.reshape(lax.sum_to(lax.matmul(lax.transpose_last(a), g2), b2), b_shape)
     return ga, gb
+
+
+def _matrices_vjp(ctx, g: np.ndarray) -> tuple:
+    """The rule above for two eager matrices and an array cotangent: the same products
+    on the arrays (``g bᵀ``; ``aᵀ g``, or ``(gᵀ a)ᵀ`` for a column-major b), without
+    a Tensor per reshape and transpose."""
+    needs = ctx.needs_input_grad
+    ga = gb = None
+    if needs[0]:
+        ga = lax.as_array(blas_local.matmul(g, _array(ctx.input(1)).T), g.dtype)
+    if needs[1]:
+        a, b = _array(ctx.input(0)), ctx.input(1)
+        if _column_major(b):
+            gb = lax.as_array(blas_local.matmul(g.T, a), g.dtype).T
+        else:
+            gb = lax.as_array(blas_local.matmul(a.T, g), a.dtype)
+    return ga, gb
+
+
+def _array(x):
+    return getattr(x, "_data", x)
 
 
 def _column_major(x) -> bool:
