@@ -158,3 +158,72 @@ def test_nll_loss_strided_3d_input():
     assert got[0][:2] == got[1][:2]
     np.testing.assert_allclose(got[0][2], got[1][2], rtol=1e-6)
     np.testing.assert_allclose(got[0][3], got[1][3], rtol=1e-6)
+
+
+INPLACE = {"iadd": lambda x, y: x.__iadd__(y), "isub": lambda x, y: x.__isub__(y),
+           "imul": lambda x, y: x.__imul__(y), "add_": lambda x, y: x.add_(y),
+           "sub_": lambda x, y: x.sub_(y), "mul_": lambda x, y: x.mul_(y)}
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+@pytest.mark.parametrize("op", INPLACE)
+@pytest.mark.parametrize("other", ["tensor", "same", "float", "int", "bigint", "row"])
+def test_inplace_arith_as_torch(dt, op, other):
+    """x op= y straight into x's array (nothing recorded): the same bits as torch's, the
+    version bumped once, a view of x seeing the update."""
+    rng = np.random.default_rng(3)
+    xn = rng.normal(size=(3, 4)).astype(dt)
+    xn[0, :3] = [np.inf, -0.0, np.nan]
+    yn = rng.normal(size=(3, 4)).astype(dt)
+    got = []
+    for T in (symgrad, torch):
+        x = T.tensor(xn, requires_grad=True)
+        y = {"tensor": T.tensor(yn), "same": None, "float": 0.3, "int": 3, "bigint": 2 ** 60,
+             "row": T.tensor(yn[:1])}[other]
+        with T.no_grad():
+            view = x[1]
+            v0 = x._version
+            r = INPLACE[op](x, x if y is None else y)
+        assert r is x
+        got.append((x.detach().numpy().copy(), x._version - v0, view._version - v0,
+                    view.detach().numpy().copy(), x.requires_grad, x.grad_fn))
+    a, b = got
+    assert np.array_equal(a[0].view(np.uint8), b[0].view(np.uint8))
+    assert a[1:3] == b[1:3] and a[4:] == b[4:]
+    assert np.array_equal(a[3], b[3], equal_nan=True)
+
+
+@pytest.mark.parametrize("op", INPLACE)
+def test_inplace_arith_errors_as_torch(op):
+    """The cases the short path leaves to the general one raise torch's errors: a leaf
+    that requires grad in grad mode, partial overlap, inference tensors."""
+    xn = np.ones((3, 3), np.float32)
+    for make in (lambda T: (T.tensor(xn, requires_grad=True), 1.0),
+                 lambda T: (lambda x: (x, x.t()))(T.tensor(xn)),
+                 lambda T: (lambda x: (x, x.t()))(T.tensor(xn))):
+        msgs = []
+        for T in (symgrad, torch):
+            x, y = make(T)
+            with pytest.raises(RuntimeError) as e:
+                INPLACE[op](x, y)
+            msgs.append(str(e.value))
+        assert msgs[0] == msgs[1]
+    msgs = []
+    for T in (symgrad, torch):
+        with T.inference_mode():
+            x = T.tensor(xn)
+        with pytest.raises(RuntimeError) as e:
+            INPLACE[op](x, 2.0)
+        msgs.append(str(e.value))
+    assert msgs[0] == msgs[1]
+
+
+def test_inplace_arith_recorded_as_torch():
+    """With grad mode on and a non-leaf requiring grad: recorded, as torch."""
+    for T in (symgrad, torch):
+        w = T.tensor([1.0, 2.0], requires_grad=True)
+        x = w * 1
+        x += T.tensor([3.0, 4.0])
+        assert x.grad_fn.name() == "AddBackward0"
+        x.sum().backward()
+        assert w.grad.tolist() == [1.0, 1.0]

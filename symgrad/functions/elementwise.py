@@ -74,9 +74,9 @@ def binary(name: str, a: TensorOrScalar | np.ndarray, b: TensorOrScalar | np.nda
             if a._dtype is b._dtype and a._dtype.category == "float":
                 return bind_binary(P[name], a, b, grad_name)
         elif ta and a._dtype.category == "float" and type(b) in _PY_NUMBERS:
-            return bind_binary(P[name], a, _float_scalar(b), grad_name)
+            return bind_binary(P[name], a, float_scalar(b), grad_name)
         elif tb and b._dtype.category == "float" and type(a) in _PY_NUMBERS:
-            return bind_binary(P[name], _float_scalar(a), b, grad_name)
+            return bind_binary(P[name], float_scalar(a), b, grad_name)
     a, b = _operand(a), _operand(b)
     if not isinstance(a, Tensor) and not isinstance(b, Tensor):
         a = to_tensor(a)
@@ -165,7 +165,7 @@ class NotImplementedBackward:
 _PY_NUMBERS = (float, int)
 
 
-def _float_scalar(value):
+def float_scalar(value):
     """A Python number as an operand of a float operation (see _scalar_as)."""
     return value if type(value) is float or -2 ** 53 < value < 2 ** 53 else float(value)
 

@@ -14,6 +14,8 @@ from ..graph.primitives import NUMPY_RULES, PRIMITIVES as P
 from ..graph.shapes import broadcast_shapes
 from .common import Tensor, is_scalar, to_tensor
 from .composite import named
+from .elementwise import float_scalar
+from ..graph.fpstate import enter as fp_enter, leave as fp_leave
 from ..autograd.nodes import SavedTensor
 
 __all__ = ["check_inplace", "update", "assign_positions", "view_positions", "original",
@@ -160,6 +162,42 @@ def update(x: Tensor, new: Tensor) -> Tensor:
         _resave_output(producer, x)
     _refresh_other_views(x)
     return x
+
+
+def arith_in_place(x: Tensor, ufunc, other) -> bool:
+    """``x op= other`` (`ufunc` add / subtract / multiply) computed straight into x's
+    array when nothing can tell it from :func:`update` of the out-of-place result (the
+    same ufunc, so the same bits): x an eager float tensor that is no view, `other` a
+    Python number or an eager tensor of x's dtype and shape not partly overlapping x,
+    nothing recorded (grad mode off, or nothing requires grad), no inference tensors.
+    Bumps x's version. False: not done, the general path runs (and raises what it
+    must)."""
+    a = x._data
+    st = grad_mode._state
+    if (a is None or x._base is not None or x._inference or st.inference
+            or dispatch._lifter[0] is not None or x._dtype.category != "float"
+            or not a.flags.writeable):
+        return False
+    kind = type(other)
+    if kind is Tensor:
+        b = other._data
+        if (b is None or other._dtype is not x._dtype or b.shape != a.shape
+                or other._inference or (st.enabled and (x.requires_grad or other.requires_grad))
+                or (b is not a and np.may_share_memory(a, b))):
+            return False
+    elif kind is float or kind is int:
+        if st.enabled and x.requires_grad:
+            return False
+        b = float_scalar(other)
+    else:
+        return False
+    token = fp_enter()
+    try:
+        ufunc(a, b, out=a)
+    finally:
+        fp_leave(token)
+    x._vc[0] += 1
+    return True
 
 
 def _traced_write(x: Tensor, new: Tensor) -> None:

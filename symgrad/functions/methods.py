@@ -76,6 +76,21 @@ def _inplace_op(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
     return method
 
 
+_ARITH_UFUNCS = {"add": np.add, "sub": np.subtract, "mul": np.multiply}
+
+
+def _inplace_arith(fn: Callable[..., Tensor], ufunc) -> Callable[..., Tensor]:
+    """``x += y`` / ``add_`` and co.: straight into x's array where nothing is recorded
+    (:func:`inplace.arith_in_place`), else as every in-place op."""
+    general = _inplace_op(fn)
+
+    def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+        if len(args) == 1 and not kwargs and inplace.arith_in_place(self, ufunc, args[0]):
+            return self
+        return general(self, *args, **kwargs)
+    return method
+
+
 def _overwrite(self, name, make, *srcs):
     """Replace self's value by ``make(*srcs)`` in place. When autograd records it, the old
     value of self gets a zero gradient (PyTorch's ZeroBackward0 / FillBackward2 / 3 /
@@ -452,5 +467,7 @@ def install() -> None:
     setattr(Tensor, "mT", property(_mT))
     for iname, base in _INPLACE.items():
         fn = base if callable(base) else _METHODS.get(base) or getattr(Tensor, base)
-        setattr(Tensor, iname, _inplace_op(fn))
+        ufunc = _ARITH_UFUNCS.get(base) if iname.startswith("__i") or iname == f"{base}_" \
+            else None
+        setattr(Tensor, iname, _inplace_op(fn) if ufunc is None else _inplace_arith(fn, ufunc))
     Tensor.__hash__ = _hash  # type: ignore[method-assign,assignment]
