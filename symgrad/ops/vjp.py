@@ -65,7 +65,8 @@ def relu_vjp(ctx, g):
     output's history for second derivatives (zero, as PyTorch's)."""
     if type(g) is np.ndarray:
         out = ctx.out
-        return (lax.where(np.less_equal(getattr(out, "_data", out), 0), 0, g),)
+        c = np.less_equal(getattr(out, "_data", out), 0)
+        return (lax.zero_where(c, g) if c.shape == g.shape else lax.where(c, 0, g),)
     return masked_vjp(ctx, g)
 
 
