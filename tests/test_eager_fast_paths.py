@@ -11,7 +11,7 @@ SPECIAL = [-0.0, 0.0, np.nan, -np.nan, np.inf, -np.inf, 1e-40, -1e-40, -1.5, 2.5
 
 
 @pytest.mark.parametrize("dt", DTYPES)
-@pytest.mark.parametrize("n", [10, 4095, 4096, 50000])
+@pytest.mark.parametrize("n", [10, 511, 512, 4096, 50000])
 def test_relu_bits(dt, n):
     """relu's forward on large arrays (a bit mask, not numpy's where) keeps -0.0 and
     NaNs (with their sign) as torch does, both below and above the size switch."""

@@ -117,13 +117,18 @@ def _select_bits(c, a, b, dtype):
     return out.view(dtype)
 
 
+# where the bit mask beats numpy's where on random masks (measured: 1024 elements 2.2 vs
+# 4.5 us, 256 elements 1.9 vs 1.1 us)
+ZERO_WHERE_MIN_SIZE = 512
+
+
 def zero_where(c: np.ndarray, x: np.ndarray) -> np.ndarray:
     """``np.where(c, 0, x)`` for arrays ``c`` (bool) and ``x`` of one shape, exact for
     every value (NaN, -0.0 kept where not ``c``): on large arrays one bit mask,
     ``x & (c - 1)`` (numpy's where mispredicts a branch per element: ~17x slower on a
     ReLU of random signs)."""
     dt = x.dtype
-    if (type(x) is _ND and x.size >= FAST_SELECT_MIN_SIZE and dt.kind in "fiu"
+    if (type(x) is _ND and x.size >= ZERO_WHERE_MIN_SIZE and dt.kind in "fiu"
             and dt.itemsize in (2, 4, 8) and c.shape == x.shape):
         bits = np.dtype(f"u{dt.itemsize}")
         keep = c.astype(bits)
