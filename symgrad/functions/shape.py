@@ -345,29 +345,33 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     tensors = [to_tensor(t) for t in tensors]
     if not tensors:
         raise RuntimeError("torch.cat(): expected a non-empty list of Tensors")
-    nonempty = [t for t in tensors if not (t.dim() == 1 and t.shape[0] == 0)]
-    if not nonempty:
+    shapes = [t._data.shape if t._node is None else t._node.shape for t in tensors]
+    legacy = [len(s) == 1 and s[0] == 0 for s in shapes]    # 1-D empty inputs
+    if all(legacy):
         return tensors[0]
-    ref = nonempty[0]
-    if ref.dim() == 0:
+    ref = shapes[legacy.index(False)]
+    nd = len(ref)
+    if nd == 0:
         raise RuntimeError("zero-dimensional tensor (at position 0) cannot be concatenated")
-    axis = wrap_dim(dim, ref.dim())
-    dt = promote(tensors)                  # legacy empty inputs take part in promotion
+    axis = wrap_dim(dim, nd)
+    first = tensors[0]._dtype              # legacy empty inputs take part in promotion
+    dt = first if all(t._dtype is first for t in tensors) else promote(tensors)
     parts = []
-    for i, tt in enumerate(tensors):
-        if tt.dim() == 1 and tt.shape[0] == 0:
+    for i, (tt, shp) in enumerate(zip(tensors, shapes)):
+        if legacy[i]:
             if tt.requires_grad:   # a legacy empty input still gets its (empty) gradient
                 parts.append(lax.reshape(tt, tuple(0 if d == axis else s
-                                                   for d, s in enumerate(ref.shape))))
+                                                   for d, s in enumerate(ref))))
             continue
-        if tt.dim() != ref.dim():
-            raise RuntimeError(f"Tensors must have same number of dimensions: got {ref.dim()} "
-                               f"and {tt.dim()}")
-        for d in range(ref.dim()):
-            if d != axis and tt.shape[d] != ref.shape[d]:
-                raise RuntimeError(f"Sizes of tensors must match except in dimension {axis}. "
-                                   f"Expected size {ref.shape[d]} but got size {tt.shape[d]} "
-                                   f"for tensor number {i} in the list.")
+        if len(shp) != nd:
+            raise RuntimeError(f"Tensors must have same number of dimensions: got {nd} "
+                               f"and {len(shp)}")
+        if shp != ref:
+            for d in range(nd):
+                if d != axis and shp[d] != ref[d]:
+                    raise RuntimeError(f"Sizes of tensors must match except in dimension "
+                                       f"{axis}. Expected size {ref[d]} but got size {shp[d]} "
+                                       f"for tensor number {i} in the list.")
         parts.append(tt)
     return bind(P["cat"], *(lax.cast(t, dt) for t in parts), axis=axis)
 
