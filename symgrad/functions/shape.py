@@ -380,18 +380,20 @@ def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     tensors = [to_tensor(t) for t in tensors]
     if not tensors:
         raise RuntimeError("stack expects a non-empty TensorList")
-    ref = tensors[0].shape
-    for i, t_ in enumerate(tensors):
-        if t_.shape != ref:
+    shapes = [t_._data.shape if t_._node is None else t_._node.shape for t_ in tensors]
+    ref = shapes[0]
+    for i, s in enumerate(shapes):
+        if s != ref:
             raise RuntimeError(f"stack expects each tensor to be equal size, but got {list(ref)} "
-                               f"at entry 0 and {list(t_.shape)} at entry {i}")
+                               f"at entry 0 and {list(s)} at entry {i}")
     d = wrap_dim(dim, len(ref) + 1)
-    dt = promote(tensors)
+    first = tensors[0]._dtype
+    same = all(t_._dtype is first for t_ in tensors)
+    dt = first if same else promote(tensors)
     unit = tuple(ref[:d]) + (1,) + tuple(ref[d:])
 
     def f(*ts):
         return bind(P["cat"], *(lax.cast(lax.reshape(t_, unit), dt) for t_ in ts), axis=d)
-    same = dt.is_floating_point and all(t_.dtype is dt for t_ in tensors)
     from .composite import named        # late: composite imports this module's views
     return named("StackBackward0", f, *tensors,
-                 kernel=stack_kernel(d, len(tensors)) if same else None)
+                 kernel=stack_kernel(d, len(tensors)) if same and dt.is_floating_point else None)
