@@ -227,3 +227,26 @@ def test_inplace_arith_recorded_as_torch():
         assert x.grad_fn.name() == "AddBackward0"
         x.sum().backward()
         assert w.grad.tolist() == [1.0, 1.0]
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+@pytest.mark.parametrize("kind", ["max", "min"])
+@pytest.mark.parametrize("dim", [0, 1, -1])
+@pytest.mark.parametrize("keepdim", [False, True])
+@pytest.mark.parametrize("shape", [(4, 5), (3, 4, 2)])
+def test_extremum_dim_as_torch(dt, kind, dim, keepdim, shape):
+    """max / min over a dim (matrices: a plain fancy index, else take_along_axis): values,
+    indices and the gradient as torch's, ties and NaN included."""
+    xn = np.random.default_rng(5).normal(size=shape).astype(dt)
+    xn.flat[1] = xn.flat[0]
+    xn.flat[7] = np.nan
+    got = []
+    for T in (symgrad, torch):
+        x = T.tensor(xn, requires_grad=True)
+        v, i = getattr(x, kind)(dim, keepdim)
+        g = np.arange(v.numel(), dtype=dt).reshape(tuple(v.shape)) + 1
+        v.backward(T.tensor(g))
+        got.append((v.grad_fn.name(), v.detach().numpy(), i.numpy(), x.grad.numpy()))
+    assert got[0][0] == got[1][0]
+    for a, b in zip(got[0][1:], got[1][1:]):
+        assert np.array_equal(a, b, equal_nan=True)

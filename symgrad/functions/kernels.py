@@ -164,14 +164,22 @@ def gather_kernel(idx: np.ndarray, axis: int, shape: tuple) -> Kernel:
     rank), reshaped to `shape`: ``max(dim)`` / ``min(dim)``'s values. Backward: the
     cotangent scattered back to those positions, zeros elsewhere."""
     in_shape = [None]
+    at = None
+    if idx.ndim == 2:       # (matrices: the fancy index take_along_axis builds, made here)
+        n, m = idx.shape
+        at = (np.arange(n)[:, None], idx) if axis == 1 else (idx, np.arange(m)[None, :])
 
     def forward(x):
         in_shape[0] = x.shape
-        return np.take_along_axis(x, idx, axis=axis).reshape(shape)
+        picked = x[at] if at is not None else np.take_along_axis(x, idx, axis=axis)
+        return picked.reshape(shape)
 
     def backward(g, inputs, out):
         gx = np.zeros(in_shape[0], g.dtype)
-        np.put_along_axis(gx, idx, g.reshape(idx.shape), axis=axis)
+        if at is not None:
+            gx[at] = g.reshape(idx.shape)
+        else:
+            np.put_along_axis(gx, idx, g.reshape(idx.shape), axis=axis)
         return (gx,)
     return Kernel(forward, backward)
 

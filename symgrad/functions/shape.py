@@ -345,29 +345,33 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     tensors = [to_tensor(t) for t in tensors]
     if not tensors:
         raise RuntimeError("torch.cat(): expected a non-empty list of Tensors")
-    nonempty = [t for t in tensors if not (t.dim() == 1 and t.shape[0] == 0)]
-    if not nonempty:
+    shapes = [t._data.shape if t._node is None else t._node.shape for t in tensors]
+    legacy = [len(s) == 1 and s[0] == 0 for s in shapes]    # 1-D empty inputs
+    if all(legacy):
         return tensors[0]
-    ref = nonempty[0]
-    if ref.dim() == 0:
+    ref = shapes[legacy.index(False)]
+    nd = len(ref)
+    if nd == 0:
         raise RuntimeError("zero-dimensional tensor (at position 0) cannot be concatenated")
-    axis = wrap_dim(dim, ref.dim())
-    dt = promote(tensors)                  # legacy empty inputs take part in promotion
+    axis = wrap_dim(dim, nd)
+    first = tensors[0]._dtype              # legacy empty inputs take part in promotion
+    dt = first if all(t._dtype is first for t in tensors) else promote(tensors)
     parts = []
-    for i, tt in enumerate(tensors):
-        if tt.dim() == 1 and tt.shape[0] == 0:
+    for i, (tt, shp) in enumerate(zip(tensors, shapes)):
+        if legacy[i]:
             if tt.requires_grad:   # a legacy empty input still gets its (empty) gradient
                 parts.append(lax.reshape(tt, tuple(0 if d == axis else s
-                                                   for d, s in enumerate(ref.shape))))
+                                                   for d, s in enumerate(ref))))
             continue
-        if tt.dim() != ref.dim():
-            raise RuntimeError(f"Tensors must have same number of dimensions: got {ref.dim()} "
-                               f"and {tt.dim()}")
-        for d in range(ref.dim()):
-            if d != axis and tt.shape[d] != ref.shape[d]:
-                raise RuntimeError(f"Sizes of tensors must match except in dimension {axis}. "
-                                   f"Expected size {ref.shape[d]} but got size {tt.shape[d]} "
-                                   f"for tensor number {i} in the list.")
+        if len(shp) != nd:
+            raise RuntimeError(f"Tensors must have same number of dimensions: got {nd} "
+                               f"and {len(shp)}")
+        if shp != ref:
+            for d in range(nd):
+                if d != axis and shp[d] != ref[d]:
+                    raise RuntimeError(f"Sizes of tensors must match except in dimension "
+                                       f"{axis}. Expected size {ref[d]} but got size {shp[d]} "
+                                       f"for tensor number {i} in the list.")
         parts.append(tt)
     return bind(P["cat"], *(lax.cast(t, dt) for t in parts), axis=axis)
 
@@ -376,18 +380,20 @@ def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     tensors = [to_tensor(t) for t in tensors]
     if not tensors:
         raise RuntimeError("stack expects a non-empty TensorList")
-    ref = tensors[0].shape
-    for i, t_ in enumerate(tensors):
-        if t_.shape != ref:
+    shapes = [t_._data.shape if t_._node is None else t_._node.shape for t_ in tensors]
+    ref = shapes[0]
+    for i, s in enumerate(shapes):
+        if s != ref:
             raise RuntimeError(f"stack expects each tensor to be equal size, but got {list(ref)} "
-                               f"at entry 0 and {list(t_.shape)} at entry {i}")
+                               f"at entry 0 and {list(s)} at entry {i}")
     d = wrap_dim(dim, len(ref) + 1)
-    dt = promote(tensors)
+    first = tensors[0]._dtype
+    same = all(t_._dtype is first for t_ in tensors)
+    dt = first if same else promote(tensors)
     unit = tuple(ref[:d]) + (1,) + tuple(ref[d:])
 
     def f(*ts):
         return bind(P["cat"], *(lax.cast(lax.reshape(t_, unit), dt) for t_ in ts), axis=d)
-    same = dt.is_floating_point and all(t_.dtype is dt for t_ in tensors)
     from .composite import named        # late: composite imports this module's views
     return named("StackBackward0", f, *tensors,
-                 kernel=stack_kernel(d, len(tensors)) if same else None)
+                 kernel=stack_kernel(d, len(tensors)) if same and dt.is_floating_point else None)
