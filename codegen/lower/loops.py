@@ -51,9 +51,11 @@ class _LoopID(ir.values.MDValue):
         return self is not other
 
 
-def loop_id(module: ir.Module, hints: dict[str, int]) -> ir.values.MDValue:
-    """``!N = !{!N, !{!"llvm.loop.<hint>", i32 v}, ...}`` for a loop's latch branch."""
-    ops = [module.add_metadata([ir.MetaDataString(module, f"llvm.loop.{k}"), ir.IntType(32)(v)])
+def loop_id(module: ir.Module, hints: dict[str, int | bool]) -> ir.values.MDValue:
+    """``!N = !{!N, !{!"llvm.loop.<hint>", i32 v}, ...}`` for a loop's latch branch
+    (a bool value is an ``i1``, as ``vectorize.predicate.enable`` takes)."""
+    ops = [module.add_metadata([ir.MetaDataString(module, f"llvm.loop.{k}"),
+                                ir.IntType(1 if isinstance(v, bool) else 32)(v)])
            for k, v in hints.items()]
     md = _LoopID(module, [], name=str(len(module.metadata)))
     md.operands = (md, *ops)
@@ -65,7 +67,7 @@ class Loop:
 
     def __init__(self, b: ir.IRBuilder, start: ir.Value | int, stop: ir.Value | int, name: str,
                  carried: Sequence[ir.Value] = (), interleave: int = 0,
-                 hints: dict[str, int] | None = None) -> None:
+                 hints: dict[str, int | bool] | None = None) -> None:
         self.b = b
         self.hints = dict(hints or {})
         if interleave > 1:
