@@ -42,7 +42,7 @@ from ..plan import Item, LoopStep, Plan, Storage, inline_reduction, reduced_axes
 from ..windows import inside, translated_arg_maps, window_cuts, window_ranges
 from . import reduce as R
 from .context import StepContext
-from .loops import Loop
+from .loops import BOOKKEEPING, Loop
 from .formula_ir import FormulaEmitter, compute_dtype
 
 __all__ = ["FusedLoop", "reduce_out_map", "reduce_out_affine", "INTERLEAVE", "INTERLEAVE_MIN_COST",
@@ -617,7 +617,7 @@ class FusedLoop:
         if ident == 0 or ident is False:
             ctx.memset0(acc)
         else:
-            loop = Loop(b, 0, acc.size, "init")
+            loop = Loop(b, 0, acc.size, "init", hints=BOOKKEEPING)
             T.store(b, T.constant(acc.dtype, ident), ctx.elem(acc, loop.index), acc.dtype)
             loop.close()
         if item.scratch.get("comp") is not None:
@@ -633,7 +633,7 @@ class FusedLoop:
         comp = item.scratch.get("comp")
         if comp is None and acc is out and r.op == "sum":
             return
-        loop = Loop(b, 0, out.size, "fin")
+        loop = Loop(b, 0, out.size, "fin", hints=BOOKKEEPING)
         i = loop.index
         v = T.load(b, ctx.elem(acc, i), acc.dtype)
         if comp is not None:

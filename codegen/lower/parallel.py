@@ -61,7 +61,7 @@ from ..worker import PAUSES, pause
 from . import reduce as R
 from .context import StepContext
 from .fused_loop import FusedLoop
-from .loops import Loop
+from .loops import BOOKKEEPING, Loop
 
 __all__ = ["threads", "wants_threads", "emit_parallel", "emit_parallel_rows", "trampoline",
            "row_chunks", "KSplit", "PARALLEL_MIN_WORK", "WAKE_MIN_WORK", "CHUNKS"]
@@ -325,7 +325,7 @@ def _run_two(b, ctx, loop, storages, private, ctrl, area, acc_bytes, nchunks, ch
         b.store(T.I64(value), _slot(b, ctrl, k))
     offsets = dict(private)
     if private and loop is not None:               # every chunk's accumulators start at identity
-        each = Loop(b, 0, nchunks, "pinit")
+        each = Loop(b, 0, nchunks, "pinit", hints=BOOKKEEPING)
         block = b.gep(ctrl, [b.add(T.I64(area), b.mul(each.index, T.I64(acc_bytes)))], source_etype=T.I8)
         for k, off in private:
             _fill_identity(b, loop, storages[k], b.gep(block, [T.I64(off)], source_etype=T.I8))
@@ -344,7 +344,7 @@ def _run_two(b, ctx, loop, storages, private, ctrl, area, acc_bytes, nchunks, ch
     with b.if_then(helper_ran):
         _wait_done(b, ctrl)
     if private and loop is not None:               # merge chunk accumulators in chunk order
-        each = Loop(b, 0, nchunks, "merge.chunk")
+        each = Loop(b, 0, nchunks, "merge.chunk", hints=BOOKKEEPING)
         block = b.gep(ctrl, [b.add(T.I64(area), b.mul(each.index, T.I64(acc_bytes)))], source_etype=T.I8)
         for it in loop.accumulated:
             _merge(b, ctx, loop, it, storages, offsets, block)
@@ -383,7 +383,7 @@ def _wait_count(b: ir.IRBuilder, ctrl: ir.Value, slot: int, count: int, name: st
 def _fill_identity(b, loop: FusedLoop, st: Storage, ptr) -> None:
     item = next((it for it in loop.accumulated if loop._acc_storage(it) is st), None)
     value = R.identity(item.node) if item is not None else 0
-    fill = Loop(b, 0, st.size, "pinit")
+    fill = Loop(b, 0, st.size, "pinit", hints=BOOKKEEPING)
     T.store(b, T.constant(st.dtype, value),
             b.gep(ptr, [fill.index], source_etype=T.storage_type(st.dtype)), st.dtype)
     fill.close()
@@ -394,7 +394,7 @@ def _merge(b, ctx, loop: FusedLoop, item, storages, offsets, block) -> None:
     acc, comp, r = loop._acc_storage(item), item.scratch.get("comp"), item.node
     index = {id(st): k for k, st in enumerate(storages)}
     theirs_base = b.gep(block, [T.I64(offsets[index[id(acc)]])], source_etype=T.I8)
-    merge = Loop(b, 0, acc.size, "merge")
+    merge = Loop(b, 0, acc.size, "merge", hints=BOOKKEEPING)
     i = merge.index
     mine = ctx.elem(acc, i)
     theirs = b.gep(theirs_base, [i], source_etype=T.storage_type(acc.dtype))
