@@ -31,11 +31,17 @@ callable: :mod:`codegen.binding`; numpy's C side: :mod:`codegen.numpy_abi`).
   output array or a tuple of them.  On any mismatch the kernel is not run: the entry
   returns ``PyObject_Vectorcall(self, args, nargs, NULL)``, i.e. it calls the
   function's ``__self__`` (a :class:`CompiledEntry`), which calls the fallback.
+  The checks, the outputs and the kernel call are one internal ``noinline`` function,
+  ``i32 @"<kernel>.entry.core<digest>"(argv, nargs, ptr arrays)`` (0: ran, the new output
+  arrays in ``arrays``; 1: fall back; 2: an exception is set), which the entries of one
+  kernel and signature share: a program's flat and structured entries differ only in
+  how they return the arrays, and LLVM compiles the checks once.
 
 The cost of a call is measured in ``bench/README.md`` (Native call overhead).
 """
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -153,15 +159,23 @@ def build_entry(module: ir.Module, kernel: ir.Function | str, entry_name: str,
     if kernel_fn.function_type not in (ir.FunctionType(_VOID, [_PTR]), ir.FunctionType(_I32, [_PTR])):
         raise TypeError(f"kernel must be 'void (ptr)' or 'i32 (ptr)', got {kernel_fn.function_type}")
     register_runtime_symbols()
-    text = bytearray(signature_text(args, outs).encode() + b"\0")
+    signature = signature_text(args, outs)
+    text = bytearray(signature.encode() + b"\0")
     _constant_global(module, f"{entry_name}.signature",
                      ir.Constant(ir.ArrayType(_I8, len(text)), text))
-    emitter = _EntryEmitter(module, kernel_fn, entry_name, tuple(args), tuple(outs), numpy_layout())
-    emitter.tuple_result = tuple_result
     if structure is not None and structure != 0:
         _check_structure(structure, len(outs))
+    release_gil = _element_count(args, outs) > gil_release_threshold
+    digest = hashlib.blake2b(f"{signature}|{release_gil}".encode(), digest_size=6).hexdigest()
+    core_name = f"{kernel_fn.name}.entry.core{digest}"
+    core = module.globals.get(core_name)
+    if core is None:
+        core = _CoreEmitter(module, kernel_fn, core_name, tuple(args), tuple(outs),
+                            numpy_layout()).emit(release_gil)
+    emitter = _EntryEmitter(module, core, entry_name, len(outs))
+    emitter.tuple_result = tuple_result
     emitter.structure = structure
-    return emitter.emit(_element_count(args, outs) > gil_release_threshold)
+    return emitter.emit()
 
 
 def _check_structure(structure: Any, n: int) -> None:
@@ -187,23 +201,48 @@ def _element_count(args: Sequence[ArgSpec], outs: Sequence[OutSpec]) -> int:
     return sum(math.prod(spec.shape) for spec in (*args, *outs))
 
 
-class _EntryEmitter:
-    """Writes one entry function; each method emits one step at the builder's position."""
+class _Emitter:
+    """What both emitters share: the builder in a new function, and error returns."""
 
-    def __init__(self, module: ir.Module, kernel: ir.Function, name: str,
-                 args: tuple[ArgSpec, ...], outs: tuple[OutSpec, ...], layout: NumpyLayout) -> None:
-        self.module, self.kernel, self.name = module, kernel, name
-        self.args, self.outs, self.lay = args, outs, layout
-        fnty = ir.FunctionType(_PTR, [_PTR, _PTR, _I64])
+    failed: ir.Value      # what the function returns when an exception is set
+
+    def __init__(self, module: ir.Module, name: str, fnty: ir.FunctionType) -> None:
+        self.module = module
         self.fn = ir.Function(module, fnty, name)
-        self.self_obj, self.argv, self.nargs = self.fn.args
         self.builder = ir.IRBuilder(self.fn.append_basic_block("entry"))
         self.fallback_block = self.fn.append_basic_block("fallback")
-        self.tuple_result = False
-        self.structure: Any = None
 
     def call_python(self, name: str, *values: ir.Value) -> ir.Instruction:
         return self.builder.call(_declare_python(self.module, name), values)
+
+    def return_null_if_null(self, value: ir.Value, owned: Sequence[ir.Value]) -> None:
+        """Error path: release ``owned`` references and return :attr:`failed` (the
+        exception is already set)."""
+        b = self.builder
+        with b.if_then(b.icmp_unsigned("==", value, _NULL), likely=False):
+            for obj in owned:
+                self.call_python("Py_DecRef", obj)
+            b.ret(self.failed)
+
+
+# the core's status: the kernel ran; the call goes to the fallback; an exception is set
+_RAN, _FALL_BACK, _RAISED = 0, 1, 2
+
+
+class _CoreEmitter(_Emitter):
+    """Writes the core one kernel's entries share (see the module docstring): checks
+    every argument, allocates the outputs, calls the kernel; each method emits one step
+    at the builder's position."""
+
+    failed = _I32(_RAISED)
+
+    def __init__(self, module: ir.Module, kernel: ir.Function, name: str,
+                 args: tuple[ArgSpec, ...], outs: tuple[OutSpec, ...], layout: NumpyLayout) -> None:
+        super().__init__(module, name, ir.FunctionType(_I32, [_PTR, _I64, _PTR]))
+        self.fn.linkage = "internal"
+        self.fn.attributes.add("noinline")       # one copy, whichever entries call it
+        self.kernel, self.args, self.outs, self.lay = kernel, args, outs, layout
+        self.argv, self.nargs, self.arrays = self.fn.args
 
     def field(self, obj: ir.Value, offset: int, typ: ir.Type, name: str = "") -> ir.Value:
         b = self.builder
@@ -237,23 +276,12 @@ class _EntryEmitter:
                 for obj in arrays:
                     self.call_python("Py_DecRef", obj)
                 b.branch(self.fallback_block)
-        single = len(arrays) == 1 and not self.tuple_result
-        if self.structure == 0:                 # one bare output array
-            result = arrays[0]
-        elif self.structure is not None:
-            result = self.pack_nested(self.structure, arrays)
-        else:
-            result = arrays[0] if single else self.pack_tuple(arrays)
-        b.atomic_rmw("add", self.call_counter(), _I64(1), "monotonic")
-        b.ret(result)
-        self.emit_fallback()
+        for j, array in enumerate(arrays):
+            b.store(array, b.gep(self.arrays, [_I64(j)], inbounds=True, source_etype=_PTR))
+        b.ret(_I32(_RAN))
+        b.position_at_end(self.fallback_block)
+        b.ret(_I32(_FALL_BACK))
         return self.fn
-
-    def call_counter(self) -> ir.GlobalVariable:
-        """``@"<entry>.calls"``: calls completed by the native path (:func:`native_calls`)."""
-        counter = ir.GlobalVariable(self.module, _I64, f"{self.fn.name}.calls")
-        counter.initializer = _I64(0)
-        return counter
 
     def store_buffer(self, bufs: ir.Value, index: int, data: ir.Value) -> None:
         slot = self.builder.gep(bufs, [_I64(index)], inbounds=True, source_etype=_PTR)
@@ -312,7 +340,7 @@ class _EntryEmitter:
         dims = _NULL
         if spec.shape:
             dims_const = ir.Constant(ir.ArrayType(_I64, len(spec.shape)), list(spec.shape))
-            dims = _constant_global(self.module, f"{self.name}.out{index}.shape", dims_const)
+            dims = _constant_global(self.module, f"{self.fn.name}.out{index}.shape", dims_const)
         new = _declare_function(self.module, _NEW_FROM_DESCR, _NEW_FROM_DESCR_TYPE)
         ndarray = _declare_symbol(self.module, _NDARRAY_TYPE)
         array = b.call(new, [ndarray, descr, _I32(len(spec.shape)), dims, _NULL, _NULL, _I32(0), _NULL],
@@ -321,14 +349,6 @@ class _EntryEmitter:
         self.store_buffer(bufs, len(self.args) + index, self.field(array, self.lay.data, _PTR))
         return array
 
-    def return_null_if_null(self, value: ir.Value, owned: Sequence[ir.Value]) -> None:
-        """Error path: release ``owned`` references and return NULL (exception already set)."""
-        b = self.builder
-        with b.if_then(b.icmp_unsigned("==", value, _NULL), likely=False):
-            for obj in owned:
-                self.call_python("Py_DecRef", obj)
-            b.ret(_NULL)
-
     def call_kernel(self, bufs: ir.Value, release_gil: bool) -> ir.Value | None:
         """Call the kernel; return its i32 status (None for a void kernel)."""
         state = self.call_python("PyEval_SaveThread") if release_gil else None
@@ -336,6 +356,52 @@ class _EntryEmitter:
         if state is not None:
             self.call_python("PyEval_RestoreThread", state)
         return result if self.kernel.function_type.return_type == _I32 else None
+
+
+class _EntryEmitter(_Emitter):
+    """Writes one METH_FASTCALL entry: the core, then the result as the entry returns it
+    (:func:`build_entry`), or the fallback."""
+
+    failed = _NULL
+
+    def __init__(self, module: ir.Module, core: ir.Function, name: str, n_outs: int) -> None:
+        super().__init__(module, name, ir.FunctionType(_PTR, [_PTR, _PTR, _I64]))
+        self.core, self.n_outs = core, n_outs
+        self.self_obj, self.argv, self.nargs = self.fn.args
+        self.tuple_result = False
+        self.structure: Any = None
+
+    def emit(self) -> ir.Function:
+        b = self.builder
+        slots = b.alloca(_PTR, size=_I32(self.n_outs), name="arrays")
+        status = b.call(self.core, [self.argv, self.nargs, slots], name="status")
+        raised = self.fn.append_basic_block("raised")
+        ran = self.fn.append_basic_block("ran")
+        switch = b.switch(status, raised)
+        switch.add_case(_I32(_RAN), ran)
+        switch.add_case(_I32(_FALL_BACK), self.fallback_block)
+        b.position_at_end(raised)
+        b.ret(_NULL)
+        b.position_at_end(ran)
+        arrays = [b.load(b.gep(slots, [_I64(j)], inbounds=True, source_etype=_PTR), typ=_PTR,
+                         name=f"out{j}") for j in range(self.n_outs)]
+        single = len(arrays) == 1 and not self.tuple_result
+        if self.structure == 0:                 # one bare output array
+            result = arrays[0]
+        elif self.structure is not None:
+            result = self.pack_nested(self.structure, arrays)
+        else:
+            result = arrays[0] if single else self.pack_tuple(arrays)
+        b.atomic_rmw("add", self.call_counter(), _I64(1), "monotonic")
+        b.ret(result)
+        self.emit_fallback()
+        return self.fn
+
+    def call_counter(self) -> ir.GlobalVariable:
+        """``@"<entry>.calls"``: calls completed by the native path (:func:`native_calls`)."""
+        counter = ir.GlobalVariable(self.module, _I64, f"{self.fn.name}.calls")
+        counter.initializer = _I64(0)
+        return counter
 
     def pack_nested(self, structure: tuple, arrays: Sequence[ir.Value]) -> ir.Value:
         """Nested tuples of the outputs: every tuple is created first (on failure all are

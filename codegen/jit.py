@@ -94,16 +94,19 @@ def parse(module: IRInput, target: Target | None = None) -> "llvm.ModuleRef":
 
 
 def optimize(module: "llvm.ModuleRef", level: int = 3,
-             target: Target | None = None) -> "llvm.ModuleRef":
+             target: Target | None = None, light_loops: bool = False) -> "llvm.ModuleRef":
     """Run the new-pass-manager ``O<level>`` pipeline, with loop vectorisation, SLP
-    vectorisation, interleaving and unrolling, tuned for the target, in place."""
+    vectorisation, interleaving and unrolling, tuned for the target, in place.
+    ``light_loops``: loops are vectorised but neither interleaved nor unrolled -- for
+    code that runs briefly (a shape-generic kernel, which a size's own kernel replaces
+    after a few calls): a third less LLVM time."""
     tm = _machine(target or targets.current())
     with _LOCK:
         pto = llvm.create_pipeline_tuning_options(speed_level=level)
         pto.loop_vectorization = level > 0
         pto.slp_vectorization = level > 0
-        pto.loop_interleaving = level > 0
-        pto.loop_unrolling = level > 0
+        pto.loop_interleaving = level > 0 and not light_loops
+        pto.loop_unrolling = level > 0 and not light_loops
         builder = llvm.create_pass_builder(tm, pto)
         builder.getModulePassManager().run(module, builder)
         return module
@@ -226,12 +229,13 @@ class CompiledModule:
     target: Target
     loaded: LoadedObject | None = None
     level: int = 3      #: the optimisation level it was built at
+    light_loops: bool = False   #: loops neither interleaved nor unrolled (:func:`optimize`)
 
     @cached_property
     def optimized_ir(self) -> str:
         """The IR text after :func:`optimize` (made again from :attr:`ir` on first access:
         printing it costs a compile time few ever look at; the pipeline is deterministic)."""
-        return optimized_text(self.ir, self.level, self.target)
+        return optimized_text(self.ir, self.level, self.target, self.light_loops)
 
     @cached_property
     def asm(self) -> str:
@@ -259,11 +263,12 @@ class CompiledModule:
         return self._loaded().cfunc(name, restype, *argtypes)
 
 
-def optimized_text(ir_text: str, level: int, target: Target | None = None) -> str:
+def optimized_text(ir_text: str, level: int, target: Target | None = None,
+                   light_loops: bool = False) -> str:
     """The IR text :func:`compile_module` makes of ``ir_text`` at ``level`` before code
     generation."""
     t = target or targets.current()
-    ref = optimize(parse(ir_text, t), level, t)
+    ref = optimize(parse(ir_text, t), level, t, light_loops)
     with _LOCK:
         return str(ref)
 
@@ -276,9 +281,11 @@ def assembly(optimized_ir: str, target: Target | None = None) -> str:
 
 
 def compile_module(module: IRInput, level: int = 3, target: Target | None = None,
-                   on_stage: Callable[[str], None] | None = None) -> CompiledModule:
-    """Verify, optimise (``O<level>``) and emit object code for ``target`` (default:
-    :func:`codegen.target.current`), and load it when this process can run it.
+                   on_stage: Callable[[str], None] | None = None,
+                   light_loops: bool = False) -> CompiledModule:
+    """Verify, optimise (``O<level>``, ``light_loops`` as :func:`optimize`) and emit
+    object code for ``target`` (default: :func:`codegen.target.current`), and load it
+    when this process can run it.
     ``on_stage(name)`` is told when "llvm-opt" and "machine-code" start.
     Declare external functions in the IR and provide them via the process or
     :func:`add_symbol` before calling this."""
@@ -287,9 +294,9 @@ def compile_module(module: IRInput, level: int = 3, target: Target | None = None
     text = str(module)
     stage("llvm-opt")
     ref = parse(module, t)
-    optimize(ref, level, t)
+    optimize(ref, level, t, light_loops)
     stage("machine-code")
     with _LOCK:
         obj = _machine(t).emit_object(ref)
     loaded = load_object(obj, t) if t.runnable else None
-    return CompiledModule(text, obj, t, loaded, level)
+    return CompiledModule(text, obj, t, loaded, level, light_loops)

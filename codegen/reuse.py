@@ -13,7 +13,12 @@ the binary).  LLVM then optimises and compiles one function per distinct layer,
 whatever the depth of the network.
 
 Comparing text, not a description of the step, makes the rule safe by construction:
-two steps share code only when the code is the same.
+two steps share code only when the code is the same.  Printing a step's IR is not free
+(a tenth of a small program's lowering), so the text is made only for steps that may
+have a twin: first a cheap *shape* -- per global of the family its name suffix, kind,
+type and block and instruction counts, equal whenever the texts are -- and only when
+a second step has the shape of an earlier one are their texts compared (the earlier
+step's IR is unchanged until then: nothing edits a built step but this class).
 """
 from __future__ import annotations
 
@@ -41,6 +46,8 @@ class Reuse:
     def __init__(self, module: ir.Module) -> None:
         self.module = module
         self.seen: dict[str, ir.Function] = {}
+        # shape -> the steps of that shape whose text is not made yet: (fn, family, prefix)
+        self.pending: dict[tuple, list[tuple[ir.Function, list, str]]] = {}
         self._metadata: dict[str, str] = {}
         self._md_nodes: dict[str, ir.values.MDValue] = {}
         self.reused = 0
@@ -61,8 +68,15 @@ class Reuse:
                                  len(self.module.globals) - before)
         family = [g for name, g in reversed(list(fresh))
                   if name == prefix or name.startswith(prefix + ".")]
-        key = hashlib.blake2b("\n".join(self._canonical(g, prefix) for g in family).encode(),
-                              digest_size=20).hexdigest()
+        shape = self._shape(family, prefix)
+        earlier = self.pending.get(shape)
+        if earlier is None:                     # no step of this shape yet: no twin
+            self.pending[shape] = [(fn, family, prefix)]
+            return fn
+        for other, other_family, other_prefix in earlier:
+            self.seen.setdefault(self._key(other_family, other_prefix), other)
+        earlier.clear()                         # (the shape stays: later ones compare)
+        key = self._key(family, prefix)
         first = self.seen.get(key)
         if first is None:
             self.seen[key] = fn
@@ -77,6 +91,24 @@ class Reuse:
         return first
 
     # ---- canonical text -----------------------------------------------------------------
+    @staticmethod
+    def _shape(family: list, prefix: str) -> tuple:
+        """What equal canonical texts have in common, cheap to get (see the module
+        docstring)."""
+        out = []
+        for g in family:
+            if isinstance(g, ir.Function):
+                item = (g.name[len(prefix):], "fn", str(g.function_type), len(g.blocks),
+                        sum(len(block.instructions) for block in g.blocks))
+            else:
+                item = (g.name[len(prefix):], type(g).__name__, str(g.value_type))
+            out.append(item)
+        return tuple(out)
+
+    def _key(self, family: list, prefix: str) -> str:
+        return hashlib.blake2b("\n".join(self._canonical(g, prefix) for g in family).encode(),
+                               digest_size=20).hexdigest()
+
     def _canonical(self, g: ir.GlobalValue, prefix: str) -> str:
         text = str(g)
         names: dict[str, str] = {}

@@ -159,6 +159,15 @@ class Target:
         (``<vscale x 2 x double>``: Arm SVE) rather than fixed-width ones."""
         return bool(self._probe["scalable"])
 
+    @property
+    def masked_tails(self) -> bool:
+        """Whether a vectorised loop's last, partial vector is cheap as masked vector
+        operations (AVX-512's mask registers, SVE's predicates) -- instead of a scalar
+        remainder loop, a second copy of the body (see :mod:`codegen.lower.fused_loop`)."""
+        if self.arch == "x86_64":
+            return self.widest_vector_bits >= 512
+        return self.scalable_vectors
+
     def loop_vector_type(self, element: str, bits_per_element: int) -> str:
         """The IR type a vectorised loop over ``element`` uses on this target, e.g.
         ``<8 x double>``, or ``<vscale x 2 x double>`` with SVE."""

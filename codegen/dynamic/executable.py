@@ -157,7 +157,10 @@ def compile_dynamic(program, dims, target=None, on_stage=None) -> DynamicExecuta
         _objects_wrapper(module, name, len(program.inputs) + len(program.outputs))
         if any(sym in module.globals for sym in runtime.BLAS_GEMM.values()):
             runtime.register_blas()
-        compiled = jit.compile_module(str(module), level=jit.OPT_LEVEL, target=t, on_stage=stage)
+        # light loops: this kernel serves a size only until its own is compiled
+        # (symgrad.compiler.dynamic), and its LLVM time is most of a new size's first call
+        compiled = jit.compile_module(str(module), level=jit.OPT_LEVEL, target=t, on_stage=stage,
+                                      light_loops=True)
         t.check_runnable()
         return DynamicExecutable(compiled, name, program, dims, dm.order)
 

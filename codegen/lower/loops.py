@@ -10,7 +10,8 @@
 
 ``hints`` tag the latch with ``llvm.loop.<name>`` values (``{"unroll.count": 1}``: a
 short constant-trip loop stays a loop, so the vectoriser takes it rather than the loop
-around it); ``interleave=k`` is ``llvm.loop.interleave.count`` k: the vectoriser
+around it; :data:`BOOKKEEPING`: loops next to the real work, vectorised but neither
+interleaved nor unrolled); ``interleave=k`` is ``llvm.loop.interleave.count`` k: the vectoriser
 then runs k independent vector iterations side by side.  Loops whose body is one long
 dependency chain (vector exp/log/tanh polynomials, divisions) are latency-bound
 otherwise -- the out-of-order window holds barely more than one iteration of such a
@@ -31,7 +32,13 @@ import llvmlite.ir as ir
 
 from ..types import I64
 
-__all__ = ["Loop", "LoopNest", "as_i64", "strided_offset", "loop_id"]
+__all__ = ["Loop", "LoopNest", "as_i64", "strided_offset", "loop_id", "BOOKKEEPING"]
+
+# Hints of bookkeeping loops -- filling and merging accumulators, finishing reductions --
+# which run over small buffers next to the real work: vectorised, but neither
+# interleaved nor unrolled.  LLVM's own choice multiplied each into hundreds of
+# instructions (an attention gradient's chunk merges were a sixth of its LLVM time).
+BOOKKEEPING: dict[str, int | bool | None] = {"interleave.count": 1, "unroll.disable": None}
 
 
 def as_i64(v: ir.Value | int) -> ir.Value:
@@ -51,9 +58,12 @@ class _LoopID(ir.values.MDValue):
         return self is not other
 
 
-def loop_id(module: ir.Module, hints: dict[str, int]) -> ir.values.MDValue:
-    """``!N = !{!N, !{!"llvm.loop.<hint>", i32 v}, ...}`` for a loop's latch branch."""
-    ops = [module.add_metadata([ir.MetaDataString(module, f"llvm.loop.{k}"), ir.IntType(32)(v)])
+def loop_id(module: ir.Module, hints: dict[str, int | bool | None]) -> ir.values.MDValue:
+    """``!N = !{!N, !{!"llvm.loop.<hint>", i32 v}, ...}`` for a loop's latch branch
+    (a bool value is an ``i1``, as ``vectorize.predicate.enable`` takes; None: a hint
+    without a value, as ``unroll.disable``)."""
+    ops = [module.add_metadata([ir.MetaDataString(module, f"llvm.loop.{k}")] + (
+               [] if v is None else [ir.IntType(1 if isinstance(v, bool) else 32)(v)]))
            for k, v in hints.items()]
     md = _LoopID(module, [], name=str(len(module.metadata)))
     md.operands = (md, *ops)
@@ -65,7 +75,7 @@ class Loop:
 
     def __init__(self, b: ir.IRBuilder, start: ir.Value | int, stop: ir.Value | int, name: str,
                  carried: Sequence[ir.Value] = (), interleave: int = 0,
-                 hints: dict[str, int] | None = None) -> None:
+                 hints: dict[str, int | bool | None] | None = None) -> None:
         self.b = b
         self.hints = dict(hints or {})
         if interleave > 1:

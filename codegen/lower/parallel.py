@@ -61,7 +61,7 @@ from ..worker import PAUSES, pause
 from . import reduce as R
 from .context import StepContext
 from .fused_loop import FusedLoop
-from .loops import Loop
+from .loops import BOOKKEEPING, Loop
 
 __all__ = ["threads", "wants_threads", "emit_parallel", "emit_parallel_rows", "trampoline",
            "row_chunks", "KSplit", "PARALLEL_MIN_WORK", "WAKE_MIN_WORK", "CHUNKS"]
@@ -74,6 +74,11 @@ PRIVATE_COST = 8                # work units per accumulator byte (fill + merge)
 BLOCK_ALIGN = 64                # bytes: the control block's alignment (a cache line)
 # control block slots (8 bytes each); the layout is shared with runtime.thread_trampoline
 _STATE, _NEXT, _DONE, _REFS, _FN, _PTRS = 0, 1, 2, 3, 4, 5
+# The loop nest of a split step (``.range``, ``.kpart``, ``.kmerge``) stays one function
+# that the chunks and the serial path (taken only when the control block cannot be
+# allocated) call: inlined into both, LLVM compiled every nest twice (an attention
+# gradient: 9% of its LLVM time); a call per chunk of microseconds costs nothing.
+RANGES_OUT_OF_LINE = True
 _IDLE, _STARTED, _CANCELLED = 0, 1, 2
 
 
@@ -255,6 +260,8 @@ def _emit_chunked(module, fn, storages, plan, consts, extent, nchunks, *, emit_r
 
     def function(name, extra, emit, ints=2):
         f = _internal(module, name, ir.FunctionType(ir.VoidType(), [T.PTR] * (n + extra) + [T.I64] * ints))
+        if RANGES_OUT_OF_LINE:
+            f.attributes.add("noinline")
         for k, arg in enumerate(f.args[:n + extra]):
             arg.name = storages[k].name if k < n else "partial"
             arg.add_attribute("noalias")
@@ -325,7 +332,7 @@ def _run_two(b, ctx, loop, storages, private, ctrl, area, acc_bytes, nchunks, ch
         b.store(T.I64(value), _slot(b, ctrl, k))
     offsets = dict(private)
     if private and loop is not None:               # every chunk's accumulators start at identity
-        each = Loop(b, 0, nchunks, "pinit")
+        each = Loop(b, 0, nchunks, "pinit", hints=BOOKKEEPING)
         block = b.gep(ctrl, [b.add(T.I64(area), b.mul(each.index, T.I64(acc_bytes)))], source_etype=T.I8)
         for k, off in private:
             _fill_identity(b, loop, storages[k], b.gep(block, [T.I64(off)], source_etype=T.I8))
@@ -344,7 +351,7 @@ def _run_two(b, ctx, loop, storages, private, ctrl, area, acc_bytes, nchunks, ch
     with b.if_then(helper_ran):
         _wait_done(b, ctrl)
     if private and loop is not None:               # merge chunk accumulators in chunk order
-        each = Loop(b, 0, nchunks, "merge.chunk")
+        each = Loop(b, 0, nchunks, "merge.chunk", hints=BOOKKEEPING)
         block = b.gep(ctrl, [b.add(T.I64(area), b.mul(each.index, T.I64(acc_bytes)))], source_etype=T.I8)
         for it in loop.accumulated:
             _merge(b, ctx, loop, it, storages, offsets, block)
@@ -383,7 +390,7 @@ def _wait_count(b: ir.IRBuilder, ctrl: ir.Value, slot: int, count: int, name: st
 def _fill_identity(b, loop: FusedLoop, st: Storage, ptr) -> None:
     item = next((it for it in loop.accumulated if loop._acc_storage(it) is st), None)
     value = R.identity(item.node) if item is not None else 0
-    fill = Loop(b, 0, st.size, "pinit")
+    fill = Loop(b, 0, st.size, "pinit", hints=BOOKKEEPING)
     T.store(b, T.constant(st.dtype, value),
             b.gep(ptr, [fill.index], source_etype=T.storage_type(st.dtype)), st.dtype)
     fill.close()
@@ -394,7 +401,7 @@ def _merge(b, ctx, loop: FusedLoop, item, storages, offsets, block) -> None:
     acc, comp, r = loop._acc_storage(item), item.scratch.get("comp"), item.node
     index = {id(st): k for k, st in enumerate(storages)}
     theirs_base = b.gep(block, [T.I64(offsets[index[id(acc)]])], source_etype=T.I8)
-    merge = Loop(b, 0, acc.size, "merge")
+    merge = Loop(b, 0, acc.size, "merge", hints=BOOKKEEPING)
     i = merge.index
     mine = ctx.elem(acc, i)
     theirs = b.gep(theirs_base, [i], source_etype=T.storage_type(acc.dtype))

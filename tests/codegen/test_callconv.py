@@ -326,10 +326,42 @@ def test_builtin_function_metadata(lib: Library) -> None:
     assert isinstance(f.__self__, bd.CompiledEntry) and f.__self__.args == tuple(M23)
 
 
+def _entry_text(fn: ir.Function) -> str:
+    """An entry's IR with the core it calls (the checks, the outputs, the kernel call)."""
+    core = re.search(r'call i32 @"([^"]+\.entry\.core\w+)"', str(fn)).group(1)
+    return str(fn) + str(fn.module.get_global(core))
+
+
 def test_gil_released_only_above_threshold(lib: Library) -> None:
-    text = {name: str(fn) for name, fn in lib.entries.items()}
+    text = {name: _entry_text(fn) for name, fn in lib.entries.items()}
     assert "PyEval_SaveThread" in text["big"] and "PyEval_SaveThread" in text["spin_free"]
     assert "PyEval_SaveThread" not in text["mul_add"] and "PyEval_SaveThread" not in text["spin_held"]
+
+
+def test_entries_of_one_kernel_share_their_core() -> None:
+    """A flat and a structured entry of one kernel and signature call one core; another
+    GIL threshold (other code) gets its own; each entry returns its own nesting."""
+    module = ir.Module("shared_core")
+    kernel = two_out_kernel(module, "k_pair", 4)
+    args, outs, _ = SIGNATURES["two_out"]
+    flat = cc.build_entry(module, kernel, "pair", args, outs, tuple_result=True)
+    nested = cc.build_entry(module, kernel, "pair.nested", args, outs, structure=((1,), 0))
+    held = cc.build_entry(module, kernel, "pair.held", args, outs, gil_release_threshold=0)
+    cores = [fn.name for fn in module.functions if ".entry.core" in fn.name]
+    assert len(cores) == 2
+    assert _entry_text(flat).count("define") == 2 and cores[0] in str(nested)
+    assert cores[1] in str(held) and "PyEval_SaveThread" in _entry_text(held)
+    handle = _compile(module)
+    x, y = np.arange(4.0).reshape(2, 2), np.full((2, 2), 0.5)
+    a, b = bd.make_callable(handle, "pair", args, outs, None)(x, y)
+    np.testing.assert_array_equal(a, x * y + 1)
+    np.testing.assert_array_equal(b, x - y)
+    ((b2,), a2) = bd.make_callable(handle, "pair.nested", args, outs, None)(x, y)
+    a3, b3 = bd.make_callable(handle, "pair.held", args, outs, None)(x, y)
+    for got in (a2, a3):
+        np.testing.assert_array_equal(got, a)
+    for got in (b2, b3):
+        np.testing.assert_array_equal(got, b)
 
 
 # ------------------------------------------------------------------ bad arguments

@@ -119,6 +119,34 @@ def test_canonical_text_ignores_names_only():
     assert not re.search(r"@\"?m\.b", str(module))
 
 
+def test_text_is_made_only_for_steps_of_one_shape():
+    """Steps of different shapes (instruction counts, types) are never printed; two of
+    one shape are, and share when their texts agree."""
+    import llvmlite.ir as ir
+
+    from codegen.reuse import Reuse
+
+    module = ir.Module()
+    reuse = Reuse(module)
+    printed = []
+    canonical = reuse._canonical
+    reuse._canonical = lambda g, prefix: printed.append(g.name) or canonical(g, prefix)
+
+    def step(name, adds):
+        mark = reuse.mark()
+        fn = ir.Function(module, ir.FunctionType(ir.DoubleType(), [ir.DoubleType()]), f"m.{name}")
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        v = fn.args[0]
+        for _ in range(adds):
+            v = b.fadd(v, ir.Constant(ir.DoubleType(), 1.0))
+        b.ret(v)
+        return reuse.dedup(fn, mark)
+    first, second = step("a", 1), step("b", 2)
+    assert printed == [] and first is not second
+    assert step("c", 2) is second and printed == ["m.b", "m.c"]
+    assert step("d", 3).name == "m.d" and printed == ["m.b", "m.c"]
+
+
 def _stacked_mlp(x, Ws):
     for i in range(Ws.shape[0]):
         x = sg.tanh(x @ Ws[i])

@@ -53,6 +53,8 @@ def test_mlp_gradient_at_many_batch_sizes_compiles_twice(dtype):
     info = f.cache_info()
     assert info.misses == 2, f.last_miss_reason      # the first size, then the generic kernel
     assert "is now a dynamic size" in f.last_miss_reason
+    generic = next(e for e in f._cache.values() if e.dynamic is not None).exe
+    assert generic._compiled.light_loops              # (it serves a size only briefly)
     again = f(params, x, y)                          # a size seen before: still a hit
     _check(again, _torch_mlp(params, x, y), dtype)
     assert f.cache_info().misses == 2
