@@ -52,7 +52,7 @@ from symgrad.version import __version__
 from symgrad.graph.node import structural_key, toposort
 from symgrad.graph.primitives import PRIMITIVES, fingerprint
 
-from . import target
+from . import gemm_choice, target
 
 __all__ = ["cache_key", "transient_key", "enabled", "derived_key", "environment", "source_digest", "encode", "decode",
            "load", "store", "evict", "cache_path", "read_entry", "write_entry", "MAGIC", "MAX_BYTES"]
@@ -88,7 +88,7 @@ def environment(t: "target.Target | None" = None) -> str:
     package it builds on (symgrad.graph: programs, dtypes, the order of divisions)."""
     import numpy
     return "\n".join([(t or target.current()).fingerprint(), f"threads={target.threads()}",
-                      f"sanitize={settings.sanitize}",
+                      f"sanitize={settings.sanitize}", f"gemm={gemm_choice.mode()}",
                       f"python={sys.implementation.cache_tag}{sys.abiflags}",
                       f"numpy={numpy.__version__}", f"symgrad={__version__}",
                       f"codegen={source_digest(str(Path(__file__).parent))}",
@@ -105,25 +105,29 @@ def derived_key(kind: str, parts: list[str], t: "target.Target | None" = None) -
     return hashlib.blake2b(text.encode(), digest_size=24).hexdigest()
 
 
-def _definitions(nodes) -> str:
-    """The formulas of the elementwise primitives under ``nodes``: a node names its
+def _definitions(ops: set[str]) -> str:
+    """The formulas of the elementwise primitives among ``ops``: a node names its
     primitive, and another process may register another formula under that name."""
-    prims = [PRIMITIVES.get(op) for op in sorted({n.op for n in toposort(nodes)})]
+    prims = [PRIMITIVES.get(op) for op in sorted(ops)]
     return repr([fingerprint(p, formula=True) for p in prims
                  if p is not None and p.kind == "elementwise"])
 
 
 def cache_key(program) -> str:
     """Hex digest identifying the native code of ``program`` on this host."""
+    nodes = toposort(list(program.outputs))
+    ops = {n.op for n in nodes}
     parts = [
         structural_key(list(program.outputs) + list(program.inputs)),
-        _definitions(list(program.outputs)),
+        _definitions(ops),
         repr([(str(n), i.shape, i.dtype.name) for n, i in zip(program.input_names, program.inputs)]),
         repr([(str(n), o.shape, o.dtype.name) for n, o in zip(program.output_names, program.outputs)]),
         repr(getattr(program, "native_structure", lambda: None)()),   # shape of the entry's result
     ]
     if getattr(program, "donated", ()):            # outputs written into their inputs
         parts.append(repr(tuple(program.donated)))
+    if any(n.op == "matmul" and gemm_choice.concerns(n) for n in nodes):
+        parts.append(gemm_choice.describe())       # which GEMM its products run on
     return derived_key("program", parts)
 
 

@@ -14,6 +14,9 @@
   changes between calls then compiles per size; see :mod:`symgrad.compiler.dynamic`).
 * ``SYMGRAD_MALLOC_TUNING`` — ``0`` leaves glibc's malloc settings alone (default: large
   arrays are reused from the heap, see :mod:`symgrad.memory`).
+* ``SYMGRAD_GEMM`` — which GEMM large float products run: ``auto`` (default: the faster on
+  this machine by a short calibration, see ``codegen.gemm_choice``), ``ir`` (symgrad's own
+  kernels) or ``blas`` (scipy's BLAS).
 * ``SYMGRAD_BACKEND`` — default backend of ``symgrad.compile`` (``llvm`` or ``numpy``).
 * ``SYMGRAD_TARGET_TRIPLE``, ``SYMGRAD_TARGET_CPU``, ``SYMGRAD_TARGET_FEATURES``,
   ``SYMGRAD_TARGET_VECTOR_BITS`` — the machine compiled code is built for (default: this
@@ -57,6 +60,7 @@ class Settings:
     disk_cache: bool = True
     support_cache: bool = True
     backend: str = "llvm"
+    gemm: str = "auto"
     cache_size: int = 64
     sanitize: bool = False
     dynamic_shapes: bool = True
@@ -78,6 +82,7 @@ class Settings:
             support_cache=env.get("SYMGRAD_SUPPORT_CACHE", "1") not in ("0", "false", "no"),
             malloc_tuning=env.get("SYMGRAD_MALLOC_TUNING", "1") not in ("0", "false", "no"),
             backend=env.get("SYMGRAD_BACKEND", "llvm"),
+            gemm=env.get("SYMGRAD_GEMM", "auto").strip().lower() or "auto",
             sanitize=env.get("SYMGRAD_SANITIZE", "0") not in ("0", "", "false", "no"),
             dynamic_shapes=env.get("SYMGRAD_DYNAMIC_SHAPES", "1") not in ("0", "false", "no"),
             target_triple=env.get("SYMGRAD_TARGET_TRIPLE", ""),

@@ -2,6 +2,9 @@
 
 Each batch element is one ``C[m, n] = A[m, k] @ B[k, n]`` on strided views:
 
+* products large enough for BLAS go to the IR GEMMs below only when they are not slower
+  there on the target (:mod:`codegen.gemm_choice`: measured per target, or forced by
+  ``SYMGRAD_GEMM``); else to BLAS;
 * the packed IR GEMM (:mod:`.gemm_packed`: B copied into panels, A^T into tiles,
   GotoBLAS's blocking) when the product is large enough for BLAS (below), has at least
   ``gemm_packed.MIN_ROWS`` rows and an operand streamed from many pages (B's rows or
@@ -46,6 +49,8 @@ import llvmlite.ir as ir
 
 from symgrad.graph.node import Node
 
+from .. import gemm_choice
+from ..gemm_choice import MIN_DIM as BLAS_MIN_DIM, MIN_WORK as BLAS_MIN_WORK
 from .. import layout as L
 from .. import types as T
 from ..plan import Plan, Storage
@@ -60,8 +65,6 @@ from .parallel import row_chunks
 
 __all__ = ["storages", "emit", "BLAS_MIN_WORK", "Operand", "operands"]
 
-BLAS_MIN_WORK = 1 << 15
-BLAS_MIN_DIM = 8      # skinny products (matrix-vector) are far slower in OpenBLAS's gemm
 PARALLEL_GEMM_WORK = 1 << 16   # larger products are split by rows when the helper spins
 WAKE_GEMM_WORK = 1 << 21       # ... and wake (or start) a sleeping helper from this much on
 ROW_BLOCK = 32                 # a split product has at least two blocks of this many rows
@@ -145,12 +148,15 @@ def _kernel_kind(node: Node, A: Operand, B: Operand, C: Operand) -> str | None:
     """Products big enough for BLAS that an IR GEMM takes run there instead: ``"packed"``
     (:mod:`.gemm_packed`: large products whose operands stream from many pages), else
     the unpacked tiles' kind (:func:`.gemm_kernel.kind`: contiguous rows of C and of B,
-    or of A with B's columns; no packing, cheap row chunks), else None (BLAS)."""
+    or of A with B's columns; no packing, cheap row chunks), else None (BLAS) -- also
+    when BLAS measured faster on the target (:mod:`codegen.gemm_choice`)."""
     if not _use_blas(node, A, B):
         return None
-    if gemm_packed.applies(node.dtype, A, B, C):
-        return "packed"
-    return gemm_kernel.kind(node.dtype, A, B, C)
+    how = "packed" if gemm_packed.applies(node.dtype, A, B, C) else \
+        gemm_kernel.kind(node.dtype, A, B, C)
+    if how and gemm_choice.prefers_blas(node.dtype.name, A.rows * A.cols * B.cols):
+        return None
+    return how
 
 
 def emit(ctx: StepContext, node: Node, step_id: int) -> None:

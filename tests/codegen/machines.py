@@ -8,6 +8,9 @@ comes from the target under test (``codegen.target.current()`` inside the test).
 * ``machine`` -- parametrised over the targets this host can *run*: the baseline x86-64
   (SSE2, no FMA), x86-64-v3 (AVX2 + FMA) and the host itself (on other architectures:
   the host).  Tests that run generated code use it, so every CI host runs all three.
+* ``ir_gemm`` -- large products on symgrad's IR GEMMs whatever the host's calibration
+  prefers (:mod:`codegen.gemm_choice`), for tests of those kernels; a child process
+  gets the same from ``SYMGRAD_GEMM=ir`` (:data:`IR_GEMM_ENV`).
 * ``foreign_machine`` -- targets this host cannot run (AMD Zen 4, Intel Ice Lake and
   Sapphire Rapids servers, Arm Neoverse N1 with NEON and V1 with SVE, and any of these
   that happens to be the host is still included): IR and assembly are generated and
@@ -17,10 +20,11 @@ from __future__ import annotations
 
 import pytest
 
-from codegen import target
+from codegen import gemm_choice, target
 
 X86 = "x86_64-unknown-linux-gnu"
 ARM = "aarch64-unknown-linux-gnu"
+IR_GEMM_ENV = {"SYMGRAD_GEMM": "ir"}
 RUNNABLE_SPECS = ("x86-64", "x86-64-v3", "host") if target.host().arch == "x86_64" else ("host",)
 FOREIGN_SPECS = (f"{X86}:znver4", f"{X86}:icelake-server", f"{X86}:sapphirerapids",
                  f"{ARM}:neoverse-n1", f"{ARM}:neoverse-v1")
@@ -62,3 +66,10 @@ def foreign_machine(request) -> target.Target:
     """Generate (not run) code for another machine."""
     with target.use(target.make(request.param)) as t:
         yield t
+
+
+@pytest.fixture
+def ir_gemm() -> None:
+    """Products compiled in the test run on the IR GEMMs, not BLAS."""
+    with gemm_choice.forced("ir"):
+        yield

@@ -22,7 +22,9 @@ import symgrad
 from codegen.lower import gemm_dot, gemm_kernel, gemm_packed
 from symgrad.graph.dtypes import float32, float64
 
-from machines import foreign_machine, machine, target_env  # noqa: E402,F401  (fixtures)
+from machines import IR_GEMM_ENV, foreign_machine, ir_gemm, machine, target_env  # noqa: E402,F401  (fixtures)
+
+pytestmark = pytest.mark.usefixtures("ir_gemm")    # these kernels, whatever the host prefers
 
 # a K-term float32 sum rounds like sqrt(K) ulps of its terms
 TOL = {np.float64: dict(rtol=1e-12, atol=1e-12), np.float32: dict(rtol=3e-5, atol=3e-5)}
@@ -164,7 +166,8 @@ def test_one_thread_and_two_give_the_same_bits(tmp_path):
     outs = []
     for threads in ("1", "2"):
         path = tmp_path / f"out{threads}.npy"
-        subprocess.run([sys.executable, "-c", code, threads, str(path)], check=True, timeout=300)
+        subprocess.run([sys.executable, "-c", code, threads, str(path)], check=True, timeout=300,
+                       env={**os.environ, **IR_GEMM_ENV})
         outs.append(np.load(path))
     rng = np.random.default_rng(3)
     x, w = rng.standard_normal((784, 64)), rng.standard_normal((64, 250))
@@ -226,7 +229,7 @@ def test_reads_stop_at_the_end_of_each_operand(machine):
     (AVX-512 masks, AVX2 masked moves, SSE's scalarised tails) and the clamped rows past
     the range never touch it (a fault would kill the child)."""
     out = subprocess.run([sys.executable, "-c", GUARD], capture_output=True, text=True,
-                         timeout=300, env={**os.environ, **target_env(machine)})
+                         timeout=300, env={**os.environ, **target_env(machine), **IR_GEMM_ENV})
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "ok"
 
@@ -267,7 +270,7 @@ def test_packing_without_memory_falls_back_to_blas():
     """When the packing buffers cannot be allocated the product runs on BLAS: the right
     answer, no crash (in a subprocess whose malloc for generated code always fails)."""
     out = subprocess.run([sys.executable, "-c", MALLOC_FAILS], capture_output=True, text=True,
-                         timeout=300)
+                         timeout=300, env={**os.environ, **IR_GEMM_ENV})
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "ok"
 

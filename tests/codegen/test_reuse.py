@@ -8,6 +8,8 @@ import torch
 
 import symgrad as sg
 
+from machines import ir_gemm  # noqa: F401  (fixture)
+
 
 def _defined(text: str) -> list[str]:
     return [line for line in text.splitlines() if line.startswith("define")]
@@ -151,6 +153,7 @@ def _mixed_mlp(x, *Ws):
     return x.sum()
 
 
+@pytest.mark.usefixtures("ir_gemm")
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_products_of_different_steps_share_their_micro_kernels(dtype):
     # Each layer's step differs (its own activation and scale), so no step function is

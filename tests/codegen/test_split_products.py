@@ -24,6 +24,10 @@ import symgrad
 from codegen import runtime
 from codegen.lower import matmul, parallel
 
+from machines import ir_gemm  # noqa: F401  (fixture)
+
+pytestmark = pytest.mark.usefixtures("ir_gemm")    # the IR GEMMs' splits, whatever the host prefers
+
 # products with K up to ~800 against a float64 reference: the rounding of a K-term sum
 # grows like sqrt(K) ulps (float32 eps 1.2e-7 -> ~2e-4 on O(1) sums of many terms)
 TOL = {np.float64: dict(rtol=1e-10, atol=1e-10), np.float32: dict(rtol=2e-4, atol=2e-4)}
