@@ -212,15 +212,19 @@ def _worker(system: str, program: str, n: int) -> None:
 
 
 # ---- the parent: fresh processes, table, slopes, plot ---------------------------------------
+def _child_env() -> dict:
+    """The environment of a child process: this checkout first on ``PYTHONPATH``."""
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(Path(__file__).resolve().parent.parent)] + os.environ.get("PYTHONPATH", "").split(os.pathsep)))
+
+
 def _cell(system: str, program: str, n, timeout: float) -> dict:
     """One fresh process; ``n``: the size (for ``dynamic``: the sequence of batch sizes)."""
     size = ",".join(map(str, n)) if isinstance(n, (tuple, list)) else str(n)
     cmd = [sys.executable, "-m", "bench.compile", "--worker", system, program, size]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(Path(__file__).resolve().parent.parent)] + os.environ.get("PYTHONPATH", "").split(os.pathsep)))
     t0 = time.perf_counter()
     try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=_child_env())
     except subprocess.TimeoutExpired:
         return {"error": f"timeout > {timeout:.0f} s"}
     if r.returncode != 0:
@@ -282,6 +286,9 @@ def run(programs, systems, sizes, timeout: float, json_path: Path | None,
             print(f"skip {s}: not importable ({why})")
         else:
             live.append(s)
+    if "symgrad" in live:     # the machine's one-time calibration, before any cell
+        subprocess.run([sys.executable, "-c", "from bench.startup import calibrate_machine; "
+                        "calibrate_machine()"], check=False, env=_child_env())
     results: dict = {"systems": live, "programs": {}}
     for program in programs:
         if program == "dynamic":

@@ -54,6 +54,18 @@ def compile_bytecode() -> None:
         compileall.compile_dir(os.path.join(ROOT, pkg), quiet=1)
 
 
+def calibrate_machine() -> None:
+    """symgrad's one-time measurement of this machine (which GEMM its products run on,
+    :mod:`codegen.gemm_choice`), done now into the support cache as a user's first large
+    product does once per machine: it belongs to the machine, not to the first call of
+    the program that happens to need it first."""
+    try:
+        from codegen import gemm_choice, target
+    except ImportError:           # a symgrad without it: nothing to measure
+        return
+    gemm_choice.figures(target.default())
+
+
 def _child(code: str, env: dict[str, str]) -> dict:
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                          text=True, check=True, cwd=ROOT)

@@ -16,7 +16,8 @@ constant: it comes from figures measured for the target code is built for.
   thread's CPU time: time other processes take from it does not count), measured on
   first need (~2 s) and kept in the support cache (``<cache dir>/support/gemm-<key>.json``,
   keyed as a support object is: the target's fingerprint and the code generator's
-  source), so a machine measures once per version of the code.  A target this process
+  source), so a machine measures once per version of the code (with the support cache
+  off, ``SYMGRAD_SUPPORT_CACHE=0``, once per process).  A target this process
   cannot run has no figures: its code uses the IR kernels (nothing to measure);
 * :func:`prefers_blas` -- the decision for one product: the figures of the size nearest
   to it (by work, ``m*n*k``), BLAS only when it was faster by more than :data:`MARGIN`

@@ -76,6 +76,9 @@ class SymgradCompiled(System):
         if sg is not None:
             _fresh_disk_cache(sg)
             _bytecode()
+            if self.backend == "llvm":
+                from bench.startup import calibrate_machine
+                calibrate_machine()
         return (sg is not None), why
 
     def build(self, workload: Workload) -> Call:

@@ -91,13 +91,24 @@ def combine(b: ir.IRBuilder, op: str, dt: DType, acc: ir.Value, x: ir.Value,
             return b.fadd(acc, x, flags=flags)
         if op == "prod":
             return b.fmul(acc, x, flags=flags)
-        return _intrinsic(b, "maximum" if op == "amax" else "minimum", acc, x)
+        return _intrinsic(b, "maximum" if op == "amax" else "minimum", acc, _frozen(b, x))
     if op in ("sum", "mean"):
         return b.add(acc, x)
     if op == "prod":
         return b.mul(acc, x)
     pick = b.icmp_signed(">" if op == "amax" else "<", x, acc)
     return b.select(pick, x, acc)
+
+
+def _frozen(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """``freeze x``: ``x`` itself (it is never poison), but opaque to LLVM's instcombine,
+    which otherwise turns ``max(acc, select(m, -inf, x))`` (a masked_fill before a max:
+    causal attention's softmax) into ``select(m, acc, max(acc, x))`` -- a conditional
+    recurrence the loop vectoriser does not take (one element per FMA-latency chain,
+    16x slower than the vectorised ``llvm.maximum`` reduction)."""
+    instr = ir.instructions.Instruction(b.block, x.type, "freeze", [x])
+    b._insert(instr)
+    return instr
 
 
 def neumaier(b: ir.IRBuilder, s: ir.Value, c: ir.Value, x: ir.Value) -> tuple[ir.Value, ir.Value]:

@@ -346,6 +346,37 @@ def test_large_elementwise_function_uses_the_targets_vectors(dtype, bits, machin
     assert not _libm_calls(opt), _libm_calls(opt)[:5]
 
 
+@pytest.mark.parametrize("dtype, bits", [("float64", 64), ("float32", 32)])
+def test_masked_row_max_is_vectorised_and_exact(dtype, bits, machine):
+    """``masked_fill(-inf)`` then ``amax`` over rows (causal attention's softmax): the
+    max reduction runs on the target's vectors (from 256-bit vectors on; narrower
+    targets are left to LLVM's cost model) and equals torch's, bit for bit: NaN
+    propagates, +0 beats -0, a fully masked row is -inf."""
+    elem = "double" if bits == 64 else "float"
+    rng = np.random.default_rng(3)
+    s = rng.standard_normal((4, 128, 128)).astype(dtype)
+    s[0, 5, 77] = np.nan
+    s[1, 9, :] = -0.0
+    s[1, 9, 100] = 0.0
+    s[2, 3, :] = -np.abs(s[2, 3, :])
+    mask = np.triu(np.ones((128, 128), bool), 1)
+    mask[7, :] = True
+    f = symgrad.compile(lambda s, m: (s * 0.125).masked_fill(m, float("-inf"))
+                        .amax(dim=-1, keepdim=True), backend="llvm")
+    got = f(s, mask)
+    want = (torch.from_numpy(s) * 0.125).masked_fill(torch.from_numpy(mask), float("-inf")) \
+        .amax(dim=-1, keepdim=True).numpy()
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+    if machine.vector_bits >= 256:      # every function that reduces does so on vectors
+        opt = f.lower(s, mask).compile().as_text("llvm-opt")
+        vector = f"call <{machine.lanes(bits)} x {elem}> @llvm.maximum.v{machine.lanes(bits)}f{bits}("
+        reducing = [fn for fn in opt.split("\ndefine ")[1:]
+                    if f"call {elem} @llvm.maximum.f{bits}(" in fn]
+        assert reducing and all(vector in fn for fn in reducing)
+
+
 def test_programs_for_other_machines_are_inspected_not_run(foreign_machine):
     """compile(target=...) for a machine this host cannot run: every text stage is
     there, for that machine; a call is a clear error, not a SIGILL."""
