@@ -102,6 +102,9 @@ def _extremum(kind, x, dim, keepdim, other):
             return named(f"{kind.capitalize()}Backward1", lambda v: bind(
                 P["mean"], bind(P["take"], lax.reshape(v, (v.numel(),)), pos, axis=0),
                 axes=(0,), keepdim=False), x)
+        if x._data is None and x.dtype.is_floating_point:    # (traced: NaN known per call)
+            return named(f"{kind.capitalize()}Backward1",
+                         lambda v: _nan_shared_extremum(prim, kind, v), x)
         return bind(prim, x, axes=tuple(range(x.dim())), keepdim=False,
                     grad_name=f"{kind.capitalize()}Backward1")
     axis = wrap_dim(dim, x.dim())
@@ -121,6 +124,20 @@ def _extremum(kind, x, dim, keepdim, other):
                    kernel=None if idx._data is None else gather_kernel(idx._data, axis, shape),
                    keeps=(indices,))
     return getattr(return_types, kind)(values, indices)
+
+
+def _nan_shared_extremum(prim, kind: str, v):
+    """The full max() / min() of traced v with PyTorch's gradient when v holds NaN: the
+    result is NaN and the NaN elements share the gradient evenly, the others get 0 (amax's
+    own rule would give NaN everywhere); without NaN, amax's rule (ties share)."""
+    axes = tuple(range(v.dim()))
+    isnan = lax.unary("isnan", v)
+    clean = lax.where(isnan, float("-inf") if kind == "max" else float("inf"), v)
+    extreme = bind(prim, clean, axes=axes, keepdim=False)
+    count = lax.sum(lax.cast(isnan, v.dtype), axes)
+    nan_mean = lax.div(lax.sum(lax.where(isnan, v, 0.0), axes),
+                       bind(P["maximum"], count, lax.full((), 1, v.dtype)))
+    return lax.where(lax.apply("gt", count, 0.0), nan_mean, extreme)
 
 
 @overload
@@ -170,8 +187,9 @@ def _check_nonempty(name, x, dims, axes):
 
 def amax(x: Tensor, dim: Dims = (), keepdim: bool = False) -> Tensor:
     x = to_tensor(x)
-    axes = dims_arg(None if dim == () else dim, x.dim())
-    dims = () if dim == () else tuple(dim) if isinstance(dim, (tuple, list)) else (dim,)
+    every = isinstance(dim, tuple) and not dim       # (a numpy int is not compared to ())
+    axes = dims_arg(None if every else dim, x.dim())
+    dims = () if every else tuple(dim) if isinstance(dim, (tuple, list)) else (dim,)
     _check_nonempty("amax", x, dims, axes if dims else ())
     return bind(P["amax"], x, axes=axes, keepdim=bool(keepdim))
 
@@ -201,8 +219,9 @@ def any(x: Tensor, dim: Dims | None = None, keepdim: bool = False) -> Tensor:   
 
 def amin(x: Tensor, dim: Dims = (), keepdim: bool = False) -> Tensor:
     x = to_tensor(x)
-    axes = dims_arg(None if dim == () else dim, x.dim())
-    dims = () if dim == () else tuple(dim) if isinstance(dim, (tuple, list)) else (dim,)
+    every = isinstance(dim, tuple) and not dim       # (a numpy int is not compared to ())
+    axes = dims_arg(None if every else dim, x.dim())
+    dims = () if every else tuple(dim) if isinstance(dim, (tuple, list)) else (dim,)
     _check_nonempty("amin", x, dims, axes if dims else ())
     return bind(P["amin"], x, axes=axes, keepdim=bool(keepdim))
 
@@ -259,14 +278,32 @@ def norm(x: Tensor, p: float | str | None = "fro", dim: Dims | None = None, keep
          dtype: DTypeLike | None = None) -> Tensor:
     """Vector p-norm (p = 2 / 'fro' by default, 1, inf, -inf, or any p > 0)."""
     x = to_tensor(x)
-    if dtype is not None:
-        x = lax.cast(x, dtypes.as_dtype(dtype))
+    if isinstance(p, Tensor):       # (traced: the error naming static_argnums)
+        p = float(p)
     if not x.dtype.is_floating_point:
         raise RuntimeError(f"linalg.vector_norm: Expected a floating point or complex tensor "
                            f"as input. Got {x.dtype.c_name.capitalize()}")
+    if dtype is not None:
+        want = dtypes.as_dtype(dtype)
+        if not want.is_floating_point:
+            raise RuntimeError(f"linalg.vector_norm: dtype should be floating point or "
+                               f"complex, but got {want.c_name.capitalize()}")
+        if dtypes._promote_two(x.dtype, want) is not want:
+            raise RuntimeError(f"linalg.vector_norm: the dtype of the input "
+                               f"({x.dtype.c_name.capitalize()}) should be convertible without "
+                               f"narrowing to the specified dtype ({want.c_name.capitalize()})")
+        x = lax.cast(x, want)
     if p in ("fro", "nuc") and isinstance(dim, (tuple, list)) and len(dim) > 2:
         raise RuntimeError(f"linalg.matrix_norm: dim must be a 2-tuple. Got "
                            f"{' '.join(str(d) for d in dim)}")
+    if p == "nuc":          # the nuclear norm of the matrices in two dims (all: a matrix)
+        dims = tuple(range(x.dim())) if dim is None else tuple(dim) if isinstance(
+            dim, (tuple, list)) else (dim,)
+        if len(dims) != 2:
+            raise RuntimeError(f"linalg.matrix_norm: dim must be a 2-tuple. Got "
+                               f"{' '.join(str(d) for d in dims)}")
+        from .solvers import matrix_norm      # (solvers builds on this module)
+        return matrix_norm(x, "nuc", dims, keepdim)
     axes = dims_arg(dim, x.dim())
     if p == "fro" or p is None:
         p = 2

@@ -41,8 +41,7 @@ def _prepare(name, x, dim, unbiased, correction, keepdim):
     if isinstance(dim, bool):                    # var(x, unbiased) in the positional form
         unbiased, dim = dim, None
     if not x.dtype.is_floating_point:
-        raise RuntimeError(f"{name}(): input dtype should be either floating point or complex. "
-                           f"Got {x.dtype.c_name.capitalize()} instead.")
+        raise RuntimeError("std and var only support floating point and complex dtypes")
     axes = dims_arg(dim, x.dim()) if dim is not None else tuple(range(x.dim()))
     return x, axes, _correction(unbiased, correction), bool(keepdim)
 
@@ -57,13 +56,20 @@ def var(input: Tensor, dim: int | tuple[int, ...] | list[int] | None = None,
     return named("VarBackward0", lambda v: _var_prims(v, axes, keepdim, corr), x, saves=(0,))
 
 
+def _masked_sqrt(v):
+    """sqrt(v) with a zero derivative where v == 0 (no NaN from the untaken branch)."""
+    zero = lax.eq(v, 0.0)
+    return lax.where(zero, 0.0, lax.unary("sqrt", lax.where(zero, 1.0, v)))
+
+
 def std(input: Tensor, dim: int | tuple[int, ...] | list[int] | None = None,
         unbiased: bool | None = None, keepdim: bool = False, *,
         correction: float | None = None) -> Tensor:
-    """The standard deviation: ``sqrt(var(...))`` with the same arguments."""
+    """The standard deviation: ``sqrt(var(...))`` with the same arguments; where it is 0
+    (a constant slice) its gradient is 0, as PyTorch's std_backward masks it (not NaN)."""
     x, axes, corr, keepdim = _prepare("std", input, dim, unbiased, correction, keepdim)
     return named("StdBackward0",
-                 lambda v: lax.unary("sqrt", _var_prims(v, axes, keepdim, corr)), x,
+                 lambda v: _masked_sqrt(_var_prims(v, axes, keepdim, corr)), x,
                  saves=(0,), saves_output=True)
 
 
