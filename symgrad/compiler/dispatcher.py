@@ -20,6 +20,7 @@ from collections import OrderedDict, namedtuple
 
 import numpy as np
 
+from .. import dispatch
 from ..autograd.grad_mode import _state as _grad_state
 from ..config import settings
 from ..graph import dtypes, pytree
@@ -248,6 +249,7 @@ class Compiled(ShapeGeneric):
         built = apply_transform(self.transform, tr, structure, names)
         env = {id(n): v for n, v in zip(tr.arg_nodes, leaves)}
         env.update((id(n), t) for t, n in tr.closure)
+        _draw_in_enclosing(tr, env)
         for n in built.aux or []:
             env[id(n)] = Tensor._from_array(np.zeros(n.shape, n.dtype.np), n.dtype)
         return pytree.unflatten(built.structure, replay(built.outputs, env))
@@ -646,3 +648,18 @@ def _unpickle_compiled(fn_bytes: bytes, static_argnums, backend, transform, maxs
     if entries:
         c._adopt(entries, closures)
     return c
+
+
+def _draw_in_enclosing(tr, env) -> None:
+    """The random draws of an inlined trace (its runtime values) drawn by the enclosing
+    trace -- anew at each call of an enclosing compiled function, per example in a vmap
+    with randomness="different" -- or now (never the throw-away probe values of tracing)."""
+    if tr.effects is None or not tr.effects.scalars:
+        return
+    outer = getattr(dispatch._lifter[0], "runtime_value", None)
+    nodes = {id(t): n for t, n in tr.closure}
+    for t, getter in tr.effects.scalars:
+        node = nodes[id(t)]
+        name = node.attr("name")
+        env[id(node)] = (outer(getter, t.dtype, name) if outer is not None
+                         else Tensor._from_array(np.asarray(getter(), t.dtype.np), t.dtype))
