@@ -27,22 +27,40 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0,
     if not grads:
         return Tensor._from_array(np.array(0.0, dtype=np.float32))
     arrays = [np.asarray(g.detach().numpy()) for g in grads]
-    if norm_type == math.inf:
-        total = max(float(np.max(np.abs(a))) if a.size else 0.0 for a in arrays)
-    else:
-        total = float(sum(float(np.sum(np.abs(a.astype(np.float64)) ** norm_type))
-                          for a in arrays) ** (1.0 / norm_type))
+    # torch's: the norm of the per-tensor norms (for p = 0, the count of gradients that
+    # have a nonzero element)
+    total = _vector_norm(np.array([_vector_norm(a, norm_type) for a in arrays]), norm_type)
     dt = grads[0].dtype.np
     if error_if_nonfinite and not math.isfinite(total):
         raise RuntimeError(f"The total norm of order {norm_type} for gradients from "
                            "`parameters` is non-finite, so it cannot be clipped. To disable "
                            "this error and scale the gradients by the non-finite norm anyway, "
                            "set `error_if_nonfinite=False`")
-    coef = min(max_norm / (total + 1e-6), 1.0)
+    # torch's roundings, in the gradients' dtype: max_norm / (total + 1e-6) is
+    # reciprocal(total + 1e-6) * max_norm, clamped to 1
+    one = np.dtype(dt).type
+    coef = min(one(1.0) / (one(total) + one(1e-6)) * one(max_norm), one(1.0))
     with grad_mode.no_grad():
         for g in grads:
-            g.mul_(float(np.asarray(coef, dtype=dt)))
+            g.mul_(float(coef))
     return Tensor._from_array(np.array(total, dtype=dt))
+
+
+def _vector_norm(a: np.ndarray, p: float) -> float:
+    """``linalg.vector_norm(a, p)`` in float64: max / min |a| for p = +-inf, the count of
+    nonzeros for p = 0, else ``sum(|a| ** p) ** (1 / p)``."""
+    a = np.abs(a.astype(np.float64))
+    if p == math.inf:
+        return float(np.max(a)) if a.size else 0.0
+    if a.size == 0 and p < 0:
+        raise RuntimeError(f"linalg.vector_norm cannot compute the {format(p, '.6g')} norm on "
+                           "an empty tensor because the operation does not have an identity")
+    if p == -math.inf:
+        return float(np.min(a))
+    if p == 0:
+        return float(np.count_nonzero(a))
+    with np.errstate(divide="ignore"):         # (0 ** -1 = inf, as torch's)
+        return float(np.sum(a ** p) ** (1.0 / p))
 
 
 def clip_grad_value_(parameters, clip_value: float, foreach=None) -> None:
