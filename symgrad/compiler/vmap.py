@@ -49,12 +49,20 @@ def vmap(func: Callable, in_axes: Any = 0, out_axes: Any = 0, *,
     has no implicit generator: this is what a JAX user gets by mapping over split keys);
     ``"same"``: one draw shared by every example (JAX with an unmapped key); ``"error"``:
     a random draw raises (``torch.func.vmap``'s default).
+    Keyword arguments are mapped over their axis 0, as JAX maps them.
 
     >>> import symgrad
     >>> symgrad.vmap(lambda x, y: x @ y, in_axes=(0, None))(symgrad.ones(5, 3),
     ...                                                      symgrad.ones(3)).shape
     torch.Size([5])
     """
+    return mapped_function(func, in_axes, out_axes, randomness, map_keywords=True)
+
+
+def mapped_function(func: Callable, in_axes, out_axes, randomness: str,
+                    map_keywords: bool) -> Callable:
+    """:func:`vmap`'s function; ``map_keywords=False``: keyword arguments are passed to
+    every example whole (``torch.func.vmap``'s rule)."""
     if not callable(func):
         raise TypeError(f"vmap expects a callable, got {type(func).__name__}")
     _check_axes_spec(in_axes, "in_axes")
@@ -64,12 +72,40 @@ def vmap(func: Callable, in_axes: Any = 0, out_axes: Any = 0, *,
                            f"'same'. Got {randomness}")
 
     def mapped(*args, **kwargs):
+        if map_keywords and kwargs:
+            return _call(_keywords_last(func, len(args)), _with_keywords_axis(in_axes, args),
+                         out_axes, args + (kwargs,), {}, randomness)
         return _call(func, in_axes, out_axes, args, kwargs, randomness)
     # name and doc only: a compiled func's attributes must not make this look compiled
     functools.update_wrapper(mapped, func, assigned=("__module__", "__name__", "__qualname__",
                                                      "__doc__"), updated=())
     del mapped.__wrapped__
     return mapped
+
+
+def _keywords_last(func, n: int):
+    """``func`` taking its keyword arguments as one trailing dict argument."""
+    def call(*args):
+        return func(*args[:n], **args[n])
+    return call
+
+
+def _with_keywords_axis(in_axes, args):
+    """``in_axes`` for the positional arguments and a trailing dict of keywords (mapped
+    over axis 0). A tuple's length is checked against the positional arguments only."""
+    if isinstance(in_axes, list):
+        in_axes = tuple(in_axes)
+    if isinstance(in_axes, tuple):
+        _check_in_axes_length(in_axes, args)
+        return in_axes + (0,)
+    return (in_axes,) * len(args) + (0,)
+
+
+def _check_in_axes_length(in_axes: tuple, args) -> None:
+    if len(in_axes) != len(args):
+        raise ValueError("vmap in_axes must be an int, None, or a tuple of entries "
+                         "corresponding to the positional arguments passed to the function, "
+                         f"but got len(in_axes)={len(in_axes)}, len(args)={len(args)}")
 
 
 def _check_axes_spec(spec, name: str) -> None:
@@ -102,10 +138,8 @@ def _type(t: Tensor) -> str:
 def _call(func, in_axes, out_axes, args, kwargs, randomness):
     if isinstance(in_axes, list):
         in_axes = tuple(in_axes)
-    if isinstance(in_axes, tuple) and len(in_axes) != len(args):
-        raise ValueError("vmap in_axes must be an int, None, or a tuple of entries "
-                         "corresponding to the positional arguments passed to the function, "
-                         f"but got len(in_axes)={len(in_axes)}, len(args)={len(args)}")
+    if isinstance(in_axes, tuple):
+        _check_in_axes_length(in_axes, args)
     spec = in_axes if isinstance(in_axes, tuple) else (in_axes,) * len(args)
     leaves, struct = pytree.flatten(tuple(args))
     axes = _axes_per_leaf(spec, tuple(args), "in_axes")
