@@ -279,6 +279,12 @@ def _jacobian(func, argnums, has_aux: bool, name: str, hessian: bool = False):
         def make():
             def main(*a, **k):
                 out, _ = _split_aux(func(*a, **k), has_aux, f"{name}(f, ...)(*args)")
+                if name != "jacfwd":        # (reverse mode: torch's vjp refuses them)
+                    for o in pytree.flatten(out)[0]:
+                        if isinstance(o, Tensor) and not o.dtype.is_floating_point:
+                            raise RuntimeError(
+                                "vjp(f, ...): All outputs of f must be floating-point or "
+                                f"complex Tensors, got Tensor with dtype {o.dtype}")
                 return out
             main.__name__ = getattr(func, "__name__", "f")
             inner = api.hessian(main, nums) if hessian else \

@@ -91,12 +91,14 @@ class Grad(Transform):
         wrt = _wrt(arg_groups, arg_names, nums, self.name)
         value, aux_nodes, aux_structure = _split_aux(out_nodes, out_structure, self.has_aux,
                                                      self.name)
-        if value.shape != () and numel(value.shape) != 1:
-            raise ValueError(f"{self.name} requires a scalar output, but the function returned "
-                             f"a tensor of shape {list(value.shape)}")
+        if value.shape != () and numel(value.shape) != 1:     # (JAX's errors)
+            raise TypeError("Gradient only defined for scalar-output functions. Output had "
+                            f"shape: {tuple(value.shape)}.")
         if not value.dtype.is_floating_point:
-            raise TypeError(f"{self.name} requires a floating-point output, got "
-                            f"{value.dtype.name}")
+            raise TypeError(f"{self.name} requires real-valued outputs (output dtype that is a "
+                            f"sub-dtype of np.floating), but got {value.dtype.name}. For "
+                            "differentiation of functions with integer outputs, use jax.vjp "
+                            "directly.")
         grads = grad_graph([value], wrt)
         gstruct = _grad_structure(arg_groups, nums, single)
         # JAX's layouts: grad -> g, (g, aux); value_and_grad -> (v, g), ((v, aux), g)
@@ -251,10 +253,19 @@ class Jacobian(Transform):
         single = isinstance(self.argnums, int)
         wrt = _wrt(arg_groups, arg_names, nums, self.name)
         outs = out_nodes
+        for o in outs:                  # (JAX's jacrev / hessian refuse these)
+            if not o.dtype.is_floating_point and not (self.forward and not self.hessian):
+                raise TypeError(f"jacrev requires real-valued outputs (output dtype that is "
+                                f"a sub-dtype of np.floating), but got {o.dtype.name}. For "
+                                "differentiation of functions with integer outputs, use "
+                                "jax.vjp directly.")
         if self.hessian:
-            if out_structure != pytree.LEAF or numel(out_nodes[0].shape) != 1:
-                raise ValueError("hessian requires a function returning one scalar tensor")
-            outs = grad_graph([out_nodes[0]], wrt)
+            if out_structure != pytree.LEAF:
+                raise ValueError("hessian requires a function returning one tensor")
+            # a scalar: its gradient; any other shape: its jacobian (jax.hessian's and
+            # torch.func.hessian's out.shape + in.shape + in.shape)
+            outs = (grad_graph([out_nodes[0]], wrt) if out_nodes[0].shape == ()
+                    else _jacobian_nodes([out_nodes[0]], wrt)[0])
             out_structure = _grad_structure(arg_groups, nums, single)
         aux: list[Node] = []
         if self.forward and all(o.dtype.is_floating_point for o in outs):
