@@ -55,3 +55,27 @@ def test_negative_order_of_an_empty_gradient_raises_as_torch():
             L.nn.utils.clip_grad_norm_([w], 1.0, norm_type=-math.inf)
         msgs.append(str(e.value))
     assert msgs[0] == msgs[1]
+
+
+@pytest.mark.parametrize("dt", ["float32", "float64"])
+@pytest.mark.parametrize("p", ORDERS)
+def test_get_total_norm_and_clip_grads_with_norm_as_torch(p, dt):
+    rng = np.random.default_rng(5)
+    arrays = [rng.normal(size=(2, 3)), np.zeros(4), rng.normal(size=7) * 10]
+    tol = 4e-7 if dt == "float32" else 1e-14
+    results = []
+    for L in (torch, sg):
+        ts = [L.tensor(a, dtype=getattr(L, dt)) for a in arrays]
+        n = L.nn.utils.get_total_norm(ts, p)
+        params = []
+        for a in arrays:
+            w = L.nn.Parameter(L.zeros(a.shape, dtype=getattr(L, dt)))
+            w.grad = L.tensor(a, dtype=getattr(L, dt))
+            params.append(w)
+        L.nn.utils.clip_grads_with_norm_(params, 0.75, n)
+        results.append((n.item(), str(n.dtype), [w.grad.numpy() for w in params]))
+    (tn, tdt, tg), (sn, sdt, sgr) = results
+    assert tdt == sdt
+    np.testing.assert_allclose(sn, tn, rtol=tol)
+    for a, b in zip(sgr, tg):
+        np.testing.assert_allclose(a, b, rtol=tol)

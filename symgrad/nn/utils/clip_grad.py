@@ -1,5 +1,5 @@
 """Clipping gradients in place, as ``torch.nn.utils.clip_grad_norm_`` /
-``clip_grad_value_``."""
+``clip_grad_value_``, and its two halves ``get_total_norm`` / ``clip_grads_with_norm_``."""
 from __future__ import annotations
 
 import math
@@ -9,7 +9,7 @@ import numpy as np
 from ...autograd import grad_mode
 from ...tensor import Tensor
 
-__all__ = ["clip_grad_norm_", "clip_grad_value_"]
+__all__ = ["clip_grad_norm_", "clip_grad_value_", "get_total_norm", "clip_grads_with_norm_"]
 
 
 def _params(parameters) -> list[Tensor]:
@@ -18,32 +18,51 @@ def _params(parameters) -> list[Tensor]:
     return list(parameters)
 
 
-def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0,
-                    error_if_nonfinite: bool = False, foreach=None) -> Tensor:
-    """Scale the gradients so that their joint ``norm_type`` norm is at most
-    ``max_norm``; returns the norm before clipping (a 0-d tensor)."""
-    grads = [p.grad for p in _params(parameters) if p.grad is not None]
+def get_total_norm(tensors, norm_type: float = 2.0, error_if_nonfinite: bool = False,
+                   foreach=None) -> Tensor:
+    """The ``norm_type`` norm of the tensors' norms (as if concatenated into one vector;
+    for p = 0, the count of tensors with a nonzero element), a 0-d tensor of the first
+    tensor's dtype (PyTorch's ``nn.utils.get_total_norm``)."""
+    tensors = _params(tensors)
     norm_type = float(norm_type)
-    if not grads:
+    if not tensors:
         return Tensor._from_array(np.array(0.0, dtype=np.float32))
-    arrays = [np.asarray(g.detach().numpy()) for g in grads]
-    # torch's: the norm of the per-tensor norms (for p = 0, the count of gradients that
-    # have a nonzero element)
+    arrays = [np.asarray(t.detach().numpy()) for t in tensors]
     total = _vector_norm(np.array([_vector_norm(a, norm_type) for a in arrays]), norm_type)
-    dt = grads[0].dtype.np
     if error_if_nonfinite and not math.isfinite(total):
         raise RuntimeError(f"The total norm of order {norm_type} for gradients from "
                            "`parameters` is non-finite, so it cannot be clipped. To disable "
                            "this error and scale the gradients by the non-finite norm anyway, "
                            "set `error_if_nonfinite=False`")
-    # torch's roundings, in the gradients' dtype: max_norm / (total + 1e-6) is
+    return Tensor._from_array(np.array(total, dtype=tensors[0].dtype.np))
+
+
+def clip_grads_with_norm_(parameters, max_norm: float, total_norm: Tensor,
+                          foreach=None) -> None:
+    """Scale the gradients by ``max_norm / (total_norm + 1e-6)`` when below 1 (PyTorch's
+    ``nn.utils.clip_grads_with_norm_``)."""
+    grads = [p.grad for p in _params(parameters) if p.grad is not None]
+    if not grads:
+        return
+    # torch's roundings, in the norm's dtype: max_norm / (total + 1e-6) is
     # reciprocal(total + 1e-6) * max_norm, clamped to 1
-    one = np.dtype(dt).type
-    coef = min(one(1.0) / (one(total) + one(1e-6)) * one(max_norm), one(1.0))
+    one = np.dtype(total_norm.dtype.np).type
+    total = one(total_norm.item())
+    coef = min(one(1.0) / (total + one(1e-6)) * one(max_norm), one(1.0))
     with grad_mode.no_grad():
         for g in grads:
             g.mul_(float(coef))
-    return Tensor._from_array(np.array(total, dtype=dt))
+
+
+def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0,
+                    error_if_nonfinite: bool = False, foreach=None) -> Tensor:
+    """Scale the gradients so that their joint ``norm_type`` norm is at most
+    ``max_norm``; returns the norm before clipping (a 0-d tensor)."""
+    params = _params(parameters)
+    grads = [p.grad for p in params if p.grad is not None]
+    total = get_total_norm(grads, norm_type, error_if_nonfinite, foreach)
+    clip_grads_with_norm_(params, max_norm, total, foreach)
+    return total
 
 
 def _vector_norm(a: np.ndarray, p: float) -> float:

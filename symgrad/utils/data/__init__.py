@@ -2,8 +2,9 @@
 ``DataLoader`` with PyTorch's batching, shuffling and default collation."""
 from .dataloader import DataLoader, default_collate
 from .dataset import ConcatDataset, Dataset, IterableDataset, Subset, TensorDataset, random_split
-from .sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
+from .sampler import (BatchSampler, RandomSampler, Sampler, SequentialSampler,
+                      SubsetRandomSampler, WeightedRandomSampler)
 
 __all__ = ["Dataset", "IterableDataset", "TensorDataset", "ConcatDataset", "Subset",
            "random_split", "DataLoader", "default_collate", "Sampler", "SequentialSampler",
-           "RandomSampler", "BatchSampler"]
+           "RandomSampler", "SubsetRandomSampler", "WeightedRandomSampler", "BatchSampler"]
