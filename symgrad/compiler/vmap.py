@@ -37,7 +37,7 @@ RANDOMNESS_ERROR = ("vmap: called random operation while in randomness error mod
 
 
 def vmap(func: Callable, in_axes: Any = 0, out_axes: Any = 0, *,
-         randomness: str = "different") -> Callable:
+         randomness: str = "different", axis_size: int | None = None) -> Callable:
     """``func`` mapped over axis ``in_axes`` of its arguments; results stacked along
     ``out_axes``.  ``in_axes``: an int, None (not mapped), or a tuple with one entry per
     positional argument, each an int / None or a pytree of them matching that argument.
@@ -49,18 +49,20 @@ def vmap(func: Callable, in_axes: Any = 0, out_axes: Any = 0, *,
     has no implicit generator: this is what a JAX user gets by mapping over split keys);
     ``"same"``: one draw shared by every example (JAX with an unmapped key); ``"error"``:
     a random draw raises (``torch.func.vmap``'s default).
-    Keyword arguments are mapped over their axis 0, as JAX maps them.
+    Keyword arguments are mapped over their axis 0, as JAX maps them. ``axis_size``: the
+    size of the mapped axis (needed when no argument is mapped; else it must agree).
 
     >>> import symgrad
     >>> symgrad.vmap(lambda x, y: x @ y, in_axes=(0, None))(symgrad.ones(5, 3),
     ...                                                      symgrad.ones(3)).shape
     torch.Size([5])
     """
-    return mapped_function(func, in_axes, out_axes, randomness, map_keywords=True)
+    return mapped_function(func, in_axes, out_axes, randomness, map_keywords=True,
+                           axis_size=axis_size)
 
 
 def mapped_function(func: Callable, in_axes, out_axes, randomness: str,
-                    map_keywords: bool) -> Callable:
+                    map_keywords: bool, axis_size: int | None = None) -> Callable:
     """:func:`vmap`'s function; ``map_keywords=False``: keyword arguments are passed to
     every example whole (``torch.func.vmap``'s rule)."""
     if not callable(func):
@@ -74,8 +76,8 @@ def mapped_function(func: Callable, in_axes, out_axes, randomness: str,
     def mapped(*args, **kwargs):
         if map_keywords and kwargs:
             return _call(_keywords_last(func, len(args)), _with_keywords_axis(in_axes, args),
-                         out_axes, args + (kwargs,), {}, randomness)
-        return _call(func, in_axes, out_axes, args, kwargs, randomness)
+                         out_axes, args + (kwargs,), {}, randomness, axis_size)
+        return _call(func, in_axes, out_axes, args, kwargs, randomness, axis_size)
     # name and doc only: a compiled func's attributes must not make this look compiled
     functools.update_wrapper(mapped, func, assigned=("__module__", "__name__", "__qualname__",
                                                      "__doc__"), updated=())
@@ -135,7 +137,7 @@ def _type(t: Tensor) -> str:
     return f"{t.dtype.name}[{','.join(map(str, t.shape))}]"
 
 
-def _call(func, in_axes, out_axes, args, kwargs, randomness):
+def _call(func, in_axes, out_axes, args, kwargs, randomness, axis_size=None):
     if isinstance(in_axes, list):
         in_axes = tuple(in_axes)
     if isinstance(in_axes, tuple):
@@ -158,14 +160,18 @@ def _call(func, in_axes, out_axes, args, kwargs, randomness):
             sized.append((t.shape[ax], ax, path, t))
             t = movedim(t, ax, 0) if ax != 0 else t
         tensors.append(t)
-    if not sized:
-        raise ValueError("vmap must have at least one non-None value in in_axes")
-    if len({s for s, *_ in sized}) > 1:
+    if not sized and axis_size is None:
+        raise ValueError("vmap must have at least one non-None value in in_axes or axis_size "
+                         "must be specified")
+    sizes = {s for s, *_ in sized} | ({axis_size} if axis_size is not None else set())
+    if len(sizes) > 1:
         lines = [f"  * one axis had size {s}: axis {ax} of {path} of type {_type(t)}"
                  for s, ax, path, t in sized]
+        if axis_size is not None:
+            lines.insert(0, f"  * the `axis_size` argument was {axis_size}")
         raise ValueError("vmap got inconsistent sizes for array axes to be mapped:\n"
                          + ";\n".join(lines))
-    size = sized[0][0]
+    size = sizes.pop()
     mapped = [ax is not None for ax in axes]
     out = _batched(func, struct, tensors, mapped, size, kwargs, randomness)
     if out is None:
