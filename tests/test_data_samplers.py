@@ -1,5 +1,7 @@
 """SubsetRandomSampler and WeightedRandomSampler as torch's: the same indices for a seed
-(global or a Generator), through a DataLoader too; PyTorch's argument errors."""
+(global or a Generator), through a DataLoader too; PyTorch's argument errors. Default
+collation (batches) and conversion (batch_size=None) as torch's, container types kept."""
+import numpy as np
 import pytest
 import torch
 
@@ -53,3 +55,37 @@ def test_weighted_sampler_errors_as_torch(args):
     assert msgs[0] == msgs[1]
     with pytest.raises(ValueError, match="replacement should be a boolean"):
         sg.utils.data.WeightedRandomSampler([1.0], 1, replacement=1)
+
+
+class _Samples:
+    """A map-style dataset of mixed samples (for both libraries)."""
+
+    def __init__(self, L):
+        self.L = L
+
+    def __len__(self):
+        return 4
+
+    def __getitem__(self, i):
+        return (self.L.tensor([float(i), 2.0 * i]), ("a%d" % i, "b"), i, np.float64(i) / 2,
+                {"k": [i, i + 1], "s": "x%d" % i})
+
+
+def _plain(v):
+    """Containers and tensors as plain Python values, keeping tuple / list types."""
+    if hasattr(v, "numpy"):
+        return ("T", str(v.dtype).split(".")[-1], v.tolist())
+    if isinstance(v, dict):
+        return {k: _plain(x) for k, x in v.items()}
+    if isinstance(v, (tuple, list)):
+        return (type(v).__name__, [_plain(x) for x in v])
+    return v
+
+
+@pytest.mark.parametrize("batch_size", [2, None])
+def test_default_collate_and_convert_as_torch(batch_size):
+    got = []
+    for L in (torch, sg):
+        dl = L.utils.data.DataLoader(_Samples(L), batch_size=batch_size)
+        got.append([_plain(b) for b in dl])
+    assert got[0] == got[1]
