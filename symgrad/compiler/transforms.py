@@ -50,12 +50,22 @@ class Identity(Transform):
         return Built(out_nodes, out_structure, pytree.leaf_paths(out_structure, "out"))
 
 
-def _check_argnums(argnums, n):
+def _check_argnums(argnums, n, grad=False):
+    """``argnums`` as positions in [0, n), with JAX's errors: grad / value_and_grad given
+    too few arguments a TypeError, other bad positions a ValueError."""
     nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
     for a in nums:
-        if not isinstance(a, int) or not -n <= a < n:
-            raise ValueError(f"argnums {argnums!r} out of range for a function called with "
-                             f"{n} positional arguments")
+        if not isinstance(a, int) or isinstance(a, bool):
+            raise TypeError(f"argnums must be an int or a tuple of ints, got {argnums!r}")
+    if grad and nums and max(nums) >= n:
+        raise TypeError(f"differentiating with respect to argnums={argnums} requires at least "
+                        f"{max(nums) + 1} positional arguments to be passed by the caller, but "
+                        f"got only {n} positional arguments.")
+    for a in nums:
+        if not -n <= a < n:
+            raise ValueError("Positional argument indices, e.g. for `static_argnums`, must "
+                             "have value greater than or equal to -len(args) and less than "
+                             f"len(args), but got value {a} for len(args) == {n}.")
     return tuple(a % n for a in nums)
 
 
@@ -86,7 +96,7 @@ class Grad(Transform):
         return ("grad", self.argnums, self.value, self.has_aux, self.name)
 
     def build(self, out_nodes, out_structure, arg_groups, arg_names):
-        nums = _check_argnums(self.argnums, len(arg_groups))
+        nums = _check_argnums(self.argnums, len(arg_groups), grad=True)
         single = isinstance(self.argnums, int)
         wrt = _wrt(arg_groups, arg_names, nums, self.name)
         value, aux_nodes, aux_structure = _split_aux(out_nodes, out_structure, self.has_aux,

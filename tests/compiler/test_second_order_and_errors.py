@@ -70,3 +70,13 @@ def test_grad_errors_as_jax():
     got = _error(lambda: sg.grad(lambda x: x.sum().long())(X))
     assert got[0] is want[0] is TypeError
     assert got[1].replace("int64", "INT") == want[1].replace("int64", "INT")
+
+
+@pytest.mark.parametrize("call", [
+    lambda m, x: m.grad(lambda x: x.sum(), argnums=2)(x),
+    lambda m, x: m.grad(lambda x: x.sum(), argnums=-3)(x),
+    lambda m, x: m.value_and_grad(lambda x, y: x.sum(), argnums=(0, 3))(x, x),
+    lambda m, x: (m.jacrev if m is jax else m.jacobian)(lambda x: x, argnums=1)(x),
+    lambda m, x: m.hessian(lambda x: x.sum(), argnums=2)(x)])
+def test_argnums_errors_as_jax(call):
+    assert _error(lambda: call(sg, X)) == _error(lambda: call(jax, X))
