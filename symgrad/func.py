@@ -34,7 +34,7 @@ def vmap(func, in_dims=0, out_dims=0, randomness: str = "error", *, chunk_size=N
     """``torch.func.vmap``: :func:`symgrad.vmap` under PyTorch's argument names
     (``in_dims`` / ``out_dims``; ``chunk_size`` is accepted and has no effect: the
     batched graph runs as one); ``randomness`` as torch's, default ``"error"``."""
-    return mapped_function(func, in_dims, out_dims, randomness, map_keywords=False)
+    return mapped_function(func, in_dims, out_dims, randomness, "torch")
 
 
 def _owner(module, name: str):

@@ -57,14 +57,14 @@ def vmap(func: Callable, in_axes: Any = 0, out_axes: Any = 0, *,
     ...                                                      symgrad.ones(3)).shape
     torch.Size([5])
     """
-    return mapped_function(func, in_axes, out_axes, randomness, map_keywords=True,
-                           axis_size=axis_size)
+    return mapped_function(func, in_axes, out_axes, randomness, "jax", axis_size)
 
 
 def mapped_function(func: Callable, in_axes, out_axes, randomness: str,
-                    map_keywords: bool, axis_size: int | None = None) -> Callable:
-    """:func:`vmap`'s function; ``map_keywords=False``: keyword arguments are passed to
-    every example whole (``torch.func.vmap``'s rule)."""
+                    api: str, axis_size: int | None = None) -> Callable:
+    """:func:`vmap`'s function under ``api``'s rules: ``"jax"`` (keyword arguments mapped,
+    JAX's errors) or ``"torch"`` (``torch.func.vmap``: keyword arguments passed to every
+    example whole, torch's errors)."""
     if not callable(func):
         raise TypeError(f"vmap expects a callable, got {type(func).__name__}")
     _check_axes_spec(in_axes, "in_axes")
@@ -74,9 +74,13 @@ def mapped_function(func: Callable, in_axes, out_axes, randomness: str,
                            f"'same'. Got {randomness}")
 
     def mapped(*args, **kwargs):
-        if map_keywords and kwargs:
+        if api == "jax" and kwargs:
             return _call(_keywords_last(func, len(args)), _with_keywords_axis(in_axes, args),
                          out_axes, args + (kwargs,), {}, randomness, axis_size)
+        if api == "torch":
+            _torch_checks(func, in_axes)
+            return _call(func if out_axes is None else _tensors_only(func), in_axes, out_axes,
+                         args, kwargs, randomness, axis_size, api)
         return _call(func, in_axes, out_axes, args, kwargs, randomness, axis_size)
     # name and doc only: a compiled func's attributes must not make this look compiled
     functools.update_wrapper(mapped, func, assigned=("__module__", "__name__", "__qualname__",
@@ -137,7 +141,30 @@ def _type(t: Tensor) -> str:
     return f"{t.dtype.name}[{','.join(map(str, t.shape))}]"
 
 
-def _call(func, in_axes, out_axes, args, kwargs, randomness, axis_size=None):
+def _torch_checks(func, in_dims) -> None:
+    if in_dims is None:
+        name = getattr(func, "__name__", "func")
+        raise ValueError(f"vmap({name}, in_dims=None, ...)(<inputs>): expected `in_dims` to be "
+                         "int or a (potentially nested) tuple matching the structure of "
+                         "inputs, got: <class 'NoneType'>.")
+
+
+def _tensors_only(func):
+    """``func`` refusing outputs that are not tensors, as torch.func.vmap does."""
+    name = getattr(func, "__name__", "func")
+
+    def call(*args, **kwargs):
+        out = func(*args, **kwargs)
+        for leaf in pytree.flatten(out)[0]:
+            if not isinstance(leaf, Tensor):
+                raise ValueError(f"vmap({name}, ...): `{name}` must only return Tensors, got "
+                                 f"type {type(leaf)}. Did you mean to set out_dims= to None "
+                                 "for output?")
+        return out
+    return call
+
+
+def _call(func, in_axes, out_axes, args, kwargs, randomness, axis_size=None, api="jax"):
     if isinstance(in_axes, list):
         in_axes = tuple(in_axes)
     if isinstance(in_axes, tuple):
@@ -164,6 +191,10 @@ def _call(func, in_axes, out_axes, args, kwargs, randomness, axis_size=None):
         raise ValueError("vmap must have at least one non-None value in in_axes or axis_size "
                          "must be specified")
     sizes = {s for s, *_ in sized} | ({axis_size} if axis_size is not None else set())
+    if len(sizes) > 1 and api == "torch":
+        raise ValueError("vmap: Expected all tensors to have the same size in the mapped "
+                         f"dimension, got sizes {[s for s, *_ in sized]} for the mapped "
+                         "dimension")
     if len(sizes) > 1:
         lines = [f"  * one axis had size {s}: axis {ax} of {path} of type {_type(t)}"
                  for s, ax, path, t in sized]

@@ -63,3 +63,17 @@ def test_func_vmap_keywords_unmapped_as_torch():
     want = torch.func.vmap(lambda x, s: x * s)(torch.tensor(x), s=torch.tensor(s))
     got = sg.func.vmap(lambda x, s: x * s)(sg.tensor(x), s=sg.tensor(s))
     np.testing.assert_allclose(got.numpy(), want.numpy())
+
+
+@pytest.mark.parametrize("call", [
+    lambda L: L.func.vmap(lambda x, y: x + y)(L.ones(2, 3), L.ones(5, 3)),
+    lambda L: L.func.vmap(lambda x: 1.0)(L.ones(2)),
+    lambda L: L.func.vmap(lambda x: (x, 2))(L.ones(2)),
+    lambda L: L.func.vmap(lambda x: x, in_dims=None)(L.ones(2))])
+def test_func_vmap_errors_as_torch(call):
+    got = []
+    for L in (torch, sg):
+        with pytest.raises(Exception) as e:
+            call(L)
+        got.append((type(e.value), str(e.value)))
+    assert got[0] == got[1]
