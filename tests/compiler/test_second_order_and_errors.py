@@ -80,3 +80,18 @@ def test_grad_errors_as_jax():
     lambda m, x: m.hessian(lambda x: x.sum(), argnums=2)(x)])
 def test_argnums_errors_as_jax(call):
     assert _error(lambda: call(sg, X)) == _error(lambda: call(jax, X))
+
+
+@pytest.mark.parametrize("api", ["jacfwd", "jacrev", "hessian"])
+def test_integer_primal_errors_as_torch(api):
+    got = []
+    for L in (torch, sg):
+        got.append(_error(lambda: getattr(L.func, api)(lambda x: x * 2)(L.tensor([1, 2]))))
+    assert got[0] == got[1]
+
+
+def test_jvp_vjp_integer_primal_errors_as_torch():
+    for call in (lambda L, x: L.func.vjp(lambda v: v * 2, x),
+                 lambda L, x: L.func.jvp(lambda v: v * 2, (x,), (x,))):
+        got = [_error(lambda: call(L, L.tensor([1, 2]))) for L in (torch, sg)]
+        assert got[0] == got[1]
