@@ -41,8 +41,8 @@ from .functions.reduction import (all, amax, amin, any, argmax, argmin, logsumex
                                   mean, min, norm, prod, return_types, sum)
 from .functions.control_flow import fori_loop, scan, while_loop
 from .functions.branching import cond
-from .functions.selection import (argsort, chunk, gather, index_select, masked_fill, sort,
-                                  split, square, topk, tril, triu)
+from .functions.selection import (argsort, chunk, gather, index_select, masked_fill, narrow,
+                                  sort, split, square, topk, tril, triu, unbind)
 from .functions.statistics import cumprod, cumsum, std, var
 from .functions.finite import (isclose, isfinite, isinf, isneginf, isposinf, nan_to_num,
                                nan_to_num_, roll)

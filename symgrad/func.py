@@ -23,7 +23,7 @@ from typing import Any, Mapping, Sequence
 from .functions.common import to_tensor
 from .tensor import Tensor
 
-from .compiler.vmap import vmap as _jax_vmap
+from .compiler.vmap import mapped_function
 from .compiler.torch_func import grad, grad_and_value, hessian, jacfwd, jacrev, jvp, vjp
 
 __all__ = ["functional_call", "vmap", "grad", "grad_and_value", "vjp", "jvp", "jacrev",
@@ -33,11 +33,8 @@ __all__ = ["functional_call", "vmap", "grad", "grad_and_value", "vjp", "jvp", "j
 def vmap(func, in_dims=0, out_dims=0, randomness: str = "error", *, chunk_size=None):
     """``torch.func.vmap``: :func:`symgrad.vmap` under PyTorch's argument names
     (``in_dims`` / ``out_dims``; ``chunk_size`` is accepted and has no effect: the
-    batched graph runs as one)."""
-    if randomness not in ("error", "different", "same"):
-        raise RuntimeError(f"Only allowed values for randomness are 'error', 'different', or "
-                           f"'same'. Got {randomness}")
-    return _jax_vmap(func, in_axes=in_dims, out_axes=out_dims)
+    batched graph runs as one); ``randomness`` as torch's, default ``"error"``."""
+    return mapped_function(func, in_dims, out_dims, randomness, "torch")
 
 
 def _owner(module, name: str):

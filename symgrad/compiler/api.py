@@ -24,15 +24,18 @@ __all__ = ["compile", "jit", "grad", "value_and_grad", "jacobian", "hessian", "j
 # ---- public API ----------------------------------------------------------------------------
 @overload
 def compile(fn: Callable[..., Any], static_argnums: int | Sequence[int] = (),
-            backend: str | None = None, *, target: TargetSpec | None = None) -> Compiled: ...
+            backend: str | None = None, *, target: TargetSpec | None = None,
+            static_argnames: str | Sequence[str] = ()) -> Compiled: ...
 @overload
 def compile(fn: None = None, static_argnums: int | Sequence[int] = (),
-            backend: str | None = None, *,
-            target: TargetSpec | None = None) -> Callable[[Callable[..., Any]], Compiled]: ...
+            backend: str | None = None, *, target: TargetSpec | None = None,
+            static_argnames: str | Sequence[str] = ()
+            ) -> Callable[[Callable[..., Any]], Compiled]: ...
 
 
 def compile(fn: Callable[..., Any] | None = None, static_argnums: int | Sequence[int] = (),
-            backend: str | None = None, *, target: TargetSpec | None = None
+            backend: str | None = None, *, target: TargetSpec | None = None,
+            static_argnames: str | Sequence[str] = ()
             ) -> Compiled | Callable[[Callable[..., Any]], Compiled]:
     """Compile `fn`: trace once per input signature, optimise, run natively, cache.
 
@@ -41,6 +44,9 @@ def compile(fn: Callable[..., Any] | None = None, static_argnums: int | Sequence
     as ``"x86-64-v3"`` or ``"aarch64-unknown-linux-gnu:neoverse-n1"`` (default: this host,
     or ``SYMGRAD_TARGET_*``). Code for a machine this process cannot run can be inspected
     (``f.lower(*args).as_text("asm")``); calling it raises a clear error.
+    Python ``bool`` arguments are static (each value its own program, as torch.compile
+    specialises on them), and so are ``static_argnums`` and the keyword arguments named
+    in ``static_argnames`` (JAX's ``jit``); other numbers are traced.
 
     >>> import symgrad, numpy as np
     >>> f = symgrad.compile(lambda x: (3 * (x + 2) ** 2).mean(), backend="numpy")
@@ -48,8 +54,9 @@ def compile(fn: Callable[..., Any] | None = None, static_argnums: int | Sequence
     27.0
     """
     if fn is None:
-        return lambda f: Compiled(f, static_argnums, backend, target=target)
-    return Compiled(fn, static_argnums, backend, target=target)
+        return lambda f: Compiled(f, static_argnums, backend, target=target,
+                                  static_argnames=static_argnames)
+    return Compiled(fn, static_argnums, backend, target=target, static_argnames=static_argnames)
 
 
 jit = compile      # JAX's name for it

@@ -20,6 +20,7 @@ from collections import OrderedDict, namedtuple
 
 import numpy as np
 
+from .. import dispatch
 from ..autograd.grad_mode import _state as _grad_state
 from ..config import settings
 from ..graph import dtypes, pytree
@@ -79,7 +80,7 @@ class Compiled(ShapeGeneric):
                                 # uncompiled (see _run); the split programs' inputs never do
 
     def __init__(self, fn, static_argnums=(), backend=None, transform: Transform | None = None,
-                 maxsize: int | None = None, target=None):
+                 maxsize: int | None = None, target=None, static_argnames=()):
         if not callable(fn):
             raise TypeError(f"symgrad.compile expects a callable, got {type(fn).__name__}")
         self.fn = fn
@@ -87,10 +88,15 @@ class Compiled(ShapeGeneric):
         self._target = None
         self.static_argnums = tuple(sorted({static_argnums} if isinstance(static_argnums, int)
                                            else set(static_argnums)))
+        self.static_argnames = ((static_argnames,) if isinstance(static_argnames, str)
+                                else tuple(static_argnames))
         self.backend = resolve_backend(backend)
         if target is not None and self.backend == "llvm":
             self._target = make_target(target)      # a bad target fails here, clearly
         self.transform = transform or Identity()
+        # compile / jit: Python bools static (torch.compile's rule). The transforms count
+        # argnums among the traced arguments: their bools stay traced.
+        self._bools_specialised = type(self.transform) is Identity
         self._cache: OrderedDict = OrderedDict()       # full signature -> entry (LRU)
         self._variants: dict = {}    # signature -> entries kept for another state of the
                                      # world (a module's train / eval mode), oldest first
@@ -160,6 +166,10 @@ class Compiled(ShapeGeneric):
         """The Python dispatcher: signature → cache entry (compiling on a miss) → run."""
         if kwargs:
             return self._with_keywords(args, kwargs)
+        if self._bools_specialised:
+            for i, a in enumerate(args):
+                if type(a) is bool and i not in self.static_argnums:
+                    return self._bools_static(args)(*args)
         fkey, leaves = self._fast_key(args)
         entry = self._fast.get(fkey)
         stale = None
@@ -258,24 +268,48 @@ class Compiled(ShapeGeneric):
         built = apply_transform(self.transform, tr, structure, names)
         env = {id(n): v for n, v in zip(tr.arg_nodes, leaves)}
         env.update((id(n), t) for t, n in tr.closure)
+        _draw_in_enclosing(tr, env)
         for n in built.aux or []:
             env[id(n)] = Tensor._from_array(np.zeros(n.shape, n.dtype.np), n.dtype)
         return pytree.unflatten(built.structure, replay(built.outputs, env))
 
+    def _bools_static(self, args) -> "Compiled":
+        """The variant of this function whose Python ``bool`` arguments are static (as
+        torch.compile specialises on them: ``if flag:`` works, each value its own
+        program): the positions of ``args``' bools added to ``static_argnums``."""
+        extra = tuple(i for i, a in enumerate(args)
+                      if type(a) is bool and i not in self.static_argnums)
+        variants = self.__dict__.setdefault("_bool_variants", {})
+        variant = variants.get(extra)
+        if variant is None:
+            variant = variants[extra] = Compiled(
+                self.fn, self.static_argnums + extra, self.backend, self.transform,
+                self._maxsize, self._target_spec)
+        return variant
+
     def _with_keywords(self, args, kwargs):
         """Keyword arguments, as JAX passes them: never differentiated (``argnums``
-        counts positions), traced like the positional ones. One compiled variant per set
-        of keyword names, taking them as a trailing dict argument."""
-        names = tuple(sorted(kwargs))
+        counts positions), traced like the positional ones -- but Python bools (and the
+        names in ``static_argnames``) are static, each value its own program. One
+        compiled variant per set of keyword names and static values, taking the traced
+        keywords as a trailing dict argument."""
+        fixed = tuple(sorted((k, v) for k, v in kwargs.items() if k in self.static_argnames
+                             or (type(v) is bool and self._bools_specialised)))
+        try:
+            hash(fixed)
+        except TypeError:
+            raise TypeError("static arguments must be hashable: "
+                            f"{[type(v).__name__ for _, v in fixed]}") from None
+        names = tuple(sorted(k for k in kwargs if k not in dict(fixed)))
         variants = self.__dict__.setdefault("_keyword_variants", {})
-        variant = variants.get(names)
+        variant = variants.get((names, fixed))
         if variant is None:
-            fn = self.fn
+            fn, consts = self.fn, dict(fixed)
 
             def with_keywords(*a):
-                return fn(*a[:-1], **a[-1])
+                return fn(*a[:-1], **a[-1], **consts)
             with_keywords.__name__ = getattr(fn, "__name__", "fn")
-            variant = variants[names] = Compiled(
+            variant = variants[(names, fixed)] = Compiled(
                 with_keywords, self.static_argnums, self.backend, self.transform,
                 self._maxsize, self._target_spec)
         return variant(*args, {k: kwargs[k] for k in names})
@@ -602,8 +636,9 @@ class Compiled(ShapeGeneric):
             return 0
 
     def cache_clear(self) -> None:
-        for variant in self.__dict__.get("_keyword_variants", {}).values():
-            variant.cache_clear()
+        for name in ("_keyword_variants", "_bool_variants"):
+            for variant in self.__dict__.get(name, {}).values():
+                variant.cache_clear()
         for entry in list(self._cache.values()):
             self._evict(entry)
         for kept in list(self._variants.values()):
@@ -638,7 +673,7 @@ class Compiled(ShapeGeneric):
         return (_unpickle_compiled, (cloudpickle.dumps((self.fn, closures)),
                                      self.static_argnums, self.backend, self.transform,
                                      self._maxsize, self._target_spec,
-                                     [item for _, item in entries]))
+                                     [item for _, item in entries], self.static_argnames))
 
     def _adopt(self, items, closures) -> None:
         """Entries from a pickle (see :meth:`__reduce__` and :mod:`.travel`)."""
@@ -673,9 +708,24 @@ dtypes._default_changed.append(_default_dtype_changed)
 
 
 def _unpickle_compiled(fn_bytes: bytes, static_argnums, backend, transform, maxsize, target,
-                       entries=()):
+                       entries=(), static_argnames=()):
     fn, closures = pickle.loads(fn_bytes)
-    c = Compiled(fn, static_argnums, backend, transform, maxsize, target)
+    c = Compiled(fn, static_argnums, backend, transform, maxsize, target, static_argnames)
     if entries:
         c._adopt(entries, closures)
     return c
+
+
+def _draw_in_enclosing(tr, env) -> None:
+    """The random draws of an inlined trace (its runtime values) drawn by the enclosing
+    trace -- anew at each call of an enclosing compiled function, per example in a vmap
+    with randomness="different" -- or now (never the throw-away probe values of tracing)."""
+    if tr.effects is None or not tr.effects.scalars:
+        return
+    outer = getattr(dispatch._lifter[0], "runtime_value", None)
+    nodes = {id(t): n for t, n in tr.closure}
+    for t, getter in tr.effects.scalars:
+        node = nodes[id(t)]
+        name = node.attr("name")
+        env[id(node)] = (outer(getter, t.dtype, name) if outer is not None
+                         else Tensor._from_array(np.asarray(getter(), t.dtype.np), t.dtype))

@@ -66,13 +66,18 @@ def _argnums(argnums, n: int):
     return nums
 
 
-def _check_differentiable(args: tuple, nums) -> None:
+def _check_differentiable(args: tuple, nums, forward: bool = False) -> None:
+    """The differentiated arguments are floating-point tensors (torch's errors: forward
+    mode -- jacfwd, hessian -- names the primal's dtype)."""
     for i in ((nums,) if isinstance(nums, int) else nums):
         for leaf in pytree.flatten(args[i])[0]:
             if not isinstance(leaf, Tensor):
                 raise ValueError(f"Thing passed to transform API must be Tensor, got "
                                  f"{_torch_type(leaf)}")
             if not leaf.is_floating_point():
+                if forward:
+                    raise ValueError("Expected primal to be floating point or complex, but "
+                                     f"got: {leaf.dtype}")
                 raise RuntimeError("only Tensors of floating point dtype can require gradients")
 
 
@@ -244,6 +249,7 @@ def jvp(func: Callable[..., Any], primals: Any, tangents: Any, *, strict: bool =
                                "that of the original Tensor, this is not supported. Tensor is of "
                                f"size {list(p.shape)} while the given forward gradient is of size "
                                f"{list(t.shape)}.")
+    _check_differentiable((primals,), 0, forward=True)
 
     if strict:                 # (checked eagerly: whether any output depends on a primal)
         with grad_mode.enable_grad():
@@ -274,11 +280,17 @@ def jvp(func: Callable[..., Any], primals: Any, tangents: Any, *, strict: bool =
 def _jacobian(func, argnums, has_aux: bool, name: str, hessian: bool = False):
     def wrapper(*args, **kwargs):
         nums = _argnums(argnums, len(args))
-        _check_differentiable(args, nums)
+        _check_differentiable(args, nums, forward=name != "jacrev")
 
         def make():
             def main(*a, **k):
                 out, _ = _split_aux(func(*a, **k), has_aux, f"{name}(f, ...)(*args)")
+                if name != "jacfwd":        # (reverse mode: torch's vjp refuses them)
+                    for o in pytree.flatten(out)[0]:
+                        if isinstance(o, Tensor) and not o.dtype.is_floating_point:
+                            raise RuntimeError(
+                                "vjp(f, ...): All outputs of f must be floating-point or "
+                                f"complex Tensors, got Tensor with dtype {o.dtype}")
                 return out
             main.__name__ = getattr(func, "__name__", "f")
             inner = api.hessian(main, nums) if hessian else \

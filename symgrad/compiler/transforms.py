@@ -50,12 +50,22 @@ class Identity(Transform):
         return Built(out_nodes, out_structure, pytree.leaf_paths(out_structure, "out"))
 
 
-def _check_argnums(argnums, n):
+def _check_argnums(argnums, n, grad=False):
+    """``argnums`` as positions in [0, n), with JAX's errors: grad / value_and_grad given
+    too few arguments a TypeError, other bad positions a ValueError."""
     nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
     for a in nums:
-        if not isinstance(a, int) or not -n <= a < n:
-            raise ValueError(f"argnums {argnums!r} out of range for a function called with "
-                             f"{n} positional arguments")
+        if not isinstance(a, int) or isinstance(a, bool):
+            raise TypeError(f"argnums must be an int or a tuple of ints, got {argnums!r}")
+    if grad and nums and max(nums) >= n:
+        raise TypeError(f"differentiating with respect to argnums={argnums} requires at least "
+                        f"{max(nums) + 1} positional arguments to be passed by the caller, but "
+                        f"got only {n} positional arguments.")
+    for a in nums:
+        if not -n <= a < n:
+            raise ValueError("Positional argument indices, e.g. for `static_argnums`, must "
+                             "have value greater than or equal to -len(args) and less than "
+                             f"len(args), but got value {a} for len(args) == {n}.")
     return tuple(a % n for a in nums)
 
 
@@ -86,17 +96,19 @@ class Grad(Transform):
         return ("grad", self.argnums, self.value, self.has_aux, self.name)
 
     def build(self, out_nodes, out_structure, arg_groups, arg_names):
-        nums = _check_argnums(self.argnums, len(arg_groups))
+        nums = _check_argnums(self.argnums, len(arg_groups), grad=True)
         single = isinstance(self.argnums, int)
         wrt = _wrt(arg_groups, arg_names, nums, self.name)
         value, aux_nodes, aux_structure = _split_aux(out_nodes, out_structure, self.has_aux,
                                                      self.name)
-        if value.shape != () and numel(value.shape) != 1:
-            raise ValueError(f"{self.name} requires a scalar output, but the function returned "
-                             f"a tensor of shape {list(value.shape)}")
+        if value.shape != () and numel(value.shape) != 1:     # (JAX's errors)
+            raise TypeError("Gradient only defined for scalar-output functions. Output had "
+                            f"shape: {tuple(value.shape)}.")
         if not value.dtype.is_floating_point:
-            raise TypeError(f"{self.name} requires a floating-point output, got "
-                            f"{value.dtype.name}")
+            raise TypeError(f"{self.name} requires real-valued outputs (output dtype that is a "
+                            f"sub-dtype of np.floating), but got {value.dtype.name}. For "
+                            "differentiation of functions with integer outputs, use jax.vjp "
+                            "directly.")
         grads = grad_graph([value], wrt)
         gstruct = _grad_structure(arg_groups, nums, single)
         # JAX's layouts: grad -> g, (g, aux); value_and_grad -> (v, g), ((v, aux), g)
@@ -251,10 +263,19 @@ class Jacobian(Transform):
         single = isinstance(self.argnums, int)
         wrt = _wrt(arg_groups, arg_names, nums, self.name)
         outs = out_nodes
+        for o in outs:                  # (JAX's jacrev / hessian refuse these)
+            if not o.dtype.is_floating_point and not (self.forward and not self.hessian):
+                raise TypeError(f"jacrev requires real-valued outputs (output dtype that is "
+                                f"a sub-dtype of np.floating), but got {o.dtype.name}. For "
+                                "differentiation of functions with integer outputs, use "
+                                "jax.vjp directly.")
         if self.hessian:
-            if out_structure != pytree.LEAF or numel(out_nodes[0].shape) != 1:
-                raise ValueError("hessian requires a function returning one scalar tensor")
-            outs = grad_graph([out_nodes[0]], wrt)
+            if out_structure != pytree.LEAF:
+                raise ValueError("hessian requires a function returning one tensor")
+            # a scalar: its gradient; any other shape: its jacobian (jax.hessian's and
+            # torch.func.hessian's out.shape + in.shape + in.shape)
+            outs = (grad_graph([out_nodes[0]], wrt) if out_nodes[0].shape == ()
+                    else _jacobian_nodes([out_nodes[0]], wrt)[0])
             out_structure = _grad_structure(arg_groups, nums, single)
         aux: list[Node] = []
         if self.forward and all(o.dtype.is_floating_point for o in outs):

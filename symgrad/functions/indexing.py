@@ -11,6 +11,7 @@ import numpy as np
 
 from ..graph import dtypes
 from ..dispatch import bind
+from ..tracing import _lifter
 from ..ops import lax
 from ..graph.primitives import PRIMITIVES as P
 from .common import Tensor, to_tensor
@@ -41,7 +42,8 @@ def _normalize(key, ndim):
                 k = lax.cast(k, dtypes.bool_)
         elif isinstance(k, Tensor):        # 0-d tensor: an int (or a bool / byte mask)
             k = (k if k.dtype is dtypes.bool_ else lax.cast(k, dtypes.bool_)
-                 if k.dtype is dtypes.uint8 else _int_index(k))
+                 if k.dtype is dtypes.uint8 else _DynamicIndex(k) if _traced(k)
+                 else _int_index(k))
         elif isinstance(k, (bool, np.bool_)):
             k = to_tensor(np.array(bool(k)))
         elif isinstance(k, np.integer):
@@ -69,6 +71,29 @@ def _normalize(key, ndim):
 _UINT8_INDEX = ("indexing with dtype torch.uint8 is now deprecated, please use a dtype "
                 "torch.bool instead. (Triggered internally at /__w/pytorch/pytorch/aten/src/"
                 "ATen/native/IndexingUtils.h:37.)")
+
+
+class _DynamicIndex:
+    """A traced integer in a key (``x[i]`` inside jit / compile / vmap with ``i`` an
+    argument): the axis is picked by a gather of that position (JAX's dynamic indexing;
+    an index out of range is clamped into it, as JAX's gathers do)."""
+
+    __slots__ = ("t",)
+
+    def __init__(self, t: Tensor):
+        if t.dtype.category != "int":
+            raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+        self.t = t
+
+    def position(self, size: int) -> Tensor:
+        """The index as a position in [0, size): negative counted from the end."""
+        t = lax.cast(self.t, dtypes.int64)
+        return (t + (t < 0).long() * size).clamp(0, size - 1)
+
+
+def _traced(k: Tensor) -> bool:
+    lifter = _lifter[0]
+    return k._data is None or (lifter is not None and lifter.is_outer(k))
 
 
 def _int_index(k: Tensor) -> int:
@@ -104,11 +129,19 @@ def getitem(x: Tensor, key: Index) -> Tensor:
     raw = key
     key = _normalize(key, x.dim())
     if any(_is_advanced(k) for k in key):
+        if any(isinstance(k, _DynamicIndex) for k in key):
+            raise IndexError("indexing with a traced integer together with index tensors is "
+                             "not supported: make the integer a 1-element index tensor, or "
+                             "use take_along_dim / gather")
         return _advanced(x, key)
     out, axis = x, 0
+    dynamic = []                    # (axis of out, index): gathered after the basic part
     raw_pos = _raw_positions(raw, len(key))
     for j, k in enumerate(key):
-        if k is None:
+        if isinstance(k, _DynamicIndex):
+            dynamic.append((axis, k))
+            axis += 1
+        elif k is None:
             shape = tuple(out.shape[:axis]) + (1,) + tuple(out.shape[axis:])
             out = _view(out, "reshape", "UnsqueezeBackward0", shape=shape)
             axis += 1
@@ -121,6 +154,9 @@ def getitem(x: Tensor, key: Index) -> Tensor:
         else:
             out = _slice_view(out, k, axis, raw)
             axis += 1
+    for axis, k in reversed(dynamic):           # (the last first: earlier axes stay put)
+        out = bind(P["take"], out, k.position(out.shape[axis]), axis=axis,
+                   grad_name="IndexBackward0")
     if out is x:
         out = _view(x, "reshape", "AliasBackward0", shape=tuple(x.shape))
     return out
@@ -278,6 +314,9 @@ def setitem(x: Tensor, key: Index, value: TensorLike) -> Tensor | None:
             raise ValueError("slice step cannot be zero" if k.step == 0 else
                              "step must be greater than zero")
     nkey = _normalize(key, x.dim())
+    nkey = [k.position(x.shape[j]) if isinstance(k, _DynamicIndex) else k
+            for j, k in enumerate(nkey)] if any(isinstance(k, _DynamicIndex) for k in nkey) \
+        else nkey
     if x._base is None and _selects_all(x, nkey, allow_index=False):
         return _set_whole(x, value)
     if any(isinstance(k, Tensor) and k._data is None for k in nkey):

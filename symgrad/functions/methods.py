@@ -404,7 +404,8 @@ _METHODS = {
     # selection
     "masked_fill": selection.masked_fill, "tril": selection.tril, "triu": selection.triu,
     "gather": selection.gather, "index_select": selection.index_select,
-    "split": selection.split, "chunk": selection.chunk, "atan2": _binop("atan2"),
+    "split": selection.split, "chunk": selection.chunk,
+    "unbind": selection.unbind, "narrow": selection.narrow, "atan2": _binop("atan2"),
     "sort": selection.sort, "argsort": selection.argsort, "topk": selection.topk,
     "arctan2": _binop("atan2"),
     "softmax": _softmax, "log_softmax": _log_softmax,

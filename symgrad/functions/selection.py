@@ -1,5 +1,6 @@
 """Selecting, masking and sorting as PyTorch names them: ``masked_fill``, ``tril`` /
-``triu``, ``gather``, ``index_select``, ``split`` / ``chunk``, ``square``, ``sort``,
+``triu``, ``gather``, ``index_select``, ``split`` / ``chunk`` / ``unbind`` / ``narrow``,
+``square``, ``sort``,
 ``argsort``, ``topk``; PyTorch's checks, error texts and backward names, on the
 primitives (where, gather, take, slice, argsort)."""
 from __future__ import annotations
@@ -17,8 +18,10 @@ from .common import Tensor, to_tensor, wrap_dim
 from .composite import named
 from .elementwise import pow as _pow, where
 from .reduction import return_types
+from .shape import make_view
 
 __all__ = ["masked_fill", "tril", "triu", "gather", "index_select", "split", "chunk",
+           "unbind", "narrow",
            "square", "sort", "argsort", "topk"]
 
 
@@ -187,6 +190,44 @@ def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
     n = x.shape[d]
     return split(x, max(-(-n // chunks), 1) if n else 0, d) if n else \
         split(x, [0] * chunks, d)
+
+
+def unbind(input: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
+    """The slices of ``input`` along ``dim`` with that dim removed, views
+    (``UnbindBackward0``)."""
+    x = to_tensor(input)
+    if x.dim() == 0:
+        raise IndexError("Dimension specified as 0 but tensor has no dimensions")
+    d = wrap_dim(dim, x.dim())
+    return tuple(make_view(x, bind(P["select"], x, grad_name="UnbindBackward0", axis=d,
+                                   index=i), "select", {"axis": d, "index": i})
+                 for i in range(x.shape[d]))
+
+
+def narrow(input: Tensor, dim: int, start: int | Tensor, length: int) -> Tensor:
+    """``length`` elements of ``input`` along ``dim`` from ``start`` (negative: from the
+    end), a view (``SliceBackward0``)."""
+    x = to_tensor(input)
+    if x.dim() == 0:
+        raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
+    if length < 0:
+        raise RuntimeError("narrow(): length must be non-negative.")
+    d = wrap_dim(dim, x.dim())
+    n = x.shape[d]
+    start = int(start.item()) if isinstance(start, Tensor) else int(start)
+    if not -n <= start <= n:
+        raise IndexError(f"start out of range (expected to be in range of [{-n}, {n}], but "
+                         f"got {start})")
+    if start < 0:
+        start += n
+    if start + length > n:
+        raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size "
+                           f"({n}).")
+    attrs = {"starts": tuple(start if k == d else 0 for k in range(x.dim())),
+             "stops": tuple(start + length if k == d else x.shape[k] for k in range(x.dim())),
+             "steps": (1,) * x.dim()}
+    return make_view(x, bind(P["slice"], x, grad_name="SliceBackward0", **attrs), "slice",
+                     attrs)
 
 
 def argsort(input: Tensor, dim: int = -1, descending: bool = False,

@@ -63,12 +63,13 @@ class Capture:
             self.parent.hooked = value
 
 
-def trace_body(fn, args_structs, args_avals, names):
+def trace_body(fn, args_structs, args_avals, names, capture=Capture):
     """Trace ``fn`` once on stand-ins: returns (input nodes, the result, capture).
     ``args_structs`` / ``args_avals``: each argument's pytree structure and leaf avals;
-    ``names``: the prefix of each argument's input names."""
+    ``names``: the prefix of each argument's input names; ``capture``: the lifter's class
+    (called with the level and the first captured input's index)."""
     level = L.next_level()
-    cap = Capture(level, 0)         # first: the stand-ins below are the body's own
+    cap = capture(level, 0)         # first: the stand-ins below are the body's own
     inputs, args = [], []
     for struct, avals, prefix in zip(args_structs, args_avals, names):
         stand = []

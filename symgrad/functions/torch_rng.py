@@ -26,7 +26,9 @@ array([0.4962566 , 0.7682218 , 0.08847743], dtype=float32)
 """
 from __future__ import annotations
 
+import contextlib
 import math
+import threading
 
 import numpy as np
 
@@ -171,12 +173,34 @@ class TorchRNG:
         return np.array(r, np.int64)
 
 
+_lead = threading.local()       # leading_axis's size, and whether a draw used it
+
+
+@contextlib.contextmanager
+def leading_axis(n: int):
+    """Inside, every draw of a shaped method (uniform, normal, integers, ...) has one more
+    leading axis of size ``n``: ``vmap(randomness="different")`` draws one (n, *shape)
+    tensor, as torch's vmap does. Yields a list that holds True once a draw used it."""
+    prev = getattr(_lead, "n", None), getattr(_lead, "used", None)
+    _lead.n, _lead.used = int(n), [False]
+    try:
+        yield _lead.used
+    finally:
+        _lead.n, _lead.used = prev
+
+
 def _shape(size) -> tuple:
     if size is None:
-        return ()
-    if isinstance(size, (int, np.integer)):
-        return (int(size),)
-    return tuple(int(s) for s in size)
+        shape = ()
+    elif isinstance(size, (int, np.integer)):
+        shape = (int(size),)
+    else:
+        shape = tuple(int(s) for s in size)
+    n = getattr(_lead, "n", None)
+    if n is None:
+        return shape
+    _lead.used[0] = True
+    return (n,) + shape
 
 
 def _fma(a: np.ndarray, b: float, c: float) -> np.ndarray:

@@ -1,6 +1,7 @@
 """``nn.utils``: gradient clipping and flat parameter vectors."""
-from .clip_grad import clip_grad_norm_, clip_grad_value_
+from .clip_grad import clip_grad_norm_, clip_grad_value_, clip_grads_with_norm_, get_total_norm
 from .convert_parameters import parameters_to_vector, vector_to_parameters
 
-__all__ = ["clip_grad_norm_", "clip_grad_value_", "parameters_to_vector",
+__all__ = ["clip_grad_norm_", "clip_grad_value_", "get_total_norm", "clip_grads_with_norm_",
+           "parameters_to_vector",
            "vector_to_parameters"]

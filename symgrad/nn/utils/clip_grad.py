@@ -1,5 +1,5 @@
 """Clipping gradients in place, as ``torch.nn.utils.clip_grad_norm_`` /
-``clip_grad_value_``."""
+``clip_grad_value_``, and its two halves ``get_total_norm`` / ``clip_grads_with_norm_``."""
 from __future__ import annotations
 
 import math
@@ -9,7 +9,7 @@ import numpy as np
 from ...autograd import grad_mode
 from ...tensor import Tensor
 
-__all__ = ["clip_grad_norm_", "clip_grad_value_"]
+__all__ = ["clip_grad_norm_", "clip_grad_value_", "get_total_norm", "clip_grads_with_norm_"]
 
 
 def _params(parameters) -> list[Tensor]:
@@ -18,31 +18,68 @@ def _params(parameters) -> list[Tensor]:
     return list(parameters)
 
 
-def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0,
-                    error_if_nonfinite: bool = False, foreach=None) -> Tensor:
-    """Scale the gradients so that their joint ``norm_type`` norm is at most
-    ``max_norm``; returns the norm before clipping (a 0-d tensor)."""
-    grads = [p.grad for p in _params(parameters) if p.grad is not None]
+def get_total_norm(tensors, norm_type: float = 2.0, error_if_nonfinite: bool = False,
+                   foreach=None) -> Tensor:
+    """The ``norm_type`` norm of the tensors' norms (as if concatenated into one vector;
+    for p = 0, the count of tensors with a nonzero element), a 0-d tensor of the first
+    tensor's dtype (PyTorch's ``nn.utils.get_total_norm``)."""
+    tensors = _params(tensors)
     norm_type = float(norm_type)
-    if not grads:
+    if not tensors:
         return Tensor._from_array(np.array(0.0, dtype=np.float32))
-    arrays = [np.asarray(g.detach().numpy()) for g in grads]
-    if norm_type == math.inf:
-        total = max(float(np.max(np.abs(a))) if a.size else 0.0 for a in arrays)
-    else:
-        total = float(sum(float(np.sum(np.abs(a.astype(np.float64)) ** norm_type))
-                          for a in arrays) ** (1.0 / norm_type))
-    dt = grads[0].dtype.np
+    arrays = [np.asarray(t.detach().numpy()) for t in tensors]
+    total = _vector_norm(np.array([_vector_norm(a, norm_type) for a in arrays]), norm_type)
     if error_if_nonfinite and not math.isfinite(total):
         raise RuntimeError(f"The total norm of order {norm_type} for gradients from "
                            "`parameters` is non-finite, so it cannot be clipped. To disable "
                            "this error and scale the gradients by the non-finite norm anyway, "
                            "set `error_if_nonfinite=False`")
-    coef = min(max_norm / (total + 1e-6), 1.0)
+    return Tensor._from_array(np.array(total, dtype=tensors[0].dtype.np))
+
+
+def clip_grads_with_norm_(parameters, max_norm: float, total_norm: Tensor,
+                          foreach=None) -> None:
+    """Scale the gradients by ``max_norm / (total_norm + 1e-6)`` when below 1 (PyTorch's
+    ``nn.utils.clip_grads_with_norm_``)."""
+    grads = [p.grad for p in _params(parameters) if p.grad is not None]
+    if not grads:
+        return
+    # torch's roundings, in the norm's dtype: max_norm / (total + 1e-6) is
+    # reciprocal(total + 1e-6) * max_norm, clamped to 1
+    one = np.dtype(total_norm.dtype.np).type
+    total = one(total_norm.item())
+    coef = min(one(1.0) / (total + one(1e-6)) * one(max_norm), one(1.0))
     with grad_mode.no_grad():
         for g in grads:
-            g.mul_(float(np.asarray(coef, dtype=dt)))
-    return Tensor._from_array(np.array(total, dtype=dt))
+            g.mul_(float(coef))
+
+
+def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0,
+                    error_if_nonfinite: bool = False, foreach=None) -> Tensor:
+    """Scale the gradients so that their joint ``norm_type`` norm is at most
+    ``max_norm``; returns the norm before clipping (a 0-d tensor)."""
+    params = _params(parameters)
+    grads = [p.grad for p in params if p.grad is not None]
+    total = get_total_norm(grads, norm_type, error_if_nonfinite, foreach)
+    clip_grads_with_norm_(params, max_norm, total, foreach)
+    return total
+
+
+def _vector_norm(a: np.ndarray, p: float) -> float:
+    """``linalg.vector_norm(a, p)`` in float64: max / min |a| for p = +-inf, the count of
+    nonzeros for p = 0, else ``sum(|a| ** p) ** (1 / p)``."""
+    a = np.abs(a.astype(np.float64))
+    if p == math.inf:
+        return float(np.max(a)) if a.size else 0.0
+    if a.size == 0 and p < 0:
+        raise RuntimeError(f"linalg.vector_norm cannot compute the {format(p, '.6g')} norm on "
+                           "an empty tensor because the operation does not have an identity")
+    if p == -math.inf:
+        return float(np.min(a))
+    if p == 0:
+        return float(np.count_nonzero(a))
+    with np.errstate(divide="ignore"):         # (0 ** -1 = inf, as torch's)
+        return float(np.sum(a ** p) ** (1.0 / p))
 
 
 def clip_grad_value_(parameters, clip_value: float, foreach=None) -> None:

@@ -1,9 +1,11 @@
 """``symgrad.utils.data``: ``Dataset``, ``TensorDataset``, ``Subset``, ``random_split``,
 ``DataLoader`` with PyTorch's batching, shuffling and default collation."""
-from .dataloader import DataLoader, default_collate
+from .dataloader import DataLoader, default_collate, default_convert
 from .dataset import ConcatDataset, Dataset, IterableDataset, Subset, TensorDataset, random_split
-from .sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
+from .sampler import (BatchSampler, RandomSampler, Sampler, SequentialSampler,
+                      SubsetRandomSampler, WeightedRandomSampler)
 
 __all__ = ["Dataset", "IterableDataset", "TensorDataset", "ConcatDataset", "Subset",
-           "random_split", "DataLoader", "default_collate", "Sampler", "SequentialSampler",
-           "RandomSampler", "BatchSampler"]
+           "random_split", "DataLoader", "default_collate", "default_convert", "Sampler",
+           "SequentialSampler",
+           "RandomSampler", "SubsetRandomSampler", "WeightedRandomSampler", "BatchSampler"]

@@ -15,7 +15,7 @@ from ...tensor import Tensor
 from .dataset import IterableDataset
 from .sampler import BatchSampler, RandomSampler, SequentialSampler
 
-__all__ = ["DataLoader", "default_collate"]
+__all__ = ["DataLoader", "default_collate", "default_convert"]
 
 
 def default_collate(batch):
@@ -36,20 +36,42 @@ def default_collate(batch):
     if isinstance(elem, int):
         return tensor(batch)
     if isinstance(elem, (str, bytes)):
-        return list(batch)
+        return batch            # (as given: a field's strings are a tuple, as PyTorch's)
     if isinstance(elem, collections.abc.Mapping):
         return {k: default_collate([d[k] for d in batch]) for k in elem}
     if isinstance(elem, tuple) and hasattr(elem, "_fields"):
-        return type(elem)(*(default_collate(list(s)) for s in zip(*batch)))
+        return type(elem)(*(default_collate(s) for s in zip(*batch)))
     if isinstance(elem, collections.abc.Sequence):
         size = len(elem)
         if any(len(e) != size for e in batch):
             raise RuntimeError("each element in list of batch should be of equal size")
-        return [default_collate(list(s)) for s in zip(*batch)]
+        return [default_collate(s) for s in zip(*batch)]
     if isinstance(elem, numbers.Number):
         return tensor(batch)
     raise TypeError("default_collate: batch must contain tensors, numpy arrays, numbers, "
                     f"dicts or lists; found {type(elem)}")
+
+
+def default_convert(data):
+    """A sample as the loader gives it without batching (``batch_size=None``), as
+    PyTorch's: numpy arrays and scalars become tensors, containers are converted field by
+    field, a tuple becomes a list (a namedtuple stays one)."""
+    if isinstance(data, Tensor):
+        return data
+    if isinstance(data, (np.ndarray, np.generic)):
+        return data if data.dtype.kind in "SUO" else as_tensor(data)
+    if isinstance(data, collections.abc.Mapping):
+        return {k: default_convert(v) for k, v in data.items()}
+    if isinstance(data, tuple) and hasattr(data, "_fields"):
+        return type(data)(*(default_convert(d) for d in data))
+    if isinstance(data, tuple):
+        return [default_convert(d) for d in data]
+    if isinstance(data, collections.abc.Sequence) and not isinstance(data, (str, bytes)):
+        try:
+            return type(data)([default_convert(d) for d in data])
+        except TypeError:
+            return [default_convert(d) for d in data]
+    return data
 
 
 class DataLoader:
@@ -105,7 +127,7 @@ class DataLoader:
         self.sampler, self.batch_sampler = sampler, batch_sampler
         self.collate_fn = collate_fn if collate_fn is not None else (
             default_collate if batch_size is not None or batch_sampler is not None
-            else (lambda x: x))
+            else default_convert)
 
     def __iter__(self):
         # PyTorch's loader iterator draws its workers' base seed (one int64) first: the

@@ -3,9 +3,12 @@ from __future__ import annotations
 
 from typing import Iterator, Sized
 
-from ...functions.random import Generator, generator, randint, randperm
+from ...functions.creation import as_tensor
+from ...functions.random import Generator, generator, multinomial, randint, randperm
+from ...graph import dtypes
 
-__all__ = ["Sampler", "SequentialSampler", "RandomSampler", "BatchSampler"]
+__all__ = ["Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler",
+           "WeightedRandomSampler", "BatchSampler"]
 
 
 class Sampler:
@@ -57,6 +60,47 @@ class RandomSampler(Sampler):
             out += randperm(n, generator=gen).tolist()
         out += randperm(n, generator=gen).tolist()[:self.num_samples % n]
         return iter(out)
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+
+class SubsetRandomSampler(Sampler):
+    """The given indices in a random order (one permutation per epoch, PyTorch's)."""
+
+    def __init__(self, indices, generator=None):
+        self.indices, self.generator = indices, generator
+
+    def __iter__(self) -> Iterator[int]:
+        for i in randperm(len(self.indices), generator=self.generator).tolist():
+            yield self.indices[i]
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+
+class WeightedRandomSampler(Sampler):
+    """``num_samples`` indices of ``weights`` drawn with probabilities proportional to
+    them (``multinomial``: PyTorch's numbers for a seed)."""
+
+    def __init__(self, weights, num_samples: int, replacement: bool = True, generator=None):
+        if not isinstance(num_samples, int) or isinstance(num_samples, bool) \
+                or num_samples <= 0:
+            raise ValueError("num_samples should be a positive integer value, but got "
+                             f"num_samples={num_samples}")
+        if not isinstance(replacement, bool):
+            raise ValueError("replacement should be a boolean value, but got replacement="
+                             f"{replacement}")
+        w = as_tensor(weights, dtype=dtypes.float64)
+        if len(w.shape) != 1:
+            raise ValueError("weights should be a 1d sequence but given weights have shape "
+                             f"{tuple(w.shape)}")
+        self.weights, self.num_samples, self.replacement = w, num_samples, replacement
+        self.generator = generator
+
+    def __iter__(self) -> Iterator[int]:
+        yield from multinomial(self.weights, self.num_samples, self.replacement,
+                               generator=self.generator).tolist()
 
     def __len__(self) -> int:
         return self.num_samples
