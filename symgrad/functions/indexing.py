@@ -75,8 +75,9 @@ _UINT8_INDEX = ("indexing with dtype torch.uint8 is now deprecated, please use a
 
 class _DynamicIndex:
     """A traced integer in a key (``x[i]`` inside jit / compile / vmap with ``i`` an
-    argument): the axis is picked by a gather of that position (JAX's dynamic indexing;
-    an index out of range is clamped into it, as JAX's gathers do)."""
+    argument): the axis is picked by a gather of that position (JAX's dynamic indexing).
+    An index out of range raises PyTorch's IndexError when the program runs (JAX clamps
+    it into range: a silent other answer, which symgrad does not give)."""
 
     __slots__ = ("t",)
 
@@ -86,9 +87,10 @@ class _DynamicIndex:
         self.t = t
 
     def position(self, size: int) -> Tensor:
-        """The index as a position in [0, size): negative counted from the end."""
+        """The index as a position in [0, size), negative counted from the end; one out
+        of range is left as it is (the gather raises PyTorch's IndexError naming it)."""
         t = lax.cast(self.t, dtypes.int64)
-        return (t + (t < 0).long() * size).clamp(0, size - 1)
+        return t + ((t < 0) & (t >= -size)).long() * size
 
 
 def _traced(k: Tensor) -> bool:
