@@ -295,8 +295,13 @@ class Tensor(_Methods):
     def detach(self) -> "Tensor":
         """A tensor on the same storage (and version counter) with no history; in a
         trace, a stop-gradient node (compiled gradients treat it as eager backward does)."""
-        if self._data is None:
-            return Tensor._from_node(stop_gradient_node(self._node))
+        if self._data is None:      # a view all the same: a write through it reaches self
+            out = Tensor._from_node(stop_gradient_node(self._node))
+            out._base = self._base if self._base is not None else self
+            out._view_chain = self._view_chain or ()
+            out._vc = self._vc
+            out._detached_view = True     # (the write keeps the base's history: inplace.py)
+            return out
         return self._shallow()
 
     def detach_(self) -> "Tensor":

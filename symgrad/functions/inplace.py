@@ -17,6 +17,8 @@ from .composite import named
 from .elementwise import float_scalar
 from ..graph.fpstate import enter as fp_enter, leave as fp_leave
 from ..autograd.nodes import SavedTensor
+from ..graph.node import make_node
+from ..ops.custom import CUSTOM_VJP
 
 __all__ = ["check_inplace", "update", "assign_positions", "view_positions", "original",
            "set_history", "rewrite_base", "LEAF_ERRORS"]
@@ -149,12 +151,13 @@ def update(x: Tensor, new: Tensor) -> Tensor:
     if not traced_write:
         x._vc[0] += 1
     base = x._base
-    if base is not None and (recorded or base.requires_grad) and grad_mode.is_grad_enabled():
+    if base is not None and (recorded or base.requires_grad) and grad_mode.is_grad_enabled() \
+            and not x.__dict__.get("_detached_view"):
         rewrite_base(x, base, new)
     else:
-        if x._data is None:
-            x._node = new._node
-        if base is not None and new._data is None:
+        if x._data is None:     # (a constant new value of a traced tensor: zero_, fill_)
+            x._node = new._node if new._data is None else dispatch._as_node(new, new.dtype)
+        if base is not None and (new._data is None or x._data is None):
             _view_write(x, base, new)
         if recorded:
             set_history(x, new.grad_fn, new._output_nr)
@@ -216,12 +219,36 @@ def _view_write(x: Tensor, base: Tensor, new: Tensor) -> None:
     elements of its base that x holds take it (a traced base's node, or an eager base's
     update the tracer records)."""
     pos = Tensor._from_array(view_positions(x).reshape(-1), dtypes.int64)
+    if base._data is None:      # a traced base: its gradient flows through the write
+        if x.__dict__.get("_detached_view"):     # (through detach(): the new value, the
+            base._node = _keep_history(_put_into(base, pos, new), base)   # old history)
+        else:
+            base._node = _put_into(base, pos, new)._node
+        return
     with grad_mode.no_grad():
         b_new = _put_into(base, pos, new)
-    if base._data is None:
-        base._node = b_new._node
-    else:
-        _traced_write(base, b_new)
+    _traced_write(base, b_new)
+
+
+class _KeepHistoryRule:
+    """The custom_vjp rule of :func:`_keep_history`: the cotangent passes unchanged to the
+    old value (one object: programs holding it compare equal)."""
+
+    def __call__(self, needs, g, node):
+        return (g,)
+
+    def __repr__(self):
+        return "keep_history"
+
+
+_KEEP_HISTORY = _KeepHistoryRule()
+
+
+def _keep_history(new: Tensor, old: Tensor):
+    """The node with `new`'s value and `old`'s gradient path (identity), none into `new`:
+    a traced tensor written through ``detach()`` keeps its history, as in PyTorch."""
+    n, o = new._node, old._node
+    return make_node(CUSTOM_VJP.name, (n, o), (("rule", _KEEP_HISTORY),), n.shape, n.dtype)
 
 
 def set_history(t: Tensor, fn, output_nr: int = 0) -> None:

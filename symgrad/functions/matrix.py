@@ -81,9 +81,11 @@ def diagonal(input: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Te
     d1, d2 = _dims(x.dim(), dim1, dim2)
     steps = _read_steps(tuple(x.shape), int(offset), d1, d2)
     out = named("DiagonalBackward0", lambda v: _apply_steps(v, steps), x)
-    if x._data is None or not x._data.flags.writeable:
-        return out
-    out._data = _strided_diagonal(x._data, int(offset), d1, d2)
+    if x._data is not None and not x._data.flags.writeable:
+        return out                      # (an expanded tensor: no view to write through)
+    if out._data is not None:           # eager: numpy's strided view of x's storage
+        out._data = _strided_diagonal(x._data, int(offset), d1, d2)
+    # (traced: a view all the same, so a write through it reaches x -- see inplace.update)
     out = make_view(x, out, *steps[0])
     out._view_chain += tuple((name, tuple(sorted(attrs.items()))) for name, attrs in steps[1:])
     return out

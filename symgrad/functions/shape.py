@@ -54,6 +54,8 @@ def _mark_view(src: Tensor, out: Tensor, prim_name: str, attrs: dict) -> Tensor:
         base = src
     out._base = base
     out._vc = src._vc
+    if src.__dict__.get("_detached_view"):
+        out._detached_view = True
     chain = src._view_chain      # (attrs: the call's own dict, read with dict(attrs))
     out._view_chain = ((prim_name, attrs),) if chain is None else chain + ((prim_name, attrs),)
     views = base.__dict__.get("_views")
