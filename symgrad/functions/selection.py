@@ -35,8 +35,10 @@ def masked_fill(input: Tensor, mask: Tensor, value: float | Tensor) -> Tensor:
     if isinstance(value, Tensor) and value.dim() != 0:
         raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, but got "
                            f"tensor with {value.dim()} dimension(s).")
-    fill = value.to(x.dtype) if isinstance(value, Tensor) else value
-    return named("MaskedFillBackward0", lambda v: where(m, fill, v), x)
+    if isinstance(value, Tensor):       # an input of the node: it gets the filled
+        return named("MaskedFillBackward1",   # positions' gradient (as index_fill's)
+                     lambda v, w: where(m, lax.cast(w, x.dtype), v), x, value)
+    return named("MaskedFillBackward0", lambda v: where(m, value, v), x)
 
 
 def _triangle(name: str, x: Tensor, diagonal: int, lower: bool) -> Tensor:
