@@ -142,3 +142,33 @@ def test_sigmoid_shaped_second_derivative_for_very_negative_inputs(name, dtype):
     _check_eager(fn, [x])
     for be in BACKENDS:
         _check_hessian(fn, x, be)
+
+
+STD_CASES = {
+    "std(dim=1)": lambda T, a: a.std(dim=1),
+    "std()": lambda T, a: a[0].std(),
+    "std(correction=0)": lambda T, a: a.std(dim=1, correction=0),
+    "std(dim=0, keepdim)": lambda T, a: a[:, :2].std(dim=0, keepdim=True),
+    "std * weights": lambda T, a: a.std(dim=1) * T.tensor([2., 3.], dtype=a.dtype),
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", list(STD_CASES))
+def test_std_of_a_constant_slice_has_zero_gradient(case, dtype):
+    """review5 #2: torch's std_backward masks std == 0 (gradient 0 there, not NaN); the
+    other rows' gradient unchanged. Eager and compiled value_and_grad, both backends."""
+    fn = STD_CASES[case]
+    x = np.array([[1., 1., 1.], [1., 2., 4.]], dtype=dtype)
+    t = torch.tensor(x, requires_grad=True)
+    tv = fn(torch, t).sum()
+    tv.backward()
+    s = sg.tensor(x, requires_grad=True)
+    sv = fn(sg, s).sum()
+    sv.backward()
+    _close(sv.detach().numpy(), tv.detach().numpy())
+    _close(s.grad.numpy(), t.grad.numpy())
+    for backend in BACKENDS:
+        v, g = sg.value_and_grad(lambda a: fn(sg, a).sum(), backend=backend)(x)
+        _close(v, tv.detach().numpy())
+        _close(g, t.grad.numpy())

@@ -57,13 +57,20 @@ def var(input: Tensor, dim: int | tuple[int, ...] | list[int] | None = None,
     return named("VarBackward0", lambda v: _var_prims(v, axes, keepdim, corr), x, saves=(0,))
 
 
+def _masked_sqrt(v):
+    """sqrt(v) with a zero derivative where v == 0 (no NaN from the untaken branch)."""
+    zero = lax.eq(v, 0.0)
+    return lax.where(zero, 0.0, lax.unary("sqrt", lax.where(zero, 1.0, v)))
+
+
 def std(input: Tensor, dim: int | tuple[int, ...] | list[int] | None = None,
         unbiased: bool | None = None, keepdim: bool = False, *,
         correction: float | None = None) -> Tensor:
-    """The standard deviation: ``sqrt(var(...))`` with the same arguments."""
+    """The standard deviation: ``sqrt(var(...))`` with the same arguments; where it is 0
+    (a constant slice) its gradient is 0, as PyTorch's std_backward masks it (not NaN)."""
     x, axes, corr, keepdim = _prepare("std", input, dim, unbiased, correction, keepdim)
     return named("StdBackward0",
-                 lambda v: lax.unary("sqrt", _var_prims(v, axes, keepdim, corr)), x,
+                 lambda v: _masked_sqrt(_var_prims(v, axes, keepdim, corr)), x,
                  saves=(0,), saves_output=True)
 
 
