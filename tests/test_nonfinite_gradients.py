@@ -382,3 +382,30 @@ def test_division_by_a_number_divides(backend, dtype, divisor):
     (torch.sin(xt) / divisor).sum().backward()
     g = sg.grad(lambda v: (sg.sin(v) / divisor).sum(), backend=backend)(x)
     np.testing.assert_allclose(g, xt.grad.numpy(), rtol=1e-6 if dtype == "float32" else 1e-14)
+
+
+EXTREMUM_INPUTS = {
+    "two NaN": [[1., np.nan, 2.], [3., 0., np.nan]],
+    "one NaN": [[1., 5., 2.], [np.nan, 0., 5.]],
+    "all NaN": [[np.nan, np.nan], [np.nan, np.nan]],
+    "NaN and inf": [[np.inf, np.nan], [-np.inf, 1.]],
+    "ties, no NaN": [[1., 5., 5.], [-3., 5., -3.]],
+    "-inf only": [[-np.inf, -np.inf], [-np.inf, -np.inf]],
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("kind", ["max", "min"])
+@pytest.mark.parametrize("case", list(EXTREMUM_INPUTS))
+def test_full_max_min_with_nan_share_gradient_among_nan(case, kind, backend, dtype):
+    """review5 #1: full max() / min() of a tensor holding NaN is NaN and its gradient is
+    shared among the NaN elements (0 elsewhere), as PyTorch's evenly_distribute_backward;
+    compiled gave NaN everywhere. Value checked too."""
+    x = np.array(EXTREMUM_INPUTS[case], dtype=dtype)
+    fn = (lambda L, v: getattr(v * 2, kind)() * 3)
+    _check(fn, [x], backend)
+    want = fn(torch, torch.tensor(x)).numpy()
+    got = (fn(sg, sg.tensor(x)).numpy() if backend == "eager"
+           else sg.compile(lambda v: fn(sg, v), backend=backend)(x))
+    np.testing.assert_array_equal(np.asarray(got), want)

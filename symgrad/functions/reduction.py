@@ -102,6 +102,9 @@ def _extremum(kind, x, dim, keepdim, other):
             return named(f"{kind.capitalize()}Backward1", lambda v: bind(
                 P["mean"], bind(P["take"], lax.reshape(v, (v.numel(),)), pos, axis=0),
                 axes=(0,), keepdim=False), x)
+        if x._data is None and x.dtype.is_floating_point:    # (traced: NaN known per call)
+            return named(f"{kind.capitalize()}Backward1",
+                         lambda v: _nan_shared_extremum(prim, kind, v), x)
         return bind(prim, x, axes=tuple(range(x.dim())), keepdim=False,
                     grad_name=f"{kind.capitalize()}Backward1")
     axis = wrap_dim(dim, x.dim())
@@ -121,6 +124,20 @@ def _extremum(kind, x, dim, keepdim, other):
                    kernel=None if idx._data is None else gather_kernel(idx._data, axis, shape),
                    keeps=(indices,))
     return getattr(return_types, kind)(values, indices)
+
+
+def _nan_shared_extremum(prim, kind: str, v):
+    """The full max() / min() of traced v with PyTorch's gradient when v holds NaN: the
+    result is NaN and the NaN elements share the gradient evenly, the others get 0 (amax's
+    own rule would give NaN everywhere); without NaN, amax's rule (ties share)."""
+    axes = tuple(range(v.dim()))
+    isnan = lax.unary("isnan", v)
+    clean = lax.where(isnan, float("-inf") if kind == "max" else float("inf"), v)
+    extreme = bind(prim, clean, axes=axes, keepdim=False)
+    count = lax.sum(lax.cast(isnan, v.dtype), axes)
+    nan_mean = lax.div(lax.sum(lax.where(isnan, v, 0.0), axes),
+                       bind(P["maximum"], count, lax.full((), 1, v.dtype)))
+    return lax.where(lax.apply("gt", count, 0.0), nan_mean, extreme)
 
 
 @overload
