@@ -64,3 +64,42 @@ def test_tensor_value_gradient_compiled(inplace, dtype, backend):
     assert np.asarray(g[1]).dtype == np.dtype(dtype)
     np.testing.assert_allclose(np.asarray(g[0]), ta, rtol=1e-6)
     np.testing.assert_allclose(np.asarray(g[1]), tv, rtol=1e-6)
+
+
+NUMBER_CASES = [("int32", 2.7), ("int32", -1), ("int64", 300), ("int64", float("inf")),
+                ("int32", float("nan")), ("uint8", -1), ("uint8", 300), ("uint8", 2.7),
+                ("int8", 200), ("int16", -129), ("bool", 2), ("bool", 0.0),
+                ("float16", 2.7), ("float32", float("inf")), ("float64", 1e300)]
+
+
+def _run(T, dtype, value, inplace, compiled=False):
+    x = T.tensor([[1, 0, 3], [4, 5, 0]]).to(getattr(T, dtype))
+    m = T.tensor([[True, False, True], [False, True, False]])
+    f = (lambda x: x.clone().masked_fill_(m, value)) if inplace else \
+        (lambda x: x.masked_fill(m, value))
+    try:
+        out = sg.compile(f)(x) if compiled else f(x)
+    except RuntimeError as e:
+        return "RuntimeError", str(e)
+    return str(out.dtype), np.asarray(out.numpy() if hasattr(out, "numpy") else out).tolist()
+
+
+@pytest.mark.parametrize("inplace", [False, True], ids=["masked_fill", "masked_fill_"])
+@pytest.mark.parametrize("dtype,value", NUMBER_CASES)
+def test_number_value_keeps_the_tensor_dtype(dtype, value, inplace):
+    """review5 #5: the value is converted to the tensor's dtype (torch's Scalar rules, its
+    overflow error), the result keeps it; eager and compiled."""
+    want = _run(torch, dtype, value, inplace)
+    assert _run(sg, dtype, value, inplace) == want
+    if want[0] != "RuntimeError" and dtype != "float16":
+        assert _run(sg, dtype, value, inplace, compiled=True)[1] == want[1]
+
+
+@pytest.mark.parametrize("mask_dtype", ["int64", "int32", "int16", "int8", "uint8",
+                                        "float32", "float64"])
+def test_non_bool_mask_error_text(mask_dtype):
+    def err(T):
+        with pytest.raises(RuntimeError) as e:
+            T.zeros(3).masked_fill(T.ones(3, dtype=getattr(T, mask_dtype)), 1.0)
+        return str(e.value)
+    assert err(sg) == err(torch)

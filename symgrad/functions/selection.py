@@ -4,6 +4,7 @@
 primitives (where, gather, take, slice, argsort)."""
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -31,14 +32,39 @@ def masked_fill(input: Tensor, mask: Tensor, value: float | Tensor) -> Tensor:
     x, m = to_tensor(input), to_tensor(mask)
     if m.dtype is not dtypes.bool_:
         raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with "
-                           f"dtype {m.dtype.c_name.lower() if m.dtype.name != 'uint8' else 'unsigned char'}")
+                           f"dtype {_C_TYPE_NAMES.get(m.dtype.name, m.dtype.name)}")
     if isinstance(value, Tensor) and value.dim() != 0:
         raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, but got "
                            f"tensor with {value.dim()} dimension(s).")
     if isinstance(value, Tensor):       # an input of the node: it gets the filled
         return named("MaskedFillBackward1",   # positions' gradient (as index_fill's)
                      lambda v, w: where(m, lax.cast(w, x.dtype), v), x, value)
-    return named("MaskedFillBackward0", lambda v: where(m, value, v), x)
+    fill = _scalar_in(value, x.dtype)
+    return named("MaskedFillBackward0", lambda v: where(m, fill, v), x)
+
+
+# the C++ type names PyTorch's messages print (its typeid demangled)
+_C_TYPE_NAMES = {"int64": "long int", "int32": "int", "int16": "short int",
+                 "int8": "signed char", "uint8": "unsigned char", "float32": "float",
+                 "float64": "double", "float16": "c10::Half", "bfloat16": "c10::BFloat16"}
+
+
+def _scalar_in(value, dt):
+    """Python number `value` converted to dtype `dt` as PyTorch converts a Scalar
+    argument (the result keeps the tensor's dtype: 2.7 -> 2 in an int tensor): NaN,
+    infinities and out-of-range values raise its overflow error for integer dtypes
+    (unsigned ones take negative values modulo 2**bits, as C++ does)."""
+    if dt is dtypes.bool_:
+        return bool(value)
+    if dt.is_floating_point:
+        return dt.np.type(value).item()
+    info = np.iinfo(dt.np)
+    low = -info.max if info.min == 0 else info.min
+    if not (math.isfinite(value) and low <= value <= info.max):
+        c_name = {"int64": "int64_t", "int32": "int", "int16": "int16_t", "int8": "int8_t",
+                  "uint8": "uint8_t"}[dt.name]
+        raise RuntimeError(f"value cannot be converted to type {c_name} without overflow")
+    return int(value) % (info.max + 1) if info.min == 0 else int(value)
 
 
 def _triangle(name: str, x: Tensor, diagonal: int, lower: bool) -> Tensor:
