@@ -2,6 +2,8 @@
 arithmetic, comparisons, transcendental functions, clamp, where."""
 from __future__ import annotations
 
+import warnings
+
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -220,9 +222,22 @@ def pow(a: TensorOrScalar, b: TensorOrScalar) -> Tensor:
     return binary("pow", a, b, "PowBackward2")
 
 
+_UINT8_WHERE = ("where received a uint8 condition tensor. This behavior is deprecated and "
+                "will be removed in a future version of PyTorch. Use a boolean condition "
+                "instead. (Triggered internally at /__w/pytorch/pytorch/aten/src/ATen/native/"
+                "TensorCompare.cpp:621.)")
+_warned_where: list = []
+
+
 def where(condition: Tensor, input: TensorOrScalar, other: TensorOrScalar) -> Tensor:
-    """Elementwise select (``torch.where``); condition must be bool."""
+    """Elementwise select (``torch.where``); condition must be bool (uint8: deprecated,
+    PyTorch warns and reads it as nonzero)."""
     c = to_tensor(condition)
+    if c.dtype is dtypes.uint8:
+        if not _warned_where:           # (once per process, as PyTorch's TORCH_WARN_ONCE)
+            _warned_where.append(True)
+            warnings.warn(_UINT8_WHERE, UserWarning, stacklevel=2)
+        c = lax.cast(c, dtypes.bool_)
     if c.dtype is not dtypes.bool_:
         raise RuntimeError(f"where expected condition to be a boolean tensor, but got a tensor "
                            f"with dtype {c.dtype.c_name}")

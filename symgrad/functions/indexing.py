@@ -4,6 +4,7 @@ Slice); advanced indexing gathers (IndexBackward0); assignment is an in-place up
 recorded as CopySlices."""
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -33,8 +34,12 @@ def _normalize(key, ndim):
     for k in key:
         if isinstance(k, (list, np.ndarray)) or (isinstance(k, Tensor) and k.dim() > 0):
             k = to_tensor(np.asarray(k) if isinstance(k, list) else k)
-        elif isinstance(k, Tensor):        # 0-d tensor: an int (or a bool mask)
-            k = k if k.dtype is dtypes.bool_ else _int_index(k)
+            if k.dtype is dtypes.uint8:    # a mask, deprecated (PyTorch warns)
+                warnings.warn(_UINT8_INDEX, UserWarning, stacklevel=4)
+                k = lax.cast(k, dtypes.bool_)
+        elif isinstance(k, Tensor):        # 0-d tensor: an int (or a bool / byte mask)
+            k = (k if k.dtype is dtypes.bool_ else lax.cast(k, dtypes.bool_)
+                 if k.dtype is dtypes.uint8 else _int_index(k))
         elif isinstance(k, (bool, np.bool_)):
             k = to_tensor(np.array(bool(k)))
         elif isinstance(k, np.integer):
@@ -57,6 +62,11 @@ def _normalize(key, ndim):
     else:
         out += [slice(None)] * (ndim - used)
     return out
+
+
+_UINT8_INDEX = ("indexing with dtype torch.uint8 is now deprecated, please use a dtype "
+                "torch.bool instead. (Triggered internally at /__w/pytorch/pytorch/aten/src/"
+                "ATen/native/IndexingUtils.h:37.)")
 
 
 def _int_index(k: Tensor) -> int:
@@ -255,6 +265,12 @@ def setitem(x: Tensor, key: Index, value: TensorLike) -> Tensor | None:
     """``x[key] = value``: an in-place update of x (and of the base x is a view of)."""
     if isinstance(value, (list, tuple, np.ndarray)):
         value = to_tensor(np.asarray(value)) if not isinstance(value, Tensor) else value
+    if (any(isinstance(k, Tensor) and k.dtype is dtypes.uint8
+            for k in (key if isinstance(key, tuple) else (key,)))
+            and (not isinstance(value, Tensor) or value.numel() == 1)):
+        # PyTorch fills a one-element value through masked_fill_, which refuses bytes
+        raise RuntimeError("masked_fill_ only supports boolean masks, but got mask with "
+                           "dtype unsigned char")
     nkey = _normalize(key, x.dim())
     if x._base is None and _selects_all(x, nkey, allow_index=False):
         return _set_whole(x, value)
