@@ -187,8 +187,9 @@ def _check_nonempty(name, x, dims, axes):
 
 def amax(x: Tensor, dim: Dims = (), keepdim: bool = False) -> Tensor:
     x = to_tensor(x)
-    axes = dims_arg(None if dim == () else dim, x.dim())
-    dims = () if dim == () else tuple(dim) if isinstance(dim, (tuple, list)) else (dim,)
+    every = isinstance(dim, tuple) and not dim       # (a numpy int is not compared to ())
+    axes = dims_arg(None if every else dim, x.dim())
+    dims = () if every else tuple(dim) if isinstance(dim, (tuple, list)) else (dim,)
     _check_nonempty("amax", x, dims, axes if dims else ())
     return bind(P["amax"], x, axes=axes, keepdim=bool(keepdim))
 
@@ -218,8 +219,9 @@ def any(x: Tensor, dim: Dims | None = None, keepdim: bool = False) -> Tensor:   
 
 def amin(x: Tensor, dim: Dims = (), keepdim: bool = False) -> Tensor:
     x = to_tensor(x)
-    axes = dims_arg(None if dim == () else dim, x.dim())
-    dims = () if dim == () else tuple(dim) if isinstance(dim, (tuple, list)) else (dim,)
+    every = isinstance(dim, tuple) and not dim       # (a numpy int is not compared to ())
+    axes = dims_arg(None if every else dim, x.dim())
+    dims = () if every else tuple(dim) if isinstance(dim, (tuple, list)) else (dim,)
     _check_nonempty("amin", x, dims, axes if dims else ())
     return bind(P["amin"], x, axes=axes, keepdim=bool(keepdim))
 

@@ -2,6 +2,8 @@
 PyTorch's error text, dimension wrapping, reshape inference."""
 from __future__ import annotations
 
+import numpy as np
+
 __all__ = ["broadcast_shapes", "wrap_dim", "infer_reshape", "numel", "reduce_shape"]
 
 
@@ -26,9 +28,12 @@ def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def wrap_dim(dim: int, ndim: int) -> int:
-    """Normalise a possibly negative dim, with PyTorch's IndexError text."""
-    if not isinstance(dim, int) or isinstance(dim, bool):
-        raise TypeError(f"dim must be an int, got {type(dim).__name__}")
+    """Normalise a possibly negative dim (an int or a numpy integer: PyTorch takes any
+    integer), with PyTorch's IndexError text."""
+    if type(dim) is not int:
+        if not isinstance(dim, (int, np.integer)) or isinstance(dim, (bool, np.bool_)):
+            raise TypeError(f"dim must be an int, got {type(dim).__name__}")
+        dim = int(dim)
     n = max(ndim, 1)
     if not -n <= dim < n:
         raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}],"
