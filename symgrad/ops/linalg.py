@@ -5,6 +5,8 @@ matrix, slogdet's sign and log, cholesky, the SVD's factorisation and its U, S a
 once (:func:`symgrad.ops.define.primitive`)."""
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from ..errors import LinAlgError
@@ -155,11 +157,33 @@ def _singular(op: str, a: np.ndarray):
                        f"input matrix is singular.")
 
 
-def _inv_numpy(a):
+def _inv_numpy(a, *, nonfinite=False):
+    """A⁻¹; a singular matrix raises torch's error -- or, with ``nonfinite`` (a backward
+    rule's inverse: PyTorch's solves with the LU factors there and does not check), gets
+    the inf / NaN the LU solve gives, the batch's other matrices their inverse."""
     try:
         return np.linalg.inv(a)
     except np.linalg.LinAlgError:
-        raise _singular("inv", a) from None
+        if not nonfinite:
+            raise _singular("inv", a) from None
+    n = a.shape[-1]
+    out = np.empty(a.shape, dtype=a.dtype)
+    for m, o in zip(a.reshape(-1, n, n), out.reshape(-1, n, n)):
+        try:
+            o[...] = np.linalg.inv(m)
+        except np.linalg.LinAlgError:
+            o[...] = _lu_inverse(m)
+    return out
+
+
+def _lu_inverse(m):
+    """A singular matrix's 'inverse' by LAPACK's LU factorisation and solve (getrf,
+    getrs): inf / NaN where the zero pivot divides, as PyTorch's backward gets them."""
+    import scipy.linalg
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        lu = scipy.linalg.lu_factor(m, check_finite=False)
+        return scipy.linalg.lu_solve(lu, np.eye(len(m), dtype=m.dtype), check_finite=False)
 
 
 def _inv_vjp(ctx, g):
@@ -172,7 +196,7 @@ def _square_shape(av):
     return av[0][0], av[0][1]
 
 
-primitive("inv", 1, _square_shape, _inv_numpy, saves_out=True, grad_name="LinalgInvExBackward0",
+primitive("inv", 1, lambda av, **_: _square_shape(av), _inv_numpy, saves_out=True, grad_name="LinalgInvExBackward0",
           family="other", batching="leading", vjp=_inv_vjp)
 
 
@@ -279,9 +303,11 @@ def _slogdet_sign_vjp(ctx, g):
 
 
 def _slogdet_vjp(ctx, g):
-    """d log|det A| = tr(A⁻¹ dA): Ā = ḡ A⁻ᵀ."""
+    """d log|det A| = tr(A⁻¹ dA): Ā = ḡ A⁻ᵀ (a singular A: inf / NaN there, as PyTorch's,
+    not an error -- the batch's other matrices keep their gradient)."""
     shape = ctx.in_avals[0][0]
-    return (lax.mul(_as_matrices(g, shape), _mT(lax.apply("inv", ctx.input(0)))),)
+    inv = lax.apply("inv", ctx.input(0), nonfinite=True)
+    return (lax.mul(_as_matrices(g, shape), _mT(inv)),)
 
 
 primitive("slogdet_sign", 1, lambda av: (av[0][0][:-2], av[0][1]),
