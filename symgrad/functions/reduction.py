@@ -286,6 +286,14 @@ def norm(x: Tensor, p: float | str | None = "fro", dim: Dims | None = None, keep
     if p in ("fro", "nuc") and isinstance(dim, (tuple, list)) and len(dim) > 2:
         raise RuntimeError(f"linalg.matrix_norm: dim must be a 2-tuple. Got "
                            f"{' '.join(str(d) for d in dim)}")
+    if p == "nuc":          # the nuclear norm of the matrices in two dims (all: a matrix)
+        dims = tuple(range(x.dim())) if dim is None else tuple(dim) if isinstance(
+            dim, (tuple, list)) else (dim,)
+        if len(dims) != 2:
+            raise RuntimeError(f"linalg.matrix_norm: dim must be a 2-tuple. Got "
+                               f"{' '.join(str(d) for d in dims)}")
+        from .solvers import matrix_norm      # (solvers builds on this module)
+        return matrix_norm(x, "nuc", dims, keepdim)
     axes = dims_arg(dim, x.dim())
     if p == "fro" or p is None:
         p = 2
