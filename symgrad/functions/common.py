@@ -33,9 +33,11 @@ def dims_arg(dim, ndim: int) -> tuple[int, ...]:
     if isinstance(dim, (list, tuple)) and len(dim) == 0:
         return tuple(range(ndim))         # PyTorch: an empty dim list reduces everything
     if isinstance(dim, (list, tuple)):
-        axes = tuple(sorted({wrap_dim(d, ndim) for d in dim}))
+        wrapped = [wrap_dim(d, ndim) for d in dim]
+        axes = tuple(sorted(set(wrapped)))
         if len(axes) != len(dim):
-            raise RuntimeError("dim appears multiple times in the list of dims")
+            twice = next(a for k, a in enumerate(wrapped) if a in wrapped[:k])
+            raise RuntimeError(f"dim {twice} appears multiple times in the list of dims")
         return axes if ndim else ()
     return (wrap_dim(dim, ndim),) if ndim else ()
 

@@ -33,7 +33,9 @@ def _normalize(key, ndim):
     out = []
     for k in key:
         if isinstance(k, (list, np.ndarray)) or (isinstance(k, Tensor) and k.dim() > 0):
-            k = to_tensor(np.asarray(k) if isinstance(k, list) else k)
+            if isinstance(k, list):        # (an empty list: no indices, int64 as PyTorch's)
+                k = np.asarray(k) if np.size(k) else np.asarray(k, dtype=np.int64)
+            k = to_tensor(k)
             if k.dtype is dtypes.uint8:    # a mask, deprecated (PyTorch warns)
                 warnings.warn(_UINT8_INDEX, UserWarning, stacklevel=4)
                 k = lax.cast(k, dtypes.bool_)
@@ -271,6 +273,10 @@ def setitem(x: Tensor, key: Index, value: TensorLike) -> Tensor | None:
         # PyTorch fills a one-element value through masked_fill_, which refuses bytes
         raise RuntimeError("masked_fill_ only supports boolean masks, but got mask with "
                            "dtype unsigned char")
+    for k in (key if isinstance(key, tuple) else (key,)):
+        if isinstance(k, slice) and k.step is not None and k.step <= 0:
+            raise ValueError("slice step cannot be zero" if k.step == 0 else
+                             "step must be greater than zero")
     nkey = _normalize(key, x.dim())
     if x._base is None and _selects_all(x, nkey, allow_index=False):
         return _set_whole(x, value)

@@ -278,11 +278,19 @@ def norm(x: Tensor, p: float | str | None = "fro", dim: Dims | None = None, keep
          dtype: DTypeLike | None = None) -> Tensor:
     """Vector p-norm (p = 2 / 'fro' by default, 1, inf, -inf, or any p > 0)."""
     x = to_tensor(x)
-    if dtype is not None:
-        x = lax.cast(x, dtypes.as_dtype(dtype))
     if not x.dtype.is_floating_point:
         raise RuntimeError(f"linalg.vector_norm: Expected a floating point or complex tensor "
                            f"as input. Got {x.dtype.c_name.capitalize()}")
+    if dtype is not None:
+        want = dtypes.as_dtype(dtype)
+        if not want.is_floating_point:
+            raise RuntimeError(f"linalg.vector_norm: dtype should be floating point or "
+                               f"complex, but got {want.c_name.capitalize()}")
+        if dtypes._promote_two(x.dtype, want) is not want:
+            raise RuntimeError(f"linalg.vector_norm: the dtype of the input "
+                               f"({x.dtype.c_name.capitalize()}) should be convertible without "
+                               f"narrowing to the specified dtype ({want.c_name.capitalize()})")
+        x = lax.cast(x, want)
     if p in ("fro", "nuc") and isinstance(dim, (tuple, list)) and len(dim) > 2:
         raise RuntimeError(f"linalg.matrix_norm: dim must be a 2-tuple. Got "
                            f"{' '.join(str(d) for d in dim)}")

@@ -102,6 +102,8 @@ def gather(input: Tensor, dim: int, index: Tensor, *, sparse_grad: bool = False)
     ``index`` has ``input``'s rank and is no larger than it in the other dimensions."""
     x, idx = to_tensor(input), _index(index, "gather(): Expected dtype int32/int64 for index")
     d = wrap_dim(dim, max(x.dim(), 1))
+    if x.dim() == 0 and idx.dim() <= 1:        # PyTorch reads a 0-d tensor as 1-d here
+        return gather(x.reshape(1), 0, idx.reshape(-1)).reshape(tuple(idx.shape))
     if idx.dim() != x.dim():
         raise RuntimeError("Index tensor must have the same number of dimensions as input "
                            "tensor")

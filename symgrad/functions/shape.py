@@ -239,12 +239,27 @@ def T(x: Tensor) -> Tensor:
     return _layout("permute", x, "PermuteBackward0", perm=tuple(range(n - 1, -1, -1)))
 
 
-def movedim(x: Tensor, source: int, destination: int) -> Tensor:
+def movedim(x: Tensor, source: int | Sequence[int], destination: int | Sequence[int]
+            ) -> Tensor:
+    """Dims ``source`` (an int or a sequence) moved to positions ``destination``, the
+    others keeping their order (PyTorch's errors for mismatched or repeated dims)."""
     n = x.dim()
-    s, d = wrap_dim(source, n), wrap_dim(destination, n)
-    order = [i for i in range(n) if i != s]
-    order.insert(d, s)
-    return permute(x, *order)
+    many = isinstance(source, (tuple, list))
+    src = [wrap_dim(s, n) for s in (source if many else (source,))]
+    dst = [wrap_dim(d, n) for d in (destination if isinstance(destination, (tuple, list))
+                                    else (destination,))]
+    if len(src) != len(dst):
+        raise RuntimeError(f"movedim: Invalid source or destination dims: source ({src} dims) "
+                           f"should contain the same number of dims as destination ({dst} dims)")
+    for name, ds in (("source", src), ("destination", dst)):
+        for k, d in enumerate(ds):
+            if d in ds[:k]:
+                raise RuntimeError(f"movedim: repeated dim in `{name}` ({list(ds)})")
+    order = [None] * n
+    for s, d in zip(src, dst):
+        order[d] = s
+    rest = iter(i for i in range(n) if i not in src)
+    return permute(x, *[o if o is not None else next(rest) for o in order])
 
 
 def _flip(x: Tensor, dims) -> Tensor:

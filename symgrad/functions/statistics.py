@@ -41,8 +41,7 @@ def _prepare(name, x, dim, unbiased, correction, keepdim):
     if isinstance(dim, bool):                    # var(x, unbiased) in the positional form
         unbiased, dim = dim, None
     if not x.dtype.is_floating_point:
-        raise RuntimeError(f"{name}(): input dtype should be either floating point or complex. "
-                           f"Got {x.dtype.c_name.capitalize()} instead.")
+        raise RuntimeError("std and var only support floating point and complex dtypes")
     axes = dims_arg(dim, x.dim()) if dim is not None else tuple(range(x.dim()))
     return x, axes, _correction(unbiased, correction), bool(keepdim)
 
