@@ -78,3 +78,22 @@ def test_movedim_tuple_gradient(dtype):
         (t.movedim((0, 1), (2, 0)) * T.tensor(w)).sum().backward()
         grads.append(t.grad.numpy())
     np.testing.assert_allclose(*grads)
+
+
+TRACED_INT = {
+    "cumsum": lambda a, d: a.cumsum(d), "sort": lambda a, d: a.sort(d)[0],
+    "norm p": lambda a, d: a.norm(p=d, dim=1), "sum": lambda a, d: a.sum(d),
+    "unsqueeze": lambda a, d: a.unsqueeze(d).sum(-1),
+}
+
+
+@pytest.mark.parametrize("name", list(TRACED_INT))
+def test_traced_python_int_names_static_argnums(name):
+    """A Python int argument is traced; an op needing it static says so (TracerBoolError
+    naming static_argnums) -- and with static_argnums the result is torch's."""
+    f = TRACED_INT[name]
+    x = np.arange(6.).reshape(2, 3) - 2
+    with pytest.raises(sg.errors.TracerBoolError, match="static_argnums"):
+        sg.compile(f)(x, 1)
+    got = sg.compile(f, static_argnums=1)(x, 1)
+    np.testing.assert_allclose(np.asarray(got), f(torch.tensor(x), 1).numpy())

@@ -278,6 +278,8 @@ def norm(x: Tensor, p: float | str | None = "fro", dim: Dims | None = None, keep
          dtype: DTypeLike | None = None) -> Tensor:
     """Vector p-norm (p = 2 / 'fro' by default, 1, inf, -inf, or any p > 0)."""
     x = to_tensor(x)
+    if isinstance(p, Tensor):       # (traced: the error naming static_argnums)
+        p = float(p)
     if not x.dtype.is_floating_point:
         raise RuntimeError(f"linalg.vector_norm: Expected a floating point or complex tensor "
                            f"as input. Got {x.dtype.c_name.capitalize()}")

@@ -2,6 +2,8 @@
 PyTorch's error text, dimension wrapping, reshape inference."""
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 __all__ = ["broadcast_shapes", "wrap_dim", "infer_reshape", "numel", "reduce_shape"]
@@ -28,12 +30,13 @@ def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def wrap_dim(dim: int, ndim: int) -> int:
-    """Normalise a possibly negative dim (an int or a numpy integer: PyTorch takes any
-    integer), with PyTorch's IndexError text."""
+    """Normalise a possibly negative dim (an int, a numpy integer, an integer tensor:
+    PyTorch takes any ``__index__``), with PyTorch's IndexError text. A traced tensor (a
+    Python int argument of a compiled function) raises the error naming static_argnums."""
     if type(dim) is not int:
-        if not isinstance(dim, (int, np.integer)) or isinstance(dim, (bool, np.bool_)):
+        if isinstance(dim, (bool, np.bool_)) or not hasattr(type(dim), "__index__"):
             raise TypeError(f"dim must be an int, got {type(dim).__name__}")
-        dim = int(dim)
+        dim = operator.index(dim)
     n = max(ndim, 1)
     if not -n <= dim < n:
         raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}],"
