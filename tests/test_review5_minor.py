@@ -97,3 +97,10 @@ def test_traced_python_int_names_static_argnums(name):
         sg.compile(f)(x, 1)
     got = sg.compile(f, static_argnums=1)(x, 1)
     np.testing.assert_allclose(np.asarray(got), f(torch.tensor(x), 1).numpy())
+
+
+@pytest.mark.parametrize("shape", [(0, 4), (4, 0), (2, 0, 3)])
+@pytest.mark.parametrize("ord", [2, -2, "nuc", "fro", 1, -1, float("inf")])
+def test_matrix_norm_of_empty_matrices(ord, shape):
+    f = (lambda T: T.linalg.matrix_norm(T.zeros(shape), ord))
+    assert _outcome(sg, f) == _outcome(torch, f)

@@ -252,7 +252,9 @@ def matrix_norm(A: Tensor, ord: float | str = "fro",
     if ord in ("nuc", 2, -2):
         perm = [i for i in range(a.dim()) if i not in (d0, d1)] + [d0, d1]
         s = svdvals(a.permute(*perm))
-        out = _sum(s, -1) if ord == "nuc" else amax(s, -1) if ord == 2 else amin(s, -1)
+        empty = s.shape[-1] == 0        # (PyTorch: the 2-norm of an empty matrix is 0)
+        out = _sum(s, -1) if ord == "nuc" or (ord == 2 and empty) else \
+            amax(s, -1) if ord == 2 else amin(s, -1)
         if keepdim:
             out = out.unsqueeze(-1).unsqueeze(-1).permute(*np.argsort(perm).tolist())
         return out
@@ -261,6 +263,8 @@ def matrix_norm(A: Tensor, ord: float | str = "fro",
     if not keepdim and d0 < d1:
         d1 -= 1
     sums = _vector_norm(a, 1.0, d0, keepdim)
+    if ord > 0 and sums.shape[d1] == 0:        # (PyTorch: 0 for no rows / columns)
+        return _sum(sums, d1, keepdim)
     return amax(sums, d1, keepdim) if ord > 0 else amin(sums, d1, keepdim)
 
 
