@@ -146,8 +146,13 @@ class Bridge:
                 outs, residuals = split.forward(leaves)
             except Unsupported:    # (at these shapes: run as written, as above)
                 return pytree.flatten(self.fn(*self._args(leaves)))
-            except (NotSplit, RuntimeError, TypeError, ValueError):
+            except (NotSplit, RuntimeError, TypeError, ValueError, IndexError):
                 if shapes in split.proven:
+                    if self.writes or self.arg_writes:
+                        # the forward program stores its state only when it succeeds: run
+                        # as written, leaving the updates made before the failing operation
+                        # and raising its error, as PyTorch does (review2 #9)
+                        return pytree.flatten(self.fn(*self._args(leaves)))
                     raise
                 self._unsplit.add(shapes)      # (cannot be split after all: recompute)
                 return self.run(plain, leaves)

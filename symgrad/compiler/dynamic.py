@@ -142,9 +142,40 @@ def _ratio_fit(xs, sizes, largest: int = 64):
             if exact_in:
                 if list(xs) == exact:
                     return "ratio", p, q, r, s
-            elif list(xs) == [float(e) for e in exact] or \
-                    list(xs) == [float(np.float32(float(e))) for e in exact]:
+            elif _rounded(xs, exact):
                 return "ratio", p, q, r, s
+    return _offset_inverse_fit(xs, sizes, exact_in)
+
+
+def _rounded(xs, exact) -> bool:
+    """Whether the floats ``xs`` are the fractions ``exact`` rounded once, all to float64
+    or all to float32."""
+    return list(xs) == [float(e) for e in exact] or \
+        list(xs) == [float(np.float32(float(e))) for e in exact]
+
+
+def _offset_inverse_fit(xs, sizes, exact_in: bool, largest: int = 1 << 16):
+    """``c + 1/(p*n + q)`` with integers c in +-1, +-2 and |p|, |q| <= ``largest`` (a
+    count that is a multiple of the size: BatchNorm2d's ``HWn/(HWn - 1)``), as the
+    ratio ``((c*p)*n + c*q + 1)/(p*n + q)`` (integers: computed exactly while the
+    count stays below 2**24 in float32, one rounding) -- or None."""
+    for c in (1, -1, 2, -2):
+        if any(x == c for x in xs):
+            continue
+        zs = [1 / (float(x) - c) for x in xs]     # ~ p*n + q, as rounded as x - c is
+        for q in (-1, 1, 0, -2, 2, -3, 3, -4, 4):        # (the simplest first)
+            est = sorted((z - q) / n for z, n in zip(zs, sizes))[len(sizes) // 2]
+            if not math.isfinite(est) or abs(est) > largest:
+                continue
+            # the integers nearest the estimate first (float32 inputs cannot tell a large
+            # p from its neighbours: any of them rounds to the same numbers)
+            for d in range(2 * max(2, int(abs(est) * 0.02)) + 1):
+                p = round(est) + (d + 1) // 2 * (1 if d % 2 else -1)
+                if p == 0 or any(p * n + q == 0 for n in sizes):
+                    continue
+                exact = [c + Fraction(1, p * n + q) for n in sizes]
+                if (list(xs) == exact) if exact_in else _rounded(xs, exact):
+                    return "ratio", c * p, c * q + 1, p, q
     return None
 
 

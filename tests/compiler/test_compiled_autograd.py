@@ -729,3 +729,63 @@ def test_dropout_training_at_new_batch_sizes_is_torchs(dtype, tol):
         np.testing.assert_allclose(xs.grad.numpy(), xt.grad.numpy(), rtol=tol * 10, atol=tol)
         np.testing.assert_allclose(s.lin.weight.grad.numpy(), t.weight.grad.numpy(),
                                    rtol=tol * 10, atol=tol)
+
+
+@pytest.mark.parametrize("hw", [4, 8])
+@pytest.mark.parametrize("dtype,tol", DTYPES)
+def test_batchnorm2d_training_is_shape_generic(dtype, tol, hw):
+    """BatchNorm2d's unbiased variance divides by ``H*W*n - 1`` (review7 #6: generic only
+    for 2x2 images): shape-generic at the second batch size, every step torch's."""
+    torch.manual_seed(2)
+    t = torch.nn.Sequential(torch.nn.Conv2d(2, 3, 3, padding=1), torch.nn.BatchNorm2d(3),
+                            torch.nn.ReLU()).to(getattr(torch, dtype))
+    s = sg.nn.Sequential(sg.nn.Conv2d(2, 3, 3, padding=1), sg.nn.BatchNorm2d(3),
+                         sg.nn.ReLU()).to(getattr(sg, dtype))
+    s.load_state_dict({k: sg.tensor(v.numpy()) for k, v in t.state_dict().items()})
+    cs = sg.compile(s)
+    rng = np.random.default_rng(4)
+    for batch in (6, 4, 9, 5, 7):
+        x = rng.normal(size=(batch, 2, hw, hw)).astype(dtype)
+        ys, yt = cs(sg.tensor(x)), t(torch.tensor(x))
+        ys.pow(2).mean().backward()
+        yt.pow(2).mean().backward()
+        np.testing.assert_allclose(ys.detach().numpy(), yt.detach().numpy(), rtol=tol * 100,
+                                   atol=tol * 10)
+        for (name, vs), vt in zip(s.state_dict().items(), t.state_dict().values()):
+            np.testing.assert_allclose(vs.numpy(), vt.numpy(), rtol=tol * 100, atol=tol * 10)
+    split = next(iter(cs._compiled._cache.values())).bridge._split
+    assert split.forward_program.cache_info().misses == 2
+
+
+def test_a_failing_training_call_leaves_torchs_state():
+    """A compiled call joining autograd that raises (an index out of range) after state
+    updates, at a shape it already ran at: the updates PyTorch makes before the failing
+    operation stay and its error is raised (review7 #2: they were dropped)."""
+    def trail(L):
+        torch.manual_seed(0)
+        bn = L.nn.BatchNorm1d(4)
+        w = L.nn.Parameter(L.ones(4))
+        buf = L.zeros(4)
+
+        def f(x, i):
+            h = bn(x) * w
+            buf.add_(1.0)
+            return h.gather(1, i).sum()
+        if L is sg:
+            f = sg.compile(f)
+        rng = np.random.default_rng(0)
+        out = []
+        for idx in ([[0], [1], [2]], [[4], [0], [0]], [[1], [1], [1]]):
+            x = L.tensor(rng.normal(size=(3, 4)).astype("float32"))
+            try:
+                f(x, L.tensor(idx)).backward()
+                r = "ok"
+            except RuntimeError as e:
+                r = str(e)
+            out.append((r, int(bn.num_batches_tracked), buf.tolist(),
+                        bn.running_mean.detach().numpy().copy(), w.grad.numpy().copy()))
+        return out
+    for a, b in zip(trail(torch), trail(sg)):
+        assert a[:3] == b[:3]
+        np.testing.assert_allclose(b[3], a[3], rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(b[4], a[4], rtol=1e-5, atol=1e-6)
