@@ -12,7 +12,9 @@ from typing import Sequence
 
 import numpy as np
 
+from ..dispatch import bind
 from ..graph import dtypes
+from ..graph.primitives import PRIMITIVES as P
 from . import elementwise as E
 from . import inplace
 from .common import Tensor, to_tensor
@@ -142,6 +144,7 @@ def roll(input: Tensor, shifts: int | Sequence[int], dims: int | Sequence[int] |
 
 
 def _roll(v: Tensor, shifts: tuple, dims: tuple) -> Tensor:
+    original = v
     for s, d in zip(shifts, dims):
         size = v.shape[d]
         if size == 0:
@@ -151,4 +154,5 @@ def _roll(v: Tensor, shifts: tuple, dims: tuple) -> Tensor:
             continue
         lead = (slice(None),) * d
         v = cat([v[lead + (slice(size - s, size),)], v[lead + (slice(0, size - s),)]], d)
-    return v
+    # (no shift: a copy, as PyTorch's -- never the input's own memory)
+    return bind(P["copy"], v) if v is original else v

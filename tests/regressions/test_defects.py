@@ -254,3 +254,24 @@ def test_nan_safe_where_sees_through_a_promoting_cast(backend, dtypes):
     for g, t in zip(got, want):
         assert np.asarray(g).dtype == t.numpy().dtype
         np.testing.assert_allclose(np.asarray(g), t.numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("requires_grad", [False, True])
+@pytest.mark.parametrize("op", ["repeat1", "tile1", "roll0", "roll_full", "roll_dims0"])
+def test_no_op_repeat_tile_roll_are_copies(op, requires_grad):
+    """``x.repeat(1)``, ``x.tile((1,))``, ``x.roll(0)`` are new tensors in torch: an
+    in-place update of the result leaves x alone (review7 #3: they were x's memory)."""
+    fns = {"repeat1": lambda t: t.repeat(1, 1), "tile1": lambda t: t.tile((1,)),
+           "roll0": lambda t: t.roll(0), "roll_full": lambda t: t.roll(3, 1),
+           "roll_dims0": lambda t: t.roll((0, 0), (0, 1))}
+    got = []
+    for L in (torch, sg):
+        x = L.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], requires_grad=requires_grad)
+        y = fns[op](x)
+        with L.no_grad():
+            y += 1
+        got.append((x.detach().numpy().copy(), y.detach().numpy().copy(), x._version,
+                    y.grad_fn.name() if y.grad_fn is not None else None))
+    np.testing.assert_array_equal(got[1][0], got[0][0])
+    np.testing.assert_array_equal(got[1][1], got[0][1])
+    assert got[1][2:] == got[0][2:]
