@@ -144,7 +144,7 @@ class Tensor(_Methods):
         old as the storage: symgrad.compile lifts an alias of an outer tensor too)."""
         t = Tensor._from_array(self._data, self._dtype)
         t._birth = self._birth
-        # (traced: no gradient through it, as a traced detach())
+        # (a lifted tensor in a trace: no gradient through it, as a traced detach())
         t._node = None if self._node is None else stop_gradient_node(self._node)
         if self._inference:
             t._inference = True
@@ -318,10 +318,13 @@ class Tensor(_Methods):
 
     @property
     def data(self) -> "Tensor":
-        """The same storage without history; edits through it are not version-tracked."""
+        """The same storage without history; edits through it are not version-tracked.
+        Traced: a detached view (:meth:`detach`), so a write through it reaches ``self``."""
+        if self._data is None:
+            return self.detach()
         t = Tensor._from_array(self._data, self._dtype)
         t._birth = self._birth
-        # (traced: no gradient through it, as a traced detach())
+        # (a lifted tensor in a trace: no gradient through it, as a traced detach())
         t._node = None if self._node is None else stop_gradient_node(self._node)
         if self._inference:
             t._inference = True

@@ -275,3 +275,30 @@ def test_no_op_repeat_tile_roll_are_copies(op, requires_grad):
     np.testing.assert_array_equal(got[1][0], got[0][0])
     np.testing.assert_array_equal(got[1][1], got[0][1])
     assert got[1][2:] == got[0][2:]
+
+
+DATA_WRITES = {
+    "argument": lambda x: (x.data.mul_(2), x + 1)[1],
+    "intermediate": lambda x: (lambda y: (y.data.mul_(2), (y * x).sum())[1])(x * 1),
+    "slice": lambda x: (lambda y: (y.data[1:].add_(3), (y * y).sum())[1])(x * 2),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DATA_WRITES))
+def test_compiled_writes_through_data_are_kept(name):
+    """A write through ``.data`` of an argument or an intermediate inside a compiled
+    function changes the value as in torch; the gradient ignores it (review7 #1: the
+    write was dropped)."""
+    fn = DATA_WRITES[name]
+    x0 = np.array([1.0, 2.0, 3.0])
+    xt = torch.tensor(x0, requires_grad=True)
+    want = fn(xt * 1)
+    gt, = torch.autograd.grad(want.sum(), xt)
+    xs = sg.tensor(x0, requires_grad=True)
+    got = sg.compile(lambda x: fn(x * 1))(xs)
+    gs, = sg.autograd.grad(got.sum(), xs)
+    np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-14)
+    np.testing.assert_allclose(gs.numpy(), gt.numpy(), rtol=1e-14)
+    ts, tt = sg.tensor(x0), torch.tensor(x0)     # (the argument itself: updated in place)
+    np.testing.assert_allclose(sg.compile(fn)(ts).numpy(), fn(tt).numpy(), rtol=1e-14)
+    np.testing.assert_array_equal(ts.numpy(), tt.numpy())
