@@ -417,7 +417,7 @@ class Compiled(ShapeGeneric):
                                                 effects.arg_writes)
         rng = None
         if effects is not None:
-            if mutates and effects.scalars:       # (values drawn per call: drawn again
+            if mutates and effects.draws:         # (values drawn per call: drawn again
                 rng = random_functions.generator().state    # if the call runs eagerly)
             effects.before_call()
         arrays.extend(t._data for t in entry.closure)

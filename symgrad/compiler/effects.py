@@ -60,6 +60,9 @@ class Effects:
             else:
                 self._versioned.setdefault(version, []).append((description, getter, value))
         self._seen: dict = {}
+        # whether a runtime value is a random draw (a getter not marked ``draws = False``,
+        # as an optimizer's options are): a call that fails restores the generator
+        self.draws = any(getattr(getter, "draws", True) for _, getter in self.scalars)
 
     def donations(self, n_outputs: int, inputs: list) -> tuple:
         """(output index, input index) pairs of a program with ``n_outputs`` outputs (the

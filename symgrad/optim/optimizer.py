@@ -195,6 +195,7 @@ class Optimizer:
                 get = lambda: self.param_groups[i][name]         # noqa: E731
             else:
                 get = lambda: self.param_groups[i][name][j]      # noqa: E731
+            get.draws = False      # (a number read per call: no random draw)
             label = f"{name}{'' if j is None else j}_group{i}"
             return TracedArray(tracer.runtime_value(get, dtypes.float64, label))
         return tuple(tuple(runtime(n, j) for j in range(len(group[n])))
