@@ -413,8 +413,7 @@ class Compiled(ShapeGeneric):
             else:
                 arrays.append(np.asarray(v, dtype=spec.dtype.np))
         effects = entry.effects
-        mutates = effects is not None and bool(effects.writes or effects.grads or
-                                                effects.arg_writes)
+        mutates = effects is not None and effects.mutates
         rng = None
         if effects is not None:
             if mutates and effects.draws:         # (values drawn per call: drawn again

@@ -60,6 +60,8 @@ class Effects:
             else:
                 self._versioned.setdefault(version, []).append((description, getter, value))
         self._seen: dict = {}
+        # whether a call updates state (a failing call then runs again as written)
+        self.mutates = bool(self.writes or self.grads or self.arg_writes)
         # whether a runtime value is a random draw (a getter not marked ``draws = False``,
         # as an optimizer's options are): a call that fails restores the generator
         self.draws = any(getattr(getter, "draws", True) for _, getter in self.scalars)
