@@ -648,6 +648,8 @@ def test_batchnorm_training_at_new_batch_sizes_compiles_no_new_programs(dtype, t
     rng = np.random.default_rng(7)
 
     def same(a, b):
+        # (BatchNorm's statistics are sums in another order than torch's, carried over
+        # ten steps of SGD and running averages)
         np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=tol * 100,
                                    atol=tol * 10)
     for batch in (16, 16, 7, 16, 5, 9, 11, 16, 3, 2):
@@ -749,9 +751,12 @@ def test_batchnorm2d_training_is_shape_generic(dtype, tol, hw):
         ys, yt = cs(sg.tensor(x)), t(torch.tensor(x))
         ys.pow(2).mean().backward()
         yt.pow(2).mean().backward()
+        # (the outputs go through BatchNorm's batch statistics: sums in another order)
         np.testing.assert_allclose(ys.detach().numpy(), yt.detach().numpy(), rtol=tol * 100,
                                    atol=tol * 10)
         for (name, vs), vt in zip(s.state_dict().items(), t.state_dict().values()):
+            # (the running statistics carry each step's rounding of the batch sums, summed in
+            # another order than torch's, over five steps)
             np.testing.assert_allclose(vs.numpy(), vt.numpy(), rtol=tol * 100, atol=tol * 10)
     split = next(iter(cs._compiled._cache.values())).bridge._split
     assert split.forward_program.cache_info().misses == 2
@@ -787,5 +792,7 @@ def test_a_failing_training_call_leaves_torchs_state():
         return out
     for a, b in zip(trail(torch), trail(sg)):
         assert a[:3] == b[:3]
+        # (float32: BatchNorm's batch statistics are sums in another order than torch's;
+        # the gradient goes through them and the normalisation, a few ulps each)
         np.testing.assert_allclose(b[3], a[3], rtol=1e-6, atol=1e-7)
         np.testing.assert_allclose(b[4], a[4], rtol=1e-5, atol=1e-6)
