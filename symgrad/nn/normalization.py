@@ -137,8 +137,11 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         return _normalize(v, mean, var, wv, bv, eps, axes)
     eager, stats = batch_norm_kernel(axes, eps, (w is not None, b is not None),
                                      None if training else (rm, rv))
+    # evaluation: the backward reads the running statistics, saved (version-checked) as
+    # PyTorch's NativeBatchNormBackward0 saves them
+    keeps = () if training else tuple(t for t in (rm, rv) if t is not None)
     out = named("NativeBatchNormBackward0", f, x, *affine,
-                saves=(0, 1) if w is not None else (0,), kernel=eager)
+                saves=(0, 1) if w is not None else (0,), kernel=eager, keeps=keeps)
     if training and rm is not None:        # (in a compiled call: state it updates)
         with grad_mode.no_grad():
             if stats:                      # (the kernel's, else the primitives')
