@@ -109,7 +109,7 @@ class Tracer:
 
     def __init__(self, fn):
         self.start = next_birth()       # tensors born before this are "outer"
-        self.lifted: dict[int, tuple[Tensor, Node]] = {}
+        self.lifted: dict[object, tuple[Tensor, Node]] = {}   # storage id (or ("leaf", id))
         self.sources = sources.find(fn)  # where fn finds the tensors it closes over
         self._grad_backup: dict[int, tuple[Tensor, object]] = {}
         self.writes: dict[int, tuple[Tensor, Node]] = {}   # eager tensor -> its new value
@@ -148,6 +148,16 @@ class Tracer:
         if base is not None and base._data is not None and _key(base) in self.writes:
             return self._view_of_written(t, self.writes[_key(base)][1])
         hit = self.lifted.get(key)
+        if hit is not None and t._requires_grad and hit[0] is not t \
+                and hit[0]._requires_grad:
+            # another leaf sharing the storage (``q = p.detach().requires_grad_()``): its
+            # own input, so that each gets its own gradient, as PyTorch's
+            own = self.lifted.get(("leaf", id(t)))
+            if own is not None:
+                return own[1]
+            src = self.sources.get(id(t))
+            return self._lift(t, src.name if src is not None else f"closure{len(self.lifted)}",
+                              ("leaf", id(t)))
         if hit is not None:
             if t._requires_grad and not hit[0]._requires_grad:
                 # first read through a non-differentiable alias (``p.detach()``,
@@ -223,11 +233,11 @@ class Tracer:
         self._lift(t, name)
         return t
 
-    def _lift(self, t: Tensor, name: str) -> Node:
+    def _lift(self, t: Tensor, name: str, key=None) -> Node:
         k = len(self.lifted)
         node = make_node("input", (), (("name", name), ("slot", ("closure", k))),
                          tuple(t.shape), t.dtype)
-        self.lifted[_key(t)] = (t, node)
+        self.lifted[_key(t) if key is None else key] = (t, node)
         return node
 
 

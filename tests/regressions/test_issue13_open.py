@@ -45,3 +45,50 @@ def test_eval_batchnorm_running_stats_changed_before_backward(change, affine, dt
     assert te == se
     if tg is not None:
         np.testing.assert_allclose(sgr, tg, rtol=1e-6 if dt == "float32" else 1e-13)
+
+
+# ------------------------------ review7 #5: compiled, two leaves sharing one storage
+
+def _shared_leaves(L, compiled, mode, dt):
+    p = L.tensor([1.0, 2.0, 3.0], dtype=getattr(L, dt), requires_grad=True)
+    q = p.detach().requires_grad_()
+    x = L.tensor([1.0, 10.0, 100.0], dtype=getattr(L, dt))
+    if mode == "sum":
+        def f(x):
+            return (q * x * 3).sum() + (p * x * 2).sum()
+    elif mode == "mixed":
+        def f(x):
+            return (p * x * 2).sum() + (q.sin() * x).sum() + (p * q).sum()
+    else:                                   # a training step: backward and updates inside
+        def f(x):
+            loss = (p * x).sum() + (q * q * x).sum()
+            loss.backward()
+            with L.no_grad():
+                p.sub_(0.1 * p.grad)
+                q.sub_(0.01 * q.grad)
+                p.grad = None
+                q.grad = None
+            return (p * x).sum() + q.sum()
+    if compiled:
+        f = sg.compile(f)
+    out = []
+    for _ in range(3):                      # the trace, then the cached program
+        loss = f(x)
+        if mode != "step":
+            loss.backward()
+        out.append([loss.item(), p.detach().numpy().copy()]
+                   + [None if t.grad is None else t.grad.numpy().copy() for t in (p, q)])
+    return out
+
+
+@pytest.mark.parametrize("dt", ["float32", "float64"])
+@pytest.mark.parametrize("mode", ["sum", "mixed", "step"])
+def test_compiled_leaves_sharing_storage_get_their_gradients(mode, dt):
+    want = _shared_leaves(torch, False, mode, dt)
+    got = _shared_leaves(sg, True, mode, dt)
+    tol = 1e-6 if dt == "float32" else 1e-13
+    for w_row, g_row in zip(want, got):
+        for w, g in zip(w_row, g_row):
+            assert (w is None) == (g is None)
+            if w is not None:
+                np.testing.assert_allclose(g, w, rtol=tol, atol=tol)
