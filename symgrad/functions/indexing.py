@@ -17,7 +17,9 @@ from ..graph.primitives import PRIMITIVES as P
 from .common import Tensor, to_tensor
 from ..graph.shapes import broadcast_shapes
 from .shape import layout_view
+from . import inplace
 from .inplace import assign_positions
+from ..autograd import grad_mode
 from ..ops import lax as _lax
 from .shape import expand
 
@@ -315,6 +317,9 @@ def setitem(x: Tensor, key: Index, value: TensorLike) -> Tensor | None:
         if isinstance(k, slice) and k.step is not None and k.step <= 0:
             raise ValueError("slice step cannot be zero" if k.step == 0 else
                              "step must be greater than zero")
+    if "_view_meta" in x.__dict__ and grad_mode.is_grad_enabled() and (
+            x.requires_grad or (isinstance(value, Tensor) and value.requires_grad)):
+        _check_view_setitem(x, key)
     nkey = _normalize(key, x.dim())
     nkey = [k.position(x.shape[j]) if isinstance(k, _DynamicIndex) else k
             for j, k in enumerate(nkey)] if any(isinstance(k, _DynamicIndex) for k in nkey) \
@@ -333,6 +338,31 @@ def setitem(x: Tensor, key: Index, value: TensorLike) -> Tensor | None:
         assign_positions(x, pos, value, "IndexPutBackward0")
     else:
         assign_positions(x, pos, value)
+
+
+def _check_view_setitem(x: Tensor, key) -> None:
+    """``x[key] = v`` on a view PyTorch refuses to update (see inplace.check_view_update):
+    it writes through the view its basic indexing makes last (an int: Select, a partial
+    slice: Slice, None: Unsqueeze), else into x itself (index_put_, ``x[:]``)."""
+    keys = key if isinstance(key, tuple) else (key,)
+    used = sum(k is not None and k is not Ellipsis for k in keys)
+    name, d = None, 0
+    for k in keys:
+        if k is Ellipsis:
+            d += max(x.dim() - used, 0)
+        elif k is None:
+            name = "Unsqueeze"
+        elif isinstance(k, (int, np.integer)) and not isinstance(k, bool):
+            name, d = "Select", d + 1
+        elif isinstance(k, slice):
+            n = x.shape[d] if d < x.dim() else 1
+            if k.indices(n) != (0, n, 1):       # (a whole dimension: no view made)
+                name = "Slice"
+            d += 1
+        else:
+            d += 1
+    # (no history for the view when x has none: PyTorch's text names no node then)
+    inplace.check_view_update(x, name if x.requires_grad else None, 0)
 
 
 def _set_traced(x: Tensor, nkey, value) -> None:

@@ -16,11 +16,11 @@ from .common import Tensor, is_scalar, to_tensor
 from .composite import named
 from .elementwise import float_scalar
 from ..graph.fpstate import enter as fp_enter, leave as fp_leave
-from ..autograd.nodes import SavedTensor
+from ..autograd.nodes import SavedTensor, short_name
 from ..graph.node import make_node
 from ..ops.custom import CUSTOM_VJP
 
-__all__ = ["check_inplace", "update", "assign_positions", "view_positions", "original",
+__all__ = ["check_inplace", "check_view_update", "update", "assign_positions", "view_positions", "original",
            "set_history", "rewrite_base", "LEAF_ERRORS"]
 
 _INFERENCE_VIEW = (
@@ -29,6 +29,13 @@ _INFERENCE_VIEW = (
     "your code by moving both the view and the inplace either both inside the inference_mode "
     "block (if you don't want the inplace to be tracked) or both outside (if you want the "
     "inplace to be tracked).")
+_MULTI_OUTPUT = (" This view is the output of a function that returns multiple views. Such "
+                 "functions do not allow the output views to be modified inplace. You should "
+                 "replace the inplace operation by an out-of-place one.")
+_NO_GRAD_VIEW = (" Given that this use case is ambiguous and error-prone, it is forbidden. You "
+                 "can clarify your code by moving both the view and the inplace either both "
+                 "inside the no_grad block (if you don't want the inplace to be tracked) or both "
+                 "outside (if you want the inplace to be tracked).")
 _LEAF = "a leaf Variable that requires grad is being used in an in-place operation."
 _VIEW_OF_LEAF = "a view of a leaf Variable that requires grad is being used in an in-place operation."
 LEAF_ERRORS = (_LEAF, _VIEW_OF_LEAF)
@@ -46,6 +53,8 @@ def check_inplace(x: Tensor, through_view: bool = False) -> None:
         return
     if x.requires_grad and x.__dict__.get("_inference_view"):
         raise RuntimeError(_INFERENCE_VIEW)
+    if x.requires_grad and "_view_meta" in x.__dict__ and not through_view:
+        check_view_update(x)
     base = x._base
     if base is not None and base.grad_fn is None and base._requires_grad:
         raise RuntimeError(_VIEW_OF_LEAF)
@@ -73,6 +82,28 @@ def _dense(a: np.ndarray) -> bool:
             return False
         expected *= size
     return True
+
+
+def check_view_update(x: Tensor, name: str | None = None, nr: int = 0) -> None:
+    """A recorded in-place update of view x: PyTorch refuses it when x was made in no_grad
+    mode, or by a function returning several views (split, chunk, unbind), or is a view
+    of such a view (its CreationMeta; ``x._view_meta``: the kind and x's output number).
+    `name` / `nr`: the node (and output) the error names, when the update goes through a
+    view made for it (``x[0] = v``: Select), else x's own."""
+    meta = x.__dict__.get("_view_meta")
+    if meta is None or x._base is None:
+        return
+    kind, own_nr = meta
+    fn = x.grad_fn
+    if name is None:
+        name, nr = (None if fn is None else short_name(fn)), own_nr
+    if kind == "no_grad" or name is None:
+        head = (f"Output {nr} of {name} is a view of a view which was created in" if name
+                else "A view was created in")
+        msg = f"{head} no_grad mode and is being modified inplace with grad mode enabled."
+    else:
+        msg = f"Output {nr} of {name} is a view and is being modified inplace."
+    raise RuntimeError(msg + (_MULTI_OUTPUT if kind == "multi" else _NO_GRAD_VIEW))
 
 
 def check_overlap(x: Tensor, *others) -> None:
@@ -140,6 +171,8 @@ def update(x: Tensor, new: Tensor) -> Tensor:
     recorded = new.grad_fn is not None
     if recorded and x.__dict__.get("_inference_view"):
         raise RuntimeError(_INFERENCE_VIEW)
+    if "_view_meta" in x.__dict__ and grad_mode.is_grad_enabled() and new.requires_grad:
+        check_view_update(x)
     producer = new.grad_fn
     traced_write = x._data is not None and new._data is None
     if traced_write:

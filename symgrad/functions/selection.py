@@ -18,7 +18,7 @@ from .common import Tensor, to_tensor, wrap_dim
 from .composite import named
 from .elementwise import pow as _pow, where
 from .reduction import return_types
-from .shape import make_view
+from .shape import make_view, multi_output_views
 
 __all__ = ["masked_fill", "tril", "triu", "gather", "index_select", "split", "chunk",
            "unbind", "narrow",
@@ -172,13 +172,13 @@ def split(tensor: Tensor, split_size_or_sections: int | Sequence[int],
                                f"split_sizes={sizes}")
         name = "SplitWithSizesBackward0"
     out, start = [], 0
-    for s in sizes:
-        starts = tuple(start if k == d else 0 for k in range(x.dim()))
-        stops = tuple(start + s if k == d else x.shape[k] for k in range(x.dim()))
-        out.append(named(name, lambda v, a=starts, b=stops: lax.slice_(v, a, b, (1,) * x.dim()),
-                         x))
+    for s in sizes:        # views of x, as PyTorch's pieces
+        attrs = {"starts": tuple(start if k == d else 0 for k in range(x.dim())),
+                 "stops": tuple(start + s if k == d else x.shape[k] for k in range(x.dim())),
+                 "steps": (1,) * x.dim()}
+        out.append(make_view(x, bind(P["slice"], x, grad_name=name, **attrs), "slice", attrs))
         start += s
-    return tuple(out)
+    return multi_output_views(tuple(out))
 
 
 def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
@@ -199,9 +199,9 @@ def unbind(input: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
     if x.dim() == 0:
         raise IndexError("Dimension specified as 0 but tensor has no dimensions")
     d = wrap_dim(dim, x.dim())
-    return tuple(make_view(x, bind(P["select"], x, grad_name="UnbindBackward0", axis=d,
-                                   index=i), "select", {"axis": d, "index": i})
-                 for i in range(x.shape[d]))
+    return multi_output_views(tuple(
+        make_view(x, bind(P["select"], x, grad_name="UnbindBackward0", axis=d, index=i),
+                  "select", {"axis": d, "index": i}) for i in range(x.shape[d])))
 
 
 def narrow(input: Tensor, dim: int, start: int | Tensor, length: int) -> Tensor:

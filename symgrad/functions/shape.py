@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
 __all__ = ["view", "reshape", "flatten", "squeeze", "unsqueeze", "transpose", "t", "permute",
            "expand", "expand_as", "contiguous", "clone", "cat", "stack", "make_view", "layout_view",
+           "multi_output_views",
            "movedim", "unflatten", "flip", "fliplr", "flipud", "expanded_shape"]
 
 
@@ -54,8 +55,16 @@ def _mark_view(src: Tensor, out: Tensor, prim_name: str, attrs: dict) -> Tensor:
         base = src
     out._base = base
     out._vc = src._vc
+    meta = src.__dict__.get("_view_meta")
     if src.__dict__.get("_detached_view"):
         out._detached_view = True
+    elif not _grad_state.enabled and not _grad_state.inference:
+        out._view_meta = ("no_grad", 0)     # PyTorch's CreationMeta (see inplace.py)
+        if src._requires_grad or src.grad_fn is not None:
+            out._requires_grad = True       # as PyTorch's: no history, no AccumulateGrad
+            out._acc = no_accumulator
+    elif meta is not None:
+        out._view_meta = (meta[0], 0)
     chain = src._view_chain      # (attrs: the call's own dict, read with dict(attrs))
     out._view_chain = ((prim_name, attrs),) if chain is None else chain + ((prim_name, attrs),)
     views = base.__dict__.get("_views")
@@ -63,6 +72,17 @@ def _mark_view(src: Tensor, out: Tensor, prim_name: str, attrs: dict) -> Tensor:
         views = base.__dict__["_views"] = weakref.WeakSet()
     views.data.add(weakref.ref(out, views._remove))     # (WeakSet.add without its frame)
     return out
+
+
+def multi_output_views(views: tuple) -> tuple:
+    """Mark the pieces ``split`` / ``chunk`` / ``unbind`` return (views of one base, made
+    by one function): PyTorch refuses recorded in-place updates of them (made in grad mode;
+    in no_grad mode they already carry that mark)."""
+    if _grad_state.enabled and not _grad_state.inference:
+        for i, v in enumerate(views):
+            if v._base is not None and not v.__dict__.get("_detached_view"):
+                v._view_meta = ("multi", i)
+    return views
 
 
 def inference_view(src: Tensor, out: Tensor) -> None:
