@@ -39,7 +39,8 @@ def dims_arg(dim, ndim: int) -> tuple[int, ...]:
             twice = next(a for k, a in enumerate(wrapped) if a in wrapped[:k])
             raise RuntimeError(f"dim {twice} appears multiple times in the list of dims")
         return axes if ndim else ()
-    return (wrap_dim(dim, ndim),) if ndim else ()
+    d = wrap_dim(dim, ndim)           # (a 0-d tensor takes dims -1 and 0, as PyTorch)
+    return (d,) if ndim else ()
 
 
 def float_dtype_of(x: Tensor) -> dtypes.DType:

@@ -336,6 +336,10 @@ def _masked_pow(a, p):
 
 def _norm_prims(x, p, axes, keepdim):
     a = lax.unary("abs", x)
+    if x.numel() and int(np.prod([x.shape[d] for d in axes])) == 1:
+        # one element per norm: PyTorch's is |x| (no x² to underflow: 5e-324 stays)
+        return a if keepdim else lax.reshape(a, tuple(
+            n for d, n in enumerate(x.shape) if d not in axes))
     if p == float("inf"):
         return bind(P["amax"], a, axes=axes, keepdim=keepdim)
     if p == float("-inf"):

@@ -92,3 +92,151 @@ def test_compiled_leaves_sharing_storage_get_their_gradients(mode, dt):
             assert (w is None) == (g is None)
             if w is not None:
                 np.testing.assert_allclose(g, w, rtol=tol, atol=tol)
+
+
+# ------------------------------------- split / chunk / unbind pieces: views of their input
+
+PIECES = {
+    "split": lambda t: t.split(2)[1],
+    "split_sizes": lambda t: t.split([1, 3])[1],
+    "chunk": lambda t: t.chunk(2)[0],
+    "split_dim1": lambda t: t.split(1, dim=1)[1],
+    "unbind": lambda t: t.unbind(0)[2],
+    "narrow": lambda t: t.narrow(0, 1, 2),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PIECES))
+def test_pieces_share_version_and_base(name):
+    def run(L):
+        a = L.tensor(np.arange(8.0).reshape(4, 2))
+        p = PIECES[name](a)
+        with L.no_grad():
+            p.add_(1)
+        return a.numpy().copy(), a._version, p._version, p._base is a
+    got, want = run(sg), run(torch)
+    np.testing.assert_array_equal(got[0], want[0])
+    assert got[1:] == want[1:]
+
+
+@pytest.mark.parametrize("dt", ["float32", "float64"])
+@pytest.mark.parametrize("name", sorted(PIECES))
+def test_piece_changed_in_no_grad_before_backward(name, dt):
+    """A saved tensor changed through a piece: PyTorch's version error, not a gradient
+    computed with the changed value."""
+    def run(L):
+        x = L.tensor(np.arange(8.0).reshape(4, 2), dtype=getattr(L, dt), requires_grad=True)
+        w = L.tensor(np.arange(8.0).reshape(4, 2), dtype=getattr(L, dt), requires_grad=True)
+        y = x * 1
+        z = (w * y).sum()
+        with L.no_grad():
+            PIECES[name](y).mul_(10)
+        return _err(lambda: z.backward())
+    assert run(sg) == run(torch)
+
+
+def _view_cases(L):
+    def mk(split=True):
+        x = L.zeros(4, 3, requires_grad=True)
+        y = x * 1
+        return y, (y.split(2)[1] if split else y)
+    cases = {}
+
+    def case(f):
+        cases[f.__name__] = f
+        return f
+
+    @case
+    def inplace_on_piece():
+        mk()[1].mul_(2)
+
+    @case
+    def copy_on_piece():
+        mk()[1].copy_(L.ones(2, 3))
+
+    @case
+    def view_of_piece():
+        mk()[1].view(6).add_(1)
+
+    @case
+    def unbind_piece():
+        mk(False)[0].unbind(1)[2].zero_()
+
+    @case
+    def piece_of_plain_tensor_rg_operand():
+        L.zeros(4).split(2)[0].mul_(L.ones(2, requires_grad=True))
+
+    @case
+    def no_grad_view_then_grad_inplace():
+        y = mk(False)[0]
+        with L.no_grad():
+            v = y[0:2]
+        v.mul_(2)
+
+    @case
+    def view_of_no_grad_view():
+        y = mk(False)[0]
+        with L.no_grad():
+            v = y[0:2]
+        v[0:1].mul_(2)
+
+    @case
+    def no_grad_view_of_plain_tensor():
+        x = L.zeros(3)
+        with L.no_grad():
+            v = x[0:2]
+        v.mul_(L.ones(2, requires_grad=True))
+
+    @case
+    def no_grad_inplace_on_piece_is_fine():
+        y, p = mk()
+        with L.no_grad():
+            p.mul_(2)
+        return y._version
+
+    @case
+    def no_grad_view_backward_goes_nowhere():
+        x = L.ones(3, requires_grad=True)
+        with L.no_grad():
+            v = x[0:2]
+        (v * 2).sum().backward()
+        return v.requires_grad, v.is_leaf, v.grad, x.grad
+
+    for key in ["0", ":", "1:", "0:2", "None", "..., 0", "0, 1:", "[0, 1]", ":, [0]", "0, :"]:
+        def setitem(key=key):
+            exec(f"p[{key}] = 5.", {"p": mk()[1]})
+        cases[f"setitem[{key}]"] = setitem
+    return cases
+
+
+@pytest.mark.parametrize("name", sorted(_view_cases(torch)))
+def test_inplace_on_multi_output_and_no_grad_views_as_torch(name):
+    def run(L):
+        f = _view_cases(L)[name]
+        e = _err(f)
+        return e if e else f()
+    assert run(sg) == run(torch)
+
+
+# --------------------------------------------- one element per norm; 0-d dims out of range
+
+@pytest.mark.parametrize("dt", ["float32", "float64"])
+@pytest.mark.parametrize("v", [5e-324, 1e-42, -2e-170, 0.0, 3.5])
+@pytest.mark.parametrize("shape,kw", [((), {}), ((1,), {}), ((3, 1), {"dim": 1}),
+                                      ((1, 2), {"dim": 0, "keepdim": True})])
+@pytest.mark.parametrize("p", [2, 1, 0.5, float("inf")])
+def test_norm_of_single_elements_as_torch(p, shape, kw, v, dt):
+    def run(L):
+        x = L.full(shape, v, dtype=getattr(L, dt), requires_grad=True)
+        y = x.norm(p=p, **kw)
+        y.sum().backward()
+        return y.detach().numpy(), x.grad.numpy()
+    for g, w in zip(run(sg), run(torch)):
+        np.testing.assert_array_equal(g, w)
+
+
+def test_zero_dim_reduction_dims_checked():
+    for f in (lambda L, x: x.norm(dim=1), lambda L, x: x.sum(dim=1), lambda L, x: x.mean(-2),
+              lambda L, x: L.linalg.vector_norm(x, dim=1), lambda L, x: x.amax(2)):
+        assert _err(lambda: f(sg, sg.tensor(3.0))) == _err(lambda: f(torch, torch.tensor(3.0)))
+    assert float(sg.tensor(3.0).sum(-1)) == 3.0
