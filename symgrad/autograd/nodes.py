@@ -208,6 +208,17 @@ class BackwardFunction(HookMixin):
             raise RuntimeError(f"internal error: input {i} of {self.name()} was not saved")
         return s.unpack(self) if isinstance(s, SavedTensor) else s
 
+    def input_structure(self, i: int):
+        """Saved input i for a rule that reads only its shape and history, never its
+        values (the SVD parts' rules read the saved factorisation; PyTorch saves U, S, Vᵀ
+        there, not A): no version check unless the backward is recorded (create_graph:
+        the history it extends must be the one the forward saw)."""
+        s = self._saved[i] if self._unpacked is None else None
+        if type(s) is SavedTensor and s.packed is None and not s.is_output \
+                and not grad_mode.is_grad_enabled():
+            return s.tensor
+        return self.input(i)
+
     @property
     def out(self):
         u = self._unpacked

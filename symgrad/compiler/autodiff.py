@@ -33,6 +33,8 @@ class NodeContext:
     def input(self, i: int):
         return _tensor(self.node.args[i])
 
+    input_structure = input     # (a traced program has no in-place updates to check)
+
     @property
     def out(self):
         return _tensor(self.node)

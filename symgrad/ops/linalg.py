@@ -465,7 +465,7 @@ def _svd_part_shape(part):
 def _svd_part_vjp(part):
     def rule(ctx, g):
         full = ctx.kwargs["full_matrices"]
-        a = ctx.input(0)
+        a = ctx.input_structure(0)          # (the values come from the factorisation)
         shape = tuple(ctx.in_avals[0][0])
         m, n, k, mu, nv = _svd_dims(shape, full)
         lead = len(shape) - 2
