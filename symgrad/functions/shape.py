@@ -129,7 +129,8 @@ def view(x: Tensor, *shape: int | Sequence[int] | DTypeLike) -> Tensor:
             and not hasattr(shape[0], "__index__"):
         return _dtype_view(x, shape[0])
     shape = infer_reshape(_shape_ints(shape), x.numel())
-    if x._data is not None and not x._data.flags.c_contiguous and not _view_compatible(x, shape):
+    if x._data is not None and not x._data.flags.c_contiguous and not _view_compatible(x, shape) \
+            or x._data is None and x._node is not None and not _traced_viewable(x._node, shape):
         raise RuntimeError("view size is not compatible with input tensor's size and stride (at "
                            "least one dimension spans across two contiguous subspaces). Use "
                            ".reshape(...) instead.")
@@ -137,12 +138,60 @@ def view(x: Tensor, *shape: int | Sequence[int] | DTypeLike) -> Tensor:
 
 
 def _view_compatible(x, shape):
+    return _reshapes_in_place(x._data, shape)
+
+
+def _reshapes_in_place(a: np.ndarray, shape) -> bool:
     try:
-        v = x._data.view()
+        v = a.view()
         v.shape = shape
         return True
     except (AttributeError, ValueError):
         return False
+
+
+_LAYOUT_PRIMS = ("permute", "slice", "select", "expand")
+
+
+def _layout_proxy(node) -> np.ndarray:
+    """An array with the strides the eager tensor of traced `node` would have (itemsize
+    1, over one byte: only its layout is ever read): the layout primitives from the last
+    computed value, which is C-contiguous (as eagerly: elementwise results of strided
+    operands aside)."""
+    from numpy.lib.stride_tricks import as_strided
+    chain = []
+    while node.op in _LAYOUT_PRIMS or node.op == "reshape":
+        chain.append(node)
+        node = node.args[0]
+    shape = tuple(node.shape)
+    strides = tuple(int(np.prod(shape[k + 1:])) for k in range(len(shape)))
+    a = as_strided(np.zeros(1, np.int8), shape, strides, writeable=False)
+    for n in reversed(chain):
+        attrs = dict(n.attrs)
+        if n.op == "reshape":       # a view where numpy can, else a (contiguous) copy
+            v = a.view()
+            try:
+                v.shape = attrs["shape"]
+            except (AttributeError, ValueError):
+                v = _layout_proxy_of_shape(attrs["shape"])
+            a = v
+        else:
+            a = NUMPY_RULES[n.op](a, **attrs)
+    return a
+
+
+def _layout_proxy_of_shape(shape) -> np.ndarray:
+    from numpy.lib.stride_tricks import as_strided
+    shape = tuple(shape)
+    strides = tuple(int(np.prod(shape[k + 1:])) for k in range(len(shape)))
+    return as_strided(np.zeros(1, np.int8), shape, strides, writeable=False)
+
+
+def _traced_viewable(node, shape) -> bool:
+    """Whether ``view(shape)`` of the traced value `node` is a view eagerly too (else
+    eager code raises PyTorch's error: compiled code must as well)."""
+    a = _layout_proxy(node)
+    return a.flags.c_contiguous or _reshapes_in_place(a, shape)
 
 
 def _shape_ints(shape):
@@ -366,7 +415,10 @@ def expand_as(x: Tensor, other: Tensor) -> Tensor:
 
 
 def contiguous(x: Tensor) -> Tensor:
-    if x.is_contiguous():
+    if x._data is None and x._node is not None:     # traced: a copy where eagerly one
+        if _layout_proxy(x._node).flags.c_contiguous:     # (a later view() sees it)
+            return x
+    elif x.is_contiguous():
         return x
     out = bind(P["copy"], x, grad_name="CloneBackward0")
     if out._data is not None and not out._data.flags.c_contiguous:
