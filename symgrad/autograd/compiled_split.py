@@ -295,6 +295,7 @@ class Split:
         self.forward_program = Compiled(forward, (), backend)
         self.forward_program.bridged = False
         self.forward_program.eager_when_aliased = False   # (the call checked)
+        self.forward_program.reruns_eagerly = False   # (Bridge.run reruns the function)
         self.backward_program = Compiled(backward, (), backend)
         self.backward_program.bridged = False
         self.proven: set = set()     # (shapes both programs ran at: later errors are real)

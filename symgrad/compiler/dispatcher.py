@@ -62,6 +62,9 @@ def _leaf_key(v):
     return t
 
 
+_NOT_KEPT = object()      # (no generator states kept for a call)
+
+
 class _RunEagerly(Exception):
     """A program with state effects raised: the call is run as written instead."""
 
@@ -78,6 +81,8 @@ class Compiled(ShapeGeneric):
     performs_writes = True  # in-place updates of state are part of the program (see trace)
     eager_when_aliased = True   # a call whose written input aliases another runs
                                 # uncompiled (see _run); the split programs' inputs never do
+    reruns_eagerly = True       # a failing call with state effects runs as written (see
+                                # _run); a split program raises to its caller instead
 
     def __init__(self, fn, static_argnums=(), backend=None, transform: Transform | None = None,
                  maxsize: int | None = None, target=None, static_argnames=()):
@@ -376,8 +381,9 @@ class Compiled(ShapeGeneric):
             return self.fn(*args)
         try:
             return self._run_compiled(entry, leaves)
-        except _RunEagerly:
-            pass
+        except _RunEagerly as e:
+            if not self.reruns_eagerly:     # (a split program: its caller reruns the
+                raise e.__cause__ from None  # user's function)
         # the program raised before storing its state effects (they are stored after it
         # succeeds; nothing it donates is written before a step that may fail): the call
         # runs as written, so the in-place updates made before the failing operation stay
@@ -414,24 +420,28 @@ class Compiled(ShapeGeneric):
                 arrays.append(np.asarray(v, dtype=spec.dtype.np))
         effects = entry.effects
         mutates = effects is not None and effects.mutates
-        rng = None
-        if effects is not None:
-            if mutates and effects.draws:         # (values drawn per call: drawn again
-                rng = random_functions.generator().state    # if the call runs eagerly)
-            effects.before_call()
-        arrays.extend(t._data for t in entry.closure)
-        arrays.extend(entry.aux)
-        if entry.donated:
-            separate(arrays, entry.donated)
-        refused = entry.refused[0]
+        # values drawn per call are drawn again if the call runs eagerly: every generator
+        # they use (the global one, private ones) is put back first
+        kept = random_functions.keep_states() if mutates and effects.draws else _NOT_KEPT
         try:
+            if effects is not None:
+                effects.before_call()
+            arrays.extend(t._data for t in entry.closure)
+            arrays.extend(entry.aux)
+            if entry.donated:
+                separate(arrays, entry.donated)
+            refused = entry.refused[0]
             outs = entry.call(*arrays)
         except Exception as e:
+            if kept is not _NOT_KEPT:
+                random_functions.end_keep_states(kept, restore=True)
+                kept = _NOT_KEPT
             if not mutates:
                 raise
-            if rng is not None:
-                random_functions.generator().state = rng
             raise _RunEagerly() from e
+        finally:
+            if kept is not _NOT_KEPT:
+                random_functions.end_keep_states(kept, restore=False)
         self._py_native += entry.native_counted - (entry.refused[0] - refused)
         if entry.native_counted:      # the native entry returns the outputs' own nesting
             outs = pytree.flatten(outs)[0]

@@ -6,6 +6,7 @@ initialisation give PyTorch's numbers, ``randn`` / ``normal_`` PyTorch's up to t
 bit or so."""
 from __future__ import annotations
 
+import threading
 import warnings
 from typing import TYPE_CHECKING
 
@@ -90,7 +91,40 @@ def generator(g: Generator | None = None) -> TorchRNG:
         copy = TorchRNG(0)
         copy.state = rng.state
         return copy
+    log = _states.log
+    if log is not None and id(rng) not in log:
+        log[id(rng)] = (rng, rng.state)
     return rng
+
+
+class _StateLog(threading.local):
+    log = None          # {id: (generator, its state when first used)} while one is kept
+
+
+_states = _StateLog()
+
+
+def keep_states():
+    """Start keeping the state every generator (the global one, private ``Generator``
+    objects) has when first used from now on -- a compiled call that may fail and run
+    again eagerly must leave each generator where it found it. Returns what
+    :func:`end_keep_states` takes."""
+    prev = _states.log
+    _states.log = {}
+    return prev
+
+
+def end_keep_states(prev, restore: bool) -> None:
+    """Stop keeping states (`prev`: :func:`keep_states`'s result); ``restore``: put
+    every generator used since back where it was."""
+    log = _states.log
+    _states.log = prev
+    if restore:
+        for rng, state in log.values():
+            rng.state = state
+    if prev is not None:           # (an enclosing call keeps them too)
+        for k, v in log.items():
+            prev.setdefault(k, v)
 
 
 def manual_seed(s: int) -> TorchRNG:
