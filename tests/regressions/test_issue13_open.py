@@ -240,3 +240,98 @@ def test_zero_dim_reduction_dims_checked():
               lambda L, x: L.linalg.vector_norm(x, dim=1), lambda L, x: x.amax(2)):
         assert _err(lambda: f(sg, sg.tensor(3.0))) == _err(lambda: f(torch, torch.tensor(3.0)))
     assert float(sg.tensor(3.0).sum(-1)) == 3.0
+
+
+# ------------------------- svdvals: no version error (PyTorch saves U, S, Vᵀ, not A)
+
+SVD_FUNCS = {
+    "svdvals": lambda L, y: L.linalg.svdvals(y),
+    "nuc": lambda L, y: L.linalg.matrix_norm(y, "nuc"),
+    "spectral": lambda L, y: L.linalg.matrix_norm(y, 2),
+    "neg2": lambda L, y: L.linalg.norm(y, ord=-2),
+}
+
+
+@pytest.mark.parametrize("dt", ["float32", "float64"])
+@pytest.mark.parametrize("name", sorted(SVD_FUNCS))
+def test_svd_values_input_changed_before_backward(name, dt):
+    a = np.random.default_rng(1).normal(size=(3, 4))
+
+    def run(L):
+        x = L.tensor(a, dtype=getattr(L, dt), requires_grad=True)
+        y = x * 1
+        s = SVD_FUNCS[name](L, y)
+        y.add_(1)
+        e = _err(lambda: s.sum().backward())
+        return e, None if e else x.grad.numpy()
+    (te, tg), (se, sgr) = run(torch), run(sg)
+    assert te == se
+    np.testing.assert_allclose(sgr, tg, rtol=1e-4 if dt == "float32" else 1e-10, atol=1e-6)
+
+
+# --------------------------------- compiled view(): PyTorch's error where eager raises it
+
+VIEWS = [
+    lambda x: x.t().view(-1), lambda x: x.t().view(12), lambda x: x.t().view(2, 2, 3),
+    lambda x: x.t().contiguous().view(-1), lambda x: x[:, ::2].view(-1),
+    lambda x: x.unsqueeze(0).expand(2, 3, 4).view(24), lambda x: x.t().view(4, 3),
+    lambda x: x.t().unsqueeze(0).view(1, 4, 3), lambda x: x.t()[1:].view(-1),
+    lambda x: x.mT.mT.view(-1), lambda x: x[1].view(2, 2), lambda x: x[:, 1].view(-1),
+    lambda x: x.t().reshape(2, 6).view(-1), lambda x: x.flip(0).view(-1),
+]
+
+
+@pytest.mark.parametrize("k", range(len(VIEWS)))
+def test_compiled_view_refuses_what_eager_refuses(k):
+    a = np.arange(12.0).reshape(3, 4)
+
+    def run(f):
+        try:
+            return np.asarray(f()).tolist()
+        except RuntimeError as e:
+            return str(e)
+    want = run(lambda: VIEWS[k](torch.tensor(a)).numpy())
+    assert run(lambda: VIEWS[k](sg.tensor(a)).numpy()) == want
+    assert run(lambda: sg.compile(VIEWS[k])(sg.tensor(a)).numpy()) == want
+
+
+# ------------- generators drawn in a failing compiled step: advanced once, as eagerly
+
+def _failing_steps(L, compiled, backend, bridged):
+    g = L.Generator().manual_seed(3)
+    L.manual_seed(5)
+    buf = L.zeros(3)
+    w = L.ones(3, requires_grad=bridged)
+
+    def step(x, idx):
+        noise = L.randn(3, generator=g)
+        buf.add_(noise + L.rand(3))
+        return ((x + noise) * w).gather(0, idx).sum()
+    f = sg.compile(step, backend=backend) if compiled else step
+    out = []
+    for idx in ([0, 1], [0, 7], [2, 1], [9, 0], [1, 1]):
+        try:
+            r = f(L.ones(3), L.tensor(idx))
+            if bridged:
+                r.backward()
+            out.append(r.item())
+        except RuntimeError as e:
+            out.append(str(e))
+        out.append(buf.numpy().copy())
+    out += [L.randn(2, generator=g).numpy(), L.randn(2).numpy()]
+    if bridged:
+        out.append(w.grad.numpy())
+    return out
+
+
+@pytest.mark.parametrize("bridged", [False, True])
+@pytest.mark.parametrize("backend", ["llvm", "numpy"])
+def test_generators_in_failing_compiled_step_advance_once(backend, bridged):
+    want = _failing_steps(torch, False, None, bridged)
+    got = _failing_steps(sg, True, backend, bridged)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        if isinstance(w, str):
+            assert g == w
+        else:
+            np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6)
