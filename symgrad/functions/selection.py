@@ -232,14 +232,20 @@ def narrow(input: Tensor, dim: int, start: int | Tensor, length: int) -> Tensor:
 
 def argsort(input: Tensor, dim: int = -1, descending: bool = False,
             stable: bool = False) -> Tensor:
-    """The indices that sort ``input`` along ``dim`` (ties in their original order; NaN
-    sorts as the largest value, as in PyTorch)."""
-    x = to_tensor(input)
+    """The indices that sort ``input`` along ``dim`` (NaN sorts as the largest value;
+    ties in their original order with ``stable=True``, else in PyTorch's CPU order)."""
+    return _order(to_tensor(input), dim, descending, "stable" if stable else "sort")
+
+
+def _order(x: Tensor, dim: int, descending: bool, ties) -> Tensor:
+    """The argsort primitive along `dim`; `ties`: how equal values are ordered (see
+    symgrad.ops.indexing's argsort: PyTorch's sort, stable sort or topk)."""
     if x.dim() == 0:
         wrap_dim(dim, 1)
         return lax.full((), 0, dtypes.int64) if x._node is None else \
             bind(P["argsort"], x.reshape(1), axis=0, descending=bool(descending)).reshape(())
-    return bind(P["argsort"], x, axis=wrap_dim(dim, x.dim()), descending=bool(descending))
+    return bind(P["argsort"], x, axis=wrap_dim(dim, x.dim()), descending=bool(descending),
+                ties=ties)
 
 
 def sort(input: Tensor, dim: int = -1, descending: bool = False,
@@ -263,9 +269,11 @@ def topk(input: Tensor, k: int, dim: int = -1, largest: bool = True,
     n = x.shape[d] if x.dim() else 1
     if not 0 <= k <= n:
         raise RuntimeError("selected index k out of range")
+    if x.dtype is dtypes.bool_:
+        raise RuntimeError("topk does not support bool dtypes on CPU")
     if x.dim() == 0:
         return return_types.topk(x.clone(), lax.full((), 0, dtypes.int64))
-    order = argsort(x, d, descending=largest)
+    order = _order(x, d, largest, ("topk", int(k), bool(sorted)))
     starts = (0,) * x.dim()
     stops = tuple(k if a == d else s for a, s in enumerate(x.shape))
     idx = lax.slice_(order, starts, stops, (1,) * x.dim())

@@ -7,7 +7,7 @@ import numpy as np
 
 from ..autograd.nodes import delayed_error
 from ..graph import dtypes
-from . import lax
+from . import lax, tie_order
 from .define import primitive
 
 
@@ -290,19 +290,28 @@ primitive("scatter_reduce", 3, _scatter_reduce_shape, _scatter_reduce_numpy, sav
 
 
 # ---- sorting -------------------------------------------------------------------------------
-def _argsort_shape(av, *, axis, descending):
+def _argsort_shape(av, *, axis, descending, ties="stable"):
     return av[0][0], dtypes.int64
 
 
-def _argsort_numpy(x, *, axis, descending):
-    """Stable sort order along ``axis``; NaN last ascending and first descending, as
-    PyTorch orders it."""
+def _argsort_numpy(x, *, axis, descending, ties="stable"):
+    """Sort order along ``axis``; NaN last ascending and first descending, as PyTorch
+    orders it. ``ties``: "stable" (equal values in their order), "sort" (PyTorch's
+    ``sort(stable=False)``), or ("topk", k, sorted): the first k are PyTorch's ``topk``
+    indices (see :mod:`symgrad.ops.tie_order`)."""
     if not descending:
-        return np.argsort(x, axis=axis, kind="stable")
-    if x.dtype.kind == "f":
+        order = np.argsort(x, axis=axis, kind="stable")
+    elif x.dtype.kind == "f":
         nan_last = ~np.isnan(x)                    # False (NaN) sorts first
-        return np.lexsort((-x, nan_last), axis=axis)
-    return np.argsort(~x if x.dtype.kind in "iub" else -x, axis=axis, kind="stable")
+        order = np.lexsort((-x, nan_last), axis=axis)
+    else:
+        order = np.argsort(~x if x.dtype.kind in "iub" else -x, axis=axis, kind="stable")
+    if ties == "stable" or x.size == 0:
+        return order
+    if ties == "sort":
+        return tie_order.sort_order(x, order, axis, descending)
+    _, k, sorted_ = ties
+    return tie_order.topk_order(x, order, axis, k, descending, sorted_)
 
 
 primitive("argsort", 1, _argsort_shape, _argsort_numpy, differentiable=False, family="other")

@@ -335,3 +335,57 @@ def test_generators_in_failing_compiled_step_advance_once(backend, bridged):
             assert g == w
         else:
             np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6)
+
+
+# ------------------ sort / argsort / topk: ties in PyTorch's CPU order (review5 #4)
+
+_TIE_SHAPES = [((3, 40), 1), ((40, 3), 0), ((2, 5, 33), 1), ((100,), 0), ((7,), 0),
+               ((4, 17), -1), ((2, 300), 1), ((5,), 0)]
+
+
+@pytest.mark.parametrize("dt", ["float32", "float64", "int64", "int32", "uint8"])
+@pytest.mark.parametrize("shape,dim", _TIE_SHAPES)
+def test_tie_order_of_sort_argsort_topk_as_torch(shape, dim, dt):
+    rng = np.random.default_rng(abs(hash((shape, dt))) % 1000)
+    for trial in range(3):
+        x = rng.integers(0, 3, size=shape).astype(dt)
+        if dt.startswith("float") and trial:
+            x[rng.random(shape) < 0.2] = np.nan
+        T, S = torch.tensor(x), sg.tensor(x)
+        for desc in (False, True):
+            for stable in (False, True):
+                np.testing.assert_array_equal(
+                    sg.sort(S, dim=dim, descending=desc, stable=stable).indices.numpy(),
+                    torch.sort(T, dim=dim, descending=desc, stable=stable).indices.numpy())
+                np.testing.assert_array_equal(
+                    sg.argsort(S, dim=dim, descending=desc, stable=stable).numpy(),
+                    torch.argsort(T, dim=dim, descending=desc, stable=stable).numpy())
+            n = shape[dim]
+            for k in sorted({1, 2, 3, n // 2, n}):
+                for srt in (True, False):
+                    want = torch.topk(T, k, dim=dim, largest=desc, sorted=srt)
+                    got = sg.topk(S, k, dim=dim, largest=desc, sorted=srt)
+                    np.testing.assert_array_equal(got.indices.numpy(), want.indices.numpy())
+
+
+def test_topk_tie_gradient_and_compiled_as_torch():
+    x = np.array([[3.0, 3.0, 3.0, 3.0, 3.0], [1.0, 2.0, 2.0, 0.0, 1.0]], dtype=np.float32)
+    w = np.arange(1.0, 3.0, dtype=np.float32)
+    grads = []
+    for L in (torch, sg):
+        t = L.tensor(x, requires_grad=True)
+        (L.topk(t, 2).values.sum(1) * L.tensor(w)).sum().backward()
+        grads.append(t.grad.numpy())
+    np.testing.assert_array_equal(grads[1], grads[0])
+    a = np.random.default_rng(0).integers(0, 3, size=(3, 40)).astype(np.float32)
+    f = sg.compile(lambda v: (sg.topk(v, 5).indices, sg.sort(v).indices,
+                              sg.argsort(v, descending=True)))
+    T = torch.tensor(a)
+    for g, w in zip(f(sg.tensor(a)), (torch.topk(T, 5).indices, torch.sort(T).indices,
+                                      torch.argsort(T, descending=True))):
+        np.testing.assert_array_equal(g.numpy(), w.numpy())
+
+
+def test_topk_of_bool_refused_as_torch():
+    for v in ([True, False], True):
+        assert _err(lambda: sg.topk(sg.tensor(v), 1)) == _err(lambda: torch.topk(torch.tensor(v), 1))
