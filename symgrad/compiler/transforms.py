@@ -13,6 +13,7 @@ from ..graph.node import Node, const
 from ..graph.shapes import numel
 from ..graph import pytree
 from .batching import batch_graph
+from .forward_mode import forward_tangents, has_while
 from .rewrite import mk
 from ..graph.node import make_node
 
@@ -160,9 +161,13 @@ def _jacobian_nodes_forward(outs: list[Node], wrt: list[Node]):
     products are forward mode's -- a partial times a tangent's entry -- so a singular
     element's NaNs (a partial inf times a tangent 0) are where ``jacfwd`` has them: its
     row, not its column."""
-    us = [make_aux(f"jacfwd.u{i}", o.shape, o.dtype) for i, o in enumerate(outs)]
-    vjps = grad_graph(outs, wrt, us)
-    stacked = _over_basis(lambda ts: grad_graph(vjps, us, ts), wrt, len(outs))
+    if has_while(outs):                   # (no reverse mode through a while loop)
+        us = []
+        stacked = _over_basis(lambda ts: forward_tangents(outs, wrt, ts), wrt, len(outs))
+    else:
+        us = [make_aux(f"jacfwd.u{i}", o.shape, o.dtype) for i, o in enumerate(outs)]
+        vjps = grad_graph(outs, wrt, us)
+        stacked = _over_basis(lambda ts: grad_graph(vjps, us, ts), wrt, len(outs))
     columns = _blocks(stacked, wrt, outs)        # columns[j][i]: d outs[i] along wrt[j]
     table = []
     for i, out in enumerate(outs):
@@ -315,11 +320,14 @@ class Jvp(Transform):
             if w.shape != t.shape:
                 raise ValueError(f"jvp: tangent shape {list(t.shape)} does not match primal "
                                  f"shape {list(w.shape)}")
-        us = [make_aux(f"u{k}", o.shape, o.dtype) for k, o in enumerate(out_nodes)]
-        g = grad_graph(out_nodes, wrt, us)
         tangents = [t if t.dtype is w.dtype else mk("cast", t, dtype=w.dtype)
                     for w, t in zip(wrt, tangents)]
-        jv = grad_graph(g, us, tangents)
+        if has_while(out_nodes):          # (no reverse mode through a while loop)
+            us, jv = [], forward_tangents(list(out_nodes), wrt, tangents)
+        else:
+            us = [make_aux(f"u{k}", o.shape, o.dtype) for k, o in enumerate(out_nodes)]
+            g = grad_graph(out_nodes, wrt, us)
+            jv = grad_graph(g, us, tangents)
         structure = pytree.tuple_of((out_structure, out_structure))
         built = Built(list(out_nodes) + jv, structure, pytree.leaf_paths(structure, "out"))
         built.aux = us
