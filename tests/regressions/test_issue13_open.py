@@ -389,3 +389,69 @@ def test_topk_tie_gradient_and_compiled_as_torch():
 def test_topk_of_bool_refused_as_torch():
     for v in ([True, False], True):
         assert _err(lambda: sg.topk(sg.tensor(v), 1)) == _err(lambda: torch.topk(torch.tensor(v), 1))
+
+
+# ------------------------------ forward mode through while_loop (review6 #10), vs JAX
+
+def _jax():
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    return jax, jax.numpy
+
+
+def _while_cases(L, lax_, np_, dt="float64"):
+    w = np.array([0.5, -1.5, 2.0], dtype=dt)
+
+    def counted(h):
+        return lax_.while_loop(lambda c: c[0] < 4, lambda c: (c[0] + 1, c[1] * np_.sin(c[1])),
+                               (L(0), h))[1]
+
+    def until(h):             # data-dependent trip count; two float carries
+        def body(c):
+            return c[0] * 1.5 + 0.1, c[1] + c[0] * c[0], c[2] + 1
+        return lax_.while_loop(lambda c: np_.sum(c[0] * c[0]) < 30.0, body,
+                               (h, h * 0.0, L(0)))[1]
+
+    def closure(h):           # the body closes over a value computed from the input
+        k = np_.cos(h) * w
+        return lax_.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, c[1] * k + h),
+                               (L(0), h))[1]
+
+    def nested(h):
+        def inner(c):
+            return lax_.while_loop(lambda d: d[0] < 2, lambda d: (d[0] + 1, np_.tanh(d[1]) * 1.1),
+                                   (L(0), c))[1]
+        return lax_.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, inner(c[1]) + c[1]),
+                               (L(0), h))[1]
+
+    def fori(h):
+        return lax_.fori_loop(0, 3, lambda i, c: c * np_.sin(c) + i, h)
+    return {"counted": counted, "until": until, "closure": closure, "nested": nested,
+            "fori": fori}
+
+
+@pytest.mark.parametrize("dt", ["float32", "float64"])
+@pytest.mark.parametrize("name", ["counted", "until", "closure", "nested", "fori"])
+def test_jvp_and_jacfwd_through_while_loop_as_jax(name, dt):
+    jax, jnp = _jax()
+    h = np.array([0.3, -0.2, 0.5], dtype=dt)
+    t = np.array([1.0, -2.0, 0.5], dtype=dt)
+    jf = _while_cases(lambda v: v, jax.lax, jnp, dt)[name]
+    sf = _while_cases(sg.tensor, sg.lax, sg, dt)[name]
+    want_v, want_t = jax.jvp(jf, (h,), (t,))
+    got_v, got_t = sg.jvp(sf, (h,), (t,))
+    tol = 2e-5 if dt == "float32" else 1e-12
+    np.testing.assert_allclose(np.asarray(got_v), np.asarray(want_v), rtol=tol, atol=tol)
+    np.testing.assert_allclose(np.asarray(got_t), np.asarray(want_t), rtol=tol, atol=tol)
+    np.testing.assert_allclose(sg.func.jacfwd(sf)(sg.tensor(h)).numpy(),
+                               np.asarray(jax.jacfwd(jf)(h)), rtol=tol, atol=tol)
+
+
+def test_reverse_mode_through_while_loop_keeps_jax_error():
+    jax, jnp = _jax()
+    jf = _while_cases(lambda v: v, jax.lax, jnp)["until"]
+    sf = _while_cases(sg.tensor, sg.lax, sg)["until"]
+    h = np.array([0.3, -0.2, 0.5])
+    want = _err(lambda: jax.grad(lambda v: jf(v).sum())(h))
+    got = _err(lambda: sg.grad(lambda v: sf(v).sum())(h))
+    assert got[0] is want[0] and got[1].startswith("Reverse-mode differentiation does not work")
