@@ -16,7 +16,7 @@ from ..graph.node import Node, make_node, toposort
 from ..graph.primitives import PRIMITIVES
 from ..graph.shapes import numel
 from ..ops import lax
-from ..ops.loops import body_input, next_level, substitute, while_outputs
+from ..ops.loops import body_input, next_level, replace_nodes, substitute, while_outputs
 from .. import dispatch
 from .autodiff import grad_graph
 
@@ -82,22 +82,7 @@ def _node_tangent(n: Node, ts: list) -> Node | None:
     (out,) = grad_graph(vjps, [u], seeds)
     back = {id(stand[id(a)]): a for a in n.args}
     back[id(u)] = _zeros(u)
-    return _replace(out, back)
-
-
-def _replace(node: Node, memo: dict) -> Node:
-    """``node`` with the nodes keyed (by id) in ``memo`` replaced by their values."""
-    memo = dict(memo)
-    for x in toposort([node]):
-        if id(x) in memo:
-            continue
-        if not x.args:
-            memo[id(x)] = x
-            continue
-        new = tuple(memo[id(a)] for a in x.args)
-        memo[id(x)] = x if all(a is b for a, b in zip(new, x.args)) else \
-            make_node(x.op, new, x.attrs, x.shape, x.dtype)
-    return memo[id(node)]
+    return replace_nodes([out], back)[0]
 
 
 def _while_tangent(n: Node, ts: list) -> Node:

@@ -25,14 +25,15 @@ import numpy as np
 from .. import dispatch
 from ..graph import dtypes
 from ..graph.body import Body
-from ..graph.node import const, make_node
+from ..graph.node import const, make_node, toposort
 from ..graph.fpstate import enter as fp_enter, leave as fp_leave
 from ..graph.primitives import NUMPY_RULES, PRIMITIVES as P
 from ..graph.shapes import numel
 from . import lax
 from .define import primitive
 
-__all__ = ["loop_outputs", "while_outputs", "body_input", "substitute", "next_level",
+__all__ = ["loop_outputs", "while_outputs", "body_input", "substitute", "replace_nodes",
+           "next_level",
            "output_avals", "WHILE_GRAD_ERROR"]
 
 WHILE_GRAD_ERROR = ("Reverse-mode differentiation does not work for lax.while_loop or "
@@ -76,8 +77,15 @@ def body_input(level: int, k: int, name: str, shape, dtype):
 
 def substitute(body: Body, args: list) -> list:
     """``body``'s output nodes with its inputs replaced by the nodes ``args`` (inlining)."""
-    memo = {id(n): a for n, a in zip(body.inputs, args)}
-    for node in body.nodes():
+    return replace_nodes(body.outputs, {id(n): a for n, a in zip(body.inputs, args)},
+                         body.nodes())
+
+
+def replace_nodes(outputs, memo: dict, order=None) -> list:
+    """``outputs`` with the nodes keyed by id in ``memo`` replaced by its values (the
+    nodes between rebuilt; ``order``: their topological order, when known)."""
+    memo = dict(memo)
+    for node in order if order is not None else toposort(list(outputs)):
         if id(node) in memo:
             continue
         if not node.args:
@@ -86,7 +94,7 @@ def substitute(body: Body, args: list) -> list:
         new = tuple(memo[id(a)] for a in node.args)
         memo[id(node)] = node if all(a is b for a, b in zip(new, node.args)) else \
             make_node(node.op, new, node.attrs, node.shape, node.dtype)
-    return [memo[id(o)] for o in body.outputs]
+    return [memo[id(o)] for o in outputs]
 
 
 # ---- the loop primitive ------------------------------------------------------------------
