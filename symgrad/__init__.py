@@ -25,7 +25,7 @@ from .graph.dtypes import (DType as dtype, bool_ as bool, float16, float32, floa
 from .tensor import Size, Tensor
 from .device import check_device as _check_device, cuda, device
 from .ops import (conversion as _conversion, formulas as _formulas, indexing as _indexing,  # noqa: F401
-                  layout as _layout, linalg as _linalg, loops as _loops,
+                  layout as _layout, linalg as _linalg, loops as _loops, order as _order,
                   reductions as _reductions)  # registration
 from .graph.primitives import elementwise
 from .dispatch import bind as apply
@@ -44,6 +44,7 @@ from .functions.branching import cond
 from .functions.selection import (argsort, chunk, gather, index_select, masked_fill, narrow,
                                   sort, split, square, topk, tril, triu, unbind)
 from .functions.statistics import cumprod, cumsum, std, var
+from .functions.order import kthvalue, median, mode, nanmedian, nanquantile, quantile
 from .functions.finite import (isclose, isfinite, isinf, isneginf, isposinf, nan_to_num,
                                nan_to_num_, roll)
 from .functions.predicates import logical_xor, signbit

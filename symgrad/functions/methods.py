@@ -17,7 +17,7 @@ from ..autograd import engine, grad_mode, hooks
 from ..device import check_device
 from .composite import named
 from ..graph.shapes import broadcast_shapes
-from . import finite, predicates, random
+from . import finite, order, predicates, random
 from .random import generator as gen
 
 if TYPE_CHECKING:
@@ -401,6 +401,8 @@ _METHODS = {
     "isfinite": finite.isfinite, "nan_to_num": finite.nan_to_num,
     "nan_to_num_": finite.nan_to_num_, "isclose": _isclose, "roll": finite.roll,
     "cumprod": statistics.cumprod,
+    "median": order.median, "nanmedian": order.nanmedian, "kthvalue": order.kthvalue,
+    "mode": order.mode, "quantile": order.quantile, "nanquantile": order.nanquantile,
     # selection
     "masked_fill": selection.masked_fill, "tril": selection.tril, "triu": selection.triu,
     "gather": selection.gather, "index_select": selection.index_select,

@@ -1,0 +1,196 @@
+"""Ops of issue 15 item 4 against torch: median / nanmedian / kthvalue / mode (values,
+PyTorch's indices among ties and NaN, result types), quantile / nanquantile (every
+interpolation, q scalar or 1-D, dims) -- gradients, second derivatives, grad_fn names,
+eager and compiled on both backends, float32 and float64; errors as torch's."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import symgrad as sg
+
+from op_checks import check_everywhere, same_error
+from oracle import assert_close, check
+
+FLOATS = ["float32", "float64"]
+
+
+def _tied(shape, dtype, seed=0, nan=False):
+    """Small integers (many ties), NaN sprinkled in when asked."""
+    r = np.random.default_rng(seed)
+    a = r.integers(-2, 3, shape).astype(dtype)
+    if nan:
+        a[r.random(shape) < 0.2] = np.nan
+    return a
+
+
+def _distinct(shape, dtype, seed=0):
+    return np.random.default_rng(seed).permutation(np.prod(shape)).reshape(shape).astype(dtype) \
+        / 7 - 1
+
+
+def _same_pair(got, want):
+    assert type(got).__name__ == type(want).__name__
+    np.testing.assert_array_equal(got.values.numpy(), want.values.numpy())
+    np.testing.assert_array_equal(got.indices.numpy(), want.indices.numpy())
+    assert got.indices.dtype is sg.int64
+
+
+# ---- order statistics: values and indices (ties, NaN) ------------------------------------
+PICKS = [
+    ("median", lambda m, x, d, kd: m.median(x, d, kd)),
+    ("nanmedian", lambda m, x, d, kd: m.nanmedian(x, d, keepdim=kd)),
+    ("kthvalue", lambda m, x, d, kd: m.kthvalue(x, 3, d, kd)),
+    ("mode", lambda m, x, d, kd: x.mode(d, kd)),
+]
+
+
+@pytest.mark.parametrize("dtype", FLOATS + ["int64"])
+@pytest.mark.parametrize("name,fn", PICKS, ids=[p[0] for p in PICKS])
+def test_picks_values_and_indices_with_ties(name, fn, dtype):
+    for seed, shape in enumerate([(4, 7), (3, 20), (2, 40), (5, 3, 17)]):
+        a = _tied(shape, dtype, seed, nan=dtype != "int64" and seed % 2 == 1)
+        for d in range(-1, len(shape)):
+            if name == "kthvalue" and shape[d] < 3:
+                continue
+            for kd in (False, True):
+                want = fn(torch, torch.tensor(a), d, kd)
+                _same_pair(fn(sg, sg.tensor(a), d, kd), want)
+                got = sg.compile(lambda x, d=d, kd=kd: tuple(fn(sg, x, d, kd)))(sg.tensor(a))
+                np.testing.assert_array_equal(got[0].numpy(), want.values.numpy())
+                np.testing.assert_array_equal(got[1].numpy(), want.indices.numpy())
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_full_median_values(dtype):
+    for seed, nan in ((0, False), (1, True), (2, False)):
+        a = _tied((5, 6), dtype, seed, nan)
+        for f in (lambda m, x: m.median(x), lambda m, x: x.nanmedian()):
+            want = f(torch, torch.tensor(a)).numpy()
+            np.testing.assert_array_equal(f(sg, sg.tensor(a)).numpy(), want)
+            np.testing.assert_array_equal(sg.compile(lambda x: f(sg, x))(sg.tensor(a)).numpy(),
+                                          want)
+    allnan = np.full(4, np.nan, dtype)
+    assert np.isnan(sg.nanmedian(sg.tensor(allnan)).item())
+    np.testing.assert_array_equal(sg.median(sg.tensor([3, 1, 2])).numpy(),
+                                  torch.median(torch.tensor([3, 1, 2])).numpy())
+
+
+def test_picks_of_0d_and_empty_inputs_and_reprs():
+    for f in (lambda m: m.median(m.tensor(2.0), 0), lambda m: m.kthvalue(m.tensor(2.0), 1),
+              lambda m: m.mode(m.tensor(2.0)), lambda m: m.nanmedian(m.tensor(2.0), -1, True),
+              lambda m: m.median(m.zeros(0, 3), 1), lambda m: m.mode(m.zeros(0, 3), 1)):
+        assert repr(f(sg)) == repr(f(torch))
+    for f in (lambda m: m.median(m.tensor([])), lambda m: m.nanmedian(m.tensor([]))):
+        assert np.isnan(f(sg).item()) and np.isnan(f(torch).item())
+    x = np.array([[1.0, 2.0, 1.0], [3.0, 3.0, 0.5]], np.float32)
+    for f in (lambda m: m.median(m.tensor(x, requires_grad=True), 1),
+              lambda m: m.kthvalue(m.tensor(x, requires_grad=True), 2, 0, True)):
+        assert repr(f(sg)) == repr(f(torch))
+
+
+# ---- gradients ------------------------------------------------------------------------------
+GRADS = [
+    ("median_full", lambda m, x: m.median(x)),
+    ("nanmedian_full", lambda m, x: m.nanmedian(x)),
+    ("median_dim", lambda m, x: m.median(x, 1)[0]),
+    ("median_keepdim", lambda m, x: m.median(x, 0, keepdim=True).values),
+    ("nanmedian_dim", lambda m, x: m.nanmedian(x, -1)[0]),
+    ("kthvalue", lambda m, x: m.kthvalue(x, 2, 1).values),
+    ("mode", lambda m, x: m.mode(x, 0).values),
+]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("name,fn", GRADS, ids=[g[0] for g in GRADS])
+def test_pick_gradients(name, fn, dtype):
+    """Eager names and gradients, second derivatives, compiled gradients -- on distinct
+    values and on ties (full median: shared evenly among the tied elements)."""
+    check_everywhere(fn, _distinct((4, 5), dtype))
+    check_everywhere(fn, _tied((4, 5), dtype, 3))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_full_median_gradient_with_nan_and_inf(dtype):
+    """A NaN result sends the gradient to the NaN elements evenly (as torch)."""
+    a = _tied((3, 4), dtype, 5, nan=True)
+    b = np.array([1.0, np.inf, np.inf, -1.0, np.inf], dtype)
+    for arr in (a, b):
+        for f in (lambda m, x: m.median(x), lambda m, x: m.nanmedian(x)):
+            check(f, arr)
+            x = torch.tensor(arr, requires_grad=True)
+            f(torch, x).backward()
+            g = sg.grad(lambda v: f(sg, v), backend="numpy")(arr)
+            np.testing.assert_array_equal(np.asarray(g), x.grad.numpy())
+
+
+# ---- quantile -------------------------------------------------------------------------------
+INTERP = ["linear", "lower", "higher", "midpoint", "nearest"]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("interpolation", INTERP)
+def test_quantile_values_names_gradients(interpolation, dtype):
+    a = np.random.default_rng(1).standard_normal((4, 6)).astype(dtype)
+    for fn in (lambda m, x: m.quantile(x, 0.3, interpolation=interpolation),
+               lambda m, x: m.quantile(x, 0.625, dim=1, interpolation=interpolation),
+               lambda m, x: x.quantile(m.tensor(np.array([0.0, 0.25, 0.5, 1.0], dtype)), dim=0,
+                                       keepdim=True, interpolation=interpolation),
+               lambda m, x: m.quantile(x, m.tensor(np.array([0.1, 0.9], dtype)),
+                                       interpolation=interpolation),
+               lambda m, x: m.nanquantile(x, 0.4, dim=-1, keepdim=True,
+                                          interpolation=interpolation)):
+        check_everywhere(fn, a)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_quantile_with_nan(dtype):
+    a = np.random.default_rng(2).standard_normal((5, 6)).astype(dtype)
+    a[1, 2] = a[3, 0] = a[3, 4] = np.nan
+    a[4, :] = np.nan
+    q = np.array([0.2, 0.5, 0.8], dtype)
+    for interpolation in INTERP:
+        for f in (lambda m, x: m.quantile(x, m.tensor(q), dim=1, interpolation=interpolation),
+                  lambda m, x: m.nanquantile(x, m.tensor(q), dim=1,
+                                             interpolation=interpolation),
+                  lambda m, x: m.nanquantile(x, 0.7, interpolation=interpolation)):
+            want = f(torch, torch.tensor(a)).numpy()
+            for got in (f(sg, sg.tensor(a)), sg.compile(lambda x: f(sg, x))(sg.tensor(a))):
+                assert_close(got, torch.tensor(want))
+
+
+def test_quantile_of_0d_and_results():
+    for f in (lambda m: m.quantile(m.tensor(2.0), 0.3),
+              lambda m: m.quantile(m.tensor(2.0), m.tensor([0.5, 0.7]), dim=0),
+              lambda m: m.nanquantile(m.tensor([[1.0, 2.0]], requires_grad=True), 0.5, 1)):
+        assert repr(f(sg)) == repr(f(torch))
+
+
+# ---- errors ---------------------------------------------------------------------------------
+ERRORS = [
+    lambda m: m.median(m.tensor([]), 0),
+    lambda m: m.median(m.zeros(0, 3), 0),
+    lambda m: m.median(m.zeros(3, 4), 2),
+    lambda m: m.median(m.tensor([True, False])),
+    lambda m: m.kthvalue(m.zeros(3, 4), 0, 1),
+    lambda m: m.kthvalue(m.zeros(3, 4), 5, -1),
+    lambda m: m.kthvalue(m.tensor(2.0), 2),
+    lambda m: m.kthvalue(m.zeros(0, 3), 1, 0),
+    lambda m: m.mode(m.zeros(0, 3), 0),
+    lambda m: m.quantile(m.tensor([1, 2]), 0.5),
+    lambda m: m.quantile(m.zeros(3), 1.5),
+    lambda m: m.quantile(m.zeros(3), float("nan")),
+    lambda m: m.quantile(m.zeros(3), m.tensor([0.2, -0.1])),
+    lambda m: m.quantile(m.zeros(3), 0.5, interpolation="foo"),
+    lambda m: m.quantile(m.tensor([]), 0.5),
+    lambda m: m.nanquantile(m.zeros(0, 3), 0.5, dim=0),
+    lambda m: m.quantile(m.zeros(3), m.tensor([[0.5]])),
+    lambda m: m.quantile(m.zeros(3), m.tensor([0.5], dtype=m.float64)),
+    lambda m: m.quantile(m.zeros(3, 4), 0.5, dim=3),
+]
+
+
+@pytest.mark.parametrize("snippet", ERRORS)
+def test_errors_as_torch(snippet):
+    same_error(snippet)
