@@ -26,6 +26,7 @@ from .tensor import Size, Tensor
 from .device import check_device as _check_device, cuda, device
 from .ops import (conversion as _conversion, formulas as _formulas, indexing as _indexing,  # noqa: F401
                   layout as _layout, linalg as _linalg, loops as _loops, order as _order,
+                  bitwise as _bitwise,
                   reductions as _reductions)  # registration
 from .graph.primitives import elementwise
 from .dispatch import bind as apply
@@ -42,8 +43,9 @@ from .functions.reduction import (all, amax, amin, any, argmax, argmin, logsumex
 from .functions.control_flow import fori_loop, scan, while_loop
 from .functions.branching import cond
 from .functions.selection import (argsort, chunk, gather, index_select, masked_fill, narrow,
-                                  sort, split, square, topk, tril, triu, unbind)
-from .functions.statistics import cumprod, cumsum, std, var
+                                  masked_select, sort, split, square, topk, tril, triu,
+                                  unbind)
+from .functions.statistics import cummax, cummin, cumprod, cumsum, logcumsumexp, std, var
 from .functions.order import kthvalue, median, mode, nanmedian, nanquantile, quantile
 from .functions.finite import (isclose, isfinite, isinf, isneginf, isposinf, nan_to_num,
                                nan_to_num_, roll)
@@ -129,6 +131,19 @@ def _binary_fn(name: str, prim: str) -> Callable[[TensorOrScalar, TensorOrScalar
     fn.__name__ = name
     fn.__doc__ = f"Elementwise {name} with broadcasting and PyTorch's type promotion."
     return fn
+
+
+def _bitwise_fn(name: str) -> Callable[[Tensor, TensorOrScalar], Tensor]:
+    def fn(input: Tensor, other: TensorOrScalar) -> Tensor:
+        return getattr(Tensor, name)(input, other)
+    fn.__name__ = name
+    fn.__doc__ = f"``Tensor.{name}``: bool operands logically, integers bit by bit."
+    return fn
+
+
+for _n in ("bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift",
+           "bitwise_right_shift"):
+    globals()[_n] = _bitwise_fn(_n)
 
 
 for _n, _p in (("mul", "mul"), ("true_divide", "div"),

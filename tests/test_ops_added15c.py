@@ -194,3 +194,148 @@ ERRORS = [
 @pytest.mark.parametrize("snippet", ERRORS)
 def test_errors_as_torch(snippet):
     same_error(snippet)
+
+
+# ---- cummax / cummin / logcumsumexp / masked_select -----------------------------------------
+@pytest.mark.parametrize("dtype", FLOATS + ["int64", "bool"])
+@pytest.mark.parametrize("name", ["cummax", "cummin"])
+def test_running_extremes_values_and_indices(name, dtype):
+    for seed, shape in enumerate([(4, 7), (3, 2, 9), (0, 3), (5,)]):
+        a = _tied(shape, "float64", seed, nan=dtype in FLOATS and seed % 2 == 0)
+        a = a > 0 if dtype == "bool" else a.astype(dtype)
+        for d in range(-1, len(shape)):
+            want = getattr(torch, name)(torch.tensor(a), d)
+            _same_pair(getattr(sg.tensor(a), name)(d), want)
+            got = sg.compile(lambda x, d=d: tuple(getattr(sg, name)(x, d)))(sg.tensor(a))
+            np.testing.assert_array_equal(got[0].numpy(), want.values.numpy())
+            np.testing.assert_array_equal(got[1].numpy(), want.indices.numpy())
+    assert repr(getattr(sg, name)(sg.tensor(2.0), 0)) == repr(getattr(torch, name)(
+        torch.tensor(2.0), 0))
+
+
+RUNNING = [
+    ("cummax", lambda m, x: m.cummax(x, 1).values),
+    ("cummin", lambda m, x: x.cummin(0)[0]),
+    ("logcumsumexp", lambda m, x: m.logcumsumexp(x, 1)),
+    ("logcumsumexp0", lambda m, x: x.logcumsumexp(-2)),
+    ("masked_select", lambda m, x: m.masked_select(x, m.tensor(np.arange(20).reshape(4, 5) % 3
+                                                               == 0))),
+    ("masked_select_bcast", lambda m, x: x.masked_select(m.tensor([True, False, True, True,
+                                                                   False]))),
+]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("name,fn", RUNNING, ids=[r[0] for r in RUNNING])
+def test_running_gradients(name, fn, dtype):
+    check_everywhere(fn, _distinct((4, 5), dtype))
+    if name.startswith("cum"):
+        check_everywhere(fn, _tied((4, 5), dtype, 3))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_logcumsumexp_values_and_special_values(dtype):
+    r = np.random.default_rng(4)
+    a = (r.standard_normal((6, 50)) * 30).astype(dtype)
+    want = torch.logcumsumexp(torch.tensor(a), 1).numpy()
+    for got in (sg.logcumsumexp(sg.tensor(a), 1),
+                sg.compile(lambda x: sg.logcumsumexp(x, 1))(sg.tensor(a))):
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-6 if dtype == "float32" else 1e-14)
+    inf, nan = np.inf, np.nan
+    for row in ([-inf, inf, 1.0, nan, 2.0], [-inf, -inf, 1.0, inf, inf], [inf, -inf, 3.0],
+                [-1e30, 1e30, -inf], [nan, -inf, inf]):
+        x = np.array(row, dtype)
+        np.testing.assert_array_equal(sg.logcumsumexp(sg.tensor(x), 0).numpy(),
+                                      torch.logcumsumexp(torch.tensor(x), 0).numpy())
+    assert repr(sg.logcumsumexp(sg.tensor(2.0), 0)) == repr(torch.logcumsumexp(
+        torch.tensor(2.0), 0))
+
+
+def test_logcumsumexp_gradient_with_large_values():
+    """The backward as PyTorch's: log-space scans of the positive and negative parts."""
+    a = np.array([[-50.0, 10.0, 80.0, -3.0, 85.0]], np.float32)
+    check(lambda m, x: m.logcumsumexp(x, 1), a)
+
+
+def test_masked_select_values_and_traced_mask():
+    a = np.arange(6.0).reshape(2, 3)
+    for f in (lambda m: m.masked_select(m.tensor(a), m.tensor([[True, False, True],
+                                                                [False, False, True]])),
+              lambda m: m.masked_select(m.tensor([1.0, 2.0]), m.tensor([[True, False],
+                                                                        [True, True]])),
+              lambda m: m.masked_select(m.tensor(2.0), m.tensor(True)),
+              lambda m: m.masked_select(m.tensor([1, 2]), m.tensor([True, False]))):
+        assert repr(f(sg)) == repr(f(torch))
+    with pytest.raises(TypeError, match="mask must be concrete"):
+        sg.compile(lambda x: sg.masked_select(x, x > 2))(sg.tensor(a))
+
+
+# ---- bitwise operators on integers (and bools) ----------------------------------------------
+INTS = ["int64", "int32", "int16", "int8", "uint8"]
+BITWISE = [
+    ("xor", lambda x, y: x ^ y), ("and", lambda x, y: x & y), ("or", lambda x, y: x | y),
+    ("lshift", lambda x, y: x << y), ("rshift", lambda x, y: x >> y),
+]
+
+
+@pytest.mark.parametrize("dtype", INTS)
+@pytest.mark.parametrize("name,op", BITWISE, ids=[b[0] for b in BITWISE])
+def test_bitwise_of_integers(name, op, dtype):
+    r = np.random.default_rng(5)
+    info = np.iinfo(dtype)
+    a = r.integers(info.min, int(info.max) + 1, (4, 6), dtype=dtype)
+    bits = info.bits
+    b = (r.integers(-3, bits + 4, (4, 6)) if name.endswith("shift")
+         else r.integers(info.min, int(info.max) + 1, (4, 6))).astype(dtype)
+    want = op(torch.tensor(a), torch.tensor(b))
+    for got in (op(sg.tensor(a), sg.tensor(b)),
+                sg.compile(lambda x, y: op(x, y))(sg.tensor(a), sg.tensor(b))):
+        assert got.dtype is getattr(sg, dtype)
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+    for s in (3, 0):                                   # a Python int on either side
+        np.testing.assert_array_equal(op(sg.tensor(a), s).numpy(), op(torch.tensor(a), s).numpy())
+        np.testing.assert_array_equal(op(s, sg.tensor(a)).numpy(), op(s, torch.tensor(a)).numpy())
+
+
+@pytest.mark.parametrize("name", ["__ixor__", "__ilshift__", "__irshift__", "__iand__",
+                                  "__ior__", "bitwise_xor_", "bitwise_left_shift_"])
+def test_bitwise_in_place(name):
+    for m in (sg, torch):
+        x = m.tensor([5, -3, 12], dtype=m.int32)
+        y = x[1:]
+        out = getattr(x, name)(m.tensor([1, 2, 3], dtype=m.int32))
+        assert out is x
+        if m is sg:
+            got = (x.numpy().copy(), y.numpy().copy())
+        else:
+            want = (x.numpy().copy(), y.numpy().copy())
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+    for m in (sg, torch):
+        x = m.tensor([True, False])
+        x ^= m.tensor([True, True])
+        if m is sg:
+            got = x.numpy()
+    np.testing.assert_array_equal(got, x.numpy())
+
+
+BITWISE_ERRORS = [
+    lambda m: m.tensor([1.0]) ^ m.tensor([1.0]),
+    lambda m: m.tensor([1, 2]) << 1.5,
+    lambda m: m.tensor([True]) << m.tensor([True]),
+    lambda m: m.tensor([1, 2]).__ixor__(m.tensor([1.5])),
+    lambda m: m.tensor([True]).__ixor__(m.tensor([1])),
+    lambda m: m.tensor([1.0]).__irshift__(1),
+    lambda m: m.tensor([1, 2]) ^ m.tensor([1, 2, 3]),
+]
+
+
+@pytest.mark.parametrize("snippet", BITWISE_ERRORS + [
+    lambda m: m.masked_select(m.zeros(3, 4), m.ones(3, 4, dtype=m.int64)),
+    lambda m: m.masked_select(m.zeros(3, 4), m.ones(3, 5, dtype=m.bool)),
+    lambda m: m.cummax(m.zeros(3, 4), 2),
+    lambda m: m.logcumsumexp(m.tensor([1, 3, 2]), 0),
+    lambda m: m.logcumsumexp(m.zeros(3, 4), 3),
+])
+def test_running_and_bitwise_errors(snippet):
+    same_error(snippet)

@@ -41,6 +41,8 @@ class return_types:
     nanmedian = _ret_type("nanmedian")
     kthvalue = _ret_type("kthvalue")
     mode = _ret_type("mode")
+    cummax = _ret_type("cummax")
+    cummin = _ret_type("cummin")
     slogdet = _ret_type("slogdet", ("sign", "logabsdet"))
     linalg_slogdet = _ret_type("linalg_slogdet", ("sign", "logabsdet"))
     svd = _ret_type("svd", ("U", "S", "V"))

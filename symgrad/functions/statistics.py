@@ -1,6 +1,6 @@
 """Statistics and running totals as PyTorch names them: ``var``, ``std`` (with
-``correction`` / ``unbiased``), ``cumsum``, ``cumprod``; each recorded under PyTorch's
-backward name."""
+``correction`` / ``unbiased``), ``cumsum``, ``cumprod``, ``logcumsumexp``, ``cummax`` /
+``cummin``; each recorded under PyTorch's backward name."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -13,11 +13,12 @@ from ..graph.primitives import PRIMITIVES as P
 from ..ops import lax
 from .common import Tensor, dims_arg, to_tensor, wrap_dim
 from .composite import named
+from .reduction import return_types
 
 if TYPE_CHECKING:
     from ..types import DTypeLike
 
-__all__ = ["var", "std", "cumsum", "cumprod"]
+__all__ = ["var", "std", "cumsum", "cumprod", "logcumsumexp", "cummax", "cummin"]
 
 
 def _correction(unbiased, correction) -> float:
@@ -96,3 +97,37 @@ def cumprod(input: Tensor, dim: int, *, dtype: DTypeLike | None = None) -> Tenso
     """Running products along ``dim`` (``CumprodBackward0``); the gradient is exact where
     the input has zeros."""
     return _scan("cumprod", input, dim, dtype)
+
+
+def logcumsumexp(input: Tensor, dim: int) -> Tensor:
+    """``log(cumsum(exp(input), dim))`` computed stably (``LogcumsumexpBackward0``);
+    floating-point input only."""
+    x = to_tensor(input)
+    if not x.dtype.is_floating_point:
+        raise NotImplementedError(f'"logcumsumexp_out_cpu" not implemented for '
+                                  f"'{x.dtype.c_name}'")
+    return _scan("logcumsumexp", x, dim, None)
+
+
+def _running(kind: str, input, dim: int):
+    x = to_tensor(input)
+    ret = getattr(return_types, f"cum{kind}")
+    name = f"Cum{kind}Backward0"
+    if x.dim() == 0:
+        wrap_dim(dim, 1)
+        return ret(named(name, lambda v: bind(P["copy"], v), x), lax.full((), 0, dtypes.int64))
+    axis = wrap_dim(dim, x.dim())
+    idx = bind(P["running_index"], x, axis=axis, kind=kind)
+    values = named(name, lambda v: bind(P["gather"], v, idx, axis=axis), x, keeps=(idx,))
+    return ret(values, idx)
+
+
+def cummax(input: Tensor, dim: int) -> return_types.cummax:
+    """``(values, indices)``: the running maximum along ``dim`` and where it is (the latest
+    of equal elements; NaN stays until the next NaN), as PyTorch (``CummaxBackward0``)."""
+    return _running("max", input, dim)
+
+
+def cummin(input: Tensor, dim: int) -> return_types.cummin:
+    """:func:`cummax` for the running minimum (``CumminBackward0``)."""
+    return _running("min", input, dim)

@@ -1,6 +1,8 @@
-"""The ``order_index`` primitive: which element of each row along ``axis`` is the median,
-NaN-ignoring median, k-th smallest or mode -- the index PyTorch's CPU kernels pick, ties
-included (the values are gathered at it by :mod:`symgrad.functions.order`).
+"""The indices PyTorch's selecting CPU kernels pick, ties and NaN included (the values are
+gathered at them by :mod:`symgrad.functions.order`): ``order_index``, which element of
+each row along ``axis`` is the median, NaN-ignoring median, k-th smallest or mode; and
+``running_index``, where the running maximum / minimum (``cummax`` / ``cummin``) of each
+prefix is.
 
 PyTorch's choices, reproduced here:
 
@@ -15,7 +17,10 @@ PyTorch's choices, reproduced here:
   that ends its run after libstdc++'s ``std::sort`` of (value, index) pairs compared by
   value (introsort: unstable past 16 elements), replayed on rows with repeated values.
 
-Not differentiable (its result is an index); compiled code runs this numpy rule.
+* ``running_index``: the latest index whose element is >= (cummax; <= for cummin) the
+  running extreme, or is NaN (a NaN stays the running value until the next NaN).
+
+Not differentiable (their results are indices); compiled code runs these numpy rules.
 """
 from __future__ import annotations
 
@@ -251,3 +256,30 @@ def _adjust_heap(a, first, hole, n, val, less):
 _ROWS = {"median": _median, "nanmedian": _nanmedian, "kth": _kth, "mode": _mode}
 
 primitive("order_index", 1, _shape, _numpy, differentiable=False, family="other")
+
+
+def _running_shape(av, *, axis, kind):
+    return av[0][0], dtypes.int64
+
+
+def _running_numpy(x, *, axis, kind):
+    """ATen's cummax_cummin_helper: element i takes over when it is NaN, or the running
+    value is not NaN and ``x_i >= run`` (cummin: ``<=``); the index of the last
+    take-over."""
+    rows = np.moveaxis(np.asarray(x), axis, 0)
+    n = rows.shape[0]
+    if n == 0:
+        return np.zeros(np.shape(x), np.int64)
+    acc = np.maximum if kind == "max" else np.minimum
+    run = acc.accumulate(rows, axis=0)             # NaN propagates, as the running value
+    prev = np.concatenate([rows[:1], run[:-1]], axis=0)
+    nan_x, nan_prev = _isnan(rows), _isnan(prev)
+    better = rows >= prev if kind == "max" else rows <= prev
+    takes = nan_x | (~nan_prev & better)
+    pos = np.arange(n).reshape((n,) + (1,) * (rows.ndim - 1))
+    idx = np.maximum.accumulate(np.where(takes, pos, 0), axis=0)
+    return np.moveaxis(idx, 0, axis).astype(np.int64)
+
+
+primitive("running_index", 1, _running_shape, _running_numpy, differentiable=False,
+          family="other")
