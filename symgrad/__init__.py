@@ -26,7 +26,7 @@ from .tensor import Size, Tensor
 from .device import check_device as _check_device, cuda, device
 from .ops import (conversion as _conversion, formulas as _formulas, indexing as _indexing,  # noqa: F401
                   layout as _layout, linalg as _linalg, loops as _loops, order as _order,
-                  bitwise as _bitwise,
+                  bitwise as _bitwise, decompositions as _decompositions,
                   reductions as _reductions)  # registration
 from .graph.primitives import elementwise
 from .dispatch import bind as apply
@@ -58,6 +58,7 @@ from .functions.scatter import index_add, scatter, scatter_add, scatter_reduce
 from .functions.indexed import index_copy, index_fill, index_put, take, take_along_dim
 from .functions.solvers import _torch_slogdet as slogdet, det, inverse, logdet
 from .functions.solvers import _torch_cholesky as cholesky, _torch_svd as svd
+from .functions.factorizations import matrix_power, pinverse
 from . import linalg
 from .functions.shape import (cat, clone, flatten, flip, fliplr, flipud, movedim, permute,
                               reshape, squeeze, stack, t, transpose, unsqueeze)

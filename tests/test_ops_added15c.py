@@ -339,3 +339,163 @@ BITWISE_ERRORS = [
 ])
 def test_running_and_bitwise_errors(snippet):
     same_error(snippet)
+
+
+# ---- linear algebra: eigh, qr, solve_triangular, pinv, lstsq, matrix_power ------------------
+def _sym(m, x):
+    x = x[..., :3, :]
+    return (x + x.mT) / 2
+
+
+def _eigh_invariants(m, x, uplo="L"):
+    """Functions of eigh that do not depend on the eigenvectors' signs."""
+    lam, v = m.linalg.eigh(x, UPLO=uplo)
+    w = m.arange(1, x.shape[-1] + 1, dtype=x.dtype)
+    return lam, (v * w) @ v.mT, v * v
+
+
+LINALG = [
+    ("eigh", lambda m, x: _eigh_invariants(m, _sym(m, x))),
+    ("eigh_U", lambda m, x: _eigh_invariants(m, _sym(m, x), "U")),
+    ("eigh_nonsym", lambda m, x: _eigh_invariants(m, x[..., 1:, :])[:2]),
+    ("eigvalsh", lambda m, x: m.linalg.eigvalsh(_sym(m, x))),
+    ("qr", lambda m, x: tuple(m.linalg.qr(x))),
+    ("qr_wide", lambda m, x: tuple(m.linalg.qr(x.mT))),
+    ("qr_complete_wide", lambda m, x: tuple(m.linalg.qr(x.mT, mode="complete"))),
+    ("qr_r_of_q", lambda m, x: m.linalg.qr(x)[0]),
+    ("pinv", lambda m, x: m.linalg.pinv(x)),
+    ("pinv_wide", lambda m, x: m.linalg.pinv(x.mT)),
+    ("pinv_hermitian", lambda m, x: m.linalg.pinv(_sym(m, x[..., :3, :]), hermitian=True)),
+    ("pinverse", lambda m, x: x.pinverse()),
+    ("solve_triangular_upper", lambda m, x: m.linalg.solve_triangular(
+        m.triu(x[..., :3, :]) + 3 * m.eye(3, dtype=x.dtype), x.mT, upper=True)),
+    ("solve_triangular_right_unit", lambda m, x: m.linalg.solve_triangular(
+        m.tril(x[..., :3, :]), x, upper=False, left=False, unitriangular=True)),
+    ("lstsq", lambda m, x: m.linalg.lstsq(x, x[..., :2] * 2 + 1).solution),
+    ("matrix_power5", lambda m, x: m.linalg.matrix_power(x[..., :3, :] / 2, 5)),
+    ("matrix_power_neg", lambda m, x: (x[..., :3, :] + 3 * m.eye(3, dtype=x.dtype))
+     .matrix_power(-3)),
+]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("name,fn", LINALG, ids=[c[0] for c in LINALG])
+def test_linalg_values_gradients_names(name, fn, dtype):
+    """Values (sign-invariant where LAPACK's signs are free), grad_fn names and gradients,
+    second derivatives, compiled gradients on both backends; a single matrix (4x3) and a
+    batch (2x4x3)."""
+    r = np.random.default_rng(8)
+    loose = dict(rtol=2e-4, atol=2e-4) if dtype == "float32" else {}
+    for shape in ((4, 3), (2, 4, 3)):
+        a = r.standard_normal(shape).astype(dtype)
+        check(fn, a, **loose, grad_rtol=loose.get("rtol"), grad_atol=loose.get("atol"))
+    from op_checks import compiled_gradient, second_derivative
+    if dtype == "float64":
+        a = r.standard_normal((4, 3))
+        second_derivative(fn, a, rtol=1e-6, atol=1e-8)
+        compiled_gradient(fn, a, rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 4, 5, 6, 11, -1, -2, -5])
+def test_matrix_power_exponents(n):
+    """Every branch of PyTorch's binary decomposition: values (its product order), names,
+    gradients."""
+    a = np.random.default_rng(9).standard_normal((3, 3)).astype("float32") / 2 + \
+        np.eye(3, dtype="float32")
+    check(lambda m, x: m.linalg.matrix_power(x, n), a, rtol=1e-5, atol=1e-5)
+    b = np.stack([a, a.T])
+    check(lambda m, x: x.matrix_power(n), b, rtol=1e-5, atol=1e-5, names=False)
+    ints = np.array([[1, 2], [0, 1]])
+    np.testing.assert_array_equal(sg.linalg.matrix_power(sg.tensor(ints), 4).numpy(),
+                                  torch.linalg.matrix_power(torch.tensor(ints), 4).numpy())
+
+
+def test_linalg_results_and_modes():
+    a = np.random.default_rng(10).standard_normal((4, 3))
+    for f in (lambda m: m.linalg.qr(m.tensor(a), mode="r").R,
+              lambda m: m.linalg.qr(m.tensor(a), mode="r").Q,
+              lambda m: m.linalg.qr(m.tensor(a), mode="complete").R,
+              lambda m: m.linalg.eigvalsh(m.zeros(0, 0)),
+              lambda m: m.linalg.pinv(m.zeros(2, 0, 3)),
+              lambda m: m.linalg.solve_triangular(m.zeros(2, 2), m.ones(2, 2), upper=False)):
+        s, t = f(sg), f(torch)
+        np.testing.assert_allclose(s.numpy(), t.numpy(), rtol=1e-12, atol=1e-12)
+        assert s.shape == t.shape
+    q, r = sg.linalg.qr(sg.tensor(a), mode="complete")
+    np.testing.assert_allclose((q @ r).numpy(), a, atol=1e-12)
+    assert type(sg.linalg.eigh(sg.eye(2))).__name__ == "linalg_eigh"
+    assert sg.linalg.qr(sg.eye(2))._fields == ("Q", "R")
+
+
+@pytest.mark.parametrize("driver", [None, "gels", "gelsy", "gelsd", "gelss"])
+def test_lstsq_results_per_driver(driver):
+    r = np.random.default_rng(11)
+    a, b = r.standard_normal((2, 5, 3)), r.standard_normal((2, 5, 2))
+    deficient = a.copy()
+    deficient[1, :, 2] = deficient[1, :, 0]
+    for A in (a, deficient, a[0].T.copy()):
+        B = b[..., :A.shape[-2], :] if A.ndim == 3 else b[0, :3]
+        want = torch.linalg.lstsq(torch.tensor(A), torch.tensor(B), driver=driver)
+        got = sg.linalg.lstsq(sg.tensor(A), sg.tensor(B), driver=driver)
+        if driver == "gels" and A is deficient:
+            continue                                    # (gels assumes full rank)
+        for g, w in zip(got, want):
+            assert g.dtype is getattr(sg, str(w.dtype).split(".")[1]) and g.shape == w.shape
+            np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-8, atol=1e-8)
+    want = torch.linalg.lstsq(torch.tensor(a[0]), torch.tensor(b[0, :, 0]))
+    got = sg.linalg.lstsq(sg.tensor(a[0]), sg.tensor(b[0, :, 0]))
+    np.testing.assert_allclose(got.solution.numpy(), want.solution.numpy(), rtol=1e-10)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_lstsq_residuals_gradient(dtype):
+    r = np.random.default_rng(12)
+    a, b = r.standard_normal((5, 3)).astype(dtype), r.standard_normal((5, 2)).astype(dtype)
+    loose = dict(rtol=1e-4, atol=1e-4) if dtype == "float32" else {}
+    check(lambda m, x, y: tuple(m.linalg.lstsq(x, y, driver="gelsd")[:2]), a, b, **loose,
+          grad_rtol=loose.get("rtol"), grad_atol=loose.get("atol"))
+
+
+def test_qr_backward_errors():
+    a = np.random.default_rng(13).standard_normal((4, 3))
+    for mode in ("r", "complete"):
+        def snippet(m, mode=mode):
+            x = m.tensor(a, requires_grad=True)
+            q, r = m.linalg.qr(x, mode=mode)
+            (r.sum() if mode == "r" else q.sum()).backward()
+        same_error(snippet)
+
+
+LINALG_ERRORS = [
+    lambda m: m.linalg.matrix_power(m.zeros(2, 3), 2),
+    lambda m: m.linalg.matrix_power(m.zeros(3), 2),
+    lambda m: m.linalg.matrix_power(m.ones(2, 2, dtype=m.int64), -1),
+    lambda m: m.linalg.matrix_power(m.zeros(2, 2), -1),
+    lambda m: m.linalg.solve_triangular(m.zeros(2, 3), m.zeros(2, 3), upper=True),
+    lambda m: m.linalg.solve_triangular(m.eye(3), m.eye(3)),
+    lambda m: m.linalg.solve_triangular(m.eye(3), m.zeros(4, 2), upper=False),
+    lambda m: m.linalg.solve_triangular(m.eye(3), m.zeros(2, 4), upper=False, left=False),
+    lambda m: m.linalg.solve_triangular(m.ones(2, 2, dtype=m.int64),
+                                        m.ones(2, 2, dtype=m.int64), upper=False),
+    lambda m: m.linalg.solve_triangular(m.eye(3), m.zeros(3), upper=False),
+    lambda m: m.linalg.eigh(m.zeros(2, 3)),
+    lambda m: m.linalg.eigh(m.ones(2, 2, dtype=m.int64)),
+    lambda m: m.linalg.eigh(m.eye(2), UPLO="X"),
+    lambda m: m.linalg.eigvalsh(m.zeros(2, 3)),
+    lambda m: m.linalg.eigh(m.zeros(3)),
+    lambda m: m.linalg.qr(m.eye(2), mode="x"),
+    lambda m: m.linalg.qr(m.zeros(3)),
+    lambda m: m.linalg.qr(m.ones(2, 2, dtype=m.int64)),
+    lambda m: m.linalg.pinv(m.zeros(3)),
+    lambda m: m.linalg.pinv(m.ones(2, 2, dtype=m.int64)),
+    lambda m: m.linalg.lstsq(m.zeros(4, 2), m.zeros(3, 3)),
+    lambda m: m.linalg.lstsq(m.zeros(4), m.zeros(4)),
+    lambda m: m.linalg.lstsq(m.zeros(4, 2), m.zeros(4, 3), driver="foo"),
+    lambda m: m.linalg.lstsq(m.ones(2, 2, dtype=m.int64), m.ones(2, 2, dtype=m.int64)),
+    lambda m: m.linalg.lstsq(m.zeros(4, 2), m.zeros(4, 3, dtype=m.float64)),
+]
+
+
+@pytest.mark.parametrize("snippet", LINALG_ERRORS)
+def test_linalg_errors(snippet):
+    same_error(snippet)

@@ -19,7 +19,7 @@ from ..autograd import engine, grad_mode, hooks
 from ..device import check_device
 from .composite import named
 from ..graph.shapes import broadcast_shapes
-from . import finite, order, predicates, random
+from . import factorizations, finite, order, predicates, random
 from .random import generator as gen
 
 if TYPE_CHECKING:
@@ -447,7 +447,8 @@ _METHODS = {
     "trace": matrix.trace,
     "det": solvers.det, "inverse": solvers.inverse, "logdet": solvers.logdet,
     "slogdet": solvers._torch_slogdet, "svd": solvers._torch_svd,
-    "cholesky": solvers._torch_cholesky,
+    "cholesky": solvers._torch_cholesky, "matrix_power": factorizations.matrix_power,
+    "pinverse": factorizations.pinverse,
     "repeat": repeat.repeat, "tile": repeat.tile, "repeat_interleave": repeat.repeat_interleave,
     "scatter": scatter.scatter, "scatter_add": scatter.scatter_add,
     "scatter_reduce": _scatter_reduce_method("scatter_reduce"), "index_add": scatter.index_add,

@@ -43,6 +43,10 @@ class return_types:
     mode = _ret_type("mode")
     cummax = _ret_type("cummax")
     cummin = _ret_type("cummin")
+    linalg_eigh = _ret_type("linalg_eigh", ("eigenvalues", "eigenvectors"))
+    linalg_qr = _ret_type("linalg_qr", ("Q", "R"))
+    linalg_lstsq = _ret_type("linalg_lstsq", ("solution", "residuals", "rank",
+                                              "singular_values"))
     slogdet = _ret_type("slogdet", ("sign", "logabsdet"))
     linalg_slogdet = _ret_type("linalg_slogdet", ("sign", "logabsdet"))
     svd = _ret_type("svd", ("U", "S", "V"))
