@@ -499,3 +499,80 @@ LINALG_ERRORS = [
 @pytest.mark.parametrize("snippet", LINALG_ERRORS)
 def test_linalg_errors(snippet):
     same_error(snippet)
+
+
+# ---- interpolate / Upsample -----------------------------------------------------------------
+INTERP_CASES = [
+    ("nearest", 1, {"scale_factor": 2}), ("nearest", 1, {"size": 7}),
+    ("nearest", 2, {"scale_factor": 1.7}), ("nearest", 2, {"size": (11, 3)}),
+    ("nearest", 3, {"scale_factor": (0.5, 2, 1.3)}), ("nearest-exact", 2, {"size": (4, 9)}),
+    ("nearest-exact", 1, {"scale_factor": 2.5}),
+    ("linear", 1, {"scale_factor": 2}), ("linear", 1, {"size": 3, "align_corners": True}),
+    ("bilinear", 2, {"scale_factor": 1.7}), ("bilinear", 2, {"size": (4, 9)}),
+    ("bilinear", 2, {"size": (11, 3), "align_corners": True}),
+    ("bilinear", 2, {"scale_factor": (0.5, 2.3), "recompute_scale_factor": True}),
+    ("trilinear", 3, {"size": (3, 5, 2)}),
+    ("trilinear", 3, {"scale_factor": 1.5, "align_corners": True}),
+    ("bicubic", 2, {"scale_factor": 2}), ("bicubic", 2, {"size": (4, 9), "align_corners": True}),
+    ("area", 2, {"size": (2, 3)}), ("area", 1, {"scale_factor": 0.5}),
+    ("area", 3, {"size": (1, 2, 3)}),
+]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("mode,d,kw", INTERP_CASES,
+                         ids=[f"{m}{d}d-{'-'.join(map(str, k))}" for m, d, k in INTERP_CASES])
+def test_interpolate(mode, d, kw, dtype):
+    """Values (nearest: exactly), names, gradients, second derivatives and compiled
+    gradients against torch."""
+    shape = (2, 3, 5, 7, 4)[:2 + d]
+    a = np.random.default_rng(14).standard_normal(shape).astype(dtype)
+
+    def fn(m, x):
+        return m.nn.functional.interpolate(x, mode=mode, **kw)
+    loose = dict(rtol=1e-5, atol=1e-5) if dtype == "float32" else {}
+    s, t = check(fn, a, **loose)
+    if mode.startswith("nearest"):
+        np.testing.assert_array_equal(s.detach().numpy(), t.detach().numpy())
+    check_everywhere(fn, a, second=dtype == "float64")
+
+
+def test_upsample_modules_and_deprecated_functions():
+    x = np.random.default_rng(15).standard_normal((1, 2, 3, 4)).astype("float32")
+    for make in (lambda m: m.nn.Upsample(scale_factor=2, mode="bilinear"),
+                 lambda m: m.nn.Upsample(size=(3, 4)),
+                 lambda m: m.nn.Upsample(scale_factor=(2, 3)),
+                 lambda m: m.nn.Upsample(size=3, mode="bicubic", align_corners=True),
+                 lambda m: m.nn.UpsamplingNearest2d(scale_factor=2),
+                 lambda m: m.nn.UpsamplingBilinear2d(size=3)):
+        assert repr(make(sg)) == repr(make(torch))
+        s, t = make(sg)(sg.tensor(x)), make(torch)(torch.tensor(x))
+        np.testing.assert_allclose(s.numpy(), t.numpy(), rtol=1e-5, atol=1e-6)
+    from oracle import same_as_torch
+    for f in (lambda m: m.nn.functional.upsample(m.tensor(x), scale_factor=2),
+              lambda m: m.nn.functional.upsample_nearest(m.tensor(x), scale_factor=2),
+              lambda m: m.nn.functional.upsample_bilinear(m.tensor(x), size=(2, 5))):
+        same_as_torch(f, rtol=1e-5, atol=1e-6)
+
+
+INTERP_ERRORS = [
+    lambda m: m.nn.functional.interpolate(m.zeros(1, 2, 4, 5)),
+    lambda m: m.nn.functional.interpolate(m.zeros(1, 2, 4, 5), size=3, scale_factor=2),
+    lambda m: m.nn.functional.interpolate(m.zeros(1, 2, 4, 5), size=3, align_corners=True),
+    lambda m: m.nn.functional.interpolate(m.zeros(1, 2, 4), size=3, mode="bilinear"),
+    lambda m: m.nn.functional.interpolate(m.zeros(1, 2, 4, 5), size=3, mode="linear"),
+    lambda m: m.nn.functional.interpolate(m.zeros(1, 2, 4, 5), size=(2, 3, 4)),
+    lambda m: m.nn.functional.interpolate(m.zeros(1, 2, 4, 5), scale_factor=(2.0, 3.0, 4.0)),
+    lambda m: m.nn.functional.interpolate(m.zeros(1, 2, 4, 5), size=3, mode="foo"),
+    lambda m: m.nn.functional.interpolate(m.zeros(3, 4), size=3),
+    lambda m: m.nn.functional.interpolate(m.zeros(1, 2, 4, 5), size=0),
+    lambda m: m.nn.functional.interpolate(m.zeros(1, 2, 4, 5), scale_factor=-1.0),
+    lambda m: m.nn.functional.interpolate(m.ones(1, 1, 3, dtype=m.int64), size=5),
+    lambda m: m.nn.functional.interpolate(m.ones(1, 1, 3, dtype=m.int64), size=5, mode="linear"),
+    lambda m: m.nn.functional.interpolate(m.zeros(1, 1, 3), size=5, recompute_scale_factor=True),
+]
+
+
+@pytest.mark.parametrize("snippet", INTERP_ERRORS)
+def test_interpolate_errors(snippet):
+    same_error(snippet)
