@@ -576,3 +576,65 @@ INTERP_ERRORS = [
 @pytest.mark.parametrize("snippet", INTERP_ERRORS)
 def test_interpolate_errors(snippet):
     same_error(snippet)
+
+
+# ---- other spellings and helpers ------------------------------------------------------------
+def _x(m, grad=True):
+    return m.tensor([[1.5, -2.0, 0.0], [3.0, -0.5, 2.0]], requires_grad=grad)
+
+
+COMPAT = [
+    lambda m: m.absolute(_x(m)), lambda m: _x(m).absolute(), lambda m: m.negative(_x(m)),
+    lambda m: m.subtract(_x(m), 2, alpha=3), lambda m: _x(m).subtract(_x(m, False), alpha=2),
+    lambda m: m.multiply(_x(m), 2), lambda m: _x(m).divide(2, rounding_mode="floor"),
+    lambda m: m.divide(_x(m), _x(m, False) + 5), lambda m: m.greater(_x(m), 0),
+    lambda m: _x(m).greater_equal(0), lambda m: m.less(_x(m), 1), lambda m: _x(m).less_equal(1),
+    lambda m: m.not_equal(_x(m), 0), lambda m: m.clip(_x(m), -1, 1),
+    lambda m: m.clamp_min(_x(m), 0), lambda m: m.clamp_max(_x(m), m.tensor(1.0)),
+    lambda m: m.moveaxis(_x(m), 0, 1), lambda m: _x(m).swapaxes(0, 1),
+    lambda m: m.swapdims(_x(m), 1, 0), lambda m: m.concat([_x(m), _x(m)]),
+    lambda m: m.concatenate((_x(m), _x(m)), 1), lambda m: m.ravel(_x(m)),
+    lambda m: _x(m).t().ravel(), lambda m: m.broadcast_to(_x(m), (2, 2, 3)),
+    lambda m: _x(m).broadcast_to((4, 2, 3)),
+    lambda m: m.broadcast_tensors(_x(m), m.ones(4, 1, 1)),
+    lambda m: m.meshgrid(m.arange(3.0, requires_grad=True), m.arange(2.0), indexing="ij"),
+    lambda m: m.meshgrid([m.arange(3.0), m.arange(2.0), m.tensor(5.0)], indexing="xy"),
+    lambda m: _x(m).new_zeros(2), lambda m: _x(m).new_ones((2, 3), dtype=m.int64),
+    lambda m: _x(m).new_full((2,), 3.5), lambda m: _x(m).new_tensor([1, 2]),
+    lambda m: _x(m).new_empty(0), lambda m: _x(m).new_zeros(2, 2, requires_grad=True),
+    lambda m: _x(m).type_as(m.ones(1, dtype=m.int64)), lambda m: _x(m).type_as(_x(m)),
+    lambda m: _x(m).where(_x(m) > 0, 0.0), lambda m: _x(m).where(_x(m) > 0, m.zeros(3)),
+    lambda m: _x(m, False).absolute_(), lambda m: _x(m, False).subtract_(1, alpha=2),
+    lambda m: _x(m, False).divide_(2), lambda m: _x(m, False).multiply_(3),
+    lambda m: m.meshgrid(m.zeros(2), indexing="yx"),
+    lambda m: m.broadcast_to(_x(m), (3, 3)),
+]
+
+
+@pytest.mark.parametrize("snippet", COMPAT)
+def test_other_spellings_as_torch(snippet):
+    from oracle import same_as_torch
+    same_as_torch(snippet)
+
+
+def test_meshgrid_warns_once_without_indexing():
+    import warnings
+    from symgrad.functions import compat
+    compat._meshgrid_warned[0] = False
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        a, b = sg.meshgrid(sg.arange(3.0), sg.arange(2.0))
+        sg.meshgrid(sg.arange(3.0), sg.arange(2.0))
+    assert [str(w.message) for w in caught] == [
+        "torch.meshgrid: in an upcoming release, it will be required to pass the indexing "
+        "argument."]
+    assert tuple(a.shape) == (3, 2)
+    with pytest.raises(RuntimeError, match="torch.meshgrid: Expected 0D or 1D tensor"):
+        sg.meshgrid(sg.zeros(2, 2), indexing="ij")    # (torch prints the tensor the old way)
+
+
+def test_gradients_through_spellings():
+    for fn in (lambda m, x: m.subtract(x, x * x, alpha=0.5),
+               lambda m, x: m.meshgrid(x[0], x[1], indexing="xy")[0] * 2,
+               lambda m, x: x.where(x > 0, x * 3), lambda m, x: m.ravel(x.mT)):
+        check_everywhere(fn, np.random.default_rng(16).standard_normal((2, 3)))

@@ -19,7 +19,7 @@ from ..autograd import engine, grad_mode, hooks
 from ..device import check_device
 from .composite import named
 from ..graph.shapes import broadcast_shapes
-from . import factorizations, finite, order, predicates, random
+from . import compat, factorizations, finite, order, predicates, random
 from .random import generator as gen
 
 if TYPE_CHECKING:
@@ -290,19 +290,6 @@ def _sub(self: Tensor, o: TensorOrScalar, alpha: TensorOrScalar = 1) -> Tensor:
     return E.binary("sub", self, o if alpha == 1 else o * alpha)
 
 
-def _clamp(self: Tensor, min: TensorOrScalar | None = None,
-           max: TensorOrScalar | None = None) -> Tensor:
-    return E.clamp(self, min, max)
-
-
-def _clamp_min(self: Tensor, m: TensorOrScalar) -> Tensor:
-    return E.clamp(self, m, None, grad_name=f"ClampMinBackward{int(isinstance(m, Tensor))}")
-
-
-def _clamp_max(self: Tensor, m: TensorOrScalar) -> Tensor:
-    return E.clamp(self, None, m, grad_name=f"ClampMaxBackward{int(isinstance(m, Tensor))}")
-
-
 def _square(self: Tensor) -> Tensor:
     return E.pow(self, 2)
 
@@ -411,7 +398,8 @@ _METHODS = {
     "eq": _binop("eq"), "ne": _binop("ne"),
     "logical_and": _binop("logical_and"), "logical_or": _binop("logical_or"),
     "logical_xor": predicates.logical_xor_method, "signbit": predicates.signbit,
-    "clamp": _clamp, "clip": _clamp, "clamp_min": _clamp_min, "clamp_max": _clamp_max,
+    "clamp": compat.clip, "clip": compat.clip, "clamp_min": compat.clamp_min,
+    "clamp_max": compat.clamp_max,
     "square": _square, "round": _round, "trunc": rounding.trunc, "fix": rounding.fix,
     "frac": rounding.frac, "sgn": rounding.sgn, "equal": _equal, "heaviside": _heaviside,
     "fmod": rounding.fmod, "take": indexed.take, "take_along_dim": indexed.take_along_dim,
@@ -449,6 +437,15 @@ _METHODS = {
     "slogdet": solvers._torch_slogdet, "svd": solvers._torch_svd,
     "cholesky": solvers._torch_cholesky, "matrix_power": factorizations.matrix_power,
     "pinverse": factorizations.pinverse,
+    # other spellings and helpers
+    "absolute": compat.absolute, "negative": compat.negative, "subtract": compat.subtract,
+    "multiply": compat.multiply, "divide": compat.divide, "greater": compat.greater,
+    "greater_equal": compat.greater_equal, "less": compat.less, "less_equal": compat.less_equal,
+    "not_equal": compat.not_equal, "moveaxis": compat.moveaxis, "swapaxes": compat.swapaxes,
+    "swapdims": compat.swapdims, "ravel": compat.ravel, "broadcast_to": compat.broadcast_to,
+    "new_zeros": compat.new_zeros, "new_ones": compat.new_ones, "new_full": compat.new_full,
+    "new_empty": compat.new_empty, "new_tensor": compat.new_tensor, "type_as": compat.type_as,
+    "where": compat.where_method,
     "repeat": repeat.repeat, "tile": repeat.tile, "repeat_interleave": repeat.repeat_interleave,
     "scatter": scatter.scatter, "scatter_add": scatter.scatter_add,
     "scatter_reduce": _scatter_reduce_method("scatter_reduce"), "index_add": scatter.index_add,
@@ -488,7 +485,8 @@ _INPLACE = {
     "scatter_reduce_": _scatter_reduce_method("scatter_reduce_"), "index_add_": "index_add",
     "trunc_": "trunc", "fix_": "fix", "frac_": "frac", "sgn_": "sgn", "heaviside_": _heaviside_,
     "fmod_": "fmod", "index_fill_": "index_fill", "index_copy_": "index_copy",
-    "index_put_": "index_put",
+    "index_put_": "index_put", "absolute_": "absolute", "negative_": "negative",
+    "subtract_": "subtract", "multiply_": "multiply", "divide_": "divide",
 }
 _INPLACE.update({f"{n}_": n for n in E.UNARY_NAMES
                  if n not in ("isnan", "logical_not") and f"{n}_" not in _INPLACE})
