@@ -59,6 +59,8 @@ from .functions.indexed import index_copy, index_fill, index_put, take, take_alo
 from .functions.solvers import _torch_slogdet as slogdet, det, inverse, logdet
 from .functions.solvers import _torch_cholesky as cholesky, _torch_svd as svd
 from .functions.factorizations import matrix_power, pinverse
+from .functions.arithmetic import (addcdiv, addcmul, addmm, exp2, hypot, lerp, log2, log10,
+                                   logaddexp, logaddexp2, xlogy)
 from .functions.compat import (absolute, broadcast_tensors, broadcast_to, clamp_max, clamp_min,
                                clip, concat, concatenate, divide, greater, greater_equal, less,
                                less_equal, meshgrid, moveaxis, multiply, negative, not_equal,

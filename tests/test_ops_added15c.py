@@ -638,3 +638,47 @@ def test_gradients_through_spellings():
                lambda m, x: m.meshgrid(x[0], x[1], indexing="xy")[0] * 2,
                lambda m, x: x.where(x > 0, x * 3), lambda m, x: m.ravel(x.mT)):
         check_everywhere(fn, np.random.default_rng(16).standard_normal((2, 3)))
+
+
+# ---- compound arithmetic --------------------------------------------------------------------
+ARITH = [
+    ("lerp", lambda m, x, y: m.lerp(x, y, 0.3)), ("lerp_big", lambda m, x, y: x.lerp(y, 0.8)),
+    ("lerp_tensor", lambda m, x, y: m.lerp(x, y, m.sigmoid(y))),
+    ("addmm", lambda m, x, y: m.addmm(x @ y.mT, x, y.mT, beta=0.5, alpha=2)),
+    ("addmm_method", lambda m, x, y: (x @ y.mT).addmm(x, y.mT)),
+    ("addcmul", lambda m, x, y: m.addcmul(x, x, y, value=0.5)),
+    ("addcdiv", lambda m, x, y: x.addcdiv(x, y * y + 1, value=-2)),
+    ("logaddexp", lambda m, x, y: m.logaddexp(x, y)),
+    ("logaddexp2", lambda m, x, y: x.logaddexp2(y * 3)),
+    ("log2", lambda m, x, y: m.log2(y * y + 0.1) * x),
+    ("log10", lambda m, x, y: (y * y + 0.1).log10() * x),
+    ("exp2", lambda m, x, y: m.exp2(x) * y), ("hypot", lambda m, x, y: m.hypot(x, y)),
+    ("xlogy", lambda m, x, y: m.xlogy(x, y * y + 0.1)),
+    ("xlogy_number", lambda m, x, y: m.xlogy(2.0, y * y + 0.1) * x),
+]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("name,fn", ARITH, ids=[a[0] for a in ARITH])
+def test_compound_arithmetic(name, fn, dtype):
+    r = np.random.default_rng(17)
+    a, b = r.standard_normal((3, 4)).astype(dtype), r.standard_normal((3, 4)).astype(dtype)
+    check_everywhere(fn, a, b)
+
+
+def test_compound_arithmetic_special_values():
+    inf, nan = np.inf, np.nan
+    a = np.array([inf, -inf, inf, 1e30, -1e30, 0.0, nan, 0.0, 3e38, 0.0])
+    b = np.array([inf, -inf, -inf, 1e30, 2.0, 0.0, 1.0, nan, 3e38, -0.0])
+    for dtype in FLOATS:
+        x, y = a.astype(dtype), b.astype(dtype)
+        for f in ("logaddexp", "logaddexp2", "hypot", "xlogy"):
+            want = getattr(torch, f)(torch.tensor(x), torch.tensor(y)).numpy()
+            got = getattr(sg, f)(sg.tensor(x), sg.tensor(y)).numpy()
+            np.testing.assert_allclose(got, want, rtol=1e-6, equal_nan=True, err_msg=f)
+    for f in (lambda m: m.lerp(m.tensor([1.0, 2.0]), m.tensor([3.0, 5.0]), 0.25),
+              lambda m: m.log2(m.tensor([1, 8])), lambda m: m.exp2(m.tensor([3])),
+              lambda m: m.tensor([1.0, 2.0]).lerp_(m.tensor([3.0, 4.0]), 0.5),
+              lambda m: m.addmm(m.tensor([[float("nan")]]), m.ones(1, 2), m.ones(2, 1), beta=0)):
+        from oracle import same_as_torch
+        same_as_torch(f)

@@ -19,7 +19,7 @@ from ..autograd import engine, grad_mode, hooks
 from ..device import check_device
 from .composite import named
 from ..graph.shapes import broadcast_shapes
-from . import compat, factorizations, finite, order, predicates, random
+from . import arithmetic, compat, factorizations, finite, order, predicates, random
 from .random import generator as gen
 
 if TYPE_CHECKING:
@@ -437,6 +437,10 @@ _METHODS = {
     "slogdet": solvers._torch_slogdet, "svd": solvers._torch_svd,
     "cholesky": solvers._torch_cholesky, "matrix_power": factorizations.matrix_power,
     "pinverse": factorizations.pinverse,
+    "lerp": arithmetic.lerp, "addmm": arithmetic.addmm, "addcmul": arithmetic.addcmul,
+    "addcdiv": arithmetic.addcdiv, "logaddexp": arithmetic.logaddexp,
+    "logaddexp2": arithmetic.logaddexp2, "log2": arithmetic.log2, "log10": arithmetic.log10,
+    "exp2": arithmetic.exp2, "hypot": arithmetic.hypot, "xlogy": arithmetic.xlogy,
     # other spellings and helpers
     "absolute": compat.absolute, "negative": compat.negative, "subtract": compat.subtract,
     "multiply": compat.multiply, "divide": compat.divide, "greater": compat.greater,
@@ -486,7 +490,9 @@ _INPLACE = {
     "trunc_": "trunc", "fix_": "fix", "frac_": "frac", "sgn_": "sgn", "heaviside_": _heaviside_,
     "fmod_": "fmod", "index_fill_": "index_fill", "index_copy_": "index_copy",
     "index_put_": "index_put", "absolute_": "absolute", "negative_": "negative",
-    "subtract_": "subtract", "multiply_": "multiply", "divide_": "divide",
+    "subtract_": "subtract", "multiply_": "multiply", "divide_": "divide", "lerp_": "lerp",
+    "addmm_": "addmm", "addcmul_": "addcmul", "addcdiv_": "addcdiv", "log2_": "log2",
+    "log10_": "log10", "exp2_": "exp2", "hypot_": "hypot", "xlogy_": "xlogy",
 }
 _INPLACE.update({f"{n}_": n for n in E.UNARY_NAMES
                  if n not in ("isnan", "logical_not") and f"{n}_" not in _INPLACE})

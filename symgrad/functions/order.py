@@ -14,6 +14,7 @@ from ..dispatch import bind
 from ..graph import dtypes
 from ..graph.primitives import PRIMITIVES as P
 from ..ops import lax
+from .arithmetic import lerp_formula
 from .common import Tensor, to_tensor, wrap_dim
 from .composite import named
 from .reduction import return_types
@@ -197,16 +198,8 @@ def _quantile_rows(rows, qv, interpolation, ignore_nan):
         va = bind(P["gather"], srt, above, axis=1)
         w = lax.full((m, qv.shape[0]), 0.5, dt) if interpolation == "midpoint" else \
             lax.sub(ranks, lax.cast(below, dt))
-        vb = _lerp(vb, va, w)
+        vb = lerp_formula(vb, va, w)
     return lax.permute(vb, (1, 0))
-
-
-def _lerp(a, b, w):
-    """ATen's lerp: ``a + w (b - a)`` for |w| < 0.5, else ``b - (b - a)(1 - w)``."""
-    diff = lax.sub(b, a)
-    small = bind(P["lt"], lax.unary("abs", w), 0.5)
-    return lax.where(small, lax.add(a, lax.mul(w, diff)),
-                     lax.sub(b, lax.mul(diff, lax.sub(1.0, w))))
 
 
 def quantile(input: Tensor, q: float | Tensor, dim: int | None = None, keepdim: bool = False,
