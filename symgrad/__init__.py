@@ -45,7 +45,10 @@ from .functions.branching import cond
 from .functions.selection import (argsort, chunk, gather, index_select, masked_fill, narrow,
                                   masked_select, sort, split, square, topk, tril, triu,
                                   unbind)
-from .functions.statistics import cummax, cummin, cumprod, cumsum, logcumsumexp, std, var
+from .functions.statistics import (aminmax, cummax, cummin, cumprod, cumsum, logcumsumexp,
+                                   nanmean, nansum, std, std_mean, var, var_mean)
+from .functions.search import (argwhere, bucketize, count_nonzero, nonzero, searchsorted,
+                               tril_indices, triu_indices, unique, unique_consecutive)
 from .functions.order import kthvalue, median, mode, nanmedian, nanquantile, quantile
 from .functions.finite import (isclose, isfinite, isinf, isneginf, isposinf, nan_to_num,
                                nan_to_num_, roll)

@@ -682,3 +682,86 @@ def test_compound_arithmetic_special_values():
               lambda m: m.addmm(m.tensor([[float("nan")]]), m.ones(1, 2), m.ones(2, 1), beta=0)):
         from oracle import same_as_torch
         same_as_torch(f)
+
+
+# ---- finding elements; statistics with the mean; NaN-ignoring sums --------------------------
+SEARCH = [
+    lambda m: m.nonzero(m.tensor([[1.0, 0.0, 2.0], [0.0, 3.0, 0.0]])),
+    lambda m: m.tensor([[1, 0], [0, 3]]).nonzero(as_tuple=True),
+    lambda m: m.nonzero(m.tensor(3.0)), lambda m: m.nonzero(m.tensor(0.0)),
+    lambda m: m.nonzero(m.tensor(3.0), as_tuple=True),
+    lambda m: m.argwhere(m.tensor([[True, False], [True, True]])),
+    lambda m: m.unique(m.tensor([3.0, 1.0, float("nan"), 2.0, 1.0, float("nan")])),
+    lambda m: m.unique(m.tensor([3, 1, 2, 3, 1]), return_inverse=True, return_counts=True),
+    lambda m: m.tensor([[1, 2], [1, 2], [0, 1]]).unique(dim=0, return_inverse=True,
+                                                        return_counts=True),
+    lambda m: m.unique(m.tensor([[2, 1], [2, 1]]), sorted=False, return_inverse=True),
+    lambda m: m.unique_consecutive(m.tensor([1, 1, 2, 2, 3, 1, 1]), return_inverse=True,
+                                   return_counts=True),
+    lambda m: m.tensor([[1, 1], [1, 1], [2, 0]]).unique_consecutive(dim=0, return_counts=True),
+    lambda m: m.count_nonzero(m.tensor([[1.0, 0.0, 2.0], [0.0, 3.0, 0.0]])),
+    lambda m: m.tensor([[1.0, 0.0, 2.0], [0.0, 3.0, 0.0]]).count_nonzero(0),
+    lambda m: m.count_nonzero(m.tensor([[1, 0], [2, 0]]), dim=(0, 1)),
+    lambda m: m.searchsorted(m.tensor([1.0, 3.0, 5.0]), m.tensor([0.0, 3.0, 6.0])),
+    lambda m: m.searchsorted(m.tensor([[1.0, 3, 5], [2, 4, 6]]), m.tensor([[0.0, 3], [4, 7]]),
+                             right=True),
+    lambda m: m.searchsorted(m.tensor([1.0, 3, 5]), 3.0),
+    lambda m: m.searchsorted(m.tensor([1.0, 3, 5]), m.tensor([3.0]), side="right",
+                             out_int32=True),
+    lambda m: m.searchsorted(m.tensor([5.0, 1, 3]), m.tensor([2.0, 4.0]),
+                             sorter=m.tensor([1, 2, 0])),
+    lambda m: m.bucketize(m.tensor([0.0, 3, 6]), m.tensor([1.0, 3, 5]), right=True),
+    lambda m: m.tril_indices(3, 3), lambda m: m.triu_indices(3, 4, 1),
+    lambda m: m.tril_indices(4, 3, -1, dtype=m.int32), lambda m: m.triu_indices(0, 3),
+    lambda m: m.searchsorted(m.tensor([1.0, 3]), m.tensor([2.0]), side="middle"),
+    lambda m: m.searchsorted(m.tensor([1.0, 3]), m.tensor([2.0]), side="left", right=True),
+    lambda m: m.searchsorted(m.tensor([[1.0, 3]]), m.tensor([[2.0], [1.0]])),
+    lambda m: m.bucketize(m.tensor([2.0]), m.tensor([[1.0, 3]])),
+    lambda m: m.nanmean(m.tensor([1, 2])),
+    lambda m: m.aminmax(m.tensor([])),
+]
+
+
+@pytest.mark.parametrize("snippet", SEARCH)
+def test_finding_as_torch(snippet):
+    from oracle import same_as_torch
+    same_as_torch(snippet)
+
+
+def test_finding_needs_concrete_inputs_inside_compile():
+    for f in (sg.nonzero, sg.unique, sg.argwhere):
+        with pytest.raises(TypeError, match="must be concrete"):
+            sg.compile(lambda x, f=f: f(x > 0))(sg.tensor([1.0, -1.0]))
+    got = sg.compile(lambda s, v: sg.searchsorted(s, v))(sg.tensor([1.0, 3.0, 5.0]),
+                                                         sg.tensor([0.0, 3.0, 6.0]))
+    np.testing.assert_array_equal(got.numpy(), [0, 1, 3])
+
+
+STATS = [
+    ("std_mean", lambda m, x: m.std_mean(x, 1)),
+    ("std_mean_all", lambda m, x: m.std_mean(x, unbiased=False)),
+    ("var_mean", lambda m, x: m.var_mean(x, (0, 1), keepdim=True, correction=0)),
+    ("nansum", lambda m, x: m.nansum(m.where(x > 1, float("nan"), x), 1)),
+    ("nansum_all", lambda m, x: m.where(x > 1, float("nan"), x).nansum()),
+    ("nanmean", lambda m, x: m.nanmean(m.where(x > 1, float("nan"), x), 0, keepdim=True)),
+    ("aminmax", lambda m, x: tuple(m.aminmax(x, dim=1))),
+    ("aminmax_all", lambda m, x: tuple(x.aminmax())),
+]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("name,fn", STATS, ids=[s[0] for s in STATS])
+def test_statistics_with_mean_and_nan(name, fn, dtype):
+    check_everywhere(fn, np.random.default_rng(18).standard_normal((4, 5)).astype(dtype))
+    if name.startswith("aminmax"):
+        check_everywhere(fn, _tied((4, 5), dtype, 2))
+
+
+def test_nansum_of_integers_and_reprs():
+    from oracle import same_as_torch
+    for f in (lambda m: m.nansum(m.tensor([1, 2])),
+              lambda m: m.nansum(m.tensor([1.0, float("nan")], requires_grad=True)),
+              lambda m: m.std_mean(m.tensor([1.0, 2.0, 4.0], requires_grad=True)),
+              lambda m: tuple(m.aminmax(m.tensor([[1.0, 3.0], [3.0, 1.0]], requires_grad=True),
+                                        dim=0))):
+        same_as_torch(f)

@@ -63,7 +63,7 @@ def test_builtin_lists_match_the_registry():
 # with PyTorch's NaN and infinity cases), bitwise (integer bits, ATen's shift rules)
 NUMPY_IN_COMPILED_CODE = {"order_index", "running_index", "logcumsumexp", "bitwise",
                           "eigh_factor", "eigh_values", "eigh_vectors", "qr_factor", "qr_q",
-                          "qr_r", "solve_triangular", "pinv", "prod_others", "prod_others_dot", "loop", "while", "argsort",
+                          "qr_r", "solve_triangular", "pinv", "searchsorted", "prod_others", "prod_others_dot", "loop", "while", "argsort",
                           "inv", "solve", "det", "cofactor", "slogdet_sign", "slogdet_logabs",
                           "cholesky", "cumprod", "svd_factor", "svd_u", "svdvals", "svd_vh",
                           "scatter_reduce"}

@@ -19,7 +19,7 @@ from ..autograd import engine, grad_mode, hooks
 from ..device import check_device
 from .composite import named
 from ..graph.shapes import broadcast_shapes
-from . import arithmetic, compat, factorizations, finite, order, predicates, random
+from . import arithmetic, compat, factorizations, search, finite, order, predicates, random
 from .random import generator as gen
 
 if TYPE_CHECKING:
@@ -441,6 +441,9 @@ _METHODS = {
     "addcdiv": arithmetic.addcdiv, "logaddexp": arithmetic.logaddexp,
     "logaddexp2": arithmetic.logaddexp2, "log2": arithmetic.log2, "log10": arithmetic.log10,
     "exp2": arithmetic.exp2, "hypot": arithmetic.hypot, "xlogy": arithmetic.xlogy,
+    "nonzero": search.nonzero, "argwhere": search.argwhere, "unique": search.unique,
+    "unique_consecutive": search.unique_consecutive, "count_nonzero": search.count_nonzero,
+    "nansum": statistics.nansum, "nanmean": statistics.nanmean, "aminmax": statistics.aminmax,
     # other spellings and helpers
     "absolute": compat.absolute, "negative": compat.negative, "subtract": compat.subtract,
     "multiply": compat.multiply, "divide": compat.divide, "greater": compat.greater,

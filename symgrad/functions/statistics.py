@@ -1,6 +1,7 @@
 """Statistics and running totals as PyTorch names them: ``var``, ``std`` (with
-``correction`` / ``unbiased``), ``cumsum``, ``cumprod``, ``logcumsumexp``, ``cummax`` /
-``cummin``; each recorded under PyTorch's backward name."""
+``correction`` / ``unbiased``) and ``std_mean`` / ``var_mean``, ``nansum`` / ``nanmean``,
+``aminmax``, ``cumsum``, ``cumprod``, ``logcumsumexp``, ``cummax`` / ``cummin``; each
+recorded under PyTorch's backward name."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -18,7 +19,8 @@ from .reduction import return_types
 if TYPE_CHECKING:
     from ..types import DTypeLike
 
-__all__ = ["var", "std", "cumsum", "cumprod", "logcumsumexp", "cummax", "cummin"]
+__all__ = ["var", "std", "cumsum", "cumprod", "logcumsumexp", "cummax", "cummin", "std_mean",
+           "var_mean", "nansum", "nanmean", "aminmax"]
 
 
 def _correction(unbiased, correction) -> float:
@@ -131,3 +133,69 @@ def cummax(input: Tensor, dim: int) -> return_types.cummax:
 def cummin(input: Tensor, dim: int) -> return_types.cummin:
     """:func:`cummax` for the running minimum (``CumminBackward0``)."""
     return _running("min", input, dim)
+
+
+def _with_mean(name, spread, input, dim, unbiased, keepdim, correction):
+    x, axes, corr, keepdim = _prepare(name, input, dim, unbiased, correction, keepdim)
+    grad = f"{name.replace('_', ' ').title().replace(' ', '')}Backward0"
+    first = named(grad, lambda v: spread(_var_prims(v, axes, keepdim, corr)), x)
+    mean = named(grad, lambda v: bind(P["mean"], v, axes=axes, keepdim=keepdim), x)
+    return first, mean
+
+
+def std_mean(input: Tensor, dim: int | tuple[int, ...] | list[int] | None = None,
+             unbiased: bool | None = None, keepdim: bool = False, *,
+             correction: float | None = None) -> tuple[Tensor, Tensor]:
+    """``(std, mean)`` with :func:`std`'s arguments (``StdMeanBackward0``)."""
+    return _with_mean("std_mean", _masked_sqrt, input, dim, unbiased, keepdim, correction)
+
+
+def var_mean(input: Tensor, dim: int | tuple[int, ...] | list[int] | None = None,
+             unbiased: bool | None = None, keepdim: bool = False, *,
+             correction: float | None = None) -> tuple[Tensor, Tensor]:
+    """``(var, mean)`` with :func:`var`'s arguments (``VarMeanBackward0``)."""
+    return _with_mean("var_mean", lambda v: v, input, dim, unbiased, keepdim, correction)
+
+
+def _nan_zeroed(v):
+    return lax.where(lax.unary("isnan", v), 0.0, v)
+
+
+def nansum(input: Tensor, dim: int | tuple[int, ...] | list[int] | None = None,
+           keepdim: bool = False, *, dtype: DTypeLike | None = None) -> Tensor:
+    """The sum treating NaN as zero (``NansumBackward0``; NaN elements get no gradient);
+    integers sum in int64."""
+    x = to_tensor(input)
+    if dtype is not None:
+        x = lax.cast(x, dtypes.as_dtype(dtype))
+    axes = dims_arg(dim, x.dim())
+    if not x.dtype.is_floating_point:
+        return bind(P["sum"], lax.cast(x, dtypes.int64), axes=axes, keepdim=bool(keepdim))
+    return named("NansumBackward0", lambda v: bind(P["sum"], _nan_zeroed(v), axes=axes,
+                                                   keepdim=bool(keepdim)), x)
+
+
+def nanmean(input: Tensor, dim: int | tuple[int, ...] | list[int] | None = None,
+            keepdim: bool = False, *, dtype: DTypeLike | None = None) -> Tensor:
+    """The mean of the non-NaN elements: ``nansum / count`` (``DivBackward0``)."""
+    x = to_tensor(input)
+    if not x.dtype.is_floating_point:
+        raise RuntimeError(f"nanmean(): expected input to have floating point or complex dtype "
+                           f"but got {x.dtype.c_name.capitalize()}")
+    count = lax.sum(lax.cast(lax.unary("logical_not", lax.unary("isnan", x)), x.dtype),
+                    dims_arg(dim, x.dim()), keepdim=bool(keepdim))
+    return nansum(x, dim, keepdim, dtype=dtype) / count
+
+
+def aminmax(input: Tensor, *, dim: int | None = None,
+            keepdim: bool = False) -> return_types.aminmax:
+    """``(min, max)`` over all elements or along ``dim`` (``AminmaxBackward0``; ties share
+    the gradient, as amin / amax)."""
+    x = to_tensor(input)
+    if x.numel() == 0 or (dim is not None and x.dim() and x.shape[wrap_dim(dim, x.dim())] == 0):
+        raise RuntimeError("aminmax(): cannot compute aminmax over an empty dimension as the "
+                           "operation has no identity.")
+    axes = dims_arg(dim, x.dim())
+    return return_types.aminmax(*(
+        named("AminmaxBackward0", lambda v, p=p: bind(P[p], v, axes=axes, keepdim=bool(keepdim)),
+              x) for p in ("amin", "amax")))

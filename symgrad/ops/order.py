@@ -2,7 +2,7 @@
 gathered at them by :mod:`symgrad.functions.order`): ``order_index``, which element of
 each row along ``axis`` is the median, NaN-ignoring median, k-th smallest or mode; and
 ``running_index``, where the running maximum / minimum (``cummax`` / ``cummin``) of each
-prefix is.
+prefix is; ``searchsorted``, where values would be inserted into sorted rows.
 
 PyTorch's choices, reproduced here:
 
@@ -282,4 +282,28 @@ def _running_numpy(x, *, axis, kind):
 
 
 primitive("running_index", 1, _running_shape, _running_numpy, differentiable=False,
+          family="other")
+
+
+def _searchsorted_shape(av, *, right, out_int32):
+    return av[1][0], dtypes.int32 if out_int32 else dtypes.int64
+
+
+def _searchsorted_numpy(seq, values, *, right, out_int32):
+    """For each value, the index in its row of ``seq`` (sorted along the last dim; a 1-D
+    ``seq`` serves every value) where it would be inserted: before equal elements, or
+    after them with ``right``."""
+    side = "right" if right else "left"
+    values = np.asarray(values)
+    if np.ndim(seq) == 1:
+        out = np.searchsorted(seq, values, side=side)
+    else:
+        rows = np.reshape(seq, (-1, np.shape(seq)[-1]))
+        vals = values.reshape(rows.shape[0], -1)
+        out = np.stack([np.searchsorted(r, v, side=side) for r, v in zip(rows, vals)])
+        out = out.reshape(values.shape)
+    return np.asarray(out, np.int32 if out_int32 else np.int64)
+
+
+primitive("searchsorted", 2, _searchsorted_shape, _searchsorted_numpy, differentiable=False,
           family="other")
