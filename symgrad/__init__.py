@@ -64,6 +64,9 @@ from .functions.solvers import _torch_cholesky as cholesky, _torch_svd as svd
 from .functions.factorizations import matrix_power, pinverse
 from .functions.arithmetic import (addcdiv, addcmul, addmm, exp2, hypot, lerp, log2, log10,
                                    logaddexp, logaddexp2, xlogy)
+from .functions.combine import (atleast_1d, atleast_2d, atleast_3d, cdist, column_stack, cross,
+                                diff, dstack, hstack, kron, rot90, row_stack, tensor_split,
+                                tensordot, vstack)
 from .functions.compat import (absolute, broadcast_tensors, broadcast_to, clamp_max, clamp_min,
                                clip, concat, concatenate, divide, greater, greater_equal, less,
                                less_equal, meshgrid, moveaxis, multiply, negative, not_equal,

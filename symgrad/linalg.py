@@ -2,9 +2,10 @@
 ``slogdet``, ``cholesky``, ``svd``, ``svdvals``, ``norm`` / ``vector_norm`` / ``matrix_norm`` and
 ``LinAlgError`` (defined in :mod:`symgrad.functions.solvers`); ``eigh``, ``eigvalsh``,
 ``qr``, ``solve_triangular``, ``pinv``, ``lstsq``, ``matrix_power`` (in
-:mod:`symgrad.functions.factorizations`), plus the matrix products."""
+:mod:`symgrad.functions.factorizations`), ``cross``, plus the matrix products."""
 from __future__ import annotations
 
+from .functions.combine import linalg_cross as cross
 from .functions.factorizations import (eigh, eigvalsh, lstsq, matrix_power, pinv, qr,
                                        solve_triangular)
 from .functions.linalg import matmul
@@ -13,4 +14,4 @@ from .functions.solvers import (LinAlgError, cholesky, det, inv, matrix_norm, no
 
 __all__ = ["inv", "solve", "det", "slogdet", "cholesky", "svd", "svdvals", "norm", "vector_norm",
            "matrix_norm", "matmul", "LinAlgError", "eigh", "eigvalsh", "qr", "solve_triangular",
-           "pinv", "lstsq", "matrix_power"]
+           "pinv", "lstsq", "matrix_power", "cross"]

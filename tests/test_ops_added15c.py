@@ -765,3 +765,65 @@ def test_nansum_of_integers_and_reprs():
               lambda m: tuple(m.aminmax(m.tensor([[1.0, 3.0], [3.0, 1.0]], requires_grad=True),
                                         dim=0))):
         same_as_torch(f)
+
+
+# ---- combining and rearranging --------------------------------------------------------------
+COMBINE = [
+    ("hstack", lambda m, x: m.hstack([x, x * 2])), ("hstack1d", lambda m, x: m.hstack([x[0], x[1]])),
+    ("vstack", lambda m, x: m.vstack([x, x[0]])), ("row_stack", lambda m, x: m.row_stack([x[1], x[0]])),
+    ("dstack", lambda m, x: m.dstack([x, x])), ("column_stack", lambda m, x: m.column_stack([x[0], x.mT[:, :2]])),
+    ("atleast", lambda m, x: m.atleast_3d(x[0]) * 2 + m.atleast_2d(x[1, 0]) + m.atleast_1d(x[1, 1])),
+    ("tensor_split", lambda m, x: x.tensor_split(3, dim=1)[1] * 2),
+    ("tensor_split_idx", lambda m, x: m.tensor_split(x, [1, 5], dim=1)[1]),
+    ("diff", lambda m, x: m.diff(x, n=2, dim=1, prepend=x[:, :1] * 0)),
+    ("diff_append", lambda m, x: x.diff(dim=0, append=x[:1])),
+    ("rot90", lambda m, x: m.rot90(x)), ("rot90_k3", lambda m, x: x.rot90(3, (1, 0))),
+    ("rot90_k2", lambda m, x: m.rot90(x, -2)),
+    ("tensordot", lambda m, x: m.tensordot(x, x.mT, dims=1)),
+    ("tensordot_pairs", lambda m, x: m.tensordot(x, x, dims=([0, 1], [0, 1]))),
+    ("kron", lambda m, x: m.kron(x, x[:, :2])),
+    ("cross", lambda m, x: m.linalg.cross(x[:, :3], x[:, 1:4])),
+    ("cross_dim", lambda m, x: m.cross(x.mT[:3], x.mT[1:4], dim=0)),
+    ("cdist", lambda m, x: m.cdist(x, x * 0.5 + 1)),
+    ("cdist_same", lambda m, x: m.cdist(x, x)),
+    ("cdist_p1", lambda m, x: m.cdist(x, x * 2, p=1)),
+    ("cdist_p3", lambda m, x: m.cdist(x, x * 2 + 1, p=3)),
+    ("cdist_inf", lambda m, x: m.cdist(x, x * 2 + 1, p=float("inf"))),
+]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("name,fn", COMBINE, ids=[c[0] for c in COMBINE])
+def test_combine(name, fn, dtype):
+    a = np.random.default_rng(19).standard_normal((2, 5)).astype(dtype)
+    if name.startswith("cross"):
+        a = np.random.default_rng(19).standard_normal((3, 5)).astype(dtype)
+    loose = dict(rtol=1e-5, atol=1e-5) if dtype == "float32" else {}
+    check(fn, a, **loose, grad_rtol=loose.get("rtol"), grad_atol=loose.get("atol"))
+    if name != "cdist_same":                     # (second derivative: torch's differs at 0)
+        check_everywhere(fn, a, second=dtype == "float64" and not name.startswith("cdist"))
+
+
+COMBINE_AS_TORCH = [
+    lambda m: m.atleast_1d(m.tensor(1.0), m.tensor([1.0, 2.0])),
+    lambda m: m.atleast_3d([m.tensor([1.0, 2.0])]),
+    lambda m: m.diff(m.tensor([1, 3, 6])), lambda m: m.diff(m.tensor([True, False, False])),
+    lambda m: m.kron(m.tensor([[1, 2], [3, 4]]), m.tensor([[0, 1], [1, 0]])),
+    lambda m: m.kron(m.tensor([1.0, 2.0]), m.tensor([[1.0], [2.0]])),
+    lambda m: m.tensor_split(m.arange(7), m.tensor([2, 9])),
+    lambda m: m.cross(m.ones(3, 3), m.eye(3)),
+    lambda m: m.column_stack([m.tensor(1.0), m.tensor(2.0)]),
+    lambda m: m.hstack([m.tensor(1.0), m.tensor(2.0)]),
+    lambda m: m.linalg.cross(m.zeros(2), m.zeros(2)),
+    lambda m: m.rot90(m.zeros(2, 2), 1, (0, 0)), lambda m: m.rot90(m.zeros(2), 1),
+    lambda m: m.diff(m.tensor(1.0)),
+    lambda m: m.tensordot(m.zeros(2, 3), m.zeros(4, 3), dims=1),
+    lambda m: m.cdist(m.zeros(2, 3), m.zeros(2, 4)),
+    lambda m: m.tensor_split(m.arange(7), 0),
+]
+
+
+@pytest.mark.parametrize("snippet", COMBINE_AS_TORCH)
+def test_combine_as_torch(snippet):
+    from oracle import same_as_torch
+    same_as_torch(snippet)

@@ -19,7 +19,7 @@ from ..autograd import engine, grad_mode, hooks
 from ..device import check_device
 from .composite import named
 from ..graph.shapes import broadcast_shapes
-from . import arithmetic, compat, factorizations, search, finite, order, predicates, random
+from . import arithmetic, combine, compat, factorizations, search, finite, order, predicates, random
 from .random import generator as gen
 
 if TYPE_CHECKING:
@@ -444,6 +444,8 @@ _METHODS = {
     "nonzero": search.nonzero, "argwhere": search.argwhere, "unique": search.unique,
     "unique_consecutive": search.unique_consecutive, "count_nonzero": search.count_nonzero,
     "nansum": statistics.nansum, "nanmean": statistics.nanmean, "aminmax": statistics.aminmax,
+    "tensor_split": combine.tensor_split, "diff": combine.diff, "rot90": combine.rot90,
+    "kron": combine.kron, "cross": combine.cross,
     # other spellings and helpers
     "absolute": compat.absolute, "negative": compat.negative, "subtract": compat.subtract,
     "multiply": compat.multiply, "divide": compat.divide, "greater": compat.greater,
