@@ -827,3 +827,70 @@ COMBINE_AS_TORCH = [
 def test_combine_as_torch(snippet):
     from oracle import same_as_torch
     same_as_torch(snippet)
+
+
+# ---- more activations, similarity, one_hot, kl_div ------------------------------------------
+def _F(m):
+    return m.nn.functional
+
+
+ACTS = [
+    ("logsigmoid", lambda m, x: _F(m).logsigmoid(x * 20)), ("selu", lambda m, x: _F(m).selu(x)),
+    ("celu", lambda m, x: _F(m).celu(x, 0.7)), ("mish", lambda m, x: _F(m).mish(x * 5)),
+    ("hardswish", lambda m, x: _F(m).hardswish(x * 4)),
+    ("hardsigmoid", lambda m, x: _F(m).hardsigmoid(x * 4)),
+    ("softsign", lambda m, x: _F(m).softsign(x)), ("tanhshrink", lambda m, x: _F(m).tanhshrink(x)),
+    ("softshrink", lambda m, x: _F(m).softshrink(x, 0.3)),
+    ("hardshrink", lambda m, x: _F(m).hardshrink(x)),
+    ("threshold", lambda m, x: _F(m).threshold(x, 0.1, 20.0)),
+    ("glu", lambda m, x: _F(m).glu(x, 1)), ("softmin", lambda m, x: _F(m).softmin(x, 1)),
+    ("normalize", lambda m, x: _F(m).normalize(x)),
+    ("normalize_p1", lambda m, x: _F(m).normalize(x, p=1, dim=0)),
+    ("cosine_similarity", lambda m, x: _F(m).cosine_similarity(x, x.flip(0) + 1)),
+    ("cosine_similarity_zero", lambda m, x: _F(m).cosine_similarity(x * 0, x, dim=0)),
+    ("pairwise_distance", lambda m, x: _F(m).pairwise_distance(x, x.flip(0))),
+    ("kl_div_batchmean", lambda m, x: _F(m).kl_div(_F(m).log_softmax(x, 1),
+                                                   m.softmax(x.flip(0), 1), reduction="batchmean")),
+    ("kl_div_none_log", lambda m, x: _F(m).kl_div(x, x.flip(1), reduction="none",
+                                                  log_target=True)),
+    # (a zero target: torch's gradient of xlogy(t, t) is t / t = NaN there, symgrad's 0)
+    ("kl_div_sum", lambda m, x: _F(m).kl_div(x, x.flip(1).abs() + 0.1, reduction="sum")),
+]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("name,fn", ACTS, ids=[a[0] for a in ACTS])
+def test_more_activations(name, fn, dtype):
+    a = np.random.default_rng(20).standard_normal((4, 6)).astype(dtype)
+    a[0, :4] = [-3.0 / 4, 3.0 / 4, 0.0, 0.1]          # branch points of the piecewise ones
+    # (zero vectors: torch's second derivative through the norm at 0 is NaN, symgrad's 0;
+    # torch has no second derivative of hardsigmoid)
+    check_everywhere(fn, a, second=name not in ("cosine_similarity_zero", "hardsigmoid"))
+
+
+ACT_AS_TORCH = [
+    lambda m: _F(m).one_hot(m.tensor([0, 2, 1])), lambda m: _F(m).one_hot(m.tensor([[0], [3]]), 5),
+    lambda m: _F(m).one_hot(m.tensor([0.0, 1.0])), lambda m: _F(m).one_hot(m.tensor([0, 3]), 2),
+    lambda m: _F(m).one_hot(m.tensor([-1])), lambda m: _F(m).glu(m.zeros(3)),
+    lambda m: _F(m).one_hot(m.tensor([], dtype=m.int64)),
+    lambda m: _F(m).kl_div(m.zeros(2, 3), m.ones(2, 3)),
+    lambda m: _F(m).kl_div(m.zeros(2, 3), m.ones(2, 3), reduction="foo"),
+    lambda m: _F(m).kl_div(m.zeros(2, 3), m.ones(2, 3), size_average=False),
+    lambda m: _F(m).kl_div(m.zeros(3), m.ones(3), reduction="batchmean"),
+    lambda m: _F(m).softshrink(m.zeros(2), -1.0),
+    lambda m: [repr(c) for c in (m.nn.LogSigmoid(), m.nn.SELU(), m.nn.SELU(inplace=True),
+                                 m.nn.CELU(0.5), m.nn.Mish(), m.nn.Hardswish(), m.nn.Hardsigmoid(),
+                                 m.nn.Softsign(), m.nn.Tanhshrink(), m.nn.Softshrink(0.3),
+                                 m.nn.Hardshrink(), m.nn.Threshold(0.1, 20.0), m.nn.GLU(),
+                                 m.nn.Softmin(1), m.nn.CosineSimilarity(), m.nn.PairwiseDistance(),
+                                 m.nn.KLDivLoss(reduction="batchmean"))],
+    lambda m: m.nn.CosineSimilarity(dim=0)(m.tensor([1.0, 2.0]), m.tensor([2.0, 1.0])),
+    lambda m: m.nn.KLDivLoss(reduction="sum")(m.tensor([-1.0, -2.0]), m.tensor([0.3, 0.7])),
+    lambda m: m.nn.GLU(0)(m.tensor([1.0, 2.0])), lambda m: m.nn.Softmin(0)(m.tensor([1.0, 2.0])),
+]
+
+
+@pytest.mark.parametrize("snippet", ACT_AS_TORCH)
+def test_more_activations_as_torch(snippet):
+    from oracle import same_as_torch
+    same_as_torch(snippet)
