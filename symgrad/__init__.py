@@ -25,7 +25,8 @@ from .graph.dtypes import (DType as dtype, bool_ as bool, float16, float32, floa
 from .tensor import Size, Tensor
 from .device import check_device as _check_device, cuda, device
 from .ops import (conversion as _conversion, formulas as _formulas, indexing as _indexing,  # noqa: F401
-                  layout as _layout, linalg as _linalg, loops as _loops,
+                  layout as _layout, linalg as _linalg, loops as _loops, order as _order,
+                  bitwise as _bitwise, decompositions as _decompositions,
                   reductions as _reductions)  # registration
 from .graph.primitives import elementwise
 from .dispatch import bind as apply
@@ -42,8 +43,13 @@ from .functions.reduction import (all, amax, amin, any, argmax, argmin, logsumex
 from .functions.control_flow import fori_loop, scan, while_loop
 from .functions.branching import cond
 from .functions.selection import (argsort, chunk, gather, index_select, masked_fill, narrow,
-                                  sort, split, square, topk, tril, triu, unbind)
-from .functions.statistics import cumprod, cumsum, std, var
+                                  masked_select, sort, split, square, topk, tril, triu,
+                                  unbind)
+from .functions.statistics import (aminmax, cummax, cummin, cumprod, cumsum, logcumsumexp,
+                                   nanmean, nansum, std, std_mean, var, var_mean)
+from .functions.search import (argwhere, bucketize, count_nonzero, nonzero, searchsorted,
+                               tril_indices, triu_indices, unique, unique_consecutive)
+from .functions.order import kthvalue, median, mode, nanmedian, nanquantile, quantile
 from .functions.finite import (isclose, isfinite, isinf, isneginf, isposinf, nan_to_num,
                                nan_to_num_, roll)
 from .functions.predicates import logical_xor, signbit
@@ -55,6 +61,16 @@ from .functions.scatter import index_add, scatter, scatter_add, scatter_reduce
 from .functions.indexed import index_copy, index_fill, index_put, take, take_along_dim
 from .functions.solvers import _torch_slogdet as slogdet, det, inverse, logdet
 from .functions.solvers import _torch_cholesky as cholesky, _torch_svd as svd
+from .functions.factorizations import matrix_power, pinverse
+from .functions.arithmetic import (addcdiv, addcmul, addmm, exp2, hypot, lerp, log2, log10,
+                                   logaddexp, logaddexp2, xlogy)
+from .functions.combine import (atleast_1d, atleast_2d, atleast_3d, cdist, column_stack, cross,
+                                diff, dstack, hstack, kron, rot90, row_stack, tensor_split,
+                                tensordot, vstack)
+from .functions.compat import (absolute, broadcast_tensors, broadcast_to, clamp_max, clamp_min,
+                               clip, concat, concatenate, divide, greater, greater_equal, less,
+                               less_equal, meshgrid, moveaxis, multiply, negative, not_equal,
+                               ravel, subtract, swapaxes, swapdims)
 from . import linalg
 from .functions.shape import (cat, clone, flatten, flip, fliplr, flipud, movedim, permute,
                               reshape, squeeze, stack, t, transpose, unsqueeze)
@@ -128,6 +144,19 @@ def _binary_fn(name: str, prim: str) -> Callable[[TensorOrScalar, TensorOrScalar
     fn.__name__ = name
     fn.__doc__ = f"Elementwise {name} with broadcasting and PyTorch's type promotion."
     return fn
+
+
+def _bitwise_fn(name: str) -> Callable[[Tensor, TensorOrScalar], Tensor]:
+    def fn(input: Tensor, other: TensorOrScalar) -> Tensor:
+        return getattr(Tensor, name)(input, other)
+    fn.__name__ = name
+    fn.__doc__ = f"``Tensor.{name}``: bool operands logically, integers bit by bit."
+    return fn
+
+
+for _n in ("bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift",
+           "bitwise_right_shift"):
+    globals()[_n] = _bitwise_fn(_n)
 
 
 for _n, _p in (("mul", "mul"), ("true_divide", "div"),

@@ -1,11 +1,17 @@
 """``symgrad.linalg``: PyTorch's ``torch.linalg`` namespace -- ``inv``, ``solve``, ``det``,
 ``slogdet``, ``cholesky``, ``svd``, ``svdvals``, ``norm`` / ``vector_norm`` / ``matrix_norm`` and
-``LinAlgError`` (defined in :mod:`symgrad.functions.solvers`), plus the matrix products."""
+``LinAlgError`` (defined in :mod:`symgrad.functions.solvers`); ``eigh``, ``eigvalsh``,
+``qr``, ``solve_triangular``, ``pinv``, ``lstsq``, ``matrix_power`` (in
+:mod:`symgrad.functions.factorizations`), ``cross``, plus the matrix products."""
 from __future__ import annotations
 
+from .functions.combine import linalg_cross as cross
+from .functions.factorizations import (eigh, eigvalsh, lstsq, matrix_power, pinv, qr,
+                                       solve_triangular)
 from .functions.linalg import matmul
 from .functions.solvers import (LinAlgError, cholesky, det, inv, matrix_norm, norm, slogdet,
                                 solve, svd, svdvals, vector_norm)
 
 __all__ = ["inv", "solve", "det", "slogdet", "cholesky", "svd", "svdvals", "norm", "vector_norm",
-           "matrix_norm", "matmul", "LinAlgError"]
+           "matrix_norm", "matmul", "LinAlgError", "eigh", "eigvalsh", "qr", "solve_triangular",
+           "pinv", "lstsq", "matrix_power", "cross"]

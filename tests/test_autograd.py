@@ -157,7 +157,28 @@ STRUCTURAL_SAMPLES = {
     "svd_u": ([(4, 3)], lambda x: _svd_part("svd_u", x) * _svd_part("svd_u", x)[..., :1, :]),
     "svd_vh": ([(3, 4)], lambda x: _svd_part("svd_vh", x, True)[..., :3, :]
                                  * _svd_part("svd_vh", x)[..., :, :1]),
+    "logcumsumexp": ([(3, 4)], lambda x: sg.apply(P["logcumsumexp"], x * 3, axis=1)),
+    "solve_triangular": ([(2, 3, 3), (3, 2)], lambda a, b: sg.apply(
+        P["solve_triangular"], a + 3 * sg.eye(3, dtype=a.dtype), b, upper=True, left=True,
+        unitriangular=False)),
+    "pinv": ([(2, 4, 3)], lambda x: sg.apply(P["pinv"], x, atol=0.0, rtol=1e-12,
+                                             hermitian=False)),
+    "eigh_values": ([(2, 3, 3)], lambda x: _eigh_part("eigh_values", x + x.mT)),
+    # eigenvectors up to their signs: each column times its first element
+    "eigh_vectors": ([(3, 3)], lambda x: _eigh_part("eigh_vectors", x + x.mT)
+                     * _eigh_part("eigh_vectors", x + x.mT)[..., :1, :]),
+    "qr_q": ([(4, 3)], lambda x: _qr_part("qr_q", x)),
+    "qr_r": ([(2, 3, 4)], lambda x: _qr_part("qr_r", x)),
 }
+
+
+def _eigh_part(name, a):
+    packed = sg.apply(P["eigh_factor"], a, uplo="L")
+    return sg.apply(P[name], a, packed, uplo="L")
+
+
+def _qr_part(name, a):
+    return sg.apply(P[name], a, sg.apply(P["qr_factor"], a, mode="reduced"), mode="reduced")
 
 # while: forward only (its reverse rule raises JAX's error: tests/compiler/test_loops.py)
 FORWARD_ONLY = {"while"}

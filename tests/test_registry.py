@@ -58,8 +58,12 @@ def test_builtin_lists_match_the_registry():
 
 # built-in primitives compiled code computes with their numpy rule (no native lowering):
 # the factors of prod's gradient, rare enough that a kernel is not worth its upkeep; the
-# dense solvers (numpy's LAPACK); scatter_reduce (numpy's ufunc.at)
-NUMPY_IN_COMPILED_CODE = {"prod_others", "prod_others_dot", "loop", "while", "argsort",
+# dense solvers (numpy's LAPACK); scatter_reduce (numpy's ufunc.at); order_index (PyTorch's
+# tie-breaking selects and sorts replayed row by row), running_index and logcumsumexp (scans
+# with PyTorch's NaN and infinity cases), bitwise (integer bits, ATen's shift rules)
+NUMPY_IN_COMPILED_CODE = {"order_index", "running_index", "logcumsumexp", "bitwise",
+                          "eigh_factor", "eigh_values", "eigh_vectors", "qr_factor", "qr_q",
+                          "qr_r", "solve_triangular", "pinv", "searchsorted", "prod_others", "prod_others_dot", "loop", "while", "argsort",
                           "inv", "solve", "det", "cofactor", "slogdet_sign", "slogdet_logabs",
                           "cholesky", "cumprod", "svd_factor", "svd_u", "svdvals", "svd_vh",
                           "scatter_reduce"}

@@ -7,7 +7,9 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 
+from ..dispatch import bind
 from ..graph import dtypes
+from ..graph.primitives import PRIMITIVES as P
 from ..ops import lax
 from . import elementwise as E
 from . import (indexed, indexing, inplace, linalg, matrix, reduction, repeat, rounding, scatter,
@@ -17,7 +19,7 @@ from ..autograd import engine, grad_mode, hooks
 from ..device import check_device
 from .composite import named
 from ..graph.shapes import broadcast_shapes
-from . import finite, predicates, random
+from . import arithmetic, combine, compat, factorizations, search, finite, order, predicates, random
 from .random import generator as gen
 
 if TYPE_CHECKING:
@@ -42,18 +44,36 @@ def _rbinop(name: str, grad_name: str | None = None
     return method
 
 
-def _bitwise(op: str) -> Callable[[Tensor, TensorOrScalar], Tensor]:
-    """``&`` / ``|``: on bool operands the logical and / or (what PyTorch's bitwise ops
-    are on bool); PyTorch's error on floats; integers (whose bits symgrad does not
-    operate on) a clear error, not a logical result."""
+def _bitwise(op: str, reflected: bool = False) -> Callable[[Tensor, TensorOrScalar], Tensor]:
+    """``&`` / ``|`` / ``^`` / ``<<`` / ``>>`` (``reflected``: the ``__r..__`` form): on
+    bool operands ``&``, ``|``, ``^`` are the logical and / or / xor; integers go
+    through the ``bitwise`` primitive (ATen's shift rules); PyTorch's error on floats."""
+    kernel = {"lshift": "lshift", "rshift": "rshift"}.get(op, f"bitwise_{op}")
+
+    def method(self: Tensor, other: TensorOrScalar) -> Tensor:
+        a, b = (E._operand(other), self) if reflected else (self, E._operand(other))
+        dt = E.promote([a, b])
+        if dt.category == "float" or (dt is dtypes.bool_ and op in ("lshift", "rshift")):
+            raise NotImplementedError(f'"{kernel}_cpu" not implemented for \'{dt.c_name}\'')
+        if dt is dtypes.bool_:
+            return E.binary("ne" if op == "xor" else f"logical_{op}", a, b)
+        a, b = (lax.cast(to_tensor(v), dt) if not isinstance(v, Tensor) or v.dtype is not dt
+                else v for v in (a, b))
+        return bind(P["bitwise"], a, b, op=op)
+    return method
+
+
+def _bitwise_(op: str) -> Callable[[Tensor, TensorOrScalar], Tensor]:
+    """The in-place ``&=`` / ``|=`` / ``^=`` / ``<<=`` / ``>>=``: PyTorch checks that the
+    result type casts to the tensor's before it looks at the kernel."""
+    out_of_place = _bitwise(op)
+
     def method(self: Tensor, other: TensorOrScalar) -> Tensor:
         dt = E.promote([self, E._operand(other)])
-        if dt.category == "float":
-            raise NotImplementedError(f'"bitwise_{op}_cpu" not implemented for \'{dt.c_name}\'')
-        if dt.category == "int":
-            raise NotImplementedError(f"bitwise_{op} of integer tensors is not supported by "
-                                      f"symgrad (only of bool tensors); got {dt}")
-        return E.binary(f"logical_{op}", self, other)
+        if not np.can_cast(dt.np, self.dtype.np, "same_kind"):
+            raise RuntimeError(f"result type {dt.c_name} can't be cast to the desired output "
+                               f"type {self.dtype.c_name}")
+        return out_of_place(self, other)
     return method
 
 
@@ -270,19 +290,6 @@ def _sub(self: Tensor, o: TensorOrScalar, alpha: TensorOrScalar = 1) -> Tensor:
     return E.binary("sub", self, o if alpha == 1 else o * alpha)
 
 
-def _clamp(self: Tensor, min: TensorOrScalar | None = None,
-           max: TensorOrScalar | None = None) -> Tensor:
-    return E.clamp(self, min, max)
-
-
-def _clamp_min(self: Tensor, m: TensorOrScalar) -> Tensor:
-    return E.clamp(self, m, None, grad_name=f"ClampMinBackward{int(isinstance(m, Tensor))}")
-
-
-def _clamp_max(self: Tensor, m: TensorOrScalar) -> Tensor:
-    return E.clamp(self, None, m, grad_name=f"ClampMaxBackward{int(isinstance(m, Tensor))}")
-
-
 def _square(self: Tensor) -> Tensor:
     return E.pow(self, 2)
 
@@ -369,7 +376,14 @@ _METHODS = {
     "__matmul__": _matmul, "__rmatmul__": _rmatmul,
     "__neg__": _unary_method("neg"), "__pos__": _pos,
     "__abs__": _unary_method("abs"), "__invert__": _unary_method("logical_not"),
-    "__and__": _bitwise("and"), "__or__": _bitwise("or"),
+    "__and__": _bitwise("and"), "__or__": _bitwise("or"), "__xor__": _bitwise("xor"),
+    "__lshift__": _bitwise("lshift"), "__rshift__": _bitwise("rshift"),
+    "__rand__": _bitwise("and", True), "__ror__": _bitwise("or", True),
+    "__rxor__": _bitwise("xor", True), "__rlshift__": _bitwise("lshift", True),
+    "__rrshift__": _bitwise("rshift", True),
+    "bitwise_and": _bitwise("and"), "bitwise_or": _bitwise("or"),
+    "bitwise_xor": _bitwise("xor"), "bitwise_left_shift": _bitwise("lshift"),
+    "bitwise_right_shift": _bitwise("rshift"),
     "__lt__": _binop("lt"), "__le__": _binop("le"), "__gt__": _binop("gt"),
     "__ge__": _binop("ge"), "__eq__": _binop("eq"), "__ne__": _binop("ne"),
     "__getitem__": indexing.getitem,
@@ -384,7 +398,8 @@ _METHODS = {
     "eq": _binop("eq"), "ne": _binop("ne"),
     "logical_and": _binop("logical_and"), "logical_or": _binop("logical_or"),
     "logical_xor": predicates.logical_xor_method, "signbit": predicates.signbit,
-    "clamp": _clamp, "clip": _clamp, "clamp_min": _clamp_min, "clamp_max": _clamp_max,
+    "clamp": compat.clip, "clip": compat.clip, "clamp_min": compat.clamp_min,
+    "clamp_max": compat.clamp_max,
     "square": _square, "round": _round, "trunc": rounding.trunc, "fix": rounding.fix,
     "frac": rounding.frac, "sgn": rounding.sgn, "equal": _equal, "heaviside": _heaviside,
     "fmod": rounding.fmod, "take": indexed.take, "take_along_dim": indexed.take_along_dim,
@@ -400,7 +415,11 @@ _METHODS = {
     "isinf": finite.isinf, "isposinf": finite.isposinf, "isneginf": finite.isneginf,
     "isfinite": finite.isfinite, "nan_to_num": finite.nan_to_num,
     "nan_to_num_": finite.nan_to_num_, "isclose": _isclose, "roll": finite.roll,
-    "cumprod": statistics.cumprod,
+    "cumprod": statistics.cumprod, "logcumsumexp": statistics.logcumsumexp,
+    "cummax": statistics.cummax, "cummin": statistics.cummin,
+    "masked_select": selection.masked_select,
+    "median": order.median, "nanmedian": order.nanmedian, "kthvalue": order.kthvalue,
+    "mode": order.mode, "quantile": order.quantile, "nanquantile": order.nanquantile,
     # selection
     "masked_fill": selection.masked_fill, "tril": selection.tril, "triu": selection.triu,
     "gather": selection.gather, "index_select": selection.index_select,
@@ -416,7 +435,26 @@ _METHODS = {
     "trace": matrix.trace,
     "det": solvers.det, "inverse": solvers.inverse, "logdet": solvers.logdet,
     "slogdet": solvers._torch_slogdet, "svd": solvers._torch_svd,
-    "cholesky": solvers._torch_cholesky,
+    "cholesky": solvers._torch_cholesky, "matrix_power": factorizations.matrix_power,
+    "pinverse": factorizations.pinverse,
+    "lerp": arithmetic.lerp, "addmm": arithmetic.addmm, "addcmul": arithmetic.addcmul,
+    "addcdiv": arithmetic.addcdiv, "logaddexp": arithmetic.logaddexp,
+    "logaddexp2": arithmetic.logaddexp2, "log2": arithmetic.log2, "log10": arithmetic.log10,
+    "exp2": arithmetic.exp2, "hypot": arithmetic.hypot, "xlogy": arithmetic.xlogy,
+    "nonzero": search.nonzero, "argwhere": search.argwhere, "unique": search.unique,
+    "unique_consecutive": search.unique_consecutive, "count_nonzero": search.count_nonzero,
+    "nansum": statistics.nansum, "nanmean": statistics.nanmean, "aminmax": statistics.aminmax,
+    "tensor_split": combine.tensor_split, "diff": combine.diff, "rot90": combine.rot90,
+    "kron": combine.kron, "cross": combine.cross,
+    # other spellings and helpers
+    "absolute": compat.absolute, "negative": compat.negative, "subtract": compat.subtract,
+    "multiply": compat.multiply, "divide": compat.divide, "greater": compat.greater,
+    "greater_equal": compat.greater_equal, "less": compat.less, "less_equal": compat.less_equal,
+    "not_equal": compat.not_equal, "moveaxis": compat.moveaxis, "swapaxes": compat.swapaxes,
+    "swapdims": compat.swapdims, "ravel": compat.ravel, "broadcast_to": compat.broadcast_to,
+    "new_zeros": compat.new_zeros, "new_ones": compat.new_ones, "new_full": compat.new_full,
+    "new_empty": compat.new_empty, "new_tensor": compat.new_tensor, "type_as": compat.type_as,
+    "where": compat.where_method,
     "repeat": repeat.repeat, "tile": repeat.tile, "repeat_interleave": repeat.repeat_interleave,
     "scatter": scatter.scatter, "scatter_add": scatter.scatter_add,
     "scatter_reduce": _scatter_reduce_method("scatter_reduce"), "index_add": scatter.index_add,
@@ -446,13 +484,20 @@ _INPLACE = {
     "tanh_": "tanh", "sigmoid_": "sigmoid", "relu_": "relu", "abs_": "abs", "neg_": "neg",
     "__iadd__": "add", "__isub__": "sub", "__imul__": "mul", "__itruediv__": "true_divide",
     "__ipow__": "pow", "__imod__": "remainder", "__ifloordiv__": "floor_divide",
-    "__iand__": "__and__", "__ior__": "__or__", "true_divide_": "true_divide",
+    "__iand__": _bitwise_("and"), "__ior__": _bitwise_("or"), "__ixor__": _bitwise_("xor"),
+    "__ilshift__": _bitwise_("lshift"), "__irshift__": _bitwise_("rshift"),
+    "bitwise_and_": _bitwise_("and"), "bitwise_or_": _bitwise_("or"),
+    "bitwise_xor_": _bitwise_("xor"), "bitwise_left_shift_": _bitwise_("lshift"),
+    "bitwise_right_shift_": _bitwise_("rshift"), "true_divide_": "true_divide",
     "remainder_": "remainder", "floor_divide_": "floor_divide", "masked_fill_": "masked_fill", "tril_": "tril", "triu_": "triu",
     "atan2_": "atan2", "scatter_": "scatter", "scatter_add_": "scatter_add",
     "scatter_reduce_": _scatter_reduce_method("scatter_reduce_"), "index_add_": "index_add",
     "trunc_": "trunc", "fix_": "fix", "frac_": "frac", "sgn_": "sgn", "heaviside_": _heaviside_,
     "fmod_": "fmod", "index_fill_": "index_fill", "index_copy_": "index_copy",
-    "index_put_": "index_put",
+    "index_put_": "index_put", "absolute_": "absolute", "negative_": "negative",
+    "subtract_": "subtract", "multiply_": "multiply", "divide_": "divide", "lerp_": "lerp",
+    "addmm_": "addmm", "addcmul_": "addcmul", "addcdiv_": "addcdiv", "log2_": "log2",
+    "log10_": "log10", "exp2_": "exp2", "hypot_": "hypot", "xlogy_": "xlogy",
 }
 _INPLACE.update({f"{n}_": n for n in E.UNARY_NAMES
                  if n not in ("isnan", "logical_not") and f"{n}_" not in _INPLACE})

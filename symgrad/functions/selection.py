@@ -1,7 +1,7 @@
 """Selecting, masking and sorting as PyTorch names them: ``masked_fill``, ``tril`` /
 ``triu``, ``gather``, ``index_select``, ``split`` / ``chunk`` / ``unbind`` / ``narrow``,
 ``square``, ``sort``,
-``argsort``, ``topk``; PyTorch's checks, error texts and backward names, on the
+``argsort``, ``topk``, ``masked_select``; PyTorch's checks, error texts and backward names, on the
 primitives (where, gather, take, slice, argsort)."""
 from __future__ import annotations
 
@@ -19,10 +19,11 @@ from .composite import named
 from .elementwise import pow as _pow, where
 from .reduction import return_types
 from .shape import make_view, multi_output_views
+from ..graph.shapes import broadcast_shapes
 
 __all__ = ["masked_fill", "tril", "triu", "gather", "index_select", "split", "chunk",
            "unbind", "narrow",
-           "square", "sort", "argsort", "topk"]
+           "square", "sort", "argsort", "topk", "masked_select"]
 
 
 def square(input: Tensor) -> Tensor:
@@ -279,3 +280,25 @@ def topk(input: Tensor, k: int, dim: int = -1, largest: bool = True,
     idx = lax.slice_(order, starts, stops, (1,) * x.dim())
     values = named("TopkBackward0", lambda v: bind(P["gather"], v, idx, axis=d), x, keeps=(idx,))
     return return_types.topk(values, idx)
+
+
+def masked_select(input: Tensor, mask: Tensor) -> Tensor:
+    """The elements of ``input`` where ``mask`` (broadcast together) is True, as a 1-D
+    tensor (``MaskedSelectBackward0``). Its size depends on the mask's values: inside
+    ``symgrad.compile`` the mask must be a concrete tensor."""
+    x, m = to_tensor(input), to_tensor(mask)
+    if m.dtype is not dtypes.bool_:
+        raise RuntimeError("masked_select: expected BoolTensor for mask")
+    shape = broadcast_shapes(tuple(m.shape), tuple(x.shape))
+    if m._data is None:
+        raise TypeError("masked_select's result size depends on the mask's values: inside "
+                        "symgrad.compile the mask must be concrete (not computed from traced "
+                        "tensors); use symgrad.where to keep the shape")
+    pos = Tensor._from_array(np.flatnonzero(np.broadcast_to(m._data, shape)), dtypes.int64)
+    n = math.prod(shape)
+    lead = (1,) * (len(shape) - x.dim())
+
+    def fn(v):
+        wide = lax.expand(lax.reshape(v, lead + tuple(v.shape)), shape)
+        return bind(P["take"], lax.reshape(wide, (n,)), pos, axis=0)
+    return named("MaskedSelectBackward0", fn, x)

@@ -693,9 +693,18 @@ from .pooling import (avg_pool1d, avg_pool2d, avg_pool3d, max_pool1d, max_pool2d
                       max_pool3d)
 from .rrelu import rrelu, rrelu_  # noqa: E402
 from .unpooling import max_unpool2d  # noqa: E402
+from .activations import (celu, glu, hardshrink, hardsigmoid, hardswish, logsigmoid,  # noqa: E402
+                          mish, selu, softmin, softshrink, softsign, tanhshrink, threshold)
+from .similarity import (cosine_similarity, kl_div, normalize, one_hot,  # noqa: E402
+                         pairwise_distance)
+from .upsampling import interpolate, upsample, upsample_bilinear, upsample_nearest  # noqa: E402
 
 __all__ += ["conv1d", "conv2d", "max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d",
             "max_pool3d", "avg_pool3d", "adaptive_avg_pool3d", "adaptive_max_pool3d",
             "batch_norm", "pad", "conv_transpose1d", "conv_transpose2d", "adaptive_avg_pool1d",
             "adaptive_avg_pool2d", "adaptive_max_pool1d", "adaptive_max_pool2d", "conv3d",
-            "conv_transpose3d", "rrelu", "rrelu_", "max_unpool2d"]
+            "conv_transpose3d", "rrelu", "rrelu_", "max_unpool2d", "interpolate", "upsample",
+            "upsample_nearest", "upsample_bilinear", "logsigmoid", "selu", "celu", "mish",
+            "hardswish", "hardsigmoid", "softsign", "tanhshrink", "softshrink", "hardshrink",
+            "threshold", "glu", "softmin", "one_hot", "normalize", "cosine_similarity",
+            "pairwise_distance", "kl_div"]

@@ -1,5 +1,5 @@
 """Reduction primitives: sum, mean, amax, amin, prod (and the two products prod's
-gradient is made of), argmax / argmin, the cumsum scan -- for each, its shape rule, numpy
+gradient is made of), argmax / argmin, the cumsum and logcumsumexp scans -- for each, its shape rule, numpy
 rule, what the eager tape saves and its VJP, declared once
 (:func:`symgrad.ops.define.primitive`)."""
 from __future__ import annotations
@@ -359,3 +359,49 @@ def _cumprod_vjp(ctx, g):
 
 primitive("cumprod", 1, lambda av, *, axis: (av[0][0], av[0][1]), _cumprod_numpy, saves=(0,),
           saves_out=True, grad_name="CumprodBackward0", family="other", vjp=_cumprod_vjp)
+
+
+# ---- logcumsumexp: ATen's CPU scan, its backward a formula of the scan itself --------------
+def _logcumsumexp_numpy(x, *, axis):
+    """ATen's running log_add_exp from -inf, accumulated in :func:`_accumulator` (float32
+    in double): ``log1p(exp(min - max)) + max``, the first argument where both are the
+    same infinity; NaN propagates."""
+    acc = _accumulator(x.dtype)
+    rows = np.moveaxis(np.asarray(x), axis, 0).astype(acc)
+    out = np.empty_like(rows)
+    run = np.full(rows.shape[1:], -np.inf, acc)
+    with np.errstate(all="ignore"):
+        for i, xi in enumerate(rows):
+            nan = np.isnan(run)
+            lo = np.where(nan, run, np.minimum(xi, run))
+            hi = np.where(nan, run, np.maximum(xi, run))
+            lo = np.where(np.isnan(xi) & ~nan, xi, lo)         # std::min(nan, y) is nan
+            hi = np.where(np.isnan(xi) & ~nan, xi, hi)
+            general = (lo != hi) | np.isfinite(lo)
+            run = np.where(general, np.log1p(np.exp(lo - hi)) + hi, xi)
+            out[i] = run
+    return np.moveaxis(out, 0, axis).astype(x.dtype, copy=False)
+
+
+def _logcumsumexp_vjp(ctx, g):
+    """PyTorch's logcumsumexp_backward: the reversed scan of log|g| - out over the
+    positive and the negative parts of g, each shifted by x and exponentiated."""
+    axis = ctx.kwargs["axis"]
+    x, out = ctx.input(0), ctx.out
+    dt = ctx.in_avals[0][1]
+    lowest = float(np.finfo(getattr(dt, "np", dt)).min)
+
+    def reverse_scan(v):
+        f = lax.apply("flip", v, axes=(axis,))
+        return lax.apply("flip", lax.apply("logcumsumexp", f, axis=axis), axes=(axis,))
+    log_abs = lax.unary("log", lax.unary("abs", g))
+    parts = []
+    for test in ("gt", "lt"):
+        logs = lax.where(lax.apply(test, g, 0.0), log_abs, lowest)
+        parts.append(lax.unary("exp", lax.add(reverse_scan(lax.sub(logs, out)), x)))
+    return (lax.sub(parts[0], parts[1]),)
+
+
+primitive("logcumsumexp", 1, lambda av, *, axis: (av[0][0], av[0][1]), _logcumsumexp_numpy,
+          saves=(0,), saves_out=True, grad_name="LogcumsumexpBackward0", family="other",
+          vjp=_logcumsumexp_vjp)

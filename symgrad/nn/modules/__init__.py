@@ -13,6 +13,10 @@ from .padding import (CircularPad1d, CircularPad2d, CircularPad3d, ConstantPad1d
                       ConstantPad3d, ReflectionPad1d, ReflectionPad2d, ReflectionPad3d,
                       ReplicationPad1d, ReplicationPad2d, ReplicationPad3d, ZeroPad1d,
                       ZeroPad2d, ZeroPad3d)
+from .activation_more import (CELU, GLU, SELU, CosineSimilarity, Hardshrink, Hardsigmoid,
+                              Hardswish, KLDivLoss, LogSigmoid, Mish, PairwiseDistance,
+                              Softmin, Softshrink, Softsign, Tanhshrink, Threshold)
+from .upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d
 from .pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveAvgPool3d, AdaptiveMaxPool1d,
                       AdaptiveMaxPool2d, AdaptiveMaxPool3d, AvgPool1d, AvgPool2d, AvgPool3d,
                       MaxPool1d, MaxPool2d, MaxPool3d, MaxUnpool2d)
@@ -30,4 +34,7 @@ __all__ = ["Module", "Sequential", "ModuleList", "ModuleDict", "ParameterList",
            "ConvTranspose1d", "ConvTranspose2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d",
            "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "Conv3d", "ConvTranspose3d", "BatchNorm3d",
            "MaxPool3d", "AvgPool3d", "AdaptiveAvgPool3d", "AdaptiveMaxPool3d", "RReLU",
-           "MaxUnpool2d"]
+           "MaxUnpool2d", "Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d",
+           "LogSigmoid", "SELU", "CELU", "Mish", "Hardswish", "Hardsigmoid", "Softsign",
+           "Tanhshrink", "Softshrink", "Hardshrink", "Threshold", "GLU", "Softmin",
+           "CosineSimilarity", "PairwiseDistance", "KLDivLoss"]
