@@ -23,7 +23,7 @@ from .graph.primitives import NUMPY_RULES, SHAPE_RULES
 from .tensor import Tensor
 from .tracing import _lifter, set_lifter, tracing
 
-__all__ = ["bind", "bind_binary", "record_one", "set_lifter", "tracing", "traced", "stop_gradient_node",
+__all__ = ["bind", "bind_binary", "bind_unary", "record_one", "set_lifter", "tracing", "traced", "stop_gradient_node",
            "Tensor"]
 
 _grad_state = grad_mode._state
@@ -78,11 +78,72 @@ def bind_binary(prim: registry.Primitive, a, b, grad_name: str | None = None):
     if (((ta and (a._requires_grad or a.grad_fn is not None))
          or (tb and (b._requires_grad or b.grad_fn is not None)))
             and _grad_state.enabled and prim.differentiable and out._dtype.category == "float"):
-        _record(prim, (a, b), _NO_ATTRS, out, grad_name)
+        _record_pair(prim, a, b, ta, tb, out, grad_name)
     return out
 
 
+def _edge(o):
+    """(node, output number) where the gradient of Tensor `o`, which requires grad,
+    flows: its grad_fn, or its (live or new) AccumulateGrad."""
+    fn = o.grad_fn
+    if fn is not None:
+        return (fn, o._output_nr)
+    acc = o._acc            # (a live AccumulateGrad: no call to make one)
+    acc = acc() if acc is not None else None
+    return (acc if acc is not None else accumulator(o), 0)
+
+
+def _record_pair(prim, a, b, ta, tb, out, grad_name):
+    """:func:`_record` for two eager operands (Tensors where `ta` / `tb`, else Python
+    numbers), as bind_binary calls it: the same node, without the loops."""
+    if ta:
+        na = a._requires_grad or a.grad_fn is not None
+        ea = _edge(a) if na else _NO_EDGE
+        aa = (a._data.shape, a._dtype)
+    else:
+        na, ea, aa = False, _NO_EDGE, _SCALAR_AVAL
+    if tb:
+        nb = b._requires_grad or b.grad_fn is not None
+        eb = _edge(b) if nb else _NO_EDGE
+        ab = (b._data.shape, b._dtype)
+    else:
+        nb, eb, ab = False, _NO_EDGE, _SCALAR_AVAL
+    needs = _PAIR_NEEDS[na, nb]
+    name = grad_name or prim.grad_name
+    hit = _SAVE_CACHE.get((prim, needs, name))
+    save_ins, save_out = hit if hit is not None else _saves(prim, needs, name)
+    if save_ins:
+        saved = [None, None]
+        for i in save_ins:
+            o = b if i else a
+            saved[i] = SavedTensor(o) if (tb if i else ta) else o
+        saved = tuple(saved)
+    else:
+        saved = _NONES[2]
+    fn = new_function(name, prim, (), (aa, ab), (out._data.shape, out._dtype), (ea, eb), needs,
+                      saved, None)
+    out.grad_fn = fn
+    if save_out:            # after the output has its history, as PyTorch saves it
+        fn._saved_out = SavedTensor(out, is_output=True)
+
+
+_PAIR_NEEDS = {(x, y): (x, y) for x in (False, True) for y in (False, True)}
+
+
 _NO_ATTRS: dict = {}
+
+
+def bind_unary(prim: registry.Primitive, x: Tensor, grad_name: str | None = None) -> Tensor:
+    """``bind(prim, x)`` for the hot path of elementwise math: a float Tensor `x` (the
+    caller checked), no promotion to do."""
+    a = x._data
+    if a is None or _lifter[0] is not None:     # traced: the general path
+        return bind(prim, x, grad_name=grad_name)
+    out = _elementwise_values(prim, (a,), x._dtype)
+    if (x._requires_grad or x.grad_fn is not None) and _grad_state.enabled \
+            and prim.differentiable and out._dtype.category == "float":
+        record_one(prim, x, _NO_ATTRS, out, grad_name)
+    return out
 
 
 def _eager_elementwise(prim, operands):

@@ -96,42 +96,70 @@ def nll_loss_kernel(idx: np.ndarray, keep: np.ndarray | None, cdim: int, reducti
     loss and gradient are 0 by a select (not a product with 0: its input or cotangent
     may be inf / NaN). Backward: ``-g / (number kept)`` (mean; 0 when none is kept) at
     kept targets scattered to their classes, as PyTorch's nll_loss_backward."""
-    axes = tuple(range(len(shape)))
-    # (N, C) input: the picked elements by a plain fancy index (take_along_axis builds
-    # the same index arrays in Python)
-    at = (np.arange(shape[0]), idx.reshape(shape)) if len(shape) == 1 and cdim == 1 else None
-    kept = math.prod(shape) if keep is None else int(np.count_nonzero(keep))
-    x_shape = [None]
+    return _NllLoss(idx, keep, cdim, reduction, shape)
 
-    def forward(x):
-        x_shape[0] = x.shape
+
+_ROWS: dict = {}
+
+
+def _rows(n: int) -> np.ndarray:
+    """``arange(n)`` (read-only, shared: a fancy index's row numbers)."""
+    r = _ROWS.get(n)
+    if r is None:
+        r = np.arange(n)
+        r.flags.writeable = False
+        if len(_ROWS) < 64:
+            _ROWS[n] = r
+    return r
+
+
+class _NllLoss:
+    """The nll_loss kernel (see :func:`nll_loss_kernel`): an object, not closures, as
+    one is made per call."""
+
+    __slots__ = ("idx", "keep", "cdim", "reduction", "shape", "at", "kept", "x_shape")
+    takes_needs = False
+
+    def __init__(self, idx, keep, cdim, reduction, shape):
+        self.idx, self.keep, self.cdim, self.reduction, self.shape = \
+            idx, keep, cdim, reduction, shape
+        # (N, C) input: the picked elements by a plain fancy index (take_along_axis builds
+        # the same index arrays in Python)
+        self.at = (_rows(shape[0]), idx.reshape(shape)) if len(shape) == 1 and cdim == 1 \
+            else None
+        self.kept = math.prod(shape) if keep is None else int(np.count_nonzero(keep))
+        self.x_shape = None
+
+    def forward(self, x):
+        self.x_shape = x.shape
+        at, keep, reduction = self.at, self.keep, self.reduction
         picked = x[at] if at is not None else \
-            np.take_along_axis(x, idx, axis=cdim).reshape(shape)
+            np.take_along_axis(x, self.idx, axis=self.cdim).reshape(self.shape)
         loss = np.negative(picked) if keep is None else \
             np.where(keep, np.negative(picked), x.dtype.type(0))
         if reduction == "none":
             return loss
-        total = np.add.reduce(loss, axis=axes)
+        total = np.add.reduce(loss, axis=tuple(range(len(self.shape))))
         if reduction == "sum":
             return total
-        if kept == 0:
+        if self.kept == 0:
             return np.asarray(np.nan, dtype=x.dtype)
-        return np.true_divide(total, x.dtype.type(kept))
+        return np.true_divide(total, x.dtype.type(self.kept))
 
-    def backward(g, inputs, out):
+    def backward(self, g, inputs, out):
         dt = g.dtype
-        if reduction == "mean":
+        keep, kept, shape = self.keep, self.kept, self.shape
+        if self.reduction == "mean":
             g = np.zeros((), dt) if kept == 0 else np.true_divide(g, dt.type(kept))
-        gx = np.zeros(x_shape[0], dt)
+        gx = np.zeros(self.x_shape, dt)
         vals = np.negative(g) if keep is None else np.where(keep, np.negative(g), dt.type(0))
         if vals.shape != shape:
             vals = np.broadcast_to(vals, shape)
-        if at is not None:
-            gx[at] = vals
+        if self.at is not None:
+            gx[self.at] = vals
         else:
-            np.put_along_axis(gx, idx, vals.reshape(idx.shape), axis=cdim)
+            np.put_along_axis(gx, self.idx, vals.reshape(self.idx.shape), axis=self.cdim)
         return (gx,)
-    return Kernel(forward, backward)
 
 
 _SQRT1_2 = float(1 / np.sqrt(2.0))
