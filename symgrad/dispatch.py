@@ -23,7 +23,7 @@ from .graph.primitives import NUMPY_RULES, SHAPE_RULES
 from .tensor import Tensor
 from .tracing import _lifter, set_lifter, tracing
 
-__all__ = ["bind", "bind_binary", "bind_unary", "record_one", "set_lifter", "tracing", "traced", "stop_gradient_node",
+__all__ = ["bind", "bind_binary", "bind_unary", "record", "record_one", "set_lifter", "tracing", "traced", "stop_gradient_node",
            "Tensor"]
 
 _grad_state = grad_mode._state
@@ -315,6 +315,13 @@ def _record(prim, operands, attrs, out, grad_name):
     out.grad_fn = fn
     if save_out:            # after the output has its history, as PyTorch saves it
         fn._saved_out = SavedTensor(out, is_output=True)
+
+
+def record(prim, operands, attrs, out, grad_name) -> None:
+    """Record eager `out` = `prim(*operands, **attrs)` as bind would (the caller checked
+    grad mode, the result's float dtype and that an operand requires grad): for fast
+    paths computing a primitive's value themselves."""
+    _record(prim, operands, attrs, out, grad_name)
 
 
 def record_one(prim, x, attrs, out, grad_name) -> None:

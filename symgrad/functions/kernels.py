@@ -253,14 +253,18 @@ def layer_norm_kernel(axes: tuple, eps: float, affine: tuple[bool, bool]) -> Ker
 
 
 def stack_kernel(axis: int, n: int) -> Kernel:
-    """`n` arrays of one shape stacked along a new `axis` (``np.stack``: a copy, the same
-    bits as the reshapes and ``cat``); backward: the cotangent's slices along `axis`."""
+    """`n` arrays of one shape stacked along a new `axis` (a copy, the same bits as the
+    reshapes and ``cat``: what ``np.stack`` does -- ``np.concatenate`` of the arrays
+    with a new axis --, without its Python-level checks); backward: the cotangent's
+    slices along `axis` (copies: each is a fresh gradient)."""
+    lead = (slice(None),) * axis
+    new = lead + (None,)
+
     def forward(*arrays):
-        return np.stack(arrays, axis=axis)
+        return np.concatenate([a[new] for a in arrays], axis=axis)
 
     def backward(g, inputs, out):
-        parts = np.moveaxis(g, axis, 0)
-        return tuple(np.array(parts[i]) for i in range(n))
+        return tuple(np.array(g[lead + (i,)]) for i in range(n))
     return _cached(("stack", axis, n), lambda: Kernel(forward, backward))
 
 
