@@ -93,21 +93,17 @@ def _edge(o):
     return (acc if acc is not None else accumulator(o), 0)
 
 
+def _operand_entry(o):
+    """(whether it needs a gradient, its edge, its aval) of an eager Tensor operand."""
+    need = o._requires_grad or o.grad_fn is not None
+    return need, (_edge(o) if need else _NO_EDGE), (o._data.shape, o._dtype)
+
+
 def _record_pair(prim, a, b, ta, tb, out, grad_name):
     """:func:`_record` for two eager operands (Tensors where `ta` / `tb`, else Python
     numbers), as bind_binary calls it: the same node, without the loops."""
-    if ta:
-        na = a._requires_grad or a.grad_fn is not None
-        ea = _edge(a) if na else _NO_EDGE
-        aa = (a._data.shape, a._dtype)
-    else:
-        na, ea, aa = False, _NO_EDGE, _SCALAR_AVAL
-    if tb:
-        nb = b._requires_grad or b.grad_fn is not None
-        eb = _edge(b) if nb else _NO_EDGE
-        ab = (b._data.shape, b._dtype)
-    else:
-        nb, eb, ab = False, _NO_EDGE, _SCALAR_AVAL
+    na, ea, aa = _operand_entry(a) if ta else _SCALAR_ENTRY
+    nb, eb, ab = _operand_entry(b) if tb else _SCALAR_ENTRY
     needs = _PAIR_NEEDS[na, nb]
     name = grad_name or prim.grad_name
     hit = _SAVE_CACHE.get((prim, needs, name))
@@ -127,6 +123,7 @@ def _record_pair(prim, a, b, ta, tb, out, grad_name):
         fn._saved_out = SavedTensor(out, is_output=True)
 
 
+_SCALAR_ENTRY = (False, (None, 0), ((), None))
 _PAIR_NEEDS = {(x, y): (x, y) for x in (False, True) for y in (False, True)}
 
 

@@ -175,15 +175,15 @@ def _run(roots, seeds, *, retain_graph, create_graph, capture=None, accumulate=T
         else:
             _accumulate(buffers, fn, g)
     captured = {}
-    if arrays and capture is None and not extra:
-        _run_arrays(order, buffers, retain_graph)
-        return captured
     call = _call_rule_arrays if arrays else _call_rule
     leaf = _accumulate_leaf_array if arrays else _accumulate_leaf
     token = fp_enter()
     grad_was = grad_mode._state.grad
     grad_mode.set_grad_mode(create_graph)
     try:
+        if arrays and capture is None and not extra:
+            _run_arrays(order, buffers, retain_graph)
+            return captured
         for fn in order:
             key = id(fn)
             g = buffers.pop(key, None)
@@ -223,42 +223,36 @@ def _run_arrays(order, buffers, retain_graph):
     """The loop of :func:`_run` for its most common call, ``loss.backward()`` in eager
     mode: array cotangents, every node run, leaves accumulated; the buffers' updates
     inline (the same steps, in the same order, as the general loop)."""
-    extra: dict[int, dict] = {}
-    token = fp_enter()
-    grad_was = grad_mode._state.grad
-    grad_mode.set_grad_mode(False)
-    try:
-        for fn in order:
-            key = id(fn)
-            g = buffers.pop(key, None)
-            if g is None and (not extra or key not in extra):
-                continue
-            if type(fn) is AccumulateGrad:
-                if fn._hooks is not None and not _leaf_hooks.on:
-                    _leaf_hooked(fn, g, True, False, None, None, True)
-                else:
-                    _accumulate_leaf_array(fn.variable, g)
-                del g
-                continue
-            if fn._hooks is None:
-                grads = _call_rule_arrays(fn, g)
+    extra: dict[int, dict] = {}      # (outputs k > 0 of custom Functions)
+    pop = buffers.pop
+    for fn in order:
+        key = id(fn)
+        g = pop(key, None)
+        if g is None and key not in extra:
+            continue
+        if type(fn) is AccumulateGrad:
+            if fn._hooks is None or _leaf_hooks.on:
+                _accumulate_leaf_array(fn.variable, g)
             else:
-                grads = _call_hooked(fn, g, extra.pop(key, None), True, None, None)
+                _leaf_hooked(fn, g, True, False, None, None, True)
             del g
-            for (nxt, nr), gi in zip(fn.next_functions, grads):
-                if nxt is not None and gi is not None:
-                    if nr:
-                        _accumulate_extra(extra, nxt, nr, gi)
-                    else:
-                        k = id(nxt)
-                        prev = buffers.get(k)
-                        buffers[k] = gi if prev is None else lax.add(prev, gi)
-            del grads
-            if not retain_graph:
-                fn.release()
-    finally:
-        grad_mode.set_grad_mode(grad_was)
-        fp_leave(token)
+            continue
+        if fn._hooks is None:
+            grads = _call_rule_arrays(fn, g)
+        else:
+            grads = _call_hooked(fn, g, extra.pop(key, None), True, None, None)
+        del g
+        for (nxt, nr), gi in zip(fn.next_functions, grads):
+            if nxt is not None and gi is not None:
+                if nr:
+                    _accumulate_extra(extra, nxt, nr, gi)
+                else:
+                    k = id(nxt)
+                    prev = buffers.get(k)
+                    buffers[k] = gi if prev is None else lax.add(prev, gi)
+        del grads
+        if not retain_graph:
+            fn.release()
 
 
 def _push(buffers, extra, fn, grads):
