@@ -34,9 +34,18 @@ def bind(prim: registry.Primitive, *operands: Tensor | int | float | bool,
          grad_name: str | None = None, **attrs: Any) -> Tensor:
     """Apply `prim` to `operands` (Tensors; Python scalars for elementwise primitives,
     which take the dtype of the tensor operands)."""
+    tracer = _lifter[0]
+    if tracer is None and len(operands) == 1:     # one eager tensor: the common case
+        x = operands[0]
+        if isinstance(x, Tensor) and x._data is not None:
+            out = (_elementwise_values(prim, (x._data,), x._dtype)
+                   if prim.kind == "elementwise" else _eager(prim, operands, attrs))
+            if (x._requires_grad or x.grad_fn is not None) and _grad_state.enabled \
+                    and prim.differentiable and out._dtype.category == "float":
+                record_one(prim, x, attrs, out, grad_name)
+            return out
     traced = False
     req = False
-    tracer = _lifter[0]
     if tracer is not None and tracer.gates:     # a traced branch (functions/branching.py)
         operands = tracer.gate(operands)
     for o in operands:
