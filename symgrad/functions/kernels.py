@@ -153,11 +153,11 @@ class _NllLoss:
             g = np.zeros((), dt) if kept == 0 else np.true_divide(g, dt.type(kept))
         gx = np.zeros(self.x_shape, dt)
         vals = np.negative(g) if keep is None else np.where(keep, np.negative(g), dt.type(0))
-        if vals.shape != shape:
-            vals = np.broadcast_to(vals, shape)
         if self.at is not None:
-            gx[self.at] = vals
+            gx[self.at] = vals          # (a 0-d value is broadcast by the assignment)
         else:
+            if vals.shape != shape:
+                vals = np.broadcast_to(vals, shape)
             np.put_along_axis(gx, self.idx, vals.reshape(self.idx.shape), axis=self.cdim)
         return (gx,)
 
@@ -240,8 +240,8 @@ def layer_norm_kernel(axes: tuple, eps: float, affine: tuple[bool, bool]) -> Ker
         xhat, rstd, w = kept
         lead = tuple(range(xhat.ndim - len(axes)))
         gy = g if w is None else np.multiply(g, w)
-        m1 = np.mean(gy, axis=axes, keepdims=True)
-        m2 = np.mean(np.multiply(gy, xhat), axis=axes, keepdims=True)
+        m1 = _np_mean(gy, axes)
+        m2 = _np_mean(np.multiply(gy, xhat), axes)
         gx = np.multiply(rstd, np.subtract(np.subtract(gy, m1), np.multiply(xhat, m2)))
         grads = [gx]
         if affine[0]:
@@ -250,6 +250,17 @@ def layer_norm_kernel(axes: tuple, eps: float, affine: tuple[bool, bool]) -> Ker
             grads.append(np.add.reduce(g, axis=lead))
         return tuple(grads)
     return Kernel(forward, backward)
+
+
+def _np_mean(a: np.ndarray, axes: tuple) -> np.ndarray:
+    """``np.mean(a, axis=axes, keepdims=True)``, the same ufunc calls without its
+    Python-level steps: the sum in a's dtype, divided (in the result type of a's dtype
+    and an intp count, stored back in a's dtype) by the number of elements."""
+    n = 1
+    for ax in axes:
+        n *= a.shape[ax]
+    s = np.add.reduce(a, axis=axes, keepdims=True)
+    return np.true_divide(s, np.intp(n), out=s, casting="unsafe")
 
 
 def stack_kernel(axis: int, n: int) -> Kernel:

@@ -92,9 +92,11 @@ def _prep_softmax(input, dim, dtype, name):
         x = lax.cast(x, dtypes.as_dtype(dtype))
     if dim is None:
         dim = _softmax_dim(x.dim(), name)
-    axes = (wrap_dim(dim, x.dim()),) if x.dim() else ()
-    last = not axes or axes[0] == x.dim() - 1         # (PyTorch's two CPU kernels)
-    floating_kernel(x, f"{name}_lastdim_kernel_impl" if last else f"{name}_kernel_impl")
+    nd = x.dim()
+    axes = (wrap_dim(dim, nd),) if nd else ()
+    if x._dtype.category != "float":
+        last = not axes or axes[0] == nd - 1         # (PyTorch's two CPU kernels)
+        floating_kernel(x, f"{name}_lastdim_kernel_impl" if last else f"{name}_kernel_impl")
     return x, axes
 
 
@@ -620,9 +622,10 @@ def _layer_norm_dtypes(x, params) -> None:
     """PyTorch's CPU checks of float32 / float64 mixes: the first parameter unlike the
     input is a "mixed dtype" error (which one: whether any parameter is float64), a
     second parameter unlike the first a scalar type error."""
+    if all(p._dtype is x._dtype for p in params):      # (the common case first)
+        return
     floats = {dtypes.float32, dtypes.float64}
-    if not params or {x.dtype, *(p.dtype for p in params)} - floats or \
-            all(p.dtype is x.dtype for p in params):
+    if {x.dtype, *(p.dtype for p in params)} - floats:
         return
     if params[0].dtype is not x.dtype:
         if any(p.dtype is dtypes.float64 for p in params):
