@@ -297,3 +297,54 @@ def test_backward_accumulates_and_steals_as_torch():
         res.append((x.grad, w.grad))
     for s, t in zip(*res):
         assert_close(s, t)
+
+
+@D
+@pytest.mark.parametrize("affine", [(False, False), (True, False), (True, True)])
+@pytest.mark.parametrize("shape,k", [((4, 5), 1), ((2, 3, 4), 2)])
+def test_layer_norm_gradients(affine, shape, k, dtype):
+    a = _x(shape, dtype)
+    w, b = _x(shape[-k:], dtype, seed=1), _x(shape[-k:], dtype, seed=2)
+    g = _x(shape, dtype, seed=3)
+    res = []
+    for m in (sg, torch):
+        x = m.tensor(a, requires_grad=True)
+        params = [m.tensor(w, requires_grad=True) if affine[0] else None,
+                  m.tensor(b, requires_grad=True) if affine[1] else None]
+        y = m.nn.functional.layer_norm(x, shape[-k:], *params)
+        grads = m.autograd.grad(y, [x] + [p for p in params if p is not None], m.tensor(g),
+                                create_graph=True)
+        (h,) = m.autograd.grad((grads[0] * grads[0]).sum(), x)
+        res.append((y,) + tuple(grads) + (h, type(y.grad_fn).__name__))
+    assert res[0][-1] == res[1][-1] == "NativeLayerNormBackward0"
+    for s, t in zip(res[0][:-1], res[1][:-1]):
+        assert_close(s, t.detach())
+
+
+@D
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_nll_loss_backward_spatial_and_matrix(reduction, dtype):
+    for shape, y in (((3, 4), [1, 0, 3]), ((2, 3, 5), [[0, 1, 2, 2, 1], [2, 2, 0, 1, 0]])):
+        a = _x(shape, dtype)
+        res = []
+        for m in (sg, torch):
+            x = m.tensor(a, requires_grad=True)
+            loss = m.nn.functional.nll_loss(x, m.tensor(y), reduction=reduction)
+            loss.sum().backward()
+            res.append((loss, x.grad))
+        for s, t in zip(*res):
+            assert_close(s, t.detach())
+
+
+@D
+@pytest.mark.parametrize("perm", [(1, 0, 2), (2, 0, 1), (0, 1, 2)])
+def test_permute(perm, dtype):
+    a = _x((2, 3, 4), dtype)
+    (xs, s), (xt, t) = _both(lambda m, x: x.permute(*perm), [a])
+    np.testing.assert_array_equal(s.detach().numpy(), t.detach().numpy())
+    assert s.is_contiguous() == t.is_contiguous()
+    assert type(s.grad_fn).__name__ == type(t.grad_fn).__name__
+    g = _x(tuple(t.shape), dtype, seed=1)
+    s.backward(sg.tensor(g))
+    t.backward(torch.tensor(g))
+    np.testing.assert_array_equal(xs[0].grad.numpy(), xt[0].grad.numpy())
