@@ -23,7 +23,7 @@ from .graph.primitives import NUMPY_RULES, SHAPE_RULES
 from .tensor import Tensor
 from .tracing import _lifter, set_lifter, tracing
 
-__all__ = ["bind", "bind_binary", "bind_unary", "record", "record_one", "set_lifter", "tracing", "traced", "stop_gradient_node",
+__all__ = ["bind", "bind_binary", "bind_pair", "bind_unary", "record", "record_one", "set_lifter", "tracing", "traced", "stop_gradient_node",
            "Tensor"]
 
 _grad_state = grad_mode._state
@@ -137,6 +137,28 @@ _PAIR_NEEDS = {(x, y): (x, y) for x in (False, True) for y in (False, True)}
 
 
 _NO_ATTRS: dict = {}
+
+
+def bind_pair(prim: registry.Primitive, a: Tensor, b: Tensor, grad_name: str | None = None
+              ) -> Tensor:
+    """``bind(prim, a, b)`` of a structural primitive without attributes on two eager
+    Tensors of one float dtype whose shapes the caller checked (the matmul of two
+    matrices): its numpy rule and the recorded node, without the shape rule."""
+    if _lifter[0] is not None:
+        return bind(prim, a, b, grad_name=grad_name)
+    dt = a._dtype
+    token = fp_enter()
+    try:
+        res = NUMPY_RULES[prim.name](a._data, b._data)
+    finally:
+        fp_leave(token)
+    if type(res) is not np.ndarray or res.dtype != dt.np:
+        res = np.asarray(res, dtype=dt.np)
+    out = Tensor._from_array(res, dt)
+    if (a._requires_grad or a.grad_fn is not None or b._requires_grad
+            or b.grad_fn is not None) and _grad_state.enabled and prim.differentiable:
+        _record_pair(prim, a, b, True, True, out, grad_name)
+    return out
 
 
 def bind_unary(prim: registry.Primitive, x: Tensor, grad_name: str | None = None) -> Tensor:

@@ -36,9 +36,17 @@ class Kernel:
         self.forward, self.backward, self.takes_needs = forward, backward, takes_needs
 
 
+def _row_max(x, axes):
+    """The amax primitive's numpy rule (keepdim), its ufunc reduction called directly
+    when x is not empty."""
+    if x.size:
+        return np.maximum.reduce(x, axis=axes, keepdims=True)
+    return NUMPY_RULES["amax"](x, axes=axes, keepdim=True)
+
+
 def _softmax_forward(axes):
     def forward(x):
-        z = np.subtract(x, NUMPY_RULES["amax"](x, axes=axes, keepdim=True))
+        z = np.subtract(x, _row_max(x, axes))
         e = np.exp(z)
         return np.true_divide(e, np.add.reduce(e, axis=axes, keepdims=True))
     return forward
@@ -53,7 +61,7 @@ def _softmax_backward(axes):
 
 def _log_softmax_forward(axes):
     def forward(x):
-        z = np.subtract(x, NUMPY_RULES["amax"](x, axes=axes, keepdim=True))
+        z = np.subtract(x, _row_max(x, axes))
         lse = np.log(np.add.reduce(np.exp(z), axis=axes, keepdims=True))
         return np.subtract(z, lse)
     return forward

@@ -304,7 +304,7 @@ def _check_nll(x, t, weight, ignore_index, kernel=False) -> bool:
     if t._data is not None:
         flat = t._data.reshape(-1).astype(np.int64, copy=False)
         # (one comparison when every target is in range: negatives wrap to huge unsigned)
-        if np.greater_equal(flat.view(np.uint64), n_classes).any():
+        if flat.size and np.maximum.reduce(flat.view(np.uint64)) >= n_classes:
             bad = (flat != ignore_index) & ((flat < 0) | (flat >= n_classes))
             if bad.any():
                 raise IndexError(f"Target {flat[np.argmax(bad)]} is out of bounds.")

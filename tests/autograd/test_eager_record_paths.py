@@ -348,3 +348,43 @@ def test_permute(perm, dtype):
     s.backward(sg.tensor(g))
     t.backward(torch.tensor(g))
     np.testing.assert_array_equal(xs[0].grad.numpy(), xt[0].grad.numpy())
+
+
+@D
+@pytest.mark.parametrize("needs", [(True, True), (True, False), (False, True), (False, False)])
+def test_matmul_of_matrices(needs, dtype):
+    a, b = _x((3, 4), dtype), _x((4, 5), dtype, seed=1)
+    g = _x((3, 5), dtype, seed=2)
+    res = []
+    for m in (sg, torch):
+        x, y = m.tensor(a, requires_grad=needs[0]), m.tensor(b, requires_grad=needs[1])
+        out = x @ y
+        if out.requires_grad:
+            assert type(out.grad_fn).__name__ == "MmBackward0"
+            out.backward(m.tensor(g))
+        res.append((out, x.grad, y.grad))
+    for s, t in zip(*res):
+        assert (s is None) == (t is None)
+        if t is not None:
+            assert_close(s, t.detach())
+
+
+def test_matmul_of_matrices_errors_and_second_derivative():
+    errs = []
+    for m in (sg, torch):
+        with pytest.raises(RuntimeError) as e:
+            m.ones(2, 3) @ m.ones(2, 3)
+        errs.append(str(e.value))
+        with pytest.raises(RuntimeError) as e:
+            m.ones(2, 3) @ m.ones(3, 2, dtype=m.float64)
+        errs.append(str(e.value))
+    assert errs[:2] == errs[2:]
+    a, b = _x((2, 3), np.float64), _x((3, 2), np.float64, seed=1)
+    res = []
+    for m in (sg, torch):
+        x, y = m.tensor(a, requires_grad=True), m.tensor(b, requires_grad=True)
+        (gx,) = m.autograd.grad(((x @ y) ** 2).sum(), x, create_graph=True)
+        (hy,) = m.autograd.grad(gx.sum(), y)
+        res.append((gx, hy, m.tensor([[1, 2]]) @ m.tensor([[3], [4]])))
+    for s, t in zip(*res):
+        assert_close(s, t.detach())
