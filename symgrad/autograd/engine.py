@@ -69,7 +69,8 @@ def _seeds(outputs, grad_outputs, arrays=False):
             continue
         if not isinstance(g, Tensor):
             raise TypeError(f"'{type(g).__name__}' object is not iterable")
-        if tuple(g.shape) != tuple(out.shape):
+        if (g._data.shape != out._data.shape if arrays else
+                tuple(g.shape) != tuple(out.shape)):
             raise RuntimeError(
                 f"Mismatch in shape: grad_output[{i}] has a shape of {g.shape} and "
                 f"output[{i}] has a shape of {out.shape}.")

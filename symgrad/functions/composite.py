@@ -144,9 +144,10 @@ _NO_EDGE = (None, 0)
 
 def _saved_arrays(owner):
     """The saved inputs' and output's arrays of `owner`, version-checked."""
-    ins = tuple(None if s is None else s.unpack(owner)._data for s in owner._saved)
+    ins = tuple(None if s is None else s.unpack_data(owner) for s in owner._saved) \
+        if owner._saved else ()
     out = owner._saved_out
-    return ins, (None if out is None else out.unpack(owner)._data)
+    return ins, (None if out is None else out.unpack_data(owner))
 
 
 def _graph_backward(owner, fn, inputs, needs, g, create_graph=True):

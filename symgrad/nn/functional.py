@@ -267,11 +267,16 @@ def _no_grad_arg(fn_name: str, arg: str, t) -> None:
                            f"argument '{arg}'. This input cannot have requires_grad True.")
 
 
+def _dims(t) -> tuple:
+    """t's shape as a plain tuple (an eager tensor's array's own)."""
+    return t._data.shape if t._data is not None else tuple(t.shape)
+
+
 def _check_nll(x, t, weight, ignore_index, kernel=False) -> bool:
     """nll_loss's argument checks, in PyTorch's order and words (`kernel`: also its
     kernels' refusal of a non-float input, before the targets' bounds). Returns whether
     every target is known to be a class index (eager targets, all in range)."""
-    xs, ts = tuple(x.shape), tuple(t.shape)      # (plain tuples: read many times)
+    xs, ts = _dims(x), _dims(t)      # (plain tuples: read many times)
     xd, td = len(xs), len(ts)
     if xd < 1:
         raise ValueError(f"Expected 1 or more dimensions (got {xd})")
@@ -406,9 +411,10 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     if label_smoothing > 1.0:
         raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: "
                            f"{float(label_smoothing)}")
-    cdim = 1 if x.dim() >= 2 else 0
-    n = x.shape[cdim] if x.dim() else 1
-    if t.dtype.is_floating_point and tuple(t.shape) == tuple(x.shape):
+    xs = _dims(x)
+    cdim = 1 if len(xs) >= 2 else 0
+    n = xs[cdim] if xs else 1
+    if t._dtype.category == "float" and _dims(t) == xs:
         return _cross_entropy_probs(x, t, weight, reduction, label_smoothing, cdim, n)
     in_range = _check_nll(x, t, weight, ignore_index)
     _no_grad_arg("nll_loss_forward", "weight", weight)
