@@ -295,8 +295,12 @@ def clamp(x: Tensor, min: TensorOrScalar | None = None, max: TensorOrScalar | No
     info = _bounds(x.dtype)
     lo = info[0] if min is None else min
     hi = info[1] if max is None else max
-    dt = promote([x, lo, hi])
-    x = lax.cast(x, dt)
+    if type(x) is Tensor and x._dtype.category == "float" and type(lo) in _PY_NUMBERS \
+            and type(hi) in _PY_NUMBERS:
+        dt = x._dtype                 # (a float tensor with Python numbers: its dtype)
+    else:
+        dt = promote([x, lo, hi])
+        x = lax.cast(x, dt)
     return bind(P["clamp"], x, _scalar_as(lo, dt), _scalar_as(hi, dt), grad_name=grad_name)
 
 

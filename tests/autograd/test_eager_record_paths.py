@@ -388,3 +388,34 @@ def test_matmul_of_matrices_errors_and_second_derivative():
         res.append((gx, hy, m.tensor([[1, 2]]) @ m.tensor([[3], [4]])))
     for s, t in zip(*res):
         assert_close(s, t.detach())
+
+
+@D
+@pytest.mark.parametrize("bounds", [(-0.5, 0.5), (None, 1), (0, None), (2, -1), (-3, 2.5)])
+def test_clamp_scalar_bounds(bounds, dtype):
+    a = _x((3, 4), dtype)
+    g = _x((3, 4), dtype, seed=1)
+    lo, hi = bounds
+    (xs, s), (xt, t) = _both(lambda m, x: x.clamp(lo, hi), [a])
+    assert type(s.grad_fn).__name__ == type(t.grad_fn).__name__
+    assert str(s.dtype) == str(t.dtype)
+    np.testing.assert_array_equal(s.detach().numpy(), t.detach().numpy())
+    s.backward(sg.tensor(g))
+    t.backward(torch.tensor(g))
+    np.testing.assert_array_equal(xs[0].grad.numpy(), xt[0].grad.numpy())
+
+
+@D
+@pytest.mark.parametrize("keepdim", [False, True])
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_max_min_dim(dim, keepdim, dtype):
+    a = _x((3, 4), dtype)
+    for kind in ("max", "min"):
+        (xs, s), (xt, t) = _both(lambda m, x: getattr(x, kind)(dim, keepdim), [a])
+        np.testing.assert_array_equal(s.values.detach().numpy(), t.values.detach().numpy())
+        np.testing.assert_array_equal(s.indices.numpy(), t.indices.numpy())
+        assert type(s.values.grad_fn).__name__ == type(t.values.grad_fn).__name__
+        g = _x(tuple(t.values.shape), dtype, seed=1)
+        s.values.backward(sg.tensor(g))
+        t.values.backward(torch.tensor(g))
+        np.testing.assert_array_equal(xs[0].grad.numpy(), xt[0].grad.numpy())
