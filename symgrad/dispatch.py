@@ -23,7 +23,7 @@ from .graph.primitives import NUMPY_RULES, SHAPE_RULES
 from .tensor import Tensor
 from .tracing import _lifter, set_lifter, tracing
 
-__all__ = ["bind", "bind_binary", "record_one", "set_lifter", "tracing", "traced", "stop_gradient_node",
+__all__ = ["bind", "bind_binary", "bind_pair", "bind_unary", "record", "record_one", "set_lifter", "tracing", "traced", "stop_gradient_node",
            "Tensor"]
 
 _grad_state = grad_mode._state
@@ -34,9 +34,18 @@ def bind(prim: registry.Primitive, *operands: Tensor | int | float | bool,
          grad_name: str | None = None, **attrs: Any) -> Tensor:
     """Apply `prim` to `operands` (Tensors; Python scalars for elementwise primitives,
     which take the dtype of the tensor operands)."""
+    tracer = _lifter[0]
+    if tracer is None and len(operands) == 1:     # one eager tensor: the common case
+        x = operands[0]
+        if isinstance(x, Tensor) and x._data is not None:
+            out = (_elementwise_values(prim, (x._data,), x._dtype)
+                   if prim.kind == "elementwise" else _eager(prim, operands, attrs))
+            if (x._requires_grad or x.grad_fn is not None) and _grad_state.enabled \
+                    and prim.differentiable and out._dtype.category == "float":
+                record_one(prim, x, attrs, out, grad_name)
+            return out
     traced = False
     req = False
-    tracer = _lifter[0]
     if tracer is not None and tracer.gates:     # a traced branch (functions/branching.py)
         operands = tracer.gate(operands)
     for o in operands:
@@ -78,11 +87,91 @@ def bind_binary(prim: registry.Primitive, a, b, grad_name: str | None = None):
     if (((ta and (a._requires_grad or a.grad_fn is not None))
          or (tb and (b._requires_grad or b.grad_fn is not None)))
             and _grad_state.enabled and prim.differentiable and out._dtype.category == "float"):
-        _record(prim, (a, b), _NO_ATTRS, out, grad_name)
+        _record_pair(prim, a, b, ta, tb, out, grad_name)
     return out
 
 
+def _edge(o):
+    """(node, output number) where the gradient of Tensor `o`, which requires grad,
+    flows: its grad_fn, or its (live or new) AccumulateGrad."""
+    fn = o.grad_fn
+    if fn is not None:
+        return (fn, o._output_nr)
+    acc = o._acc            # (a live AccumulateGrad: no call to make one)
+    acc = acc() if acc is not None else None
+    return (acc if acc is not None else accumulator(o), 0)
+
+
+def _operand_entry(o):
+    """(whether it needs a gradient, its edge, its aval) of an eager Tensor operand."""
+    need = o._requires_grad or o.grad_fn is not None
+    return need, (_edge(o) if need else _NO_EDGE), (o._data.shape, o._dtype)
+
+
+def _record_pair(prim, a, b, ta, tb, out, grad_name):
+    """:func:`_record` for two eager operands (Tensors where `ta` / `tb`, else Python
+    numbers), as bind_binary calls it: the same node, without the loops."""
+    na, ea, aa = _operand_entry(a) if ta else _SCALAR_ENTRY
+    nb, eb, ab = _operand_entry(b) if tb else _SCALAR_ENTRY
+    needs = _PAIR_NEEDS[na, nb]
+    name = grad_name or prim.grad_name
+    hit = _SAVE_CACHE.get((prim, needs, name))
+    save_ins, save_out = hit if hit is not None else _saves(prim, needs, name)
+    if save_ins:
+        saved = [None, None]
+        for i in save_ins:
+            o = b if i else a
+            saved[i] = SavedTensor(o) if (tb if i else ta) else o
+        saved = tuple(saved)
+    else:
+        saved = _NONES[2]
+    fn = new_function(name, prim, (), (aa, ab), (out._data.shape, out._dtype), (ea, eb), needs,
+                      saved, None)
+    out.grad_fn = fn
+    if save_out:            # after the output has its history, as PyTorch saves it
+        fn._saved_out = SavedTensor(out, is_output=True)
+
+
+_SCALAR_ENTRY = (False, (None, 0), ((), None))
+_PAIR_NEEDS = {(x, y): (x, y) for x in (False, True) for y in (False, True)}
+
+
 _NO_ATTRS: dict = {}
+
+
+def bind_pair(prim: registry.Primitive, a: Tensor, b: Tensor, grad_name: str | None = None
+              ) -> Tensor:
+    """``bind(prim, a, b)`` of a structural primitive without attributes on two eager
+    Tensors of one float dtype whose shapes the caller checked (the matmul of two
+    matrices): its numpy rule and the recorded node, without the shape rule."""
+    if _lifter[0] is not None:
+        return bind(prim, a, b, grad_name=grad_name)
+    dt = a._dtype
+    token = fp_enter()
+    try:
+        res = NUMPY_RULES[prim.name](a._data, b._data)
+    finally:
+        fp_leave(token)
+    if type(res) is not np.ndarray or res.dtype != dt.np:
+        res = np.asarray(res, dtype=dt.np)
+    out = Tensor._from_array(res, dt)
+    if (a._requires_grad or a.grad_fn is not None or b._requires_grad
+            or b.grad_fn is not None) and _grad_state.enabled and prim.differentiable:
+        _record_pair(prim, a, b, True, True, out, grad_name)
+    return out
+
+
+def bind_unary(prim: registry.Primitive, x: Tensor, grad_name: str | None = None) -> Tensor:
+    """``bind(prim, x)`` for the hot path of elementwise math: a float Tensor `x` (the
+    caller checked), no promotion to do."""
+    a = x._data
+    if a is None or _lifter[0] is not None:     # traced: the general path
+        return bind(prim, x, grad_name=grad_name)
+    out = _elementwise_values(prim, (a,), x._dtype)
+    if (x._requires_grad or x.grad_fn is not None) and _grad_state.enabled \
+            and prim.differentiable and out._dtype.category == "float":
+        record_one(prim, x, _NO_ATTRS, out, grad_name)
+    return out
 
 
 def _eager_elementwise(prim, operands):
@@ -254,6 +343,13 @@ def _record(prim, operands, attrs, out, grad_name):
     out.grad_fn = fn
     if save_out:            # after the output has its history, as PyTorch saves it
         fn._saved_out = SavedTensor(out, is_output=True)
+
+
+def record(prim, operands, attrs, out, grad_name) -> None:
+    """Record eager `out` = `prim(*operands, **attrs)` as bind would (the caller checked
+    grad mode, the result's float dtype and that an operand requires grad): for fast
+    paths computing a primitive's value themselves."""
+    _record(prim, operands, attrs, out, grad_name)
 
 
 def record_one(prim, x, attrs, out, grad_name) -> None:

@@ -69,7 +69,8 @@ def _seeds(outputs, grad_outputs, arrays=False):
             continue
         if not isinstance(g, Tensor):
             raise TypeError(f"'{type(g).__name__}' object is not iterable")
-        if tuple(g.shape) != tuple(out.shape):
+        if (g._data.shape != out._data.shape if arrays else
+                tuple(g.shape) != tuple(out.shape)):
             raise RuntimeError(
                 f"Mismatch in shape: grad_output[{i}] has a shape of {g.shape} and "
                 f"output[{i}] has a shape of {out.shape}.")
@@ -181,6 +182,9 @@ def _run(roots, seeds, *, retain_graph, create_graph, capture=None, accumulate=T
     grad_was = grad_mode._state.grad
     grad_mode.set_grad_mode(create_graph)
     try:
+        if arrays and capture is None and not extra:
+            _run_arrays(order, buffers, retain_graph)
+            return captured
         for fn in order:
             key = id(fn)
             g = buffers.pop(key, None)
@@ -214,6 +218,42 @@ def _run(roots, seeds, *, retain_graph, create_graph, capture=None, accumulate=T
         grad_mode.set_grad_mode(grad_was)
         fp_leave(token)
     return captured
+
+
+def _run_arrays(order, buffers, retain_graph):
+    """The loop of :func:`_run` for its most common call, ``loss.backward()`` in eager
+    mode: array cotangents, every node run, leaves accumulated; the buffers' updates
+    inline (the same steps, in the same order, as the general loop)."""
+    extra: dict[int, dict] = {}      # (outputs k > 0 of custom Functions)
+    pop = buffers.pop
+    for fn in order:
+        key = id(fn)
+        g = pop(key, None)
+        if g is None and key not in extra:
+            continue
+        if type(fn) is AccumulateGrad:
+            if fn._hooks is None or _leaf_hooks.on:
+                _accumulate_leaf_array(fn.variable, g)
+            else:
+                _leaf_hooked(fn, g, True, False, None, None, True)
+            del g
+            continue
+        if fn._hooks is None:
+            grads = _call_rule_arrays(fn, g)
+        else:
+            grads = _call_hooked(fn, g, extra.pop(key, None), True, None, None)
+        del g
+        for (nxt, nr), gi in zip(fn.next_functions, grads):
+            if nxt is not None and gi is not None:
+                if nr:
+                    _accumulate_extra(extra, nxt, nr, gi)
+                else:
+                    k = id(nxt)
+                    prev = buffers.get(k)
+                    buffers[k] = gi if prev is None else lax.add(prev, gi)
+        del grads
+        if not retain_graph:
+            fn.release()
 
 
 def _push(buffers, extra, fn, grads):

@@ -112,6 +112,18 @@ class SavedTensor:
             self._modified(owner, t._dtype, t.shape, t._vc[0], t.grad_fn, t._output_nr)
         return t
 
+    def unpack_data(self, owner):
+        """The saved tensor's array, version-checked as :meth:`unpack` does (no Tensor
+        made for a saved output: eager kernels read arrays)."""
+        t = self.tensor
+        if self.packed is None and self.is_output:
+            data, dtype, node, vc, _ = t
+            if vc[0] != self.version:
+                self._modified(owner, dtype, data.shape if node is None else node.shape,
+                               vc[0], owner, self.output_nr)
+            return data
+        return self.unpack(owner)._data
+
     def _modified(self, owner, dtype, shape, version, fn, nr):
         which = f", which is output {nr} of {short_name(fn)}," if fn is not None else ""
         raise RuntimeError(

@@ -19,7 +19,7 @@ from ..graph.fpstate import enter as fp_enter, leave as fp_leave
 from ..graph.primitives import PRIMITIVES as P
 from ..tensor import Tensor
 
-__all__ = ["named"]
+__all__ = ["named", "record_kernel", "kernel_ok"]
 
 
 def named(name: str, fn, *inputs, saves: tuple = (), saves_output: bool = False,
@@ -33,8 +33,7 @@ def named(name: str, fn, *inputs, saves: tuple = (), saves_output: bool = False,
     after the inputs and version-checked the same way.
     `kernel` (a :class:`~symgrad.functions.kernels.Kernel`) computes the same function on
     eager arrays in one pass, with a closed-form backward (see there)."""
-    if kernel is not None and _lifter[0] is None and not saved_hooks.active() \
-            and not _anomaly["enabled"]:
+    if kernel is not None and kernel_ok():
         out = _run_kernel(name, kernel, fn, inputs, saves, saves_output, keeps)
         if out is not None:
             return out
@@ -65,6 +64,13 @@ def named(name: str, fn, *inputs, saves: tuple = (), saves_output: bool = False,
     return out
 
 
+def kernel_ok() -> bool:
+    """Whether an eager kernel may run now: nothing is traced, anomaly mode is off and
+    no saved-tensor hooks are in force (those take the primitives' path)."""
+    return _lifter[0] is None and not _anomaly["enabled"] and \
+        not (saved_hooks.used and saved_hooks.active())
+
+
 def _save(name, inputs, saves, keeps) -> tuple:
     """The saved tensors of a named composite: inputs at positions `saves`, then `keeps`."""
     if not (saves or keeps):
@@ -80,39 +86,57 @@ def _save(name, inputs, saves, keeps) -> tuple:
 def _run_kernel(name, kernel, fn, inputs, saves, saves_output, keeps):
     """`named` on eager inputs through `kernel` (None when an input is not an eager
     floating-point tensor: the generic path then runs)."""
-    arrays, needs, nexts, in_avals = [], [], [], []
     dt = None
     for x in inputs:
         if not isinstance(x, Tensor) or x._data is None or x._dtype.category != "float":
             return None     # (integer inputs: the primitives' promotions decide the dtype)
-        a = x._data
-        arrays.append(a)
-        in_avals.append((a.shape, x._dtype))
-        needs.append(x._requires_grad or x.grad_fn is not None)
         if dt is None:
             dt = x._dtype
     token = fp_enter()          # exp(inf - inf): no warnings, as in PyTorch
     try:
-        res = kernel.forward(*arrays)
+        res = kernel.forward(*[x._data for x in inputs])
     finally:
         fp_leave(token)
     if type(res) is not np.ndarray or res.dtype != dt.np:
         res = np.asarray(res, dtype=dt.np)
     out = Tensor._from_array(res, dt)
-    if not (_grad_state.enabled and True in needs):
-        return out
-    for x, n in zip(inputs, needs):
+    if _grad_state.enabled:
+        record_kernel(name, kernel, fn, inputs, out, saves, saves_output, keeps)
+    return out
+
+
+def record_kernel(name, kernel, fn, inputs, out, saves=(), saves_output=False, keeps=()):
+    """Record eager `out` = `fn(*inputs)` (computed by `kernel`) as the one Function
+    `name`, when some input requires grad (the caller checked grad mode, that every
+    input is an eager floating-point tensor and that no trace, saved-tensor hooks or
+    anomaly mode are active, as `named` does)."""
+    needs, nexts = [], []
+    req = False
+    for x in inputs:
         gf = x.grad_fn
-        nexts.append(((gf, x._output_nr) if gf is not None else (accumulator(x), 0)) if n
-                     else _NO_EDGE)
+        if gf is not None:
+            needs.append(True)
+            nexts.append((gf, x._output_nr))
+            req = True
+        elif x._requires_grad:
+            needs.append(True)
+            acc = x._acc            # (a live AccumulateGrad: no call to make one)
+            acc = acc() if acc is not None else None
+            nexts.append((acc if acc is not None else accumulator(x), 0))
+            req = True
+        else:
+            needs.append(False)
+            nexts.append(_NO_EDGE)
+    if not req:
+        return
     needs = tuple(needs)
-    f = new_function(name, None, (), tuple(in_avals), (res.shape, dt), tuple(nexts), needs,
+    f = new_function(name, None, (), tuple([(x._data.shape, x._dtype) for x in inputs]),
+                     (out._data.shape, out._dtype), tuple(nexts), needs,
                      _save(name, inputs, saves, keeps) if saves or keeps else (), None)
     f._inner = _KernelInner(kernel, fn, inputs, needs)
     out.grad_fn = f
     if saves_output:
         f._saved_out = SavedTensor(out, is_output=True)
-    return out
 
 
 _NO_EDGE = (None, 0)
@@ -120,9 +144,10 @@ _NO_EDGE = (None, 0)
 
 def _saved_arrays(owner):
     """The saved inputs' and output's arrays of `owner`, version-checked."""
-    ins = tuple(None if s is None else s.unpack(owner)._data for s in owner._saved)
+    ins = tuple(None if s is None else s.unpack_data(owner) for s in owner._saved) \
+        if owner._saved else ()
     out = owner._saved_out
-    return ins, (None if out is None else out.unpack(owner)._data)
+    return ins, (None if out is None else out.unpack_data(owner))
 
 
 def _graph_backward(owner, fn, inputs, needs, g, create_graph=True):

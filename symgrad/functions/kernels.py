@@ -36,9 +36,17 @@ class Kernel:
         self.forward, self.backward, self.takes_needs = forward, backward, takes_needs
 
 
+def _row_max(x, axes):
+    """The amax primitive's numpy rule (keepdim), its ufunc reduction called directly
+    when x is not empty."""
+    if x.size:
+        return np.maximum.reduce(x, axis=axes, keepdims=True)
+    return NUMPY_RULES["amax"](x, axes=axes, keepdim=True)
+
+
 def _softmax_forward(axes):
     def forward(x):
-        z = np.subtract(x, NUMPY_RULES["amax"](x, axes=axes, keepdim=True))
+        z = np.subtract(x, _row_max(x, axes))
         e = np.exp(z)
         return np.true_divide(e, np.add.reduce(e, axis=axes, keepdims=True))
     return forward
@@ -53,7 +61,7 @@ def _softmax_backward(axes):
 
 def _log_softmax_forward(axes):
     def forward(x):
-        z = np.subtract(x, NUMPY_RULES["amax"](x, axes=axes, keepdim=True))
+        z = np.subtract(x, _row_max(x, axes))
         lse = np.log(np.add.reduce(np.exp(z), axis=axes, keepdims=True))
         return np.subtract(z, lse)
     return forward
@@ -96,42 +104,70 @@ def nll_loss_kernel(idx: np.ndarray, keep: np.ndarray | None, cdim: int, reducti
     loss and gradient are 0 by a select (not a product with 0: its input or cotangent
     may be inf / NaN). Backward: ``-g / (number kept)`` (mean; 0 when none is kept) at
     kept targets scattered to their classes, as PyTorch's nll_loss_backward."""
-    axes = tuple(range(len(shape)))
-    # (N, C) input: the picked elements by a plain fancy index (take_along_axis builds
-    # the same index arrays in Python)
-    at = (np.arange(shape[0]), idx.reshape(shape)) if len(shape) == 1 and cdim == 1 else None
-    kept = math.prod(shape) if keep is None else int(np.count_nonzero(keep))
-    x_shape = [None]
+    return _NllLoss(idx, keep, cdim, reduction, shape)
 
-    def forward(x):
-        x_shape[0] = x.shape
+
+_ROWS: dict = {}
+
+
+def _rows(n: int) -> np.ndarray:
+    """``arange(n)`` (read-only, shared: a fancy index's row numbers)."""
+    r = _ROWS.get(n)
+    if r is None:
+        r = np.arange(n)
+        r.flags.writeable = False
+        if len(_ROWS) < 64:
+            _ROWS[n] = r
+    return r
+
+
+class _NllLoss:
+    """The nll_loss kernel (see :func:`nll_loss_kernel`): an object, not closures, as
+    one is made per call."""
+
+    __slots__ = ("idx", "keep", "cdim", "reduction", "shape", "at", "kept", "x_shape")
+    takes_needs = False
+
+    def __init__(self, idx, keep, cdim, reduction, shape):
+        self.idx, self.keep, self.cdim, self.reduction, self.shape = \
+            idx, keep, cdim, reduction, shape
+        # (N, C) input: the picked elements by a plain fancy index (take_along_axis builds
+        # the same index arrays in Python)
+        self.at = (_rows(shape[0]), idx.reshape(shape)) if len(shape) == 1 and cdim == 1 \
+            else None
+        self.kept = math.prod(shape) if keep is None else int(np.count_nonzero(keep))
+        self.x_shape = None
+
+    def forward(self, x):
+        self.x_shape = x.shape
+        at, keep, reduction = self.at, self.keep, self.reduction
         picked = x[at] if at is not None else \
-            np.take_along_axis(x, idx, axis=cdim).reshape(shape)
+            np.take_along_axis(x, self.idx, axis=self.cdim).reshape(self.shape)
         loss = np.negative(picked) if keep is None else \
             np.where(keep, np.negative(picked), x.dtype.type(0))
         if reduction == "none":
             return loss
-        total = np.add.reduce(loss, axis=axes)
+        total = np.add.reduce(loss, axis=tuple(range(len(self.shape))))
         if reduction == "sum":
             return total
-        if kept == 0:
+        if self.kept == 0:
             return np.asarray(np.nan, dtype=x.dtype)
-        return np.true_divide(total, x.dtype.type(kept))
+        return np.true_divide(total, x.dtype.type(self.kept))
 
-    def backward(g, inputs, out):
+    def backward(self, g, inputs, out):
         dt = g.dtype
-        if reduction == "mean":
+        keep, kept, shape = self.keep, self.kept, self.shape
+        if self.reduction == "mean":
             g = np.zeros((), dt) if kept == 0 else np.true_divide(g, dt.type(kept))
-        gx = np.zeros(x_shape[0], dt)
+        gx = np.zeros(self.x_shape, dt)
         vals = np.negative(g) if keep is None else np.where(keep, np.negative(g), dt.type(0))
-        if vals.shape != shape:
-            vals = np.broadcast_to(vals, shape)
-        if at is not None:
-            gx[at] = vals
+        if self.at is not None:
+            gx[self.at] = vals          # (a 0-d value is broadcast by the assignment)
         else:
-            np.put_along_axis(gx, idx, vals.reshape(idx.shape), axis=cdim)
+            if vals.shape != shape:
+                vals = np.broadcast_to(vals, shape)
+            np.put_along_axis(gx, self.idx, vals.reshape(self.idx.shape), axis=self.cdim)
         return (gx,)
-    return Kernel(forward, backward)
 
 
 _SQRT1_2 = float(1 / np.sqrt(2.0))
@@ -212,8 +248,8 @@ def layer_norm_kernel(axes: tuple, eps: float, affine: tuple[bool, bool]) -> Ker
         xhat, rstd, w = kept
         lead = tuple(range(xhat.ndim - len(axes)))
         gy = g if w is None else np.multiply(g, w)
-        m1 = np.mean(gy, axis=axes, keepdims=True)
-        m2 = np.mean(np.multiply(gy, xhat), axis=axes, keepdims=True)
+        m1 = _np_mean(gy, axes)
+        m2 = _np_mean(np.multiply(gy, xhat), axes)
         gx = np.multiply(rstd, np.subtract(np.subtract(gy, m1), np.multiply(xhat, m2)))
         grads = [gx]
         if affine[0]:
@@ -224,15 +260,30 @@ def layer_norm_kernel(axes: tuple, eps: float, affine: tuple[bool, bool]) -> Ker
     return Kernel(forward, backward)
 
 
+def _np_mean(a: np.ndarray, axes: tuple) -> np.ndarray:
+    """``np.mean(a, axis=axes, keepdims=True)``, the same ufunc calls without its
+    Python-level steps: the sum in a's dtype, divided (in the result type of a's dtype
+    and an intp count, stored back in a's dtype) by the number of elements."""
+    n = 1
+    for ax in axes:
+        n *= a.shape[ax]
+    s = np.add.reduce(a, axis=axes, keepdims=True)
+    return np.true_divide(s, np.intp(n), out=s, casting="unsafe")
+
+
 def stack_kernel(axis: int, n: int) -> Kernel:
-    """`n` arrays of one shape stacked along a new `axis` (``np.stack``: a copy, the same
-    bits as the reshapes and ``cat``); backward: the cotangent's slices along `axis`."""
+    """`n` arrays of one shape stacked along a new `axis` (a copy, the same bits as the
+    reshapes and ``cat``: what ``np.stack`` does -- ``np.concatenate`` of the arrays
+    with a new axis --, without its Python-level checks); backward: the cotangent's
+    slices along `axis` (copies: each is a fresh gradient)."""
+    lead = (slice(None),) * axis
+    new = lead + (None,)
+
     def forward(*arrays):
-        return np.stack(arrays, axis=axis)
+        return np.concatenate([a[new] for a in arrays], axis=axis)
 
     def backward(g, inputs, out):
-        parts = np.moveaxis(g, axis, 0)
-        return tuple(np.array(parts[i]) for i in range(n))
+        return tuple(np.array(g[lead + (i,)]) for i in range(n))
     return _cached(("stack", axis, n), lambda: Kernel(forward, backward))
 
 

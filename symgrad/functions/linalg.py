@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from ..dispatch import bind
+from ..dispatch import bind, bind_pair
 from ..graph.primitives import PRIMITIVES as P
 from .common import Tensor, to_tensor
 from .shape import contiguous, reshape, transpose, unsqueeze
@@ -38,6 +38,10 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     matrix or vector is folded: view(-1, n) -> mm / mv -> UnsafeViewBackward0."""
     a, b = to_tensor(a), to_tensor(b)
     _check_dtypes(a, b)
+    x, y = a._data, b._data
+    if x is not None and y is not None and x.ndim == 2 and y.ndim == 2 and \
+            x.shape[1] == y.shape[0] and a._dtype.category == "float":
+        return bind_pair(P["matmul"], a, b, "MmBackward0")      # (two eager matrices)
     na, nb = a.dim(), b.dim()
     if na == 1 and nb == 2:
         out = matmul(unsqueeze(a, 0), b)

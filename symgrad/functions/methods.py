@@ -18,6 +18,8 @@ from .common import Tensor, is_scalar, to_tensor
 from ..autograd import engine, grad_mode, hooks
 from ..device import check_device
 from .composite import named
+from ..dispatch import bind_unary
+from ..graph.primitives import PRIMITIVES as P
 from ..graph.shapes import broadcast_shapes
 from . import arithmetic, combine, compat, factorizations, search, finite, order, predicates, random
 from .random import generator as gen
@@ -31,17 +33,12 @@ if TYPE_CHECKING:
 __all__ = ["install"]
 
 
-def _binop(name: str, grad_name: str | None = None) -> Callable[[Tensor, TensorOrScalar], Tensor]:
-    def method(self: Tensor, other: TensorOrScalar) -> Tensor:
-        return E.binary(name, self, other, grad_name)
-    return method
+def _binop(name: str) -> Callable[[Tensor, TensorOrScalar], Tensor]:
+    return E.binary_method(name)
 
 
-def _rbinop(name: str, grad_name: str | None = None
-            ) -> Callable[[Tensor, TensorOrScalar], Tensor]:
-    def method(self: Tensor, other: TensorOrScalar) -> Tensor:
-        return E.binary(name, other, self, grad_name)
-    return method
+def _rbinop(name: str) -> Callable[[Tensor, TensorOrScalar], Tensor]:
+    return E.binary_method(name, reflected=True)
 
 
 def _bitwise(op: str, reflected: bool = False) -> Callable[[Tensor, TensorOrScalar], Tensor]:
@@ -250,7 +247,11 @@ def _rmatmul(self: Tensor, o: Tensor) -> Tensor:
 
 
 def _unary_method(name: str) -> Callable[[Tensor], Tensor]:
+    grad_name = E._NAMES.get(name)
+
     def method(self: Tensor) -> Tensor:
+        if type(self) is Tensor and self._dtype.category == "float":     # (the common case)
+            return bind_unary(P[name], self, grad_name)
         return E.unary(name, self)
     return method
 

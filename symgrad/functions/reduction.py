@@ -118,15 +118,16 @@ def _extremum(kind, x, dim, keepdim, other):
                          lambda v: _nan_shared_extremum(prim, kind, v), x)
         return bind(prim, x, axes=tuple(range(x.dim())), keepdim=False,
                     grad_name=f"{kind.capitalize()}Backward1")
-    axis = wrap_dim(dim, x.dim())
-    if x.dim() and x.shape[axis] == 0:
+    xs = x._data.shape if x._data is not None else tuple(x.shape)
+    axis = wrap_dim(dim, len(xs))
+    if xs and xs[axis] == 0:
         raise IndexError(f"{kind}(): Expected reduction dim {axis} to have non-zero size.")
-    idx = bind(P["argmax" if kind == "max" else "argmin"], x, axis=axis if x.dim() else 0,
-               keepdim=True) if x.dim() else lax.full((), 0, dtypes.int64)
-    if x.dim() == 0:
+    idx = bind(P["argmax" if kind == "max" else "argmin"], x, axis=axis,
+               keepdim=True) if xs else lax.full((), 0, dtypes.int64)
+    if not xs:
         value = named(f"{kind.capitalize()}Backward0", lambda v: bind(P["copy"], v), x)
         return getattr(return_types, kind)(value, idx)
-    shape = x.shape[:axis] + ((1,) if keepdim else ()) + x.shape[axis + 1:]
+    shape = xs[:axis] + ((1,) if keepdim else ()) + xs[axis + 1:]
     indices = idx if keepdim else lax.reshape(idx, shape)
     # the backward reads ``idx``, which the returned indices view: saved and
     # version-checked as PyTorch saves its indices (an in-place update of them raises)

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..autograd.grad_mode import _state as _grad_state
 from ..autograd.nodes import no_accumulator
-from ..dispatch import bind, record_one
+from ..dispatch import bind, record, record_one
 from ..graph.primitives import NUMPY_RULES
 from ..tracing import _lifter
 from ..ops import lax
@@ -462,7 +462,19 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
                                        f"{axis}. Expected size {ref[d]} but got size {shp[d]} "
                                        f"for tensor number {i} in the list.")
         parts.append(tt)
+    if _lifter[0] is None and all(t._data is not None and t._dtype is dt for t in parts):
+        return _cat_eager(parts, axis, dt)
     return bind(P["cat"], *(lax.cast(t, dt) for t in parts), axis=axis)
+
+
+def _cat_eager(parts, axis, dt):
+    """``bind(cat)`` of eager tensors of dtype `dt` (checked), without its generic
+    steps: the numpy rule, and the same recorded node."""
+    out = Tensor._from_array(np.concatenate([t._data for t in parts], axis=axis), dt)
+    if _grad_state.enabled and dt.category == "float" and \
+            any(t._requires_grad or t.grad_fn is not None for t in parts):
+        record(P["cat"], tuple(parts), {"axis": axis}, out, None)
+    return out
 
 
 def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:

@@ -92,9 +92,11 @@ def _prep_softmax(input, dim, dtype, name):
         x = lax.cast(x, dtypes.as_dtype(dtype))
     if dim is None:
         dim = _softmax_dim(x.dim(), name)
-    axes = (wrap_dim(dim, x.dim()),) if x.dim() else ()
-    last = not axes or axes[0] == x.dim() - 1         # (PyTorch's two CPU kernels)
-    floating_kernel(x, f"{name}_lastdim_kernel_impl" if last else f"{name}_kernel_impl")
+    nd = x.dim()
+    axes = (wrap_dim(dim, nd),) if nd else ()
+    if x._dtype.category != "float":
+        last = not axes or axes[0] == nd - 1         # (PyTorch's two CPU kernels)
+        floating_kernel(x, f"{name}_lastdim_kernel_impl" if last else f"{name}_kernel_impl")
     return x, axes
 
 
@@ -265,10 +267,16 @@ def _no_grad_arg(fn_name: str, arg: str, t) -> None:
                            f"argument '{arg}'. This input cannot have requires_grad True.")
 
 
-def _check_nll(x, t, weight, ignore_index, kernel=False):
+def _dims(t) -> tuple:
+    """t's shape as a plain tuple (an eager tensor's array's own)."""
+    return t._data.shape if t._data is not None else tuple(t.shape)
+
+
+def _check_nll(x, t, weight, ignore_index, kernel=False) -> bool:
     """nll_loss's argument checks, in PyTorch's order and words (`kernel`: also its
-    kernels' refusal of a non-float input, before the targets' bounds)."""
-    xs, ts = tuple(x.shape), tuple(t.shape)      # (plain tuples: read many times)
+    kernels' refusal of a non-float input, before the targets' bounds). Returns whether
+    every target is known to be a class index (eager targets, all in range)."""
+    xs, ts = _dims(x), _dims(t)      # (plain tuples: read many times)
     xd, td = len(xs), len(ts)
     if xd < 1:
         raise ValueError(f"Expected 1 or more dimensions (got {xd})")
@@ -301,10 +309,13 @@ def _check_nll(x, t, weight, ignore_index, kernel=False):
     if t._data is not None:
         flat = t._data.reshape(-1).astype(np.int64, copy=False)
         # (one comparison when every target is in range: negatives wrap to huge unsigned)
-        if np.greater_equal(flat.view(np.uint64), n_classes).any():
+        if flat.size and np.maximum.reduce(flat.view(np.uint64)) >= n_classes:
             bad = (flat != ignore_index) & ((flat < 0) | (flat >= n_classes))
             if bad.any():
                 raise IndexError(f"Target {flat[np.argmax(bad)]} is out of bounds.")
+            return False
+        return True
+    return False
 
 
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
@@ -313,15 +324,17 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     (``NllLoss2DBackward0`` then, as PyTorch names it)."""
     x, t = to_tensor(input), to_tensor(target)
     _check_reduction(reduction)
-    _check_nll(x, t, weight, ignore_index, kernel=True)
+    in_range = _check_nll(x, t, weight, ignore_index, kernel=True)
     _no_grad_arg("nll_loss_forward", "weight", weight)
-    return _nll_loss(x, t, weight, ignore_index, reduction)
+    return _nll_loss(x, t, weight, ignore_index, reduction, in_range)
 
 
-def _nll_loss(x, t, weight, ignore_index, reduction):
+def _nll_loss(x, t, weight, ignore_index, reduction, in_range=False):
     """nll_loss on checked arguments (cross_entropy checked them on its input). As
     PyTorch's nll_loss_nd: a 3-D or >= 5-D input is viewed as (N, C, 1, -1) (its
-    targets as (N, 1, -1)) for the 2-d kernel, a 'none' result viewed back."""
+    targets as (N, 1, -1)) for the 2-d kernel, a 'none' result viewed back.
+    `in_range`: every target is a class index (so none is ignored when `ignore_index`
+    is not one)."""
     nd = x.dim()
     if nd == 3 or nd > 4:
         n, c = x.shape[0], x.shape[1]
@@ -334,14 +347,18 @@ def _nll_loss(x, t, weight, ignore_index, reduction):
     eager = t._data is not None and x._data is not None and not dispatch.tracing()
     if eager:               # the target's arrays directly (no history to record)
         tn = t._data.astype(np.int64, copy=False)
-        keep_n = np.not_equal(tn, ignore_index)
-        every = bool(keep_n.all())
+        if in_range and not 0 <= ignore_index < x.shape[cdim]:
+            keep_n, every = None, True          # (no target is ignore_index)
+        else:
+            keep_n = np.not_equal(tn, ignore_index)
+            every = bool(keep_n.all())
         safe_n = tn if every else np.where(keep_n, tn, 0)
         idx_n = safe_n.reshape(safe_n.shape[:cdim] + (1,) + safe_n.shape[cdim:])
         tshape = safe_n.shape
 
         def targets():      # (tensors only for the primitives' path: the kernel takes arrays)
-            return (Tensor._from_array(keep_n, dtypes.bool_),
+            keep = np.not_equal(tn, ignore_index) if keep_n is None else keep_n
+            return (Tensor._from_array(keep, dtypes.bool_),
                     Tensor._from_array(safe_n, dtypes.int64), Tensor._from_array(idx_n, dtypes.int64))
     else:
         t = lax.cast(t, dtypes.int64)
@@ -394,14 +411,15 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     if label_smoothing > 1.0:
         raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: "
                            f"{float(label_smoothing)}")
-    cdim = 1 if x.dim() >= 2 else 0
-    n = x.shape[cdim] if x.dim() else 1
-    if t.dtype.is_floating_point and tuple(t.shape) == tuple(x.shape):
+    xs = _dims(x)
+    cdim = 1 if len(xs) >= 2 else 0
+    n = xs[cdim] if xs else 1
+    if t._dtype.category == "float" and _dims(t) == xs:
         return _cross_entropy_probs(x, t, weight, reduction, label_smoothing, cdim, n)
-    _check_nll(x, t, weight, ignore_index)
+    in_range = _check_nll(x, t, weight, ignore_index)
     _no_grad_arg("nll_loss_forward", "weight", weight)
     logp = log_softmax(x, dim=cdim)
-    nll = _nll_loss(logp, t, weight, ignore_index, reduction)
+    nll = _nll_loss(logp, t, weight, ignore_index, reduction, in_range)
     if not label_smoothing:
         return nll
     # PyTorch: smooth = -(logp * w).sum(class dim), zero where ignored; the mean divides by
@@ -610,9 +628,10 @@ def _layer_norm_dtypes(x, params) -> None:
     """PyTorch's CPU checks of float32 / float64 mixes: the first parameter unlike the
     input is a "mixed dtype" error (which one: whether any parameter is float64), a
     second parameter unlike the first a scalar type error."""
+    if all(p._dtype is x._dtype for p in params):      # (the common case first)
+        return
     floats = {dtypes.float32, dtypes.float64}
-    if not params or {x.dtype, *(p.dtype for p in params)} - floats or \
-            all(p.dtype is x.dtype for p in params):
+    if {x.dtype, *(p.dtype for p in params)} - floats:
         return
     if params[0].dtype is not x.dtype:
         if any(p.dtype is dtypes.float64 for p in params):

@@ -85,6 +85,11 @@ def _cat_vjp(ctx, g):
 
 
 # ---- the primitives ----------------------------------------------------------------
+def _permute_numpy(x, *, perm):
+    """``np.transpose(x, perm)``, by the array's method (no Python-level wrapper)."""
+    return x.transpose(perm) if type(x) is np.ndarray else np.transpose(x, perm)
+
+
 def _reshape_numpy(x, *, shape):
     return x.reshape(shape) if type(x) is np.ndarray else np.reshape(x, shape)
 
@@ -115,7 +120,7 @@ def _expand_numpy(x, *, shape):
 primitive("expand", 1, lambda av, *, shape: (broadcast_shapes(av[0][0], shape), av[0][1]),
           _expand_numpy, grad_name="ExpandBackward0", family="view", vjp=_expand_vjp)
 primitive("permute", 1, lambda av, *, perm: (tuple(av[0][0][p] for p in perm), av[0][1]),
-          lambda x, *, perm: np.transpose(x, perm), grad_name="PermuteBackward0",
+          _permute_numpy, grad_name="PermuteBackward0",
           family="view", vjp=_permute_vjp)
 
 

@@ -283,10 +283,14 @@ def _argmax_numpy(x, *, axis, keepdim):
     if 1 < n <= SHORT_ARG_AXIS and x.size >= SHORT_ARG_MIN_SIZE and x.dtype.kind in "fiu":
         idx = _short_argmax(x, axis)
         return np.expand_dims(idx, axis) if keepdim else idx
+    if type(x) is np.ndarray:       # (the method: no Python-level wrapper)
+        return x.argmax(axis=axis, keepdims=keepdim)
     return np.argmax(x, axis=axis, keepdims=keepdim)
 
 
 def _argmin_numpy(x, *, axis, keepdim):
+    if type(x) is np.ndarray:
+        return x.argmin(axis=axis, keepdims=keepdim)
     return np.argmin(x, axis=axis, keepdims=keepdim)
 
 

@@ -13,7 +13,6 @@ of the backward is needed.
 """
 from __future__ import annotations
 
-import weakref
 from typing import Callable
 
 import numpy as np
@@ -114,8 +113,9 @@ def elementwise_vjp(ctx, g, masked=False):
 
 
 # per primitive object (a redefined user primitive is a new object, so a plan can never
-# describe an old formula); weak keys let replaced primitives go
-_PLANS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+# describe an old formula; primitives hash by identity). A plain dict: a weak one makes
+# a weak reference per lookup, on every node of every backward
+_PLANS: dict = {}
 
 
 def _vjp_plan(prim):
