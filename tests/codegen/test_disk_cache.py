@@ -70,7 +70,8 @@ def _sections(path):
 
 def test_second_process_loads_from_disk_without_llvm(tmp_path):
     cold = _child(tmp_path)
-    assert cold[0] == 1 and cold[1] == 1 and cold[2] == 0        # compiled once
+    assert cold[0] >= 1 and cold[1] == 1 and cold[2] == 0        # compiled once (the
+    # optimiser runs once per part of the module: codegen.split)
     assert cold[3] > 0 and "codegen.plan" in cold[4]
     # the object, and the entry finding it from the traced program
     assert sorted(map(_sections, _entries(tmp_path)), key=len) == [
