@@ -6,16 +6,17 @@ whether its parts run one after the other or at the same time.  Rules:
 
 * external definitions (the kernel, its segments, the CPython entries) and every
   mutable global stay in part 0;
-* the other parts take *top* internal functions (those the external ones or nothing
-  reference: the steps of a schedule), largest first, to whichever part has the least
-  work so far -- work is a definition's lines plus those of the ``alwaysinline``
-  functions it calls, which LLVM inlines;
-* a part holds, besides its tops, every internal function they reach (copied, internal,
-  into each part that reaches it: inlining and constant propagation see what they see
-  in one module) and the internal constants they use;
-* what a part references and another part defines -- an external function or a
-  mutable global -- is declared in it (a mutable internal global defined in part 0 and
-  used elsewhere loses ``internal``: its name is the program's, unique in its object);
+* *top* internal functions (those an external definition or nothing references: the
+  steps of a schedule) go, largest first (with what they reach), to whichever part
+  has the least work so far -- work is a definition's lines plus those of the
+  ``alwaysinline`` functions it calls, which LLVM inlines;
+* a part also holds every internal function and constant its definitions reach:
+  copied, internal, into each part that reaches it (inlining and constant propagation
+  see what they see in one module) -- but a ``noinline`` function only into the first
+  part that reaches it (a copy would be compiled twice for nothing);
+* what a part references and another part defines (a top, a ``noinline`` function, an
+  external function, a mutable global) is declared in it, and the definition loses
+  ``internal`` (its name is the program's or a shared helper's, unique in the object);
 * declarations, types, metadata and attributes go to every part.
 
 A module smaller than :data:`MIN_LINES`, or whose smaller part would hold less than
@@ -59,8 +60,8 @@ _PREFIX_WORDS = {"internal", "private", "dso_local", "hidden", "protected", "def
 
 
 class _Def:
-    __slots__ = ("name", "lines", "refs", "internal", "function", "inline", "mutable",
-                 "appending", "index")
+    __slots__ = ("name", "lines", "refs", "internal", "function", "inline", "noinline",
+                 "mutable", "appending", "index")
 
     def __init__(self, name, lines, index):
         self.name, self.lines, self.index = name, lines, index
@@ -97,7 +98,7 @@ def _parse(text: str):
             d.function, d.internal = True, any(w in _LINKAGE for w in words)
             head_end = line.find(")", got[1])
             attrs = line[head_end + 1:].split() if head_end > 0 else []
-            d.inline = "alwaysinline" in attrs
+            d.inline, d.noinline = "alwaysinline" in attrs, "noinline" in attrs
             d.mutable = d.appending = False
             defs.append(d)
             i = j + 1
@@ -113,7 +114,7 @@ def _parse(text: str):
                 common.append(line)          # a declaration
             else:
                 d = _Def(got[0], [line], len(defs))
-                d.function, d.inline = False, False
+                d.function = d.inline = d.noinline = False
                 d.internal = any(w in _LINKAGE for w in words[:2])
                 d.appending = "appending" in words[:2]
                 d.mutable = "constant" not in words[:4]
@@ -141,14 +142,18 @@ def _parse(text: str):
     return common, defs
 
 
-def _reach(start, by_name: dict[str, _Def], owner: dict[str, int], into: set[str]) -> None:
-    """Add to ``into`` every copied definition (internal, neither owned by a part nor
-    mutable) reachable from ``start``."""
+def _reach(start, by_name: dict[str, _Def], owner: dict[str, int], into: set[str],
+           part: int) -> None:
+    """Add to ``into`` every definition reachable from ``start`` that part ``part`` holds:
+    copied ones (internal, not owned by a part) and ``noinline`` functions no part owns
+    yet (then ``part`` owns them: a copy would only be compiled twice)."""
     stack = list(start)
     while stack:
         name = stack.pop()
         for ref in by_name[name].refs:
             if ref not in owner and ref not in into:
+                if by_name[ref].noinline:
+                    owner[ref] = part
                 into.add(ref)
                 stack.append(ref)
 
@@ -219,13 +224,18 @@ def split(text: str, parts: int = 2, min_lines: int = MIN_LINES,
     weight = {d.name: _weight(d, by_name) for d in defs if d.function}
     mine: list[set[str]] = [set(n for n, k in owner.items() if k == 0)]
     mine += [set() for _ in range(parts - 1)]
-    _reach(list(mine[0]), by_name, owner, mine[0])
+    _reach(list(mine[0]), by_name, owner, mine[0], 0)
     load = [sum(weight.get(n, 0) for n in mine[0])] + [0] * (parts - 1)
-    for d in sorted(tops, key=lambda d: (-weight[d.name], d.index)):
+    def reached(d: _Def) -> int:           # a top's work with all it reaches
+        seen: set[str] = set()
+        _reach([d.name], by_name, dict(owner), seen, 0)
+        return weight[d.name] + sum(weight.get(n, 0) for n in seen)
+
+    for d in sorted(tops, key=lambda d: (-reached(d), d.index)):
         k = min(range(parts), key=lambda p: (load[p], p))
         owner[d.name] = k
         new = {d.name}
-        _reach([d.name], by_name, owner, new)
+        _reach([d.name], by_name, owner, new, k)
         new -= mine[k]
         mine[k] |= new
         load[k] += sum(weight.get(n, 0) for n in new)
