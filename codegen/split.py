@@ -12,11 +12,13 @@ whether its parts run one after the other or at the same time.  Rules:
   ``alwaysinline`` functions it calls, which LLVM inlines;
 * a part also holds every internal function and constant its definitions reach:
   copied, internal, into each part that reaches it (inlining and constant propagation
-  see what they see in one module) -- but a ``noinline`` function only into the first
-  part that reaches it (a copy would be compiled twice for nothing);
-* what a part references and another part defines (a top, a ``noinline`` function, an
-  external function, a mutable global) is declared in it, and the definition loses
-  ``internal`` (its name is the program's or a shared helper's, unique in the object);
+  see what they see in one module) -- but a ``noinline`` function or a constant of more
+  than :data:`BIG_CONSTANT` characters only into the first part that reaches it (a copy
+  would be compiled, or stored, twice for nothing);
+* what a part references and another part defines (a top, a ``noinline`` function, a
+  big constant, an external function, a mutable global) is declared in it, and loses
+  ``internal`` where it is defined (its name is the program's or a shared helper's,
+  unique in the object);
 * declarations, types, metadata and attributes go to every part.
 
 A module smaller than :data:`MIN_LINES`, or whose smaller part would hold less than
@@ -51,6 +53,7 @@ __all__ = ["split", "MIN_LINES", "MIN_SHARE"]
 
 MIN_LINES = 400      # modules with fewer lines of definitions compile as one part
 MIN_SHARE = 0.25     # ... and so do those whose smaller part would have less of the work
+BIG_CONSTANT = 512   # characters of a constant's definition: larger ones are not copied
 
 _REF = re.compile(r'@"((?:[^"\\]|\\.)*)"|@([-A-Za-z$._][-A-Za-z$._0-9]*)')
 _LINKAGE = ("internal", "private")
@@ -146,13 +149,14 @@ def _reach(start, by_name: dict[str, _Def], owner: dict[str, int], into: set[str
            part: int) -> None:
     """Add to ``into`` every definition reachable from ``start`` that part ``part`` holds:
     copied ones (internal, not owned by a part) and ``noinline`` functions no part owns
-    yet (then ``part`` owns them: a copy would only be compiled twice)."""
+    yet, nor big constants (then ``part`` owns them: a copy would only be compiled, or
+    stored, twice)."""
     stack = list(start)
     while stack:
         name = stack.pop()
         for ref in by_name[name].refs:
             if ref not in owner and ref not in into:
-                if by_name[ref].noinline:
+                if by_name[ref].noinline or len(by_name[ref].lines[0]) > BIG_CONSTANT:
                     owner[ref] = part
                 into.add(ref)
                 stack.append(ref)
@@ -273,5 +277,7 @@ def _external(line: str, d: _Def) -> str:
         head = " ".join(w for w in line[:at].split() if w not in _LINKAGE)
         return head + " " + line[at:]
     got = _name_at(line, 0)
-    rest = " ".join(w for w in line[got[1] + 3:].split(" ") if w not in _LINKAGE)
-    return f"{line[:got[1]]} = {rest}"
+    words = line[got[1] + 3:].split(" ")
+    kind = next(i for i, w in enumerate(words) if w in ("global", "constant"))
+    head = [w for w in words[:kind] if w not in _LINKAGE]
+    return f"{line[:got[1]]} = " + " ".join(head + words[kind:])

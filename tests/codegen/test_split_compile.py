@@ -2,6 +2,7 @@
 are valid modules, the object code does not depend on the thread count, the answers equal
 PyTorch's, the packed objects reload from bytes (as from the disk cache), the optimised IR
 and assembly stay inspectable, and a process forks after a threaded compile."""
+import ctypes
 import os
 import subprocess
 import sys
@@ -140,3 +141,37 @@ def test_fork_after_a_threaded_compile():
                        timeout=300, env=env)
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.split()[-1] == "0"
+
+
+def test_big_constants_and_noinline_helpers_are_defined_once():
+    big = "[" + ", ".join(f"double {k}.0" for k in range(200)) + "]"
+    text = "\n".join([
+        f'@"table" = internal constant [200 x double] {big}',
+        '@"note" = internal constant [10 x i8] c"internal  "',
+        'define internal double @"helper"(i64 %"i") noinline',
+        "{", "entry:",
+        '  %"p" = getelementptr [200 x double], ptr @"table", i64 0, i64 %"i"',
+        '  %"v" = load double, ptr %"p"', '  ret double %"v"', "}"]
+        + [line for k in range(2) for line in (
+            f'define internal double @"step{k}"(i64 %"i") noinline', "{", "entry:",
+            '  %"c" = load i8, ptr @"note"', '  %"t" = load double, ptr @"table"',
+            *[f'  %"v{j}" = call double @"helper"(i64 %"i")' for j in range(30)],
+            '  ret double %"v0"', "}")]
+        + ['define double @"k"(i64 %"i")', "{", "entry:",
+           '  %"a" = call double @"step0"(i64 %"i")', '  %"b" = call double @"step1"(i64 %"i")',
+           '  %"c" = fadd double %"a", %"b"', '  ret double %"c"', "}"]) + "\n"
+    parts = split.split(text, min_lines=0)
+    assert len(parts) == 2
+    def defines(part, name):
+        return any(line.startswith("define") and f'@"{name}"(' in line or
+                   line.startswith(f'@"{name}" = ') and "external" not in line
+                   for line in part.splitlines())
+
+    for name in ("table", "helper"):
+        assert sum(defines(p, name) for p in parts) == 1
+    assert sum(defines(p, "note") for p in parts) == 2  # small: a copy in each part
+    assert all('c"internal  "' in p for p in parts)     # a small constant is copied, intact
+    blob = jit._compile_parts(parts, jit.OPT_LEVEL, jit.targets.current(), False, print)
+    assert len(jit.object_parts(blob)) == 2
+    k = jit.load_object(blob).cfunc("k", ctypes.c_double, ctypes.c_int64)
+    assert k(7) == 14.0                                  # table[7] from each step
