@@ -270,8 +270,10 @@ def set_threads(n: int) -> None:
     """Native code runs on at most ``n`` threads from its next call on: 1 -> on the
     calling thread alone (no helper thread is started), 2 or more -> the caller and the
     process's helper thread, two at most (:mod:`codegen.worker`).  Compiled code is the
-    same either way (the cache keeps one copy)."""
+    same either way (the cache keeps one copy); so is the code of a big module, which
+    compiles on two threads or on one (:func:`codegen.jit.set_compile_threads`)."""
     worker.set_helper_allowed(n >= 2)
+    jit.set_compile_threads(n)
 
 
 def max_threads() -> int:

@@ -47,7 +47,9 @@ Example::
 from __future__ import annotations
 
 import ctypes
+import os
 import struct
+import threading
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from typing import Any, Callable, Union
@@ -55,12 +57,13 @@ from typing import Any, Callable, Union
 import llvmlite.binding as llvm
 import llvmlite.ir as ir
 
-from . import target as targets
+from . import split as splitting, target as targets
 from .target import Target, _LOCK, init
 
 __all__ = ["compile_module", "load_object", "assembly", "optimize", "optimized_text", "parse",
            "add_symbol", "OPT_LEVEL",
-           "symbol_address", "CompiledModule", "LoadedObject", "UnresolvedSymbolError"]
+           "symbol_address", "CompiledModule", "LoadedObject", "UnresolvedSymbolError",
+           "pack_objects", "object_parts", "set_compile_threads"]
 
 IRInput = Union[ir.Module, str, "llvm.ModuleRef"]
 OPT_LEVEL = 2   # programs' level: LLVM's O2 vectorises as O3 does; O3's extra passes only add compile time
@@ -94,13 +97,16 @@ def parse(module: IRInput, target: Target | None = None) -> "llvm.ModuleRef":
 
 
 def optimize(module: "llvm.ModuleRef", level: int = 3,
-             target: Target | None = None, light_loops: bool = False) -> "llvm.ModuleRef":
+             target: Target | None = None, light_loops: bool = False,
+             machine: "llvm.TargetMachine | None" = None) -> "llvm.ModuleRef":
     """Run the new-pass-manager ``O<level>`` pipeline, with loop vectorisation, SLP
     vectorisation, interleaving and unrolling, tuned for the target, in place.
     ``light_loops``: loops are vectorised but neither interleaved nor unrolled -- for
     code that runs briefly (a shape-generic kernel, which a size's own kernel replaces
-    after a few calls): a third less LLVM time."""
-    tm = _machine(target or targets.current())
+    after a few calls): a third less LLVM time.  ``machine``: a part's own target machine
+    (a module of its own context, see :func:`_compile_parts`): the pipeline then runs
+    without llvmlite's lock, alongside other threads' LLVM work."""
+    tm = machine or _machine(target or targets.current())
     with _LOCK:
         pto = llvm.create_pipeline_tuning_options(speed_level=level)
         pto.loop_vectorization = level > 0
@@ -108,8 +114,12 @@ def optimize(module: "llvm.ModuleRef", level: int = 3,
         pto.loop_interleaving = level > 0 and not light_loops
         pto.loop_unrolling = level > 0 and not light_loops
         builder = llvm.create_pass_builder(tm, pto)
-        builder.getModulePassManager().run(module, builder)
-        return module
+        passes = builder.getModulePassManager()
+        if machine is None:
+            passes.run(module, builder)
+            return module
+    _raw("LLVMPY_RunNewModulePassManager")(passes, module, builder)
+    return module
 
 
 # ------------------------------------------------------------------------ symbols
@@ -149,14 +159,25 @@ def _libc_address(name: str) -> int | None:
 
 
 def elf_symbols(obj: bytes) -> tuple[list[str], list[str]]:
-    """(defined global functions, undefined symbols) of a little-endian ELF64 object."""
+    """(defined global functions, undefined symbols) of a little-endian ELF64 object, or
+    of the objects :func:`pack_objects` packed (what none of them defines)."""
+    found = [_elf_symbols(p) for p in object_parts(obj)]
+    known = {name for _, data, _ in found for name in data}
+    defined = [name for functions, _, _ in found for name in functions]
+    undefined = list(dict.fromkeys(n for _, _, u in found for n in u if n not in known))
+    return defined, undefined
+
+
+def _elf_symbols(obj: bytes) -> tuple[list[str], set[str], list[str]]:
+    """(global functions, every global symbol, undefined symbols) of one object."""
     if obj[:4] != b"\x7fELF" or obj[4] != 2 or obj[5] != 1:
-        return [], []
+        return [], set(), []
     shoff, = struct.unpack_from("<Q", obj, 0x28)
     shentsize, shnum = struct.unpack_from("<HH", obj, 0x3A)
     sections = [struct.unpack_from("<IIQQQQIIQQ", obj, shoff + i * shentsize)
                 for i in range(shnum)]
     defined: list[str] = []
+    every: set[str] = set()
     undefined: list[str] = []
     for sh in sections:
         if sh[1] != 2:  # SHT_SYMTAB
@@ -168,9 +189,11 @@ def elf_symbols(obj: bytes) -> tuple[list[str], list[str]]:
             name = obj[strtab[4] + st_name:end].decode()
             if name and st_shndx == 0:
                 undefined.append(name)
-            elif name and st_info >> 4 == 1 and st_info & 0xF == 2:
-                defined.append(name)
-    return defined, undefined
+            elif name and st_info >> 4 in (1, 2):      # global or weak
+                every.add(name)
+                if st_info >> 4 == 1 and st_info & 0xF == 2:
+                    defined.append(name)
+    return defined, every, undefined
 
 
 # ------------------------------------------------------------------ load & compile
@@ -214,7 +237,8 @@ def load_object(object_code: bytes, target: Target | None = None) -> LoadedObjec
         empty = llvm.parse_assembly("")
         empty.triple = t.triple
         engine = llvm.create_mcjit_compiler(empty, t.target_machine(3))
-        engine.add_object_file(llvm.ObjectFileRef.from_data(object_code))
+        for part in object_parts(object_code):      # one engine: parts call each other
+            engine.add_object_file(llvm.ObjectFileRef.from_data(part))
         engine.finalize_object()
     return LoadedObject(object_code, tuple(defined), engine)
 
@@ -263,21 +287,155 @@ class CompiledModule:
         return self._loaded().cfunc(name, restype, *argtypes)
 
 
+_PART_MARK = "; ---- part "      # starts each part of a split module's optimised text
+
+
 def optimized_text(ir_text: str, level: int, target: Target | None = None,
                    light_loops: bool = False) -> str:
     """The IR text :func:`compile_module` makes of ``ir_text`` at ``level`` before code
-    generation."""
+    generation (a module compiled in parts: each part's, after a ``; ---- part k of n``
+    line)."""
     t = target or targets.current()
-    ref = optimize(parse(ir_text, t), level, t, light_loops)
-    with _LOCK:
-        return str(ref)
+    parts = splitting.split(ir_text)
+    texts = []
+    for k, part in enumerate(parts):
+        ref = optimize(parse(part, t), level, t, light_loops)
+        with _LOCK:
+            text = str(ref)
+        texts.append(text if len(parts) == 1 else f"{_PART_MARK}{k + 1} of {len(parts)}\n{text}")
+    return "".join(texts)
 
 
 def assembly(optimized_ir: str, target: Target | None = None) -> str:
-    """The target's assembly for optimised IR text."""
+    """The target's assembly for optimised IR text (:func:`optimized_text`'s)."""
     t = target or targets.current()
+    parts = [p for p in optimized_ir.split(_PART_MARK) if p.strip()]
+    if len(parts) > 1:
+        return "".join(_PART_MARK + p.split("\n", 1)[0] + "\n" +
+                       assembly(p.split("\n", 1)[1], t) for p in parts)
     with _LOCK:
         return _machine(t).emit_assembly(parse(optimized_ir, t))
+
+
+# ------------------------------------------------------------------ modules in parts
+# A big module is split (:mod:`codegen.split`) and its parts are optimised and compiled
+# on two threads at once.  llvmlite serialises every LLVM call with one lock; the two
+# long calls of a part (the optimisation pipeline and code generation) run without it,
+# which is safe because each part has its own LLVM context, module, pass builder and
+# target machine (nothing another thread touches).  The parts' objects travel as one
+# byte string (:func:`pack_objects`) and load into one engine.
+
+_PACK = b"SGOBJS\x00\x01"
+_threads = [2]                   # set_compile_threads: parts compiled at once, at most
+_PART_MACHINES: dict = {}        # (target, slot) -> the target machine parts use there
+_PARTS_LOCK = threading.Lock()   # one parts compile at a time uses those machines
+
+
+def _after_fork_in_child() -> None:
+    # a parts compile of another thread of the parent holds these: start afresh
+    global _PARTS_LOCK
+    _PARTS_LOCK = threading.Lock()
+    _PART_MACHINES.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def set_compile_threads(n: int) -> None:
+    """Compile the parts of a split module on at most ``n`` threads (1: one after the
+    other, on the calling thread).  The object code is the same either way."""
+    _threads[0] = max(1, int(n))
+
+
+def pack_objects(objects: list[bytes]) -> bytes:
+    """One byte string holding ``objects`` (one object: itself)."""
+    if len(objects) == 1:
+        return objects[0]
+    head = _PACK + struct.pack("<I", len(objects)) + b"".join(struct.pack("<Q", len(o))
+                                                             for o in objects)
+    return head + b"".join(objects)
+
+
+def object_parts(blob: bytes) -> list[bytes]:
+    """The objects :func:`pack_objects` packed into ``blob`` (a plain object: itself)."""
+    if not blob.startswith(_PACK):
+        return [blob]
+    n, = struct.unpack_from("<I", blob, len(_PACK))
+    sizes = struct.unpack_from(f"<{n}Q", blob, len(_PACK) + 4)
+    at, parts = len(_PACK) + 4 + 8 * n, []
+    for size in sizes:
+        parts.append(blob[at:at + size])
+        at += size
+    if at != len(blob):
+        raise ValueError("truncated object pack")
+    return parts
+
+
+def _part_machine(t: Target, slot: int) -> "llvm.TargetMachine":
+    key = (t, slot)
+    if key not in _PART_MACHINES:
+        _PART_MACHINES[key] = t.target_machine(3)
+    return _PART_MACHINES[key]
+
+
+def _raw(name: str):
+    """llvmlite's ctypes function ``name`` without its global lock (see above)."""
+    return getattr(llvm.ffi.lib, name)._cfn
+
+
+def _compile_part(text: str, level: int, tm, light_loops: bool, out: list, k: int,
+                  optimized: Callable[[], None] = lambda: None) -> None:
+    try:
+        with _LOCK:
+            context = llvm.create_context()
+            ref = llvm.parse_assembly(text, context=context)
+            ref.verify()
+            ref.triple = tm.triple
+            ref.data_layout = str(tm.target_data)
+        optimize(ref, level, light_loops=light_loops, machine=tm)
+        optimized()
+        with llvm.ffi.OutputString() as error:
+            buffer = _raw("LLVMPY_TargetMachineEmitToMemory")(tm, ref, 1, error)
+            if not buffer:
+                raise RuntimeError(str(error))
+        with _LOCK:
+            try:
+                out[k] = ctypes.string_at(llvm.ffi.lib.LLVMPY_GetBufferStart(buffer),
+                                          llvm.ffi.lib.LLVMPY_GetBufferSize(buffer))
+            finally:
+                llvm.ffi.lib.LLVMPY_DisposeMemoryBuffer(buffer)
+                ref.close()
+                context.close()
+    except BaseException as e:      # noqa: BLE001 -- re-raised by the caller's thread
+        out[k] = e
+
+
+def _compile_parts(parts: list[str], level: int, t: Target, light_loops: bool,
+                   stage: Callable[[str], None]) -> bytes:
+    """Object code of the module split into ``parts``: part 0 on this thread, the others
+    on threads of their own while :func:`set_compile_threads` allows it.  ``stage`` is
+    told "machine-code" when this thread's part has been optimised."""
+    init()
+    out: list = [None] * len(parts)
+    with _PARTS_LOCK:
+        machines = [_part_machine(t, k) for k in range(len(parts))]
+        helpers = [threading.Thread(target=_compile_part, name="symgrad-llvm-part",
+                                    args=(parts[k], level, machines[k], light_loops, out, k),
+                                    daemon=True)
+                   for k in range(1, min(len(parts), _threads[0], targets.threads()))]
+        for h in helpers:
+            h.start()
+        _compile_part(parts[0], level, machines[0], light_loops, out, 0,
+                      lambda: stage("machine-code"))
+        for k in range(1 + len(helpers), len(parts)):
+            _compile_part(parts[k], level, machines[k], light_loops, out, k)
+        for h in helpers:
+            h.join()
+    for o in out:
+        if isinstance(o, BaseException):
+            raise o
+    return pack_objects(out)
 
 
 def compile_module(module: IRInput, level: int = 3, target: Target | None = None,
@@ -285,18 +443,24 @@ def compile_module(module: IRInput, level: int = 3, target: Target | None = None
                    light_loops: bool = False) -> CompiledModule:
     """Verify, optimise (``O<level>``, ``light_loops`` as :func:`optimize`) and emit
     object code for ``target`` (default: :func:`codegen.target.current`), and load it
-    when this process can run it.
-    ``on_stage(name)`` is told when "llvm-opt" and "machine-code" start.
+    when this process can run it.  A big module compiles in parts, on two threads
+    (:mod:`codegen.split`; its object code is the parts' :func:`pack_objects`).
+    ``on_stage(name)`` is told when "llvm-opt" and "machine-code" start (a module in
+    parts: code generation starts when the calling thread's part is optimised).
     Declare external functions in the IR and provide them via the process or
     :func:`add_symbol` before calling this."""
     t = target or targets.current()
     stage = on_stage or (lambda name: None)
     text = str(module)
     stage("llvm-opt")
-    ref = parse(module, t)
-    optimize(ref, level, t, light_loops)
-    stage("machine-code")
-    with _LOCK:
-        obj = _machine(t).emit_object(ref)
+    parts = splitting.split(text) if not isinstance(module, llvm.ModuleRef) else [text]
+    if len(parts) > 1:
+        obj = _compile_parts(parts, level, t, light_loops, stage)
+    else:
+        ref = parse(module, t)
+        optimize(ref, level, t, light_loops)
+        stage("machine-code")
+        with _LOCK:
+            obj = _machine(t).emit_object(ref)
     loaded = load_object(obj, t) if t.runnable else None
     return CompiledModule(text, obj, t, loaded, level, light_loops)

@@ -70,7 +70,8 @@ def _sections(path):
 
 def test_second_process_loads_from_disk_without_llvm(tmp_path):
     cold = _child(tmp_path)
-    assert cold[0] == 1 and cold[1] == 1 and cold[2] == 0        # compiled once
+    assert cold[0] >= 1 and cold[1] == 1 and cold[2] == 0        # compiled once (the
+    # optimiser runs once per part of the module: codegen.split)
     assert cold[3] > 0 and "codegen.plan" in cold[4]
     # the object, and the entry finding it from the traced program
     assert sorted(map(_sections, _entries(tmp_path)), key=len) == [
@@ -139,9 +140,10 @@ def test_corrupted_truncated_and_foreign_entries_are_rebuilt(monkeypatch, tmp_pa
 
 
 def test_disabled_cache_writes_nothing(tmp_path):
-    assert _child(tmp_path, enabled="0")[:3] == (1, 1, 0)
-    assert not _entries(tmp_path)
-    assert _child(tmp_path, enabled="0")[:3] == (1, 1, 0)
+    for _ in range(2):                  # compiled each time (optimised once per part)
+        optimized, compiled, hits = _child(tmp_path, enabled="0")[:3]
+        assert optimized >= 1 and (compiled, hits) == (1, 0)
+        assert not _entries(tmp_path)
 
 
 def test_concurrent_processes_leave_one_valid_entry(tmp_path):
@@ -242,7 +244,9 @@ def test_special_files_in_place_of_an_entry_are_never_opened(monkeypatch, tmp_pa
     program = symgrad.compile(lambda x: (x.cos() * x).sum(), backend="llvm").lower(np.ones(7)).optimized
     x = np.linspace(-1, 1, 7)
     want = np.sum(np.cos(x) * x)
-    np.testing.assert_allclose(backend.compile_program(program)([x])[0], want, rtol=1e-13)
+    # (the terms cancel in pairs: the sum's last bit follows the order LLVM adds them in)
+    np.testing.assert_allclose(backend.compile_program(program)([x])[0], want, rtol=1e-13,
+                               atol=1e-15)
     path = cache.cache_path(cache.cache_key(program))    # (beside it: the trig library's)
     good = path.read_bytes()
     elsewhere = tmp_path / "elsewhere"
@@ -271,7 +275,8 @@ def test_special_files_in_place_of_an_entry_are_never_opened(monkeypatch, tmp_pa
             exe = backend.compile_program(program)
             signal.alarm(0)
             assert not exe.from_cache, what
-            np.testing.assert_allclose(exe([x])[0], want, rtol=1e-13, err_msg=what)
+            np.testing.assert_allclose(exe([x])[0], want, rtol=1e-13, atol=1e-15,
+                                       err_msg=what)
             if what != "directory":              # replaced by a valid regular file
                 assert path.is_file() and not path.is_symlink(), what
                 assert cache.decode(path.read_bytes(), path.stem) is not None, what
