@@ -41,8 +41,8 @@ class ShapeGeneric:
         it another program, compiled for its own shapes)."""
         try:
             tr = self._trace(args, key, names)
-            if len(tr.closure) != len(entry.closure) or any(
-                    t is not u for (t, _), u in zip(tr.closure, entry.closure)):
+            if _fixed(tr.closure, tr.effects) != _fixed(entry.closure, entry.effects) \
+                    or _state(tr.effects) != _state(entry.effects):
                 return False      # (it reads other closed-over tensors than the kernel's)
             lowered = self._lowered(tr, key, names)
             found = dynamic.generalize(list(entry.sentinels) + [lowered.optimized],
@@ -173,23 +173,43 @@ class ShapeGeneric:
 _FIRST = object()
 
 
+def _fixed(closure, effects) -> list:
+    """The identities of the closed-over tensors a program reads, its runtime values (new
+    tensors at each trace, read or drawn per call) as None."""
+    fresh = {id(t) for t, _ in effects.scalars} if effects is not None else set()
+    return [None if id(t) in fresh else id(t)
+            for t in (c[0] if isinstance(c, tuple) else c for c in closure)]
+
+
 def _state_why(effects, first) -> str | None:
     """Why a program with these effects cannot serve every size (None: it can): state
-    written (BatchNorm's running statistics) is fine -- the same tensors at every size,
-    given the program's new values after each call -- but values drawn per call (dropout
-    masks: their shapes follow the size), ``.grad`` updates and a first optimizer step are
-    compiled per size.  ``first``: the effects of the first size traced, which every
-    other size must have alike (:data:`_FIRST` while tracing that one)."""
+    written (BatchNorm's running statistics, a training step's parameters and optimizer
+    state) is fine -- the same tensors at every size, given the program's new values
+    after each call --, so are ``.grad`` updates (the parameters' shapes) and values
+    drawn per call whose numbers depend on their shape alone (a dropout mask, drawn at
+    the call's size: :meth:`Effects.before_sized_call`); other draws, a first optimizer
+    step (it creates state) and updates of the arguments are compiled per size.
+    ``first``: the effects of the first size traced, which every other size must have
+    alike (:data:`_FIRST` while tracing that one)."""
     if effects is not None:
-        if effects.scalars:
-            return "it draws values per call (random numbers: their shapes follow the size)"
-        if effects.grads or effects.one_shot:
-            return "it updates .grad or creates state (a training step)"
+        if not effects.resizable:
+            return "it draws values per call that cannot be drawn at another size"
+        if effects.one_shot:
+            return "it creates state (an optimizer's first step)"
         if effects.arg_writes:
             return "it updates its arguments in place"
     if first is _FIRST:
         return None
-    writes = [id(t) for t in effects.writes] if effects is not None else []
-    if writes != ([id(t) for t in first.writes] if first is not None else []):
+    if _state(effects) != _state(first):
         return "the state it writes depends on the size"
     return None
+
+
+def _state(effects) -> tuple:
+    """What a call's effects write (tensors, ``.grad`` of which leaves and how) and how
+    many runtime values it reads: alike at every size of a shape-generic program."""
+    if effects is None:
+        return (), (), 0
+    return ([id(t) for t in effects.writes],
+            [(id(leaf), kind, id(payload)) for leaf, kind, payload in effects.grads],
+            len(effects.scalars))

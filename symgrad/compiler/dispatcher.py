@@ -415,11 +415,18 @@ class Compiled(ShapeGeneric):
         effects = entry.effects
         mutates = effects is not None and effects.mutates
         rng = None
+        drawn = None
         if effects is not None:
             if mutates and effects.draws:         # (values drawn per call: drawn again
                 rng = random_functions.generator().state    # if the call runs eagerly)
-            effects.before_call()
-        arrays.extend(t._data for t in entry.closure)
+            if getattr(entry, "dynamic", None) is not None and effects.scalars:
+                drawn = effects.before_sized_call(_shape_at_call(entry, arrays))
+            else:
+                effects.before_call()
+        if drawn:               # (a shape-generic program's draws, of this call's size)
+            arrays.extend(drawn.get(id(t), t._data) for t in entry.closure)
+        else:
+            arrays.extend(t._data for t in entry.closure)
         arrays.extend(entry.aux)
         if entry.donated:
             separate(arrays, entry.donated)
@@ -480,7 +487,8 @@ class Compiled(ShapeGeneric):
             structure = pytree.children(structure)[0]
         key = entry.key       # (a shape-generic entry's: ("dynamic", structure, dims, static))
         arg_structure, static = (key[1], key[3]) if key[0] == "dynamic" else (key[0], key[2])
-        return Bridge(self, entry.closure, arg_structure, static, effects, structure)
+        return Bridge(self, entry.closure, arg_structure, static, effects, structure,
+                      generic=entry.dynamic is not None)
 
     def _build(self, args, key, leaves, names) -> Entry:
         with StageClock(getattr(self.fn, "__qualname__", "function")) as clock:
@@ -713,6 +721,15 @@ def _unpickle_compiled(fn_bytes: bytes, static_argnums, backend, transform, maxs
     if entries:
         c._adopt(entries, closures)
     return c
+
+
+def _shape_at_call(entry, args: list):
+    """For a shape-generic entry's call with arguments ``args``: a function giving a
+    closed-over tensor's shape at the call's size (its input's shape in the kernel)."""
+    exe = entry.exe
+    shapes = exe.shapes_at(exe.size_of(args))[0]
+    position = {id(t): len(args) + k for k, t in enumerate(entry.closure)}
+    return lambda t: shapes[position[id(t)]]
 
 
 def _draw_in_enclosing(tr, env) -> None:
