@@ -10,6 +10,7 @@ from ..config import settings
 from ..tensor import Tensor
 from . import dynamic
 from .backends import get_backend
+from .effects import draw_parameters
 from .entries import Entry, explain_difference, share_bridge
 from .progress import StageClock
 
@@ -153,7 +154,10 @@ class ShapeGeneric:
                 return exe
             # a call joining autograd runs the split programs (generic themselves): this
             # entry's own kernel is compiled when a call runs it (no_grad, eval)
-            deferred = self._joins_autograd(tr, leaves, numpy_out)
+            # (a program drawing by shape joins autograd through its own kernel, which must
+            # exist: compiled now, so an operation it cannot lower makes it per size)
+            deferred = self._joins_autograd(tr, leaves, numpy_out) and not (
+                tr.effects is not None and tr.effects.draws and tr.effects.resizable)
             exe = None if deferred else compile_kernel()
         numpy_out = not any(isinstance(v, Tensor) for v in leaves)
         entry = Entry(lowered, exe, tr.closure, numpy_out, [], tr.closure_paths,
@@ -207,9 +211,10 @@ def _state_why(effects, first) -> str | None:
 
 def _state(effects) -> tuple:
     """What a call's effects write (tensors, ``.grad`` of which leaves and how) and how
-    many runtime values it reads: alike at every size of a shape-generic program."""
+    runtime values it reads (a draw's parameters: :func:`~.effects.draw_parameters`):
+    alike at every size of a shape-generic program."""
     if effects is None:
-        return (), (), 0
+        return (), (), ()
     return ([id(t) for t in effects.writes],
             [(id(leaf), kind, id(payload)) for leaf, kind, payload in effects.grads],
-            len(effects.scalars))
+            [draw_parameters(getter) for _, getter in effects.scalars])

@@ -378,6 +378,13 @@ class Compiled(ShapeGeneric):
             return self._run_compiled(entry, leaves)
         except _RunEagerly:
             pass
+        except get_backend("llvm").NotGeneric as e:
+            # a shape-generic entry whose kernel, compiled when first run, has an operation
+            # without a runtime-size lowering (nothing ran yet): its sizes compile per size
+            self._not_generic[entry.dynamic] = str(e)
+            self._cache.pop(entry.key, None)
+            self._evict(entry)
+            return self._call(*args)
         # the program raised before storing its state effects (they are stored after it
         # succeeds; nothing it donates is written before a step that may fail): the call
         # runs as written, so the in-place updates made before the failing operation stay

@@ -27,7 +27,7 @@ import numpy as np
 
 from ..tensor import Tensor
 
-__all__ = ["Effects", "collect"]
+__all__ = ["Effects", "collect", "draw_parameters"]
 
 
 @dataclass
@@ -145,6 +145,20 @@ class Effects:
             elif hasattr(a, "__dlpack__"):     # (a torch / jax array: its memory, shared)
                 from .trace import foreign_array   # late: trace imports this module
                 np.copyto(foreign_array(a), v, casting="unsafe")
+
+
+def draw_parameters(getter) -> tuple | None:
+    """What a runtime value's draw depends on besides its shape: the numbers and objects
+    its ``at_shape`` function closes over (a ``randint``'s bounds, a dropout's ``p``, the
+    generator) -- numbers by value, objects by identity; None for a value that is not
+    drawn by shape. A shape-generic program requires them alike at every traced size (a
+    bound computed from the batch size is not)."""
+    fn = getattr(getter, "at_shape", None)
+    if fn is None:
+        return None
+    return tuple(v if isinstance(v, (bool, int, float, complex, str, bytes, type(None),
+                                     np.generic)) else ("id", id(v))
+                 for v in (c.cell_contents for c in (fn.__closure__ or ())))
 
 
 def _failed(guards) -> str | None:

@@ -186,3 +186,76 @@ def test_a_draw_of_the_batch_size_reduced_away_joins_autograd():
         np.testing.assert_allclose(y.detach().numpy(), want, rtol=1e-14)
         y.sum().backward()
         np.testing.assert_array_equal(x.grad.numpy(), np.full((n, 3), 2.0))
+
+
+@pytest.mark.parametrize("name", ["randint", "uniform_", "normal", "dropout"])
+def test_draw_parameters_from_the_batch_size(name):
+    """A draw whose parameters (not only its shape) come from the batch size -- a
+    ``randint`` bound, ``uniform_``'s range, ``normal``'s mean, dropout's ``p`` -- is
+    drawn with this call's parameters at every size (review9 A2: the traced size's)."""
+    draws = {
+        "randint": lambda L, x: L.randint(0, x.shape[0], (4,)).double(),
+        "uniform_": lambda L, x: L.empty(3, dtype=L.float64).uniform_(0, x.shape[0]),
+        "normal": lambda L, x: L.normal(float(x.shape[0]), 1.0, (3,), dtype=L.float64),
+        "dropout": lambda L, x: (L.nn.functional.dropout(x, 1.0 / x.shape[0]) if L is sg else
+                                 x * (torch.rand(x.shape, dtype=torch.float64)
+                                      >= 1.0 / x.shape[0]) / (1 - 1.0 / x.shape[0])),
+    }[name]
+    cf = sg.compile(lambda x: draws(sg, x) + 0 * x.sum())
+    for b in (64, 64, 50, 3, 7):
+        x = np.arange(b * 2.0).reshape(b, 2)
+        torch.manual_seed(0)
+        want = draws(torch, torch.tensor(x)).numpy()
+        sg.manual_seed(0)
+        np.testing.assert_allclose(cf(sg.tensor(x)).numpy(), want, rtol=1e-15)
+
+
+def test_a_generic_kernel_that_cannot_be_lowered_compiles_per_size():
+    """``randperm`` of the batch size as an index, outputs joining autograd: the program
+    has an index kernel without a runtime-size lowering, so each size compiles its own
+    (review9 B1: the deferred generic kernel's NotGeneric leaked to the caller)."""
+    torch.manual_seed(0)
+    wt = torch.randn(5, 4, dtype=torch.float64, requires_grad=True)
+    w = sg.tensor(wt.detach().numpy(), requires_grad=True)
+    f = sg.compile(lambda x: ((x @ w)[sg.randperm(x.shape[0])] ** 2).sum())
+    rng = np.random.default_rng(3)
+    for b in (16, 16, 7, 9):
+        x = rng.normal(size=(b, 5))
+        sg.manual_seed(b)
+        torch.manual_seed(b)
+        got = f(sg.tensor(x, requires_grad=True))
+        want = ((torch.tensor(x) @ wt)[torch.randperm(b)] ** 2).sum()
+        np.testing.assert_allclose(got.item(), want.item(), rtol=1e-12)
+        g, = sg.autograd.grad(got, w)
+        gt, = torch.autograd.grad(want, wt)
+        np.testing.assert_allclose(g.numpy(), gt.numpy(), rtol=1e-12)
+    with sg.no_grad():                     # (a no_grad call runs the program itself)
+        x = rng.normal(size=(11, 5))
+        sg.manual_seed(1)
+        torch.manual_seed(1)
+        np.testing.assert_allclose(f(sg.tensor(x)).item(),
+                                   ((torch.tensor(x) @ wt)[torch.randperm(11)] ** 2).sum().item(),
+                                   rtol=1e-12)
+
+
+def test_a_deferred_generic_kernel_that_cannot_be_lowered_runs_under_no_grad():
+    """A shape-generic entry joining autograd compiles its own kernel only when a call
+    runs it (no_grad): an index kernel it cannot lower then makes that size compile its
+    own program (the NotGeneric error escaped to the caller)."""
+    wt = torch.ones(5, 4, dtype=torch.float64, requires_grad=True)
+    w = sg.tensor(wt.detach().numpy(), requires_grad=True)
+    f = sg.compile(lambda x, i: ((x @ w)[i] ** 2).sum())
+    rng = np.random.default_rng(0)
+    for b, grad in ((6, True), (7, True), (9, True), (11, False), (12, True)):
+        x, i = rng.normal(size=(b, 5)), rng.permutation(b)
+        want = ((torch.tensor(x) @ wt)[torch.tensor(i)] ** 2).sum()
+        xs = sg.tensor(x, requires_grad=True)
+        if grad:
+            got = f(xs, sg.tensor(i))
+            g, = sg.autograd.grad(got, w)
+            np.testing.assert_allclose(g.numpy(), torch.autograd.grad(want, wt)[0].numpy(),
+                                       rtol=1e-12)
+        else:
+            with sg.no_grad():
+                got = f(xs, sg.tensor(i))
+        np.testing.assert_allclose(got.item(), want.item(), rtol=1e-12)
