@@ -109,9 +109,10 @@ class Bridge:
 
     __slots__ = ("fn", "static_argnums", "backend", "closure", "others", "structure",
                  "static", "runtime", "writes", "arg_writes", "out_structure", "_vjp",
-                 "_split", "_unsplit")
+                 "_split", "_unsplit", "effects")
 
-    def __init__(self, compiled, closure, structure, static, effects, out_structure):
+    def __init__(self, compiled, closure, structure, static, effects, out_structure,
+                 generic=False):
         # (what it needs of the compiled function, not the object: its cache holds this)
         self.fn, self.static_argnums = compiled.fn, compiled.static_argnums
         self.backend = compiled.backend
@@ -120,11 +121,16 @@ class Bridge:
         self.structure, self.static = structure, static      # (of the arguments)
         # the values the call reads at run time (see Effects.scalars): (tensor, getter)
         self.runtime = list(effects.scalars) if effects is not None else []
+        self.effects = effects
         self.writes = list(effects.writes) if effects is not None else []   # (state)
         self.arg_writes = list(effects.arg_writes) if effects is not None else []
         self.out_structure = out_structure
         self._vjp = None
         self._split = None             # the Split (every shape), or False (not splittable)
+        if generic and any(hasattr(g, "at_shape") for _, g in self.runtime):
+            # a shape-generic kernel draws at each call's size, the split programs at the
+            # joint trace's: its calls recompute the forward with the call's draws instead
+            self._split = False
         self._unsplit: set = set()     # argument shapes it cannot be split at (recomputed)
 
     def run(self, plain, leaves) -> tuple[list, object]:
@@ -163,8 +169,10 @@ class Bridge:
             structure = self.out_structure
         else:
             outs, structure = plain()
-            call = _Call(self, leaves, outs, self.others, inputs,  # (recomputed: reads
-                         tuple(np.array(t._data, copy=True) for t, _ in self.runtime))  # all)
+            drawn = self.effects.drawn_now if self.runtime else {}   # (a generic kernel's)
+            call = _Call(self, leaves, outs, self.others, inputs,  # (recomputed: reads all)
+                         tuple(np.array(drawn.get(id(t), t._data), copy=True)
+                               for t, _ in self.runtime))
         return list(CompiledFunction.apply(call, *inputs)), structure
 
     def _make_split(self, leaves):

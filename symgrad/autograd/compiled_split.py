@@ -216,6 +216,16 @@ def _buffer_cone(node: Node, closure_nodes: dict, arg_ids: set, written: set) ->
     return leaves if buffer else None
 
 
+def _at_traced_shape(getter):
+    """``getter`` without its ``at_shape``: the joint trace's draws have its shapes, so
+    split programs that draw are compiled per size (never a draw of one size replayed
+    into a trace at another)."""
+    def get():
+        return getter()
+    get.draws = getattr(getter, "draws", True)
+    return get
+
+
 def _forward_function(split: "Split", scalars: list):
     """The forward program's function: outputs and residuals from the arguments, the
     call's state writes performed, its random numbers drawn -- the joint trace at the
@@ -228,7 +238,7 @@ def _forward_function(split: "Split", scalars: list):
         tracer = dispatch._lifter[0]
         env = {id(n): v for n, v in zip(arg_nodes, flat)}
         for (t, getter), node in zip(scalars, drawn_nodes):
-            env[id(node)] = tracer.runtime_value(getter, t.dtype, "drawn")
+            env[id(node)] = tracer.runtime_value(_at_traced_shape(getter), t.dtype, "drawn")
         env.update((id(n), t) for t, n in all_closure)
         vals = _replay_cut(outs + new_state + residuals, env)
         state = vals[n_out:n_out + len(new_state)]

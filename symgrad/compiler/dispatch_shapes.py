@@ -10,6 +10,7 @@ from ..config import settings
 from ..tensor import Tensor
 from . import dynamic
 from .backends import get_backend
+from .effects import draw_parameters
 from .entries import Entry, explain_difference, share_bridge
 from .progress import StageClock
 
@@ -41,8 +42,8 @@ class ShapeGeneric:
         it another program, compiled for its own shapes)."""
         try:
             tr = self._trace(args, key, names)
-            if len(tr.closure) != len(entry.closure) or any(
-                    t is not u for (t, _), u in zip(tr.closure, entry.closure)):
+            if _fixed(tr.closure, tr.effects) != _fixed(entry.closure, entry.effects) \
+                    or _state(tr.effects) != _state(entry.effects):
                 return False      # (it reads other closed-over tensors than the kernel's)
             lowered = self._lowered(tr, key, names)
             found = dynamic.generalize(list(entry.sentinels) + [lowered.optimized],
@@ -153,7 +154,10 @@ class ShapeGeneric:
                 return exe
             # a call joining autograd runs the split programs (generic themselves): this
             # entry's own kernel is compiled when a call runs it (no_grad, eval)
-            deferred = self._joins_autograd(tr, leaves, numpy_out)
+            # (a program drawing by shape joins autograd through its own kernel, which must
+            # exist: compiled now, so an operation it cannot lower makes it per size)
+            deferred = self._joins_autograd(tr, leaves, numpy_out) and not (
+                tr.effects is not None and tr.effects.draws and tr.effects.resizable)
             exe = None if deferred else compile_kernel()
         numpy_out = not any(isinstance(v, Tensor) for v in leaves)
         entry = Entry(lowered, exe, tr.closure, numpy_out, [], tr.closure_paths,
@@ -173,23 +177,44 @@ class ShapeGeneric:
 _FIRST = object()
 
 
+def _fixed(closure, effects) -> list:
+    """The identities of the closed-over tensors a program reads, its runtime values (new
+    tensors at each trace, read or drawn per call) as None."""
+    fresh = {id(t) for t, _ in effects.scalars} if effects is not None else set()
+    return [None if id(t) in fresh else id(t)
+            for t in (c[0] if isinstance(c, tuple) else c for c in closure)]
+
+
 def _state_why(effects, first) -> str | None:
     """Why a program with these effects cannot serve every size (None: it can): state
-    written (BatchNorm's running statistics) is fine -- the same tensors at every size,
-    given the program's new values after each call -- but values drawn per call (dropout
-    masks: their shapes follow the size), ``.grad`` updates and a first optimizer step are
-    compiled per size.  ``first``: the effects of the first size traced, which every
-    other size must have alike (:data:`_FIRST` while tracing that one)."""
+    written (BatchNorm's running statistics, a training step's parameters and optimizer
+    state) is fine -- the same tensors at every size, given the program's new values
+    after each call --, so are ``.grad`` updates (the parameters' shapes) and values
+    drawn per call whose numbers depend on their shape alone (a dropout mask, drawn at
+    the call's size: :meth:`Effects.before_sized_call`); other draws, a first optimizer
+    step (it creates state) and updates of the arguments are compiled per size.
+    ``first``: the effects of the first size traced, which every other size must have
+    alike (:data:`_FIRST` while tracing that one)."""
     if effects is not None:
-        if effects.scalars:
-            return "it draws values per call (random numbers: their shapes follow the size)"
-        if effects.grads or effects.one_shot:
-            return "it updates .grad or creates state (a training step)"
+        if not effects.resizable:
+            return "it draws values per call that cannot be drawn at another size"
+        if effects.one_shot:
+            return "it creates state (an optimizer's first step)"
         if effects.arg_writes:
             return "it updates its arguments in place"
     if first is _FIRST:
         return None
-    writes = [id(t) for t in effects.writes] if effects is not None else []
-    if writes != ([id(t) for t in first.writes] if first is not None else []):
+    if _state(effects) != _state(first):
         return "the state it writes depends on the size"
     return None
+
+
+def _state(effects) -> tuple:
+    """What a call's effects write (tensors, ``.grad`` of which leaves and how) and how
+    runtime values it reads (a draw's parameters: :func:`~.effects.draw_parameters`):
+    alike at every size of a shape-generic program."""
+    if effects is None:
+        return (), (), ()
+    return ([id(t) for t in effects.writes],
+            [(id(leaf), kind, id(payload)) for leaf, kind, payload in effects.grads],
+            [draw_parameters(getter) for _, getter in effects.scalars])

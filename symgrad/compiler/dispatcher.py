@@ -384,6 +384,13 @@ class Compiled(ShapeGeneric):
         except _RunEagerly as e:
             if not self.reruns_eagerly:     # (a split program: its caller reruns the
                 raise e.__cause__ from None  # user's function)
+        except get_backend("llvm").NotGeneric as e:
+            # a shape-generic entry whose kernel, compiled when first run, has an operation
+            # without a runtime-size lowering (nothing ran yet): its sizes compile per size
+            self._not_generic[entry.dynamic] = str(e)
+            self._cache.pop(entry.key, None)
+            self._evict(entry)
+            return self._call(*args)
         # the program raised before storing its state effects (they are stored after it
         # succeeds; nothing it donates is written before a step that may fail): the call
         # runs as written, so the in-place updates made before the failing operation stay
@@ -424,9 +431,16 @@ class Compiled(ShapeGeneric):
         # they use (the global one, private ones) is put back first
         kept = random_functions.keep_states() if mutates and effects.draws else _NOT_KEPT
         try:
+            drawn = None
             if effects is not None:
-                effects.before_call()
-            arrays.extend(t._data for t in entry.closure)
+                if getattr(entry, "dynamic", None) is not None and effects.scalars:
+                    drawn = effects.before_sized_call(_shape_at_call(entry, arrays))
+                else:
+                    effects.before_call()
+            if drawn:           # (a shape-generic program's draws, of this call's size)
+                arrays.extend(drawn.get(id(t), t._data) for t in entry.closure)
+            else:
+                arrays.extend(t._data for t in entry.closure)
             arrays.extend(entry.aux)
             if entry.donated:
                 separate(arrays, entry.donated)
@@ -490,7 +504,8 @@ class Compiled(ShapeGeneric):
             structure = pytree.children(structure)[0]
         key = entry.key       # (a shape-generic entry's: ("dynamic", structure, dims, static))
         arg_structure, static = (key[1], key[3]) if key[0] == "dynamic" else (key[0], key[2])
-        return Bridge(self, entry.closure, arg_structure, static, effects, structure)
+        return Bridge(self, entry.closure, arg_structure, static, effects, structure,
+                      generic=entry.dynamic is not None)
 
     def _build(self, args, key, leaves, names) -> Entry:
         with StageClock(getattr(self.fn, "__qualname__", "function")) as clock:
@@ -723,6 +738,15 @@ def _unpickle_compiled(fn_bytes: bytes, static_argnums, backend, transform, maxs
     if entries:
         c._adopt(entries, closures)
     return c
+
+
+def _shape_at_call(entry, args: list):
+    """For a shape-generic entry's call with arguments ``args``: a function giving a
+    closed-over tensor's shape at the call's size (its input's shape in the kernel)."""
+    exe = entry.exe
+    shapes = exe.shapes_at(exe.size_of(args))[0]
+    position = {id(t): len(args) + k for k, t in enumerate(entry.closure)}
+    return lambda t: shapes[position[id(t)]]
 
 
 def _draw_in_enclosing(tr, env) -> None:

@@ -27,7 +27,7 @@ import numpy as np
 
 from ..tensor import Tensor
 
-__all__ = ["Effects", "collect"]
+__all__ = ["Effects", "collect", "draw_parameters"]
 
 
 @dataclass
@@ -60,11 +60,16 @@ class Effects:
             else:
                 self._versioned.setdefault(version, []).append((description, getter, value))
         self._seen: dict = {}
+        self.drawn_now: dict = {}      # the last call's draws at its size (generic kernels)
         # whether a call updates state (a failing call then runs again as written)
         self.mutates = bool(self.writes or self.grads or self.arg_writes)
         # whether a runtime value is a random draw (a getter not marked ``draws = False``,
         # as an optimizer's options are): a call that fails restores the generator
         self.draws = any(getattr(getter, "draws", True) for _, getter in self.scalars)
+        # whether every draw can be drawn at another shape (``at_shape``): a program with
+        # these runtime values may serve every size (the draws of the call's size)
+        self.resizable = all(hasattr(getter, "at_shape") or not getattr(getter, "draws", True)
+                             for _, getter in self.scalars)
 
     def donations(self, n_outputs: int, inputs: list) -> tuple:
         """(output index, input index) pairs of a program with ``n_outputs`` outputs (the
@@ -93,6 +98,21 @@ class Effects:
         """Feed the runtime values their values of now."""
         for t, getter in self.scalars:
             t._data[...] = getter()
+
+    def before_sized_call(self, shape_of) -> dict:
+        """As :meth:`before_call`, for a shape-generic program's call: each draw is drawn
+        at ``shape_of(t)`` (its input's shape at the call's size), in the trace's order;
+        returns those arrays by ``id(t)`` (the program reads them in place of ``t``; the
+        call's autograd node reads them in :attr:`drawn_now`)."""
+        drawn = {}
+        for t, getter in self.scalars:
+            at_shape = getattr(getter, "at_shape", None)
+            if at_shape is None:
+                t._data[...] = getter()
+            else:
+                drawn[id(t)] = np.asarray(at_shape(shape_of(t)), dtype=t._data.dtype)
+        self.drawn_now = drawn
+        return drawn
 
     def apply(self, values, fresh: bool, args=()) -> None:
         """Store the effect outputs ``values`` (arrays, in :func:`collect`'s order) into
@@ -125,6 +145,20 @@ class Effects:
             elif hasattr(a, "__dlpack__"):     # (a torch / jax array: its memory, shared)
                 from .trace import foreign_array   # late: trace imports this module
                 np.copyto(foreign_array(a), v, casting="unsafe")
+
+
+def draw_parameters(getter) -> tuple | None:
+    """What a runtime value's draw depends on besides its shape: the numbers and objects
+    its ``at_shape`` function closes over (a ``randint``'s bounds, a dropout's ``p``, the
+    generator) -- numbers by value, objects by identity; None for a value that is not
+    drawn by shape. A shape-generic program requires them alike at every traced size (a
+    bound computed from the batch size is not)."""
+    fn = getattr(getter, "at_shape", None)
+    if fn is None:
+        return None
+    return tuple(v if isinstance(v, (bool, int, float, complex, str, bytes, type(None),
+                                     np.generic)) else ("id", id(v))
+                 for v in (c.cell_contents for c in (fn.__closure__ or ())))
 
 
 def _failed(guards) -> str | None:

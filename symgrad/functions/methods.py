@@ -164,8 +164,8 @@ def _exponential_(self: Tensor, lambd: float = 1.0, *,
         raise RuntimeError(f"exponential_ expects lambda > 0.0, but found lambda={float(lambd):g}")
     shape, np_dt, lambd = tuple(self.shape), self.dtype.np, float(lambd)
     vals = random._drawn(   # (drawn at each call of a compiled function, not when traced)
-        lambda: (gen(generator).exponential(shape, np.float64) / lambd).astype(np_dt),
-        self.dtype, "exponential_", False)
+        lambda s: (gen(generator).exponential(s, np.float64) / lambd).astype(np_dt),
+        shape, self.dtype, "exponential_", False)
     return inplace.update(self, vals)
 
 
@@ -175,10 +175,10 @@ def _random_fill(kind: str) -> Callable[..., Tensor]:
         inplace.check_inplace(self)
         shape, np_dt = tuple(self.shape), self.dtype.np
 
-        def draw():       # (at each call of a compiled function, not when traced)
+        def draw(s):      # (at each call of a compiled function, not when traced)
             g = gen(generator)
-            return (g.normal if kind == "normal" else g.uniform)(a, b, shape, np_dt).astype(np_dt)
-        return inplace.update(self, random._drawn(draw, self.dtype, f"{kind}_", False))
+            return (g.normal if kind == "normal" else g.uniform)(a, b, s, np_dt).astype(np_dt)
+        return inplace.update(self, random._drawn(draw, shape, self.dtype, f"{kind}_", False))
     return method
 
 

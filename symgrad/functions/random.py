@@ -139,15 +139,28 @@ def seed() -> int:
     return s
 
 
-def _drawn(draw, dt: dtypes.DType, name: str, requires_grad: bool) -> Tensor:
-    """``draw()`` as a tensor of ``dt``. In a trace (``symgrad.compile``) it is an input of
-    the program drawn at each call, from the generator's state then, as PyTorch draws
-    anew at each call -- never numbers frozen when the function was traced."""
+def per_shape(draw_at, shape: tuple):
+    """A runtime-value getter drawing ``draw_at(shape)`` that can also draw at another
+    shape (``getter.at_shape(other)``): a shape-generic compiled program (one kernel for
+    every batch size) draws a dropout mask, or ``randn(n, d)``, of the call's size."""
+    def get():
+        return draw_at(shape)
+    get.at_shape = draw_at
+    return get
+
+
+def _drawn(draw_at, shape: tuple, dt: dtypes.DType, name: str, requires_grad: bool,
+           shaped: bool = True) -> Tensor:
+    """``draw_at(shape)`` as a tensor of ``dt``. In a trace (``symgrad.compile``) it is an
+    input of the program drawn at each call, from the generator's state then, as PyTorch
+    draws anew at each call -- never numbers frozen when the function was traced; a draw
+    whose numbers depend on nothing but its shape (``shaped``) may be drawn at another
+    shape by a shape-generic program (:func:`per_shape`)."""
     tracer = dispatch._lifter[0]
     per_call = getattr(tracer, "runtime_value", None)
     if per_call is None:
-        return _finish(draw(), dt, requires_grad)
-    t = per_call(draw, dt, name)
+        return _finish(draw_at(shape), dt, requires_grad)
+    t = per_call(per_shape(draw_at, shape) if shaped else (lambda: draw_at(shape)), dt, name)
     if t._data is not None:               # (as a traced value: never copied as data)
         t = Tensor._from_node(tracer(t))
     return t.requires_grad_() if requires_grad else t
@@ -178,7 +191,7 @@ def rand(*size: int | Sequence[int], dtype: DTypeLike | None = None,
     check_device(device)
     dt = _float_dt(dtype)
     shape = shape_arg(size)
-    return _drawn(lambda: _generator_fn(generator).random(shape, dt.np), dt, "rand",
+    return _drawn(lambda s: _generator_fn(generator).random(s, dt.np), shape, dt, "rand",
                   requires_grad)
 
 
@@ -189,7 +202,7 @@ def randn(*size: int | Sequence[int], dtype: DTypeLike | None = None,
     check_device(device)
     dt = _float_dt(dtype)
     shape = shape_arg(size)
-    return _drawn(lambda: _generator_fn(generator).standard_normal(shape, dt.np), dt, "randn",
+    return _drawn(lambda s: _generator_fn(generator).standard_normal(s, dt.np), shape, dt, "randn",
                   requires_grad)
 
 
@@ -206,8 +219,8 @@ def randint(low: int, high: int | None = None, size: int | Sequence[int] | None 
     dt = dtypes.as_dtype(dtype) if dtype is not None else dtypes.int64
     low, high = _check_from_to(int(low), int(high), dt)
     shape = shape_arg((size,) if isinstance(size, int) else size)
-    return _drawn(lambda: _generator_fn(generator).integers(low, high, size=shape).astype(dt.np),
-                  dt, "randint", requires_grad)
+    return _drawn(lambda s: _generator_fn(generator).integers(low, high, size=s).astype(dt.np),
+                  shape, dt, "randint", requires_grad)
 
 
 def randint_like(input: Tensor, low: int = 0, high: int | None = None, *,
@@ -298,7 +311,7 @@ def randperm(n: int, *, generator: Generator | None = None, dtype: DTypeLike | N
              device: DeviceLike | None = None, requires_grad: bool = False) -> Tensor:
     check_device(device)
     dt = dtypes.as_dtype(dtype) if dtype is not None else dtypes.int64
-    return _drawn(lambda: _generator_fn(generator).permutation(int(n)).astype(dt.np), dt,
+    return _drawn(lambda s: _generator_fn(generator).permutation(s[0]).astype(dt.np), (int(n),), dt,
                   "randperm", requires_grad)
 
 
@@ -331,8 +344,8 @@ def normal(mean: Tensor | float, std: Tensor | float = 1.0,
             raise RuntimeError(f"normal expects std >= 0.0, but found std {std:g}")
         dt = _float_dt(dtype)
         shape = shape_arg((size,) if isinstance(size, int) else size)
-        return _drawn(lambda: _generator_fn(generator).normal(float(mean), float(std), shape,
-                                                              dt.np), dt, "normal", requires_grad)
+        return _drawn(lambda s: _generator_fn(generator).normal(float(mean), float(std), s, dt.np),
+                      shape, dt, "normal", requires_grad)
     dt = (mean if isinstance(mean, Tensor) else std).dtype
     if not dt.is_floating_point:
         raise NotImplementedError(f"\"normal_kernel_cpu\" not implemented for '{dt.c_name}'")
@@ -366,15 +379,16 @@ def bernoulli(input: Tensor, p: float | None = None, *,
                                   f"'{dt.c_name}'")
     shape = tuple(input.shape)
     if p is None and input._data is None:      # traced probabilities: compared in the program
-        u = _drawn(lambda: _generator_fn(generator).random(shape, dt.np), dt, "bernoulli", False)
+        u = _drawn(lambda s: _generator_fn(generator).random(s, dt.np), shape, dt, "bernoulli",
+                   False)
         return lax.cast(lax.apply("lt", u, input.detach()), dt)
     probs = input.detach().numpy() if p is None else np.full(shape, p, dt.np)
     if not ((probs >= 0) & (probs <= 1)).all():
         raise RuntimeError("Expected p_in >= 0 && p_in <= 1 to be true, but got false.  "
                            "(Could this error message be improved?  If so, please report an "
                            "enhancement request to PyTorch.)")
-    return _drawn(lambda: (_generator_fn(generator).random(shape, dt.np) < probs).astype(dt.np),
-                  dt, "bernoulli", False)
+    return _drawn(lambda s: (_generator_fn(generator).random(s, dt.np) < probs).astype(dt.np),
+                  shape, dt, "bernoulli", False, shaped=False)    # (probs: of this shape)
 
 
 def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *,

@@ -22,7 +22,7 @@ from ..graph.primitives import PRIMITIVES as P
 from ..functions import linalg, shape
 from ..functions.elementwise import promote
 from ..autograd import grad_mode
-from ..functions.random import generator
+from ..functions.random import generator, per_shape
 
 __all__ = ["relu", "sigmoid", "tanh", "softplus", "softmax", "log_softmax", "linear",
            "binary_cross_entropy_with_logits", "binary_cross_entropy", "mse_loss", "l1_loss",
@@ -576,13 +576,14 @@ def dropout(input, p=0.5, training=True, inplace=False):
         return x
     shape, dt = tuple(x.shape), x.dtype
 
-    def draw():
+    def draw(s):
         if p == 1.0:
-            return np.zeros(shape, dt.np)
-        return (generator().random(shape) >= p).astype(dt.np) / (1.0 - p)
+            return np.zeros(s, dt.np)
+        return (generator().random(s) >= p).astype(dt.np) / (1.0 - p)
     per_call = getattr(dispatch._lifter[0], "runtime_value", None)
-    # symgrad.compile: a mask drawn at each call, an input of the program
-    mask = per_call(draw, dt, "dropout_mask") if per_call is not None else to_tensor(draw())
+    # symgrad.compile: a mask drawn at each call (of the call's shape), an input of the program
+    mask = per_call(per_shape(draw, shape), dt, "dropout_mask") if per_call is not None \
+        else to_tensor(draw(shape))
     out = named("NativeDropoutBackward0", lambda v: lax.mul(v, mask), x)
     if inplace:
         return x.copy_(out)

@@ -22,7 +22,7 @@ from ..dispatch import bind
 from ..functions import inplace as _inplace
 from ..functions.common import Tensor, to_tensor
 from ..functions.composite import named
-from ..functions.random import Generator, generator as _generator
+from ..functions.random import Generator, generator as _generator, per_shape
 from ..graph.primitives import PRIMITIVES as P
 from ..ops import lax
 
@@ -84,9 +84,9 @@ def _noisy(x: Tensor, lower: float, upper: float, gen):
         noise_t = Tensor._from_array(noise, dt)
         return lambda v: lax.mul(v, noise_t)
 
-    def draw():
-        u = _generator(gen).unit(int(np.prod(shape, dtype=np.int64)), np.float64)
-        return (u * (upper - lower) + lower).reshape(shape).astype(dt.np)
-    slopes = per_call(draw, dt, "rrelu_noise") if per_call is not None else \
-        Tensor._from_array(draw(), dt)
+    def draw(s):
+        u = _generator(gen).unit(int(np.prod(s, dtype=np.int64)), np.float64)
+        return (u * (upper - lower) + lower).reshape(s).astype(dt.np)
+    slopes = per_call(per_shape(draw, shape), dt, "rrelu_noise") if per_call is not None else \
+        Tensor._from_array(draw(shape), dt)
     return lambda v: lax.where(bind(P["le"], v, 0.0), lax.mul(v, slopes), v)
