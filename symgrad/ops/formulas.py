@@ -183,9 +183,21 @@ _ew("minimum", lambda x, y: _pw((x, x < y), (y, x > y), (x / 2 + y / 2, True)),
     grads=lambda x, y, out: (_pw((1, x < y), (0, x > y), (_half(), S.Eq(x, y)), (1, True)),
                              _pw((0, x < y), (1, x > y), (_half(), S.Eq(x, y)), (1, True))),
     vjp=masked_vjp)
+try:
+    from numpy._core.umath import clip as _clip_ufunc      # (np.clip without its wrappers)
+except ImportError:          # other numpy versions
+    _clip_ufunc = np.clip
+_NUMBERS = (int, float)
+
+
 def _clamp_numpy(x, lo, hi):
     """min(max(x, lo), hi), x itself where it equals a bound (PyTorch's clamp keeps the
-    input's zero sign: clamp(-0.0, 0, 6) is -0.0; numpy's maximum gives +0.0)."""
+    input's zero sign: clamp(-0.0, 0, 6) is -0.0; numpy's maximum gives +0.0). With
+    Python-number bounds that are not zero (nor NaN) numpy's clip ufunc gives exactly
+    that, branch-free (the select below mispredicts per element: ~100x slower on 256²)."""
+    if type(x) is np.ndarray and x.dtype.kind == "f" and type(lo) in _NUMBERS \
+            and type(hi) in _NUMBERS and lo != 0 and hi != 0 and lo == lo and hi == hi:
+        return _clip_ufunc(x, lo, hi)
     r = np.minimum(np.maximum(x, lo), hi)
     return np.where(r == x, x, r) if r.dtype.kind == "f" else r
 

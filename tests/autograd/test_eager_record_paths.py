@@ -419,3 +419,18 @@ def test_max_min_dim(dim, keepdim, dtype):
         s.values.backward(sg.tensor(g))
         t.values.backward(torch.tensor(g))
         np.testing.assert_array_equal(xs[0].grad.numpy(), xt[0].grad.numpy())
+
+
+@D
+@pytest.mark.parametrize("bounds", [(-0.5, 0.5), (0, 6), (-1, 0), (3, -2), (-np.inf, 1.5),
+                                    (-2.5, np.inf), (-1e-40, 1e-40), (5, 5), (-0.0, 1)])
+@pytest.mark.parametrize("n", [5, 17, 4096])
+def test_clamp_special_values_bits(bounds, n, dtype):
+    """clamp's values to the bit against torch's: NaN, +-inf, signed zeros (a zero input
+    keeps its sign), bounds crossing, on sizes below and above numpy's vector width."""
+    a = (rng(n).standard_normal(n) * 3).astype(dtype)
+    sp = rng(n + 1).integers(0, 8, n)
+    a[sp == 0], a[sp == 1], a[sp == 2], a[sp == 3], a[sp == 4] = np.nan, -0.0, 0.0, np.inf, -np.inf
+    s = sg.tensor(a).clamp(*bounds).numpy()
+    t = torch.tensor(a).clamp(*bounds).numpy()
+    np.testing.assert_array_equal(s.view(np.uint8), t.view(np.uint8))
