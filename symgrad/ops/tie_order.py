@@ -25,10 +25,6 @@ def _lg(n: int) -> int:
     return n.bit_length() - 1
 
 
-def _less(a, b):
-    return a[0] < b[0]
-
-
 # ---- libstdc++ (bits/stl_algo.h, bits/stl_heap.h), on a list of (rank, index) ------------
 def _std_sort(a: list, lo: int, hi: int) -> None:
     if lo != hi:
@@ -49,19 +45,12 @@ def _introsort(a, lo, hi, depth):
 
 
 def _move_median_to_first(a, result, x, y, z):
-    if a[x][0] < a[y][0]:
-        if a[y][0] < a[z][0]:
-            a[result], a[y] = a[y], a[result]
-        elif a[x][0] < a[z][0]:
-            a[result], a[z] = a[z], a[result]
-        else:
-            a[result], a[x] = a[x], a[result]
-    elif a[x][0] < a[z][0]:
-        a[result], a[x] = a[x], a[result]
-    elif a[y][0] < a[z][0]:
-        a[result], a[z] = a[z], a[result]
+    ax, ay, az = a[x][0], a[y][0], a[z][0]
+    if ax < ay:
+        pick = y if ay < az else (z if ax < az else x)
     else:
-        a[result], a[y] = a[y], a[result]
+        pick = x if ax < az else (z if ay < az else y)
+    a[result], a[pick] = a[pick], a[result]
 
 
 def _partition_pivot(a, lo, hi):
