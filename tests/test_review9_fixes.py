@@ -34,3 +34,58 @@ def test_logcumsumexp_jvp_and_hessian(sdt, tdt, dim):
     want = torch.autograd.functional.hessian(lambda a: f(torch, a), torch.tensor(v, dtype=tdt))
     got = sg.hessian(lambda a: f(sg, a))(sg.tensor(v, dtype=sdt))
     np.testing.assert_allclose(got.numpy(), want.numpy(), **tol)
+
+
+INT_DTYPES = ["uint8", "int8", "int16", "int32", "int64", "bool"]
+
+
+def _err(fn):
+    try:
+        fn()
+    except Exception as e:          # noqa: BLE001 -- the type and text are compared
+        return type(e), str(e)
+    return None
+
+
+@pytest.mark.parametrize("name", INT_DTYPES)
+def test_invert_and_bitwise_not(name):
+    """A1: ``~`` / ``bitwise_not`` on integers is bit by bit (bool: logical), eager and
+    compiled, and the in-place method."""
+    vals = [0, 1, 1, 0] if name == "bool" else [0, 1, 5, 100]
+    tt = torch.tensor(vals, dtype=getattr(torch, name))
+    st = sg.tensor(vals, dtype=getattr(sg, name if name != "bool" else "bool"))
+    for got, want in [(~st, ~tt), (sg.bitwise_not(st), torch.bitwise_not(tt)),
+                      (st.bitwise_not(), tt.bitwise_not()),
+                      (sg.compile(lambda v: ~v)(st), ~tt)]:
+        assert str(got.dtype) == str(want.dtype)
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+    s2, t2 = st.clone(), tt.clone()
+    s2.bitwise_not_()
+    t2.bitwise_not_()
+    np.testing.assert_array_equal(s2.numpy(), t2.numpy())
+
+
+def test_invert_float_errors():
+    for sdt, tdt in DTYPES:
+        s, t = sg.ones(2, dtype=sdt), torch.ones(2, dtype=tdt)
+        assert _err(lambda: ~s) == _err(lambda: ~t)
+        assert _err(lambda: s.bitwise_not()) == _err(lambda: t.bitwise_not())
+        assert _err(lambda: sg.bitwise_not(s)) == _err(lambda: torch.bitwise_not(t))
+
+
+@pytest.mark.parametrize("op", ["__iand__", "__ior__", "__ixor__", "__iadd__", "__isub__",
+                                "__imul__"])
+def test_inplace_integer_downcast(op):
+    """B6: an integer result cast into a narrower integer tensor in place (torch allows
+    integral -> integral); float -> int and int -> bool still refused."""
+    t = torch.tensor([200, 7], dtype=torch.uint8)
+    s = sg.tensor([200, 7], dtype=sg.uint8)
+    getattr(t, op)(torch.tensor([300, 3]))
+    getattr(s, op)(sg.tensor([300, 3]))
+    assert str(s.dtype) == str(t.dtype)
+    np.testing.assert_array_equal(s.numpy(), t.numpy())
+    if op in ("__iadd__", "__imul__"):
+        assert _err(lambda: getattr(sg.tensor([1, 2]), op)(sg.tensor([0.5, 1.0]))) == \
+            _err(lambda: getattr(torch.tensor([1, 2]), op)(torch.tensor([0.5, 1.0])))
+    assert _err(lambda: getattr(sg.tensor([True]), op)(sg.tensor([3]))) == \
+        _err(lambda: getattr(torch.tensor([True]), op)(torch.tensor([3])))
