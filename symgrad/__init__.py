@@ -161,6 +161,11 @@ for _n in ("bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift",
     globals()[_n] = _bitwise_fn(_n)
 
 
+def bitwise_not(input: Tensor) -> Tensor:
+    """``Tensor.bitwise_not``: logical not on bool, bit by bit on integers."""
+    return input.bitwise_not()
+
+
 for _n, _p in (("mul", "mul"), ("true_divide", "div"),
                ("maximum", "maximum"), ("minimum", "minimum"), ("remainder", "remainder"),
                ("floor_divide", "floor_divide"), ("eq", "eq"), ("ne", "ne"), ("lt", "lt"),

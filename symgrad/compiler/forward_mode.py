@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ..graph.body import Body
 from ..graph.node import Node, make_node, toposort
-from ..graph.primitives import PRIMITIVES
+from ..graph.primitives import JVP_RULES, PRIMITIVES
 from ..graph.shapes import numel
 from ..ops import lax
 from ..ops.loops import body_input, next_level, replace_nodes, substitute, while_outputs
@@ -24,8 +24,10 @@ __all__ = ["has_while", "forward_tangents"]
 
 
 def has_while(outs: list[Node]) -> bool:
-    """Whether a ``while`` node is among the nodes ``outs`` are computed from."""
-    return any(n.op == "while" for n in toposort(list(outs)))
+    """Whether ``outs`` need forward mode node by node: a ``while`` node (no reverse mode
+    through it) or a primitive with its own JVP rule (its VJP rule is not linear in the
+    cotangent as a graph) is among the nodes they are computed from."""
+    return any(n.op == "while" or n.op in JVP_RULES for n in toposort(list(outs)))
 
 
 def _t(node: Node):
@@ -51,11 +53,20 @@ def forward_tangents(outs: list[Node], wrt: list[Node], tangents: list[Node]) ->
             continue
         if n.op == "while":
             tan[id(n)] = _while_tangent(n, ts)
+        elif n.op in JVP_RULES:
+            tan[id(n)] = _own_tangent(n, ts)
         elif PRIMITIVES[n.op].differentiable:
             got = _node_tangent(n, ts)
             if got is not None:
                 tan[id(n)] = got
     return [tan.get(id(o)) or _zeros(o) for o in outs]
+
+
+def _own_tangent(n: Node, ts: list) -> Node:
+    """The tangent of node ``n`` by its primitive's own JVP rule."""
+    args = [_t(a) for a in n.args]
+    tangents = [None if t is None else _t(t) for t in ts]
+    return JVP_RULES[n.op](args, _t(n), tangents, **n.kwargs)._node
 
 
 def _node_tangent(n: Node, ts: list) -> Node | None:

@@ -156,7 +156,7 @@ def original(x: Tensor, *others) -> Tensor:
 def _cast_for(x: Tensor, new: Tensor) -> Tensor:
     if new.dtype is x.dtype:
         return new
-    if not np.can_cast(new.dtype.np, x.dtype.np, "same_kind"):
+    if not dtypes.can_cast(new.dtype, x.dtype):
         raise RuntimeError(f"result type {new.dtype.c_name} can't be cast to the desired "
                            f"output type {x.dtype.c_name}")
     return lax.cast(new, x.dtype)

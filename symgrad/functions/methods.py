@@ -60,6 +60,25 @@ def _bitwise(op: str, reflected: bool = False) -> Callable[[Tensor, TensorOrScal
     return method
 
 
+def _bitwise_not(self: Tensor) -> Tensor:
+    """``bitwise_not``: logical not on bool, ``x ^ -1`` on integers, PyTorch's error on
+    floats."""
+    if self.dtype is dtypes.bool_:
+        return E.unary("logical_not", self)
+    if self.dtype.category == "float":
+        raise NotImplementedError(f'"bitwise_not_cpu" not implemented for '
+                                  f"'{self.dtype.c_name}'")
+    return bind(P["bitwise"], self, lax.cast(to_tensor(-1), self.dtype), op="xor")
+
+
+def _invert(self: Tensor) -> Tensor:
+    """``~``: :func:`_bitwise_not`, with Python's TypeError on floats (as PyTorch)."""
+    if self.dtype.category == "float":
+        raise TypeError("~ (operator.invert) is only implemented on integer and Boolean-type "
+                        "tensors")
+    return _bitwise_not(self)
+
+
 def _bitwise_(op: str) -> Callable[[Tensor, TensorOrScalar], Tensor]:
     """The in-place ``&=`` / ``|=`` / ``^=`` / ``<<=`` / ``>>=``: PyTorch checks that the
     result type casts to the tensor's before it looks at the kernel."""
@@ -67,7 +86,7 @@ def _bitwise_(op: str) -> Callable[[Tensor, TensorOrScalar], Tensor]:
 
     def method(self: Tensor, other: TensorOrScalar) -> Tensor:
         dt = E.promote([self, E._operand(other)])
-        if not np.can_cast(dt.np, self.dtype.np, "same_kind"):
+        if not dtypes.can_cast(dt, self.dtype):
             raise RuntimeError(f"result type {dt.c_name} can't be cast to the desired output "
                                f"type {self.dtype.c_name}")
         return out_of_place(self, other)
@@ -376,7 +395,7 @@ _METHODS = {
     "__pow__": _pow, "__rpow__": _rpow,
     "__matmul__": _matmul, "__rmatmul__": _rmatmul,
     "__neg__": _unary_method("neg"), "__pos__": _pos,
-    "__abs__": _unary_method("abs"), "__invert__": _unary_method("logical_not"),
+    "__abs__": _unary_method("abs"), "__invert__": _invert,
     "__and__": _bitwise("and"), "__or__": _bitwise("or"), "__xor__": _bitwise("xor"),
     "__lshift__": _bitwise("lshift"), "__rshift__": _bitwise("rshift"),
     "__rand__": _bitwise("and", True), "__ror__": _bitwise("or", True),
@@ -384,7 +403,7 @@ _METHODS = {
     "__rrshift__": _bitwise("rshift", True),
     "bitwise_and": _bitwise("and"), "bitwise_or": _bitwise("or"),
     "bitwise_xor": _bitwise("xor"), "bitwise_left_shift": _bitwise("lshift"),
-    "bitwise_right_shift": _bitwise("rshift"),
+    "bitwise_right_shift": _bitwise("rshift"), "bitwise_not": _bitwise_not,
     "__lt__": _binop("lt"), "__le__": _binop("le"), "__gt__": _binop("gt"),
     "__ge__": _binop("ge"), "__eq__": _binop("eq"), "__ne__": _binop("ne"),
     "__getitem__": indexing.getitem,
@@ -494,7 +513,8 @@ _INPLACE = {
     "__ilshift__": _bitwise_("lshift"), "__irshift__": _bitwise_("rshift"),
     "bitwise_and_": _bitwise_("and"), "bitwise_or_": _bitwise_("or"),
     "bitwise_xor_": _bitwise_("xor"), "bitwise_left_shift_": _bitwise_("lshift"),
-    "bitwise_right_shift_": _bitwise_("rshift"), "true_divide_": "true_divide",
+    "bitwise_right_shift_": _bitwise_("rshift"), "bitwise_not_": _bitwise_not,
+    "true_divide_": "true_divide",
     "remainder_": "remainder", "floor_divide_": "floor_divide", "masked_fill_": "masked_fill", "tril_": "tril", "triu_": "triu",
     "atan2_": "atan2", "scatter_": "scatter", "scatter_add_": "scatter_add",
     "scatter_reduce_": _scatter_reduce_method("scatter_reduce_"), "index_add_": "index_add",

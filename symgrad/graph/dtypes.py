@@ -8,7 +8,7 @@ import numpy as np
 
 __all__ = ["DType", "float16", "float32", "float64", "int8", "int16", "int32", "int64",
            "uint8", "bool_", "from_numpy_dtype", "result_type", "get_default_dtype",
-           "set_default_dtype", "as_dtype"]
+           "set_default_dtype", "as_dtype", "can_cast"]
 
 _CATEGORY = {"bool": 0, "int": 1, "float": 2}
 
@@ -114,6 +114,12 @@ def as_dtype(d) -> DType:
     if isinstance(d, str) and d in _BY_NAME:
         return _BY_NAME[d]
     return from_numpy_dtype(d)
+
+
+def can_cast(src: DType, dst: DType) -> bool:
+    """PyTorch's ``canCast`` (an in-place result into its tensor): no float into an
+    integer, nothing but bool into bool; any integer into any other (``uint8 += int64``)."""
+    return _CATEGORY[src.category] <= _CATEGORY[dst.category]
 
 
 def _promote_two(a: DType, b: DType) -> DType:

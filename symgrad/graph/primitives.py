@@ -10,7 +10,10 @@ Every primitive has an entry in each of:
 and a reverse-mode rule: its own in ``VJP_RULES[name](ctx, g) -> tuple`` (written with
 primitive calls, so it works on eager values and on traced nodes alike), or, for an
 elementwise primitive without one, the generic rule derived from its formula
-(:func:`symgrad.ops.vjp.rule` resolves both).
+(:func:`symgrad.ops.vjp.rule` resolves both). A few structural primitives whose VJP rule
+is not linear in the cotangent as a graph (PyTorch's log-space formulas) also have a
+forward-mode rule ``JVP_RULES[name](args, out, tangents, **attrs) -> tangent`` (tensors;
+a tangent None is zero), which forward-mode transforms use instead of transposing the VJP.
 
 Elementwise primitives are defined once by a formula over real symbols
 (:func:`elementwise`; :class:`Formula`): the built-ins in symgrad's own formula type
@@ -43,7 +46,7 @@ if TYPE_CHECKING:
     import sympy
 
 __all__ = ["Primitive", "Formula", "PRIMITIVES", "SHAPE_RULES", "NUMPY_RULES", "VJP_RULES",
-           "FAMILIES", "family_of", "family_ops", "out_symbol", "fused_symbols", "elementwise",
+           "JVP_RULES", "FAMILIES", "family_of", "family_ops", "out_symbol", "fused_symbols", "elementwise",
            "register_structural", "get", "derivative", "derivative_primitive", "fingerprint",
            "resolve"]
 
@@ -51,6 +54,7 @@ PRIMITIVES: dict[str, "Primitive"] = {}
 SHAPE_RULES: dict[str, Callable] = {}
 NUMPY_RULES: dict[str, Callable] = {}
 VJP_RULES: dict[str, Callable] = {}
+JVP_RULES: dict[str, Callable] = {}
 
 _lock = threading.Lock()
 _build_lock = threading.RLock()
@@ -420,8 +424,10 @@ def register_structural(name: str, nin: int, shape_rule: Callable, numpy_rule: C
                         vjp_rule: Callable | None = None, *, differentiable: bool = True,
                         grad_name: str | None = None, family: str = "other",
                         saves: tuple[int, ...] = (), saves_out: bool = False,
-                        batching: str | None = None) -> Primitive:
-    """Register a structural primitive with its shape, numpy and VJP rules, its family,
+                        batching: str | None = None, jvp_rule: Callable | None = None
+                        ) -> Primitive:
+    """Register a structural primitive with its shape, numpy and VJP rules (and, should
+    its VJP rule not be linear in the cotangent as a graph, a JVP rule), its family,
     what the eager tape saves for the VJP rule (``saves``: input positions, or
     ``"all"``; ``saves_out``: the output) and how batching treats it (see
     :class:`Primitive`)."""
@@ -440,6 +446,8 @@ def register_structural(name: str, nin: int, shape_rule: Callable, numpy_rule: C
     NUMPY_RULES[name] = numpy_rule
     if vjp_rule is not None:
         VJP_RULES[name] = vjp_rule
+    if jvp_rule is not None:
+        JVP_RULES[name] = jvp_rule
     return prim
 
 

@@ -406,6 +406,17 @@ def _logcumsumexp_vjp(ctx, g):
     return (lax.sub(parts[0], parts[1]),)
 
 
+def _logcumsumexp_jvp(args, out, tangents, *, axis):
+    """PyTorch's logcumsumexp_jvp: ``cumsum(e * t) / cumsum(e)`` with ``e = exp(x -
+    amax(x))`` along the axis (linear in the tangent, unlike the log-space VJP)."""
+    (x,), (t,) = args, tangents
+    if x.numel():
+        x = lax.sub(x, lax.apply("amax", x, axes=(axis,), keepdim=True))
+    e = lax.unary("exp", x)
+    return lax.div(lax.apply("cumsum", lax.mul(e, t), axis=axis),
+                   lax.apply("cumsum", e, axis=axis))
+
+
 primitive("logcumsumexp", 1, lambda av, *, axis: (av[0][0], av[0][1]), _logcumsumexp_numpy,
           saves=(0,), saves_out=True, grad_name="LogcumsumexpBackward0", family="other",
-          vjp=_logcumsumexp_vjp)
+          vjp=_logcumsumexp_vjp, jvp_rule=_logcumsumexp_jvp)
