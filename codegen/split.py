@@ -9,7 +9,8 @@ whether its parts run one after the other or at the same time.  Rules:
 * *top* internal functions (those an external definition or nothing references: the
   steps of a schedule) go, largest first (with what they reach), to whichever part
   has the least work so far -- work is a definition's lines plus those of the
-  ``alwaysinline`` functions it calls, which LLVM inlines;
+  ``alwaysinline`` functions it calls, which LLVM inlines; tops that reach the same
+  inlinable helper (a GEMM micro-kernel) go together, so that it is optimised once;
 * a part also holds every internal function and constant its definitions reach:
   copied, internal, into each part that reaches it (inlining and constant propagation
   see what they see in one module) -- but a ``noinline`` function or a constant of more
@@ -230,19 +231,46 @@ def split(text: str, parts: int = 2, min_lines: int = MIN_LINES,
     mine += [set() for _ in range(parts - 1)]
     _reach(list(mine[0]), by_name, owner, mine[0], 0)
     load = [sum(weight.get(n, 0) for n in mine[0])] + [0] * (parts - 1)
-    def reached(d: _Def) -> int:           # a top's work with all it reaches
-        seen: set[str] = set()
-        _reach([d.name], by_name, dict(owner), seen, 0)
-        return weight[d.name] + sum(weight.get(n, 0) for n in seen)
+    # tops that would copy the same inlinable helper (a GEMM micro-kernel) go together:
+    # LLVM would otherwise optimise the helper once in each part
+    reach: dict[str, set[str]] = {}
+    for d in tops:
+        reach[d.name] = set()
+        _reach([d.name], by_name, dict(owner), reach[d.name], 0)
+    group = {d.name: d.name for d in tops}
 
-    for d in sorted(tops, key=lambda d: (-reached(d), d.index)):
+    def find(n: str) -> str:
+        while group[n] != n:
+            group[n] = group[group[n]]
+            n = group[n]
+        return n
+
+    sharer: dict[str, str] = {}
+    for d in tops:
+        for n in sorted(reach[d.name]):
+            h = by_name[n]
+            if h.function and not h.inline and not h.noinline:
+                if n in sharer:
+                    group[find(d.name)] = find(sharer[n])
+                else:
+                    sharer[n] = d.name
+    clusters: dict[str, list[_Def]] = {}
+    for d in tops:
+        clusters.setdefault(find(d.name), []).append(d)
+
+    def work(members: list[_Def]) -> int:      # with all they reach
+        names = {d.name for d in members}.union(*(reach[d.name] for d in members))
+        return sum(weight.get(n, 0) for n in names)
+
+    for members in sorted(clusters.values(), key=lambda m: (-work(m), m[0].index)):
         k = min(range(parts), key=lambda p: (load[p], p))
-        owner[d.name] = k
-        new = {d.name}
-        _reach([d.name], by_name, owner, new, k)
-        new -= mine[k]
-        mine[k] |= new
-        load[k] += sum(weight.get(n, 0) for n in new)
+        for d in members:
+            owner[d.name] = k
+            new = {d.name}
+            _reach([d.name], by_name, owner, new, k)
+            new -= mine[k]
+            mine[k] |= new
+            load[k] += sum(weight.get(n, 0) for n in new)
     for d in defs:                       # unreached copied definitions: part 0
         if not any(d.name in m for m in mine):
             mine[0].add(d.name)

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -135,10 +136,11 @@ def test_fork_after_a_threaded_compile():
         _, status = os.waitpid(pid, 0)
         print(os.waitstatus_to_exitcode(status))
     """)
+    root = str(Path(__file__).resolve().parents[2])
     env = dict(os.environ, SYMGRAD_DISK_CACHE="0",
-               PYTHONPATH=os.pathsep.join([os.getcwd(), os.environ.get("PYTHONPATH", "")]))
+               PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       timeout=300, env=env)
+                       timeout=300, env=env, cwd=root)
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.split()[-1] == "0"
 
