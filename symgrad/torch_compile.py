@@ -5,8 +5,9 @@ A Module becomes an :class:`~symgrad.nn.modules.optimized.OptimizedModule`; torc
 keywords are accepted: ``backend="inductor"`` (or ``"eager"``, ``"aot_eager"``) is the
 default backend (symgrad's own are ``"llvm"`` and ``"numpy"``), ``mode`` (checked against
 PyTorch's list) and ``options`` change nothing -- there is one way to compile here,
-``fullgraph`` neither (a function
-that cannot be traced whole raises, always), ``dynamic=False`` turns automatic dynamic
+``fullgraph=True`` makes a function that cannot be compiled whole raise (by default it
+runs uncompiled for that signature and the reason is logged once, as torch.compile's
+graph breaks: :mod:`symgrad.compiler.breaks`), ``dynamic=False`` turns automatic dynamic
 shapes off for this function (``True``/``None``: sizes that change become runtime sizes
 from the second size on), ``disable=True`` returns the function itself.
 """
@@ -56,6 +57,8 @@ def compile(model: Callable[..., Any] | None = None, static_argnums: int | Seque
         from .nn.modules.module import Module
         from .nn.modules.optimized import OptimizedModule
         compiled = api.compile(fn, static_argnums, backend, target=target)
+        compiled.graph_breaks = True      # (torch.compile's semantics: see compiler.breaks)
+        compiled.fullgraph = fullgraph
         if dynamic is False:
             compiled.dynamic_shapes = False
         if isinstance(fn, Module):

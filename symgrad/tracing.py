@@ -4,7 +4,7 @@ state tracing shares with the eager core. ``symgrad.dispatch`` re-exports these 
 below the Tensor so that the tape and hooks can ask without importing ``dispatch``."""
 from __future__ import annotations
 
-__all__ = ["set_lifter", "tracing"]
+__all__ = ["set_lifter", "tracing", "GraphBreak", "python_effect"]
 
 _lifter = [None]         # the active tracer's hook turning eager tensors into nodes
 
@@ -22,3 +22,19 @@ def tracing() -> bool:
     """Whether ``symgrad.compile`` is tracing (operations then build nodes, and tensors
     that existed before are the program's inputs)."""
     return _lifter[0] is not None
+
+
+class GraphBreak(RuntimeError):
+    """A ``symgrad.compile`` trace met a change of Python state the compiled program would
+    not make again (or a traced value read in Python): the signature runs uncompiled, as
+    torch.compile breaks its graph (with ``fullgraph=True`` this is the error). See
+    :mod:`symgrad.compiler.breaks`."""
+
+
+def python_effect(what: str) -> None:
+    """Called *before* a change of Python state symgrad can see (a module attribute
+    assigned, a scheduler stepped, a hook run): inside a ``symgrad.compile`` trace (a
+    tracer whose ``breaks`` is set) the trace stops here -- the change is not made -- and
+    the call runs uncompiled."""
+    if getattr(_lifter[0], "breaks", False):
+        raise GraphBreak(what)

@@ -23,7 +23,7 @@ import weakref
 from collections import OrderedDict
 
 from ..tensor import Tensor
-from ..tracing import _lifter
+from ..tracing import _lifter, python_effect
 from ..utils.hooks import RemovableHandle
 
 __all__ = ["NodeHooks", "HookMixin", "register_tensor_hook", "register_post_accumulate_hook",
@@ -92,7 +92,8 @@ def register_tensor_hook(t, hook) -> RemovableHandle:
     if t._data is None:        # traced: symbolic gradients (symgrad.grad) cannot run it
         tracer = _lifter[0]
         if tracer is not None:
-            tracer.hooked = True
+            python_effect("a tensor hook registered on a traced tensor")   # (torch.compile
+            tracer.hooked = True                  # runs it at every backward: uncompiled)
     hooks = t._backward_hooks
     if hooks is None:
         hooks = t._backward_hooks = OrderedDict()

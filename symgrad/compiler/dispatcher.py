@@ -23,6 +23,8 @@ import numpy as np
 from .. import dispatch
 from ..autograd.grad_mode import _state as _grad_state
 from ..config import settings
+from ..errors import TracerBoolError
+from ..tracing import GraphBreak
 from ..graph import dtypes, pytree
 from ..functions import random as random_functions
 from ..functions.creation import as_tensor
@@ -38,7 +40,7 @@ from .progress import log as compile_log
 from .replay import replay
 from .stages import (Lowered, make_target, resolve_backend, run_stages, schedule_of,
                      apply_transform)
-from .trace import Leaf, arg_names, foreign_array, leaf_spec, trace
+from .trace import Leaf, Untraceable, arg_names, foreign_array, leaf_spec, trace
 from .transforms import Identity, Transform
 
 __all__ = ["Compiled", "CacheInfo", "explain_difference"]
@@ -69,6 +71,22 @@ class _RunEagerly(Exception):
     """A program with state effects raised: the call is run as written instead."""
 
 
+_break_log = logging.getLogger("symgrad.compile")
+_logged_breaks: set = set()
+
+
+_TRACED = frozenset((Tensor, np.ndarray, float, int, tuple, list, dict, type(None)))
+
+
+def _static_object(a) -> bool:
+    """Whether argument ``a`` is an object symgrad.compile takes as static, by identity
+    (a module, an optimizer, a string: torch.compile guards them so): not a tensor, an
+    array, a number or a container of them."""
+    return not (isinstance(a, (Tensor, np.ndarray, int, float, complex, np.generic, tuple,
+                               list, dict, type(None)))
+                or type(a) in pytree._REGISTRY or hasattr(a, "__dlpack__"))
+
+
 _FAST_KEYS_PER_ENTRY = 16    # bound of the fast-key table, per cache entry
 _VARIANTS_PER_KEY = 4        # programs kept per signature whose guards no longer hold
 
@@ -83,6 +101,10 @@ class Compiled(ShapeGeneric):
                                 # uncompiled (see _run); the split programs' inputs never do
     reruns_eagerly = True       # a failing call with state effects runs as written (see
                                 # _run); a split program raises to its caller instead
+    graph_breaks = False   # torch.compile's semantics (symgrad.compile, not jit): a trace
+                           # that changes Python state or reads a traced value in Python
+                           # runs uncompiled (symgrad.compiler.breaks) ...
+    fullgraph = False      # ... unless fullgraph: then it raises
 
     def __init__(self, fn, static_argnums=(), backend=None, transform: Transform | None = None,
                  maxsize: int | None = None, target=None, static_argnames=()):
@@ -173,7 +195,9 @@ class Compiled(ShapeGeneric):
             return self._with_keywords(args, kwargs)
         if self._bools_specialised:
             for i, a in enumerate(args):
-                if type(a) is bool and i not in self.static_argnums:
+                if (type(a) is bool or (type(a) not in _TRACED and self.graph_breaks
+                                        and _static_object(a))) \
+                        and i not in self.static_argnums:
                     return self._bools_static(args)(*args)
         fkey, leaves = self._fast_key(args)
         entry = self._fast.get(fkey)
@@ -231,7 +255,17 @@ class Compiled(ShapeGeneric):
             self.misses += 1
         try:
             entry = self._build(args, key, leaves, names)
-        except RuntimeError as e:
+        except GraphBreak as e:
+            if self.fullgraph:
+                raise GraphBreak(f"symgrad.compile(fullgraph=True): {self._name()} changes "
+                                 f"Python state while traced ({e})") from None
+            self._break(key, f"changes Python state while traced ({e})")
+            return self.fn(*args)
+        except (RuntimeError, Untraceable) as e:
+            if isinstance(e, Untraceable):
+                e = e.__cause__
+                if not (isinstance(e, RuntimeError) and _non_leaf_written(e, leaves)):
+                    return self._trace_failed(key, args, e)
             if not _non_leaf_written(e, leaves):
                 raise
             # a non-leaf argument requiring grad updated in place: it must gain the
@@ -252,6 +286,42 @@ class Compiled(ShapeGeneric):
         return out
 
     __call__ = _call
+
+    def _name(self) -> str:
+        return getattr(self.fn, "__qualname__", type(self.fn).__name__)
+
+    def _break(self, key, why: str) -> None:
+        """Run the calls of signature ``key`` as written from now on (torch.compile's graph
+        break, at function granularity); the reason is logged once at WARNING."""
+        self._uncompiled.add(key)
+        self.last_miss_reason = f"{why}: it runs uncompiled"
+        message = f"symgrad.compile: {self._name()} {why}: it runs uncompiled"
+        if message not in _logged_breaks:
+            _logged_breaks.add(message)
+            _break_log.warning(message)
+
+    def _trace_failed(self, key, args, error: Exception):
+        """Tracing raised ``error``. A traced value read in Python (``if loss > 0:``,
+        ``loss.item()``): the signature runs uncompiled (with ``fullgraph``: the error).
+        Any other error after the trace recorded updates of state: the call runs as
+        written, so its error is the eager one with the in-place updates made before it
+        (BatchNorm's ``num_batches_tracked`` before "Expected more than 1 value per
+        channel"), as PyTorch's; if that call succeeds (something only tracing refuses)
+        the signature runs uncompiled."""
+        if isinstance(error, TracerBoolError):
+            if self.fullgraph:
+                raise error from None
+            parts = str(error).split(". ")
+            said = "; ".join([parts[0].split(", but")[0]]
+                             + [p.rstrip(".") for p in parts[1:] if p.startswith("Called at")])
+            self._break(key, f"reads a traced value in Python ({said})")
+            return self.fn(*args)
+        if self.fullgraph:
+            raise error from None
+        out = self.fn(*args)
+        self._break(key, f"could not be traced ({type(error).__name__}: "
+                         f"{str(error).splitlines()[0] if str(error) else ''})")
+        return out
 
     def _inline(self, args):
         """Called inside another trace (``vmap(grad(f))``, ``grad(grad(f))`` as a Python
@@ -283,13 +353,22 @@ class Compiled(ShapeGeneric):
         torch.compile specialises on them: ``if flag:`` works, each value its own
         program): the positions of ``args``' bools added to ``static_argnums``."""
         extra = tuple(i for i, a in enumerate(args)
-                      if type(a) is bool and i not in self.static_argnums)
+                      if (type(a) is bool or (self.graph_breaks and _static_object(a)))
+                      and i not in self.static_argnums)
         variants = self.__dict__.setdefault("_bool_variants", {})
         variant = variants.get(extra)
         if variant is None:
-            variant = variants[extra] = Compiled(
-                self.fn, self.static_argnums + extra, self.backend, self.transform,
-                self._maxsize, self._target_spec)
+            variant = variants[extra] = self._variant(self.fn, self.static_argnums + extra)
+        return variant
+
+    def _variant(self, fn, static_argnums) -> "Compiled":
+        """A compiled function of ``fn`` with these static arguments and this one's
+        options."""
+        variant = Compiled(fn, static_argnums, self.backend, self.transform, self._maxsize,
+                           self._target_spec)
+        for name in ("graph_breaks", "fullgraph", "dynamic_shapes"):
+            if name in self.__dict__:
+                variant.__dict__[name] = self.__dict__[name]
         return variant
 
     def _with_keywords(self, args, kwargs):
@@ -314,9 +393,10 @@ class Compiled(ShapeGeneric):
             def with_keywords(*a):
                 return fn(*a[:-1], **a[-1], **consts)
             with_keywords.__name__ = getattr(fn, "__name__", "fn")
-            variant = variants[(names, fixed)] = Compiled(
-                with_keywords, self.static_argnums, self.backend, self.transform,
-                self._maxsize, self._target_spec)
+            with_keywords.__qualname__ = getattr(fn, "__qualname__", with_keywords.__name__)
+            with_keywords.__wrapped__ = fn
+            variant = variants[(names, fixed)] = self._variant(with_keywords,
+                                                               self.static_argnums)
         return variant(*args, {k: kwargs[k] for k in names})
 
     def _install_fast_path(self, entry: Entry, leaves, args) -> None:
@@ -613,10 +693,21 @@ class Compiled(ShapeGeneric):
         except (ValueError, KeyError):       # an entry that does not match its code
             return None
 
+    def _breaks(self) -> bool:
+        """Whether a trace of this function stops at a Python effect (see
+        :mod:`.breaks`): symgrad.compile's (not jit's, nor a transform's), not inside a
+        trace that does not (``symgrad.grad`` of a compiled function)."""
+        if not (self.graph_breaks and self.performs_writes
+                and isinstance(self.transform, Identity)):
+            return False
+        outer = dispatch._lifter[0]
+        return outer is None or getattr(outer, "breaks", False)
+
     def _trace(self, args, key, names):
         structure, specs, static = key
         return trace(self.fn, args, self.static_argnums, list(specs), structure, names,
-                     stateful=isinstance(self.transform, Identity), writes=self.performs_writes)
+                     stateful=isinstance(self.transform, Identity), writes=self.performs_writes,
+                     breaks=self._breaks())
 
     def _disk_key(self, tr, key) -> str | None:
         """The disk cache key of the traced program, if the disk cache can answer it."""

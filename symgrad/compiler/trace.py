@@ -27,11 +27,14 @@ from ..functions.random import probing
 from ..ops import lax
 from ..tensor import Tensor, next_birth
 from ..graph import pytree
+from ..errors import TracerBoolError
+from ..tracing import GraphBreak
 from . import sources
+from .breaks import Snapshot
 from .effects import Effects, collect
 from .sources import Guards
 
-__all__ = ["Tracer", "TraceResult", "trace", "Leaf", "leaf_spec", "foreign_array",
+__all__ = ["Tracer", "TraceResult", "trace", "Untraceable", "Leaf", "leaf_spec", "foreign_array",
            "replaying"]
 
 _replay = threading.local()
@@ -49,6 +52,14 @@ def replaying(values):
         yield
     finally:
         _replay.values = prev
+
+
+class Untraceable(Exception):
+    """A ``breaks`` trace stopped on its ``__cause__``, after which the call must run as
+    written: a traced value read in Python (``if loss > 0:``), or any error once the trace
+    recorded updates of state -- the eager call makes those before it fails (BatchNorm's
+    ``num_batches_tracked += 1`` before "Expected more than 1 value per channel"), as
+    PyTorch's does."""
 
 
 @dataclass(frozen=True)
@@ -106,6 +117,7 @@ class Tracer:
     captures_traced = False      # outer traced values keep their nodes (a loop body's do not)
     gates = False                # operands are not rewritten by bind (a traced branch's are)
     hooked = False               # a tensor hook was registered on a traced tensor
+    breaks = False               # a Python effect stops the trace (symgrad.tracing.GraphBreak)
 
     def __init__(self, fn):
         self.start = next_birth()       # tensors born before this are "outer"
@@ -302,13 +314,16 @@ def _drop_writes(tracer, out_nodes, fn) -> None:
 
 def trace(fn, args: tuple, static_argnums: tuple[int, ...], leaves_specs: list[Leaf],
           structure, names: list[str], stateful: bool = True,
-          writes: bool = True) -> TraceResult:
+          writes: bool = True, breaks: bool = False) -> TraceResult:
     """Run fn on symbolic stand-ins for the non-static arguments. ``stateful``: the
     program performs fn's state effects (symgrad.compile); else (gradient transforms)
     it has none (see :func:`~symgrad.compiler.effects.collect`). ``writes=False``: fn's
     in-place updates of state are left out of the program -- a recomputation of a call
     that made them (see :mod:`symgrad.autograd.compiled_function`), allowed only while
-    its outputs do not read what they wrote."""
+    its outputs do not read what they wrote. ``breaks``: a change of Python state the
+    program would not make again raises :class:`~symgrad.tracing.GraphBreak` (the
+    caller runs the function uncompiled, see :mod:`symgrad.compiler.breaks`); the state
+    :class:`~symgrad.compiler.breaks.Snapshot` watches is restored after the trace."""
     nodes, stand_ins = [], []
     for i, (spec, name) in enumerate(zip(leaves_specs, names)):
         node = make_node("input", (), (("name", name), ("slot", ("arg", i))), spec.shape,
@@ -322,9 +337,14 @@ def trace(fn, args: tuple, static_argnums: tuple[int, ...], leaves_specs: list[L
     for i, a in enumerate(args):
         call_args.append(a if i in static_argnums else next(it))
     tracer = Tracer(fn)
+    tracer.breaks = breaks
+    snapshot = Snapshot(fn) if breaks else None
     prev = dispatch.set_lifter(tracer)
     try:
         result = fn(*call_args)
+        changed = snapshot.changed() if snapshot is not None else None
+        if changed is not None:
+            raise GraphBreak(changed)
         out_leaves, out_structure = pytree.flatten(result)
         out_nodes = [_output_node(o, tracer, k) for k, o in enumerate(out_leaves)]
         out_alias = _aliases(out_leaves, stand_ins, tracer)
@@ -334,9 +354,17 @@ def trace(fn, args: tuple, static_argnums: tuple[int, ...], leaves_specs: list[L
         arg_writes = [(i, t._node) for i, (t, n) in enumerate(zip(stand_ins, nodes))
                       if t._node is not n] if writes else []
         effects, effect_nodes = collect(tracer, stateful, arg_writes)
+    except Exception as e:
+        if breaks and not isinstance(e, GraphBreak) and (
+                isinstance(e, TracerBoolError) or tracer.writes or tracer._grad_backup
+                or any(t._node is not n for t, n in zip(stand_ins, nodes))):
+            raise Untraceable() from e
+        raise
     finally:
         dispatch.set_lifter(prev)
         tracer.restore_grads()
+        if snapshot is not None:
+            snapshot.changed()         # (restored: the call runs again as written)
     out_names = pytree.leaf_paths(out_structure, "out")
     if effect_nodes:
         out_nodes += effect_nodes

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-__all__ = ["ObservedList", "ObservedDict", "ObservedState", "changes", "bump", "observe_groups",
+from ..tracing import _lifter, python_effect
+
+__all__ = ["ObservedList", "ObservedDict", "GroupDict", "ObservedState", "changes", "bump", "observe_groups",
            "observed"]
 
 _changes = [0]
@@ -60,6 +62,28 @@ class ObservedDict(dict):
 
     def __reduce_ex__(self, protocol):
         return dict, (dict(self),)
+
+
+class GroupDict(ObservedDict):
+    """A parameter group: an :class:`ObservedDict` whose options changed inside a
+    ``symgrad.compile`` trace (``g['lr'] = ...`` in a compiled step) make the step run
+    uncompiled (:func:`symgrad.compiler.breaks.python_effect`): a compiled program would
+    not write them again at each call."""
+
+    __slots__ = ()
+
+    def __setitem__(self, key, value):
+        if _lifter[0] is not None and key != "params" and not (
+                key in self and _same(dict.__getitem__(self, key), value)):
+            python_effect(f"optimizer param_groups[...][{key!r}] assigned")
+        ObservedDict.__setitem__(self, key, value)
+
+
+def _same(a, b) -> bool:
+    try:
+        return a is b or (type(a) is type(b) and bool(a == b))
+    except Exception:
+        return False
 
 
 class ObservedState(defaultdict):
@@ -110,7 +134,7 @@ def observe_groups(groups) -> ObservedList:
     """Parameter groups as observed containers (each group dict and its ``params``)."""
     out = ObservedList()
     for g in groups:
-        g = ObservedDict(g)
+        g = GroupDict(g)
         if "params" in g:
             dict.__setitem__(g, "params", ObservedList(g["params"]))
         list.append(out, g)
@@ -122,5 +146,5 @@ def observed(param_groups, state) -> bool:
     """Whether every change to ``param_groups`` and ``state`` is counted."""
     if type(param_groups) is not ObservedList or type(state) is not ObservedState or state.plain:
         return False
-    return all(type(g) is ObservedDict and type(g.get("params")) is ObservedList
+    return all(type(g) is GroupDict and type(g.get("params")) is ObservedList
                for g in param_groups)

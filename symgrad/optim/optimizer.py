@@ -26,7 +26,7 @@ from ..autograd import grad_mode
 from ..autograd.engine import zero_grads
 from ..graph import dtypes
 from ..tensor import Tensor
-from .observed import (ObservedDict, ObservedList, ObservedState, changes, observe_groups,
+from .observed import (GroupDict, ObservedDict, ObservedList, ObservedState, changes, observe_groups,
                        observed)
 from .observed import bump as _bump_changes
 from .traced import TracedArray, as_array as _array
@@ -106,7 +106,7 @@ class Optimizer:
                                 + _typename(p))
             if not p.is_leaf:
                 raise ValueError("can't optimize a non-leaf Tensor")
-        group = ObservedDict(param_group)
+        group = GroupDict(param_group)
         group["params"] = ObservedList(params)
         if names is not None:
             group["param_names"] = names

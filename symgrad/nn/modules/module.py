@@ -12,6 +12,7 @@ from ...functions.methods import to_target
 from ...tensor import Tensor
 from ..parameter import Buffer, Parameter
 from ...autograd.engine import zero_grads
+from ...tracing import python_effect
 from ...compiler.sources import registration_changed, registration_version
 from .registration import TABLES, RegistrationTable
 from ...utils.hooks import RemovableHandle
@@ -35,6 +36,32 @@ def _addindent(s: str, n: int) -> str:
     if len(lines) == 1:
         return s
     return lines[0] + "\n" + "\n".join(" " * n + line for line in lines[1:])
+
+
+def _assigned_while_traced(module, name: str, value) -> None:
+    """``module.name = value`` inside a trace: a change of Python state a compiled program
+    would not make again (a counter, a tensor rebound to a traced value: d2l's
+    ``self.moving_mean = ...``), so a compile trace stops and the call runs uncompiled.
+    Assigning what is already there (``model.train()`` in train mode) changes nothing."""
+    d = module.__dict__
+    old = _ABSENT
+    for table in ("_parameters", "_buffers", "_modules"):
+        if name in d.get(table, ()):
+            old = d[table][name]
+            break
+    else:
+        old = d.get(name, _ABSENT)
+    if old is value:
+        return
+    if not isinstance(value, Tensor) and type(old) is type(value):
+        try:
+            if bool(old == value):
+                return
+        except Exception:
+            pass
+    what = ("rebound to a traced tensor" if isinstance(value, Tensor) and value._data is None
+            else "assigned")
+    python_effect(f"{type(module).__name__}.{name} {what}")
 
 
 class Module:
@@ -88,6 +115,8 @@ class Module:
         pre, post = self.__dict__.get("_forward_pre_hooks"), self.__dict__.get("_forward_hooks")
         if not pre and not post:
             return self.forward(*args, **kwargs)
+        if guard is not None:    # (torch.compile runs hooks at every call: uncompiled here)
+            python_effect(f"a forward {'pre-' if pre else ''}hook of {type(self).__name__}")
         for hid, hook in list(pre.items()):
             if hid in self._forward_pre_hooks_with_kwargs:
                 res = hook(self, args, kwargs)
@@ -131,6 +160,8 @@ class Module:
 
     # ---- registration --------------------------------------------------------------------
     def __setattr__(self, name: str, value: Any) -> None:
+        if dispatch._lifter[0] is not None:
+            _assigned_while_traced(self, name, value)
         try:
             self._assign_attribute(name, value)
         finally:        # after the write (compiled functions re-read the paths to tensors)

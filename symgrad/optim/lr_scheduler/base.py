@@ -5,6 +5,8 @@ stepped before its optimizer, ``get_lr()`` called by hand, the deprecated epoch
 argument)."""
 from __future__ import annotations
 
+from ...tracing import python_effect
+
 import warnings
 from typing import Any
 
@@ -92,6 +94,7 @@ class LRScheduler:
                           "use `get_last_lr()`.", UserWarning, stacklevel=3)
 
     def step(self, epoch: int | None = None) -> None:
+        python_effect(f"{type(self).__name__}.step()")   # (in a compiled step: uncompiled)
         if self._step_count == 1 and not getattr(self.optimizer, "_opt_called", False):
             warnings.warn(_STEP_ORDER_WARNING, UserWarning, stacklevel=2)
         self._step_count += 1

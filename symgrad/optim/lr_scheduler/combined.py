@@ -2,6 +2,8 @@
 milestones) and ``ChainedScheduler`` (all of them every step)."""
 from __future__ import annotations
 
+from ...tracing import python_effect
+
 from bisect import bisect_right
 
 from .base import LRScheduler, group_values
@@ -86,6 +88,7 @@ class SequentialLR(_Composite):
             sched.last_epoch -= 1
 
     def step(self) -> None:
+        python_effect(f"{type(self).__name__}.step()")   # (in a compiled step: uncompiled)
         self.last_epoch += 1
         i = bisect_right(self._milestones, self.last_epoch)
         sched = self._schedulers[i]
@@ -110,6 +113,7 @@ class ChainedScheduler(_Composite):
         self._last_lr = group_values(self._schedulers[-1].optimizer, "lr")
 
     def step(self) -> None:
+        python_effect(f"{type(self).__name__}.step()")   # (in a compiled step: uncompiled)
         for s in self._schedulers:
             s.step()
         self._last_lr = group_values(self._schedulers[-1].optimizer, "lr")

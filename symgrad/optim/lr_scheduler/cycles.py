@@ -2,6 +2,8 @@
 beta1 cycled the other way) and ``CosineAnnealingWarmRestarts`` (SGDR)."""
 from __future__ import annotations
 
+from ...tracing import python_effect
+
 import math
 
 from ..optimizer import Optimizer
@@ -148,6 +150,7 @@ class CosineAnnealingWarmRestarts(LRScheduler):
                 * (1 + math.cos(math.pi * self.T_cur / self.T_i)) / 2 for base in self.base_lrs]
 
     def step(self, epoch=None) -> None:
+        python_effect(f"{type(self).__name__}.step()")   # (in a compiled step: uncompiled)
         if epoch is None and self.last_epoch < 0:
             epoch = 0
         if epoch is None:

@@ -2,6 +2,8 @@
 for ``patience`` epochs (``step(metric)``), with cooldown, thresholds and floors."""
 from __future__ import annotations
 
+from ...tracing import python_effect
+
 import math
 import warnings
 
@@ -51,6 +53,7 @@ class ReduceLROnPlateau(LRScheduler):
         self.num_bad_epochs = 0
 
     def step(self, metrics, epoch: int | None = None) -> None:
+        python_effect(f"{type(self).__name__}.step()")   # (in a compiled step: uncompiled)
         current = float(metrics)
         if epoch is None:
             epoch = self.last_epoch + 1
