@@ -221,7 +221,7 @@ class Compiled(ShapeGeneric):
             return self._inline(args)
         key, leaves, names = self._signature(args)
         if key in self._uncompiled:
-            return self.fn(*args)
+            return self._as_written(args)
         entry = self._cache.get(key)
         if entry is None and stale is None:
             entry = self._generic_for(args, key, names)
@@ -260,7 +260,7 @@ class Compiled(ShapeGeneric):
                 raise GraphBreak(f"symgrad.compile(fullgraph=True): {self._name()} changes "
                                  f"Python state while traced ({e})") from None
             self._break(key, f"changes Python state while traced ({e})")
-            return self.fn(*args)
+            return self._as_written(args)
         except (RuntimeError, Untraceable) as e:
             if isinstance(e, Untraceable):
                 e = e.__cause__
@@ -286,6 +286,30 @@ class Compiled(ShapeGeneric):
         return out
 
     __call__ = _call
+
+    def _as_written(self, args):
+        """The call run uncompiled, with what the program would take: numpy arrays among
+        the (non-static) arguments as tensors sharing their memory, and -- when no
+        argument is a tensor -- the results as numpy arrays, as a compiled call returns
+        them (the function may call tensor methods numpy lacks or has otherwise)."""
+        conv, tensors, arrays = list(args), False, False
+        for i, a in enumerate(args):
+            if i in self.static_argnums:
+                continue
+            leaves, structure = pytree.flatten(a)
+            tensors |= any(isinstance(v, Tensor) for v in leaves)
+            if any(isinstance(v, np.ndarray) for v in leaves):
+                arrays = True
+                conv[i] = pytree.unflatten(structure, [as_tensor(v) if isinstance(
+                    v, np.ndarray) else v for v in leaves])
+        if not arrays:
+            return self.fn(*args)
+        out = self.fn(*conv)
+        if tensors:
+            return out
+        leaves, structure = pytree.flatten(out)
+        return pytree.unflatten(structure, [v.detach().numpy() if isinstance(v, Tensor)
+                                            else v for v in leaves])
 
     def _name(self) -> str:
         return getattr(self.fn, "__qualname__", type(self.fn).__name__)
@@ -315,10 +339,10 @@ class Compiled(ShapeGeneric):
             said = "; ".join([parts[0].split(", but")[0]]
                              + [p.rstrip(".") for p in parts[1:] if p.startswith("Called at")])
             self._break(key, f"reads a traced value in Python ({said})")
-            return self.fn(*args)
+            return self._as_written(args)
         if self.fullgraph:
             raise error from None
-        out = self.fn(*args)
+        out = self._as_written(args)
         self._break(key, f"could not be traced ({type(error).__name__}: "
                          f"{str(error).splitlines()[0] if str(error) else ''})")
         return out
