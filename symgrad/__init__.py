@@ -47,7 +47,7 @@ from .functions.selection import (argsort, chunk, gather, index_select, masked_f
                                   unbind)
 from .functions.statistics import (aminmax, cummax, cummin, cumprod, cumsum, logcumsumexp,
                                    nanmean, nansum, std, std_mean, var, var_mean)
-from .functions.search import (argwhere, bucketize, count_nonzero, nonzero, searchsorted,
+from .functions.search import (argwhere, bincount, bucketize, count_nonzero, nonzero, searchsorted,
                                tril_indices, triu_indices, unique, unique_consecutive)
 from .functions.order import kthvalue, median, mode, nanmedian, nanquantile, quantile
 from .functions.finite import (isclose, isfinite, isinf, isneginf, isposinf, nan_to_num,
@@ -61,9 +61,10 @@ from .functions.scatter import index_add, scatter, scatter_add, scatter_reduce
 from .functions.indexed import index_copy, index_fill, index_put, take, take_along_dim
 from .functions.solvers import _torch_slogdet as slogdet, det, inverse, logdet
 from .functions.solvers import _torch_cholesky as cholesky, _torch_svd as svd
-from .functions.factorizations import matrix_power, pinverse
-from .functions.arithmetic import (addcdiv, addcmul, addmm, exp2, hypot, lerp, log2, log10,
-                                   logaddexp, logaddexp2, xlogy)
+from .functions.factorizations import matrix_power, pinverse, triangular_solve
+from .functions.arithmetic import (addcdiv, addcmul, addmm, copysign, deg2rad, exp2,
+                                   float_power, fmax, fmin, hypot, lerp, log2, log10, logaddexp,
+                                   logaddexp2, logit, positive, rad2deg, sinc, xlogy)
 from .functions.combine import (atleast_1d, atleast_2d, atleast_3d, cdist, column_stack, cross,
                                 diff, dstack, hstack, kron, rot90, row_stack, tensor_split,
                                 tensordot, vstack)

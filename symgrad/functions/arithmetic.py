@@ -1,5 +1,7 @@
 """Compound arithmetic as PyTorch names it: ``lerp``, ``addmm``, ``addcmul``, ``addcdiv``,
-``logaddexp`` / ``logaddexp2``, ``log2`` / ``log10`` / ``exp2``, ``hypot``, ``xlogy`` --
+``logaddexp`` / ``logaddexp2``, ``log2`` / ``log10`` / ``exp2``, ``hypot``, ``xlogy``,
+``logit``, ``sinc``, ``deg2rad`` / ``rad2deg``, ``copysign``, ``fmax`` / ``fmin``,
+``positive``, ``float_power`` --
 each one backward Function with PyTorch's name over a formula of primitives (so its
 gradient is symbolic, compiled and differentiable again), computed the way ATen's CPU
 kernels do where the formula matters (lerp's two branches, logaddexp's infinities,
@@ -21,7 +23,8 @@ if TYPE_CHECKING:
     from ..types import TensorOrScalar
 
 __all__ = ["lerp", "addmm", "addcmul", "addcdiv", "logaddexp", "logaddexp2", "log2", "log10",
-           "exp2", "hypot", "xlogy", "lerp_formula"]
+           "exp2", "hypot", "xlogy", "lerp_formula", "logit", "sinc", "deg2rad", "rad2deg",
+           "copysign", "fmax", "fmin", "positive", "float_power"]
 
 
 def _operands(*xs):
@@ -160,3 +163,87 @@ def xlogy(input: TensorOrScalar, other: TensorOrScalar) -> Tensor:
     if is_scalar(input):
         return named(name, lambda b: fn(x, b), y)
     return named(name, fn, x, y)
+
+
+# ---- more elementwise compositions ----------------------------------------------------------
+def logit(input: Tensor, eps: float | None = None) -> Tensor:
+    """``log(z / (1 - z))`` with ``z`` the input clamped to [eps, 1 - eps] when ``eps`` is
+    given (``LogitBackward0``)."""
+    (x,) = _operands(input)
+
+    def fn(v):
+        z = v if eps is None else lax.apply("clamp", v, float(eps), 1.0 - float(eps))
+        return E.unary("log", lax.div(z, lax.sub(1.0, z)))
+    return named("LogitBackward0", fn, x)
+
+
+def sinc(input: Tensor) -> Tensor:
+    """``sin(pi x) / (pi x)``, 1 at 0 (``SincBackward0``)."""
+    (x,) = _operands(input)
+
+    def fn(v):
+        zero = E.binary("eq", v, 0)
+        px = lax.mul(lax.where(zero, 1.0, v), math.pi)
+        return lax.where(zero, 1.0, lax.div(E.unary("sin", px), px))
+    return named("SincBackward0", fn, x)
+
+
+def deg2rad(input: Tensor) -> Tensor:
+    """Degrees to radians: ``x * (pi / 180)`` (``Deg2RadBackward0``)."""
+    (x,) = _operands(input)
+    return named("Deg2RadBackward0", lambda v: lax.mul(v, math.pi / 180), x)
+
+
+def rad2deg(input: Tensor) -> Tensor:
+    """Radians to degrees: ``x * (180 / pi)`` (``Rad2DegBackward0``)."""
+    (x,) = _operands(input)
+    return named("Rad2DegBackward0", lambda v: lax.mul(v, 180 / math.pi), x)
+
+
+def copysign(input: TensorOrScalar, other: TensorOrScalar) -> Tensor:
+    """``|input|`` with the sign (bit) of ``other`` (``CopysignBackward0``; a number
+    ``other``: ``CopysignBackward1``); no gradient reaches ``other``."""
+    x, y = _operands(input, other)
+    name = "CopysignBackward1" if is_scalar(other) else "CopysignBackward0"
+
+    def fn(a, b=y):
+        mag = E.unary("abs", a)
+        return lax.where(E.unary("signbit", b.detach()), E.unary("neg", mag), mag)
+    if is_scalar(other):
+        return named(name, fn, x)
+    return named(name, lambda a, b: fn(a, b), x, y)
+
+
+def _nan_ignoring(test: str, name: str):
+    def fn(input: Tensor, other: Tensor) -> Tensor:
+        a, b = to_tensor(input), to_tensor(other)
+
+        def pick(u, v):
+            keep = E.binary("logical_or", E.binary(test, u, v), E.unary("isnan", v)) \
+                if u.dtype.is_floating_point else E.binary(test, u, v)
+            return lax.where(keep, u, v)
+        return named(f"F{name[1:]}Backward0", pick, a, b)
+    fn.__name__ = name
+    fn.__doc__ = (f"Elementwise {name[1:]} ignoring NaN (NaN only where both are); ties take "
+                  f"``input`` and its gradient (``F{name[1:]}Backward0``).")
+    return fn
+
+
+fmax = _nan_ignoring("ge", "fmax")
+fmin = _nan_ignoring("le", "fmin")
+
+
+def positive(input: Tensor) -> Tensor:
+    """``input`` itself (PyTorch's error for bool)."""
+    x = to_tensor(input)
+    if x.dtype is dtypes.bool_:
+        raise RuntimeError("The `+` operator, on a bool tensor is not supported.")
+    return x
+
+
+def float_power(input: TensorOrScalar, exponent: TensorOrScalar) -> Tensor:
+    """``input ** exponent`` in float64."""
+    f64 = dtypes.float64
+    x = lax.cast(to_tensor(input), f64) if not is_scalar(input) else float(input)
+    e = lax.cast(to_tensor(exponent), f64) if not is_scalar(exponent) else float(exponent)
+    return E.pow(x, e)

@@ -1,6 +1,7 @@
 """Combining and rearranging tensors as PyTorch names it: ``atleast_1d/2d/3d``,
 ``hstack`` / ``vstack`` / ``row_stack`` / ``dstack`` / ``column_stack``, ``tensor_split``,
-``diff``, ``rot90``, ``tensordot``, ``kron``, ``cross`` / ``linalg.cross`` and ``cdist`` --
+``diff``, ``rot90``, ``tensordot``, ``kron``, ``cross`` / ``linalg.cross``, ``cdist``,
+``Tensor.unfold`` and ``sum_to_size`` --
 built from the shape ops and primitives, under PyTorch's backward names, checks and error
 texts."""
 from __future__ import annotations
@@ -20,11 +21,12 @@ from . import shape
 from .common import Tensor, to_tensor, wrap_dim
 from .composite import named
 from .linalg import matmul
+from .reduction import sum as _sum
 from .selection import narrow
 
 __all__ = ["atleast_1d", "atleast_2d", "atleast_3d", "hstack", "vstack", "row_stack", "dstack",
            "column_stack", "tensor_split", "diff", "rot90", "tensordot", "kron", "cross",
-           "linalg_cross", "cdist"]
+           "linalg_cross", "cdist", "unfold", "sum_to_size"]
 
 
 def _each(fn, tensors):
@@ -287,3 +289,44 @@ def cdist(x1: Tensor, x2: Tensor, p: float = 2.0,
         root = E.unary("sqrt", safe) if p == 2 else E.binary("pow", safe, 1.0 / p)
         return lax.where(zero, 0.0, root)
     return named("CdistBackward0", fn, a, b)
+
+
+def unfold(input: Tensor, dimension: int, size: int, step: int) -> Tensor:
+    """``Tensor.unfold``: the windows of ``size`` elements every ``step`` along
+    ``dimension``, that dim becoming the window count and a last dim of ``size``
+    (``UnfoldBackward0``)."""
+    x = to_tensor(input)
+    d = wrap_dim(dimension, max(x.dim(), 1))
+    n = x.shape[d] if x.dim() else 1
+    if size > n:
+        raise RuntimeError(f"maximum size for tensor at dimension {d} is {n} but size is {size}")
+    if step <= 0:
+        raise RuntimeError(f"step is {step} but must be > 0")
+    count = (n - size) // step + 1
+    index = (np.arange(count)[:, None] * step + np.arange(size)[None, :]).astype(np.int64)
+
+    def fn(v):
+        if v.dim() == 0:
+            return lax.reshape(v, (1,))
+        windows = bind(P["take"], v, Tensor._from_array(index, dtypes.int64), axis=d)
+        perm = tuple(k for k in range(v.dim() + 1) if k != d + 1) + (d + 1,)
+        return lax.permute(windows, perm)
+    return named("UnfoldBackward0", fn, x)
+
+
+def sum_to_size(input: Tensor, *size: int | Sequence[int]) -> Tensor:
+    """``input`` summed down to ``size`` (which it must be expandable from)."""
+    x = to_tensor(input)
+    target = tuple(size[0]) if len(size) == 1 and isinstance(size[0], (list, tuple)) else \
+        tuple(size)
+    lead_n = x.dim() - len(target)
+    if lead_n < 0 or any(t not in (1, s) for t, s in zip(target, tuple(x.shape)[lead_n:])):
+        raise RuntimeError(f"size {{{list(target)}}} is not expandable to size "
+                           f"{{{list(x.shape)}}}.")
+    lead = x.dim() - len(target)
+    dims = tuple(range(lead)) + tuple(lead + i for i, s in enumerate(target)
+                                      if s == 1 and x.shape[lead + i] != 1)
+    if not dims:
+        return x
+    return shape.reshape(_sum(x, dims, keepdim=True), target) if lead else \
+        _sum(x, dims, keepdim=True)

@@ -1,7 +1,9 @@
 """``torch.linalg``'s factorisations and the solvers built on them: ``eigh`` / ``eigvalsh``,
-``qr``, ``solve_triangular``, ``pinv`` (and ``torch.pinverse``), ``lstsq`` and
-``matrix_power`` -- PyTorch's checks, error texts, result types and backward names over
-batches of matrices, on the primitives of :mod:`symgrad.ops.decompositions`.
+``qr``, ``solve_triangular`` (and the deprecated ``torch.triangular_solve``), ``pinv``
+(and ``torch.pinverse``), ``lstsq``, ``matrix_power``, ``multi_dot``, ``vecdot``,
+``matrix_rank``, ``cond`` and ``diagonal`` -- PyTorch's checks, error texts, result
+types and backward names over batches of matrices, on the primitives of
+:mod:`symgrad.ops.decompositions`.
 
 Eigenvectors and Q are LAPACK's (numpy's): the signs of eigenvectors may differ from
 PyTorch's build, so only functions invariant to them compare.
@@ -11,6 +13,9 @@ PyTorch's build, so only functions invariant to them compare.
 tensor([1., 3.])
 """
 from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -22,10 +27,12 @@ from .common import Tensor, to_tensor
 from .composite import named
 from .linalg import matmul
 from .reduction import return_types
-from .solvers import _matrices, _svd_parts, inv
+from .matrix import diagonal as _diagonal
+from .solvers import _matrices, _svd_parts, inv, matrix_norm
 
 __all__ = ["eigh", "eigvalsh", "qr", "solve_triangular", "pinv", "pinverse", "lstsq",
-           "matrix_power"]
+           "matrix_power", "triangular_solve", "multi_dot", "vecdot", "matrix_rank", "cond",
+           "diagonal"]
 
 
 # ---- eigh -----------------------------------------------------------------------------------
@@ -242,3 +249,112 @@ def matrix_power(A: Tensor, n: int) -> Tensor:
         if bit:
             result = z if result is None else matmul(result, z)
     return result
+
+
+# ---- the deprecated triangular_solve; multi_dot, vecdot, matrix_rank, cond, diagonal ---------
+_triangular_warned = [False]
+
+
+def triangular_solve(b: Tensor, A: Tensor, upper: bool = True, transpose: bool = False,
+                     unitriangular: bool = False) -> return_types.triangular_solve:
+    """The deprecated ``torch.triangular_solve``: ``(X, A.clone())`` with ``op(A) X = b``
+    (``op``: transpose when asked), with PyTorch's warning (``TriangularSolveBackward0``)."""
+    if not _triangular_warned[0]:
+        _triangular_warned[0] = True
+        warnings.warn(
+            "torch.triangular_solve is deprecated in favor of torch.linalg.solve_triangular"
+            "and will be removed in a future PyTorch release.\ntorch.linalg.solve_triangular "
+            "has its arguments reversed and does not return a copy of one of the inputs.\n"
+            "X = torch.triangular_solve(B, A).solution\nshould be replaced with\n"
+            "X = torch.linalg.solve_triangular(A, B). (Triggered internally at "
+            "/__w/pytorch/pytorch/aten/src/ATen/native/BatchLinearAlgebra.cpp:2273.)",
+            UserWarning, stacklevel=2)
+    a, rhs = to_tensor(A), to_tensor(b)
+    if a.dim() < 2 or rhs.dim() < 2:
+        raise RuntimeError(f"torch.triangular_solve: The input tensor {'A' if a.dim() < 2 else 'B'}"
+                           f" must have at least 2 dimensions.")
+    a = _matrices("torch.triangular_solve", a)
+    up = bool(upper)
+
+    def solution(av, bv):
+        coeff = lax.transpose_last(av) if transpose else av
+        return lax.apply("solve_triangular", coeff, bv, upper=up != bool(transpose), left=True,
+                         unitriangular=bool(unitriangular))
+    x = named("TriangularSolveBackward0", solution, a, rhs)
+    clone = named("TriangularSolveBackward0", lambda av: bind(P["copy"], av), a)
+    return return_types.triangular_solve(x, clone)
+
+
+def multi_dot(tensors: Sequence[Tensor]) -> Tensor:
+    """The product of the matrices (the first / last may be vectors) in the cheapest
+    order (PyTorch's matrix-chain order)."""
+    ts = [to_tensor(t) for t in tensors]
+    if len(ts) < 2:
+        raise RuntimeError(f"multi_dot(): expected at least 2 tensors but got {len(ts)}")
+    first_vec, last_vec = ts[0].dim() == 1, ts[-1].dim() == 1
+    if first_vec:
+        ts[0] = ts[0].unsqueeze(0)
+    if last_vec:
+        ts[-1] = ts[-1].unsqueeze(-1)
+    for i, t in enumerate(ts):
+        if t.dim() != 2:
+            raise RuntimeError(f"multi_dot(): tensor {i} must be 2D but got {t.dim()}D")
+    dims = [ts[0].shape[0]] + [t.shape[1] for t in ts]
+    n = len(ts)
+    cost = [[0] * n for _ in range(n)]
+    split = [[0] * n for _ in range(n)]
+    for length in range(1, n):
+        for i in range(n - length):
+            j = i + length
+            cost[i][j] = None
+            for k in range(i, j):
+                c = cost[i][k] + cost[k + 1][j] + dims[i] * dims[k + 1] * dims[j + 1]
+                if cost[i][j] is None or c < cost[i][j]:
+                    cost[i][j], split[i][j] = c, k
+
+    def product(i, j):
+        if i == j:
+            return ts[i]
+        k = split[i][j]
+        return matmul(product(i, k), product(k + 1, j))
+    out = product(0, n - 1)
+    shape = tuple(s for s, drop in ((out.shape[0], first_vec), (out.shape[1], last_vec))
+                  if not drop)
+    return out.view(shape)
+
+
+def vecdot(x: Tensor, y: Tensor, *, dim: int = -1) -> Tensor:
+    """The dot product of the vectors along ``dim``, broadcast: ``(x * y).sum(dim)``."""
+    return (to_tensor(x) * to_tensor(y)).sum(dim)
+
+
+def matrix_rank(A: Tensor, *, atol: float | None = None, rtol: float | None = None,
+                hermitian: bool = False) -> Tensor:
+    """The number of singular values above ``max(atol, rtol * largest)`` (defaults as
+    ``pinv``'s), int64, per matrix."""
+    a = _matrices("linalg.matrix_rank", A, square=False)
+    atol_, rtol_ = _tolerances(a, atol, rtol)
+    if a.numel() == 0:
+        return lax.zeros(tuple(a.shape[:-2]), dtypes.int64)
+    s = eigvalsh(a.detach()).abs() if hermitian else \
+        _svd_parts(a.detach(), False, (1,))[0]
+    top = s.amax(-1, keepdim=True)
+    tol = (top * rtol_).clamp_min(atol_)
+    return lax.sum(lax.cast(bind(P["gt"], s, tol), dtypes.int64), (s.dim() - 1,))
+
+
+def cond(A: Tensor, p: float | str | None = None) -> Tensor:
+    """The condition number: for ``p`` None / 2 / -2 the ratio of the extreme singular
+    values, else ``norm(A, p) * norm(inv(A), p)``."""
+    a = _matrices("linalg.cond", A, square=p not in (None, 2, -2))
+    if p in (None, 2, -2):
+        s = _svd_parts(a, False, (1,))[0]
+        k = s.shape[-1]
+        hi, lo = s.narrow(-1, 0, 1), s.narrow(-1, k - 1, 1)
+        return (hi / lo if p != -2 else lo / hi).squeeze(-1)
+    return matrix_norm(a, p) * matrix_norm(inv(a), p)
+
+
+def diagonal(A: Tensor, *, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Tensor:
+    """``torch.diagonal`` with the last two dims by default (a view)."""
+    return _diagonal(to_tensor(A), offset, dim1, dim2)

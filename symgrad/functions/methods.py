@@ -446,7 +446,12 @@ _METHODS = {
     "unique_consecutive": search.unique_consecutive, "count_nonzero": search.count_nonzero,
     "nansum": statistics.nansum, "nanmean": statistics.nanmean, "aminmax": statistics.aminmax,
     "tensor_split": combine.tensor_split, "diff": combine.diff, "rot90": combine.rot90,
-    "kron": combine.kron, "cross": combine.cross,
+    "kron": combine.kron, "cross": combine.cross, "unfold": combine.unfold,
+    "sum_to_size": combine.sum_to_size, "logit": arithmetic.logit, "sinc": arithmetic.sinc,
+    "deg2rad": arithmetic.deg2rad, "rad2deg": arithmetic.rad2deg,
+    "copysign": arithmetic.copysign, "fmax": arithmetic.fmax, "fmin": arithmetic.fmin,
+    "positive": arithmetic.positive, "float_power": arithmetic.float_power,
+    "bincount": search.bincount, "triangular_solve": factorizations.triangular_solve,
     # other spellings and helpers
     "absolute": compat.absolute, "negative": compat.negative, "subtract": compat.subtract,
     "multiply": compat.multiply, "divide": compat.divide, "greater": compat.greater,
@@ -499,6 +504,8 @@ _INPLACE = {
     "subtract_": "subtract", "multiply_": "multiply", "divide_": "divide", "lerp_": "lerp",
     "addmm_": "addmm", "addcmul_": "addcmul", "addcdiv_": "addcdiv", "log2_": "log2",
     "log10_": "log10", "exp2_": "exp2", "hypot_": "hypot", "xlogy_": "xlogy",
+    "logit_": "logit", "sinc_": "sinc", "deg2rad_": "deg2rad", "rad2deg_": "rad2deg",
+    "copysign_": "copysign",
 }
 _INPLACE.update({f"{n}_": n for n in E.UNARY_NAMES
                  if n not in ("isnan", "logical_not") and f"{n}_" not in _INPLACE})

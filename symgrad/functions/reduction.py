@@ -44,6 +44,7 @@ class return_types:
     cummax = _ret_type("cummax")
     cummin = _ret_type("cummin")
     aminmax = _ret_type("aminmax", ("min", "max"))
+    triangular_solve = _ret_type("triangular_solve", ("solution", "cloned_coefficient"))
     linalg_eigh = _ret_type("linalg_eigh", ("eigenvalues", "eigenvectors"))
     linalg_qr = _ret_type("linalg_qr", ("Q", "R"))
     linalg_lstsq = _ret_type("linalg_lstsq", ("solution", "residuals", "rank",

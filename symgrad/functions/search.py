@@ -1,5 +1,5 @@
 """Finding elements as PyTorch names it: ``nonzero`` / ``argwhere``, ``unique`` /
-``unique_consecutive``, ``count_nonzero``, ``searchsorted`` / ``bucketize``,
+``unique_consecutive``, ``count_nonzero``, ``bincount``, ``searchsorted`` / ``bucketize``,
 ``tril_indices`` / ``triu_indices`` -- PyTorch's results, dtypes and errors.
 
 ``nonzero``, ``argwhere`` and ``unique`` have a size that depends on the input's values:
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from ..types import DTypeLike
 
 __all__ = ["nonzero", "argwhere", "unique", "unique_consecutive", "count_nonzero",
-           "searchsorted", "bucketize", "tril_indices", "triu_indices"]
+           "searchsorted", "bucketize", "tril_indices", "triu_indices", "bincount"]
 
 
 def _concrete(x: Tensor, name: str) -> np.ndarray:
@@ -169,3 +169,23 @@ def triu_indices(row: int, col: int, offset: int = 0, *, dtype: DTypeLike | None
                  device: object = None, layout: object = None) -> Tensor:
     """(2, N): the indices of the upper triangle (diagonals from ``offset`` on)."""
     return _triangle_indices(row, col, offset, dtype, False)
+
+
+def bincount(input: Tensor, weights: Tensor | None = None, minlength: int = 0) -> Tensor:
+    """How often each value 0, 1, ... occurs in the 1-D non-negative integer ``input``
+    (``weights``: their sums, in the weights' dtype)."""
+    x = to_tensor(input)
+    a = _concrete(x, "bincount")
+    if a.ndim != 1 or x.dtype.category not in ("int",) or (a.size and a.min() < 0):
+        raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
+    if minlength < 0:
+        raise RuntimeError("minlength should be >= 0")
+    if weights is None:
+        return _ints(np.bincount(a, minlength=minlength))
+    w = to_tensor(weights)
+    if tuple(w.shape) != tuple(x.shape):
+        raise RuntimeError("weights should be 1-d and have the same length as input")
+    counts = np.bincount(a, weights=_concrete(w, "bincount").astype(np.float64),
+                         minlength=minlength)
+    dt = w.dtype if w.dtype.is_floating_point else dtypes.float64
+    return Tensor._from_array(counts.astype(dt.np), dt)
