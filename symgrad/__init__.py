@@ -65,7 +65,8 @@ from .functions.factorizations import matrix_power, pinverse, triangular_solve
 from .functions.arithmetic import (addcdiv, addcmul, addmm, copysign, deg2rad, exp2,
                                    float_power, fmax, fmin, hypot, lerp, log2, log10, logaddexp,
                                    logaddexp2, logit, positive, rad2deg, sinc, xlogy)
-from .functions.combine import (atleast_1d, atleast_2d, atleast_3d, cdist, column_stack, cross,
+from .functions.combine import (atleast_1d, atleast_2d, atleast_3d, block_diag, cartesian_prod,
+                                cdist, column_stack, cross,
                                 diff, dstack, hstack, kron, rot90, row_stack, tensor_split,
                                 tensordot, vstack)
 from .functions.compat import (absolute, broadcast_tensors, broadcast_to, clamp_max, clamp_min,

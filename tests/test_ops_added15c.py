@@ -964,3 +964,49 @@ MORE_AS_TORCH = [
 def test_more_math_as_torch(snippet):
     from oracle import same_as_torch
     same_as_torch(snippet)
+
+
+# ---- group_norm, pixel_shuffle, block_diag, cartesian_prod ----------------------------------
+GROUPING = [
+    ("group_norm", lambda m, x, w: m.nn.functional.group_norm(x, 3, w, w.flip(0) * 2)),
+    ("group_norm_plain", lambda m, x, w: m.nn.functional.group_norm(x, 2) * w[0]),
+    ("pixel_shuffle", lambda m, x, w: m.nn.functional.pixel_shuffle(x[:, :4].reshape(2, 4, 2, 2),
+                                                                    2) * w[0]),
+    ("pixel_unshuffle", lambda m, x, w: m.nn.functional.pixel_unshuffle(
+        x.reshape(2, 1, 6, 4), 2) * w[0]),
+    ("block_diag", lambda m, x, w: m.block_diag(x[0], w, x[1, :2, :2], w[0])),
+    ("cartesian_prod", lambda m, x, w: m.cartesian_prod(w[:3], x[0, 0], w[3:])),
+]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("name,fn", GROUPING, ids=[g[0] for g in GROUPING])
+def test_grouping(name, fn, dtype):
+    r = np.random.default_rng(22)
+    a, w = r.standard_normal((2, 6, 4)).astype(dtype), r.standard_normal(6).astype(dtype)
+    loose = dict(rtol=1e-5, atol=1e-5) if dtype == "float32" else {}
+    check(fn, a, w, **loose, grad_rtol=loose.get("rtol"), grad_atol=loose.get("atol"))
+    check_everywhere(fn, a, w, second=dtype == "float64")
+
+
+GROUPING_AS_TORCH = [
+    lambda m: [repr(c) for c in (m.nn.GroupNorm(3, 6), m.nn.GroupNorm(3, 6, affine=False, eps=1e-3),
+                                 m.nn.GroupNorm(2, 4, bias=False), m.nn.PixelShuffle(2),
+                                 m.nn.PixelUnshuffle(3))],
+    lambda m: [(k, tuple(v.shape)) for k, v in m.nn.GroupNorm(3, 6).named_parameters()],
+    lambda m: m.nn.GroupNorm(4, 6), lambda m: m.nn.functional.group_norm(m.zeros(2, 6, 3), 4),
+    lambda m: m.nn.functional.group_norm(m.zeros(2, 6, 3), 3, m.ones(5)),
+    lambda m: m.nn.functional.pixel_shuffle(m.zeros(1, 3, 2, 2), 2),
+    lambda m: m.nn.functional.pixel_unshuffle(m.zeros(1, 3, 3, 2), 2),
+    lambda m: m.block_diag(m.tensor([1, 2]), m.tensor(3)),
+    lambda m: m.block_diag(m.zeros(2, 2, 2)),
+    lambda m: m.cartesian_prod(m.tensor([1, 2]), m.tensor([3, 4])),
+    lambda m: m.cartesian_prod(m.tensor([1, 2])),
+    lambda m: m.nn.GroupNorm(2, 4)(m.arange(16.0).reshape(2, 4, 2)),
+]
+
+
+@pytest.mark.parametrize("snippet", GROUPING_AS_TORCH)
+def test_grouping_as_torch(snippet):
+    from oracle import same_as_torch
+    same_as_torch(snippet, rtol=1e-5, atol=1e-6)

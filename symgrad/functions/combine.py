@@ -1,7 +1,7 @@
 """Combining and rearranging tensors as PyTorch names it: ``atleast_1d/2d/3d``,
 ``hstack`` / ``vstack`` / ``row_stack`` / ``dstack`` / ``column_stack``, ``tensor_split``,
 ``diff``, ``rot90``, ``tensordot``, ``kron``, ``cross`` / ``linalg.cross``, ``cdist``,
-``Tensor.unfold`` and ``sum_to_size`` --
+``Tensor.unfold``, ``sum_to_size``, ``block_diag`` and ``cartesian_prod`` --
 built from the shape ops and primitives, under PyTorch's backward names, checks and error
 texts."""
 from __future__ import annotations
@@ -20,13 +20,14 @@ from . import elementwise as E
 from . import shape
 from .common import Tensor, to_tensor, wrap_dim
 from .composite import named
+from .compat import meshgrid
 from .linalg import matmul
 from .reduction import sum as _sum
 from .selection import narrow
 
 __all__ = ["atleast_1d", "atleast_2d", "atleast_3d", "hstack", "vstack", "row_stack", "dstack",
            "column_stack", "tensor_split", "diff", "rot90", "tensordot", "kron", "cross",
-           "linalg_cross", "cdist", "unfold", "sum_to_size"]
+           "linalg_cross", "cdist", "unfold", "sum_to_size", "block_diag", "cartesian_prod"]
 
 
 def _each(fn, tensors):
@@ -330,3 +331,40 @@ def sum_to_size(input: Tensor, *size: int | Sequence[int]) -> Tensor:
         return x
     return shape.reshape(_sum(x, dims, keepdim=True), target) if lead else \
         _sum(x, dims, keepdim=True)
+
+
+def block_diag(*tensors: Tensor) -> Tensor:
+    """The tensors (0-d, 1-d as a row, or 2-d) as blocks on the diagonal of a zero matrix
+    (``BlockDiagBackward0``)."""
+    ts = [to_tensor(t) for t in tensors]
+    for i, t in enumerate(ts):
+        if t.dim() > 2:
+            raise RuntimeError(f"torch.block_diag: Input tensors must have 2 or fewer "
+                               f"dimensions. Input {i} has {t.dim()} dimensions")
+    shapes = [(1, 1) if t.dim() == 0 else (1, t.shape[0]) if t.dim() == 1 else tuple(t.shape)
+              for t in ts]
+    rows, cols = sum(s[0] for s in shapes), sum(s[1] for s in shapes)
+    dt = E.promote(ts) if ts else dtypes.get_default_dtype()
+    if not ts:
+        return lax.zeros((0, 0), dt)
+
+    def fn(*vs):
+        out = lax.zeros((rows, cols), dt)
+        r = c = 0
+        for v, (h, w) in zip(vs, shapes):
+            block = lax.cast(lax.reshape(v, (h, w)), dt)
+            padded = lax.pad_slice(block, (rows, cols), (r, c), (r + h, c + w), (1, 1))
+            out = lax.add(out, padded)
+            r, c = r + h, c + w
+        return out
+    return named("BlockDiagBackward0", fn, *ts)
+
+
+def cartesian_prod(*tensors: Tensor) -> Tensor:
+    """The rows of every combination of the 1-d tensors' elements (a 1-d tensor for one
+    input)."""
+    ts = [to_tensor(t) for t in tensors]
+    if len(ts) == 1:
+        return ts[0]
+    grids = meshgrid(*ts, indexing="ij")
+    return shape.stack([g.reshape(-1) for g in grids], 1)

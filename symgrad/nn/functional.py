@@ -715,6 +715,7 @@ from .rrelu import rrelu, rrelu_  # noqa: E402
 from .unpooling import max_unpool2d  # noqa: E402
 from .activations import (celu, glu, hardshrink, hardsigmoid, hardswish, logsigmoid,  # noqa: E402
                           mish, selu, softmin, softshrink, softsign, tanhshrink, threshold)
+from .grouping import group_norm, pixel_shuffle, pixel_unshuffle  # noqa: E402
 from .similarity import (cosine_similarity, kl_div, normalize, one_hot,  # noqa: E402
                          pairwise_distance)
 from .upsampling import interpolate, upsample, upsample_bilinear, upsample_nearest  # noqa: E402
@@ -727,4 +728,4 @@ __all__ += ["conv1d", "conv2d", "max_pool1d", "max_pool2d", "avg_pool1d", "avg_p
             "upsample_nearest", "upsample_bilinear", "logsigmoid", "selu", "celu", "mish",
             "hardswish", "hardsigmoid", "softsign", "tanhshrink", "softshrink", "hardshrink",
             "threshold", "glu", "softmin", "one_hot", "normalize", "cosine_similarity",
-            "pairwise_distance", "kl_div"]
+            "pairwise_distance", "kl_div", "group_norm", "pixel_shuffle", "pixel_unshuffle"]

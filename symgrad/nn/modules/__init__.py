@@ -16,6 +16,7 @@ from .padding import (CircularPad1d, CircularPad2d, CircularPad3d, ConstantPad1d
 from .activation_more import (CELU, GLU, SELU, CosineSimilarity, Hardshrink, Hardsigmoid,
                               Hardswish, KLDivLoss, LogSigmoid, Mish, PairwiseDistance,
                               Softmin, Softshrink, Softsign, Tanhshrink, Threshold)
+from .grouping import GroupNorm, PixelShuffle, PixelUnshuffle
 from .upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d
 from .pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveAvgPool3d, AdaptiveMaxPool1d,
                       AdaptiveMaxPool2d, AdaptiveMaxPool3d, AvgPool1d, AvgPool2d, AvgPool3d,
@@ -37,4 +38,5 @@ __all__ = ["Module", "Sequential", "ModuleList", "ModuleDict", "ParameterList",
            "MaxUnpool2d", "Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d",
            "LogSigmoid", "SELU", "CELU", "Mish", "Hardswish", "Hardsigmoid", "Softsign",
            "Tanhshrink", "Softshrink", "Hardshrink", "Threshold", "GLU", "Softmin",
-           "CosineSimilarity", "PairwiseDistance", "KLDivLoss"]
+           "CosineSimilarity", "PairwiseDistance", "KLDivLoss", "GroupNorm", "PixelShuffle",
+           "PixelUnshuffle"]

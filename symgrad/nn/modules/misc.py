@@ -105,6 +105,28 @@ class Embedding(Module):
         return cls(rows, cols, _weight=embeddings, _freeze=freeze, padding_idx=padding_idx, **kw)
 
 
+def affine_parameters(module: Module, shape, affine: bool, bias: bool, dtype) -> None:
+    """A normalisation layer's ``weight`` and ``bias`` of ``shape`` (None when not
+    ``affine`` / not ``bias``), uninitialised: :func:`reset_affine` sets them."""
+    dt = dtypes.as_dtype(dtype) if dtype is not None else None
+    if affine:
+        module.weight = Parameter(empty(shape, dtype=dt))
+    else:
+        module.register_parameter("weight", None)
+    if affine and bias:
+        module.bias = Parameter(empty(shape, dtype=dt))
+    else:
+        module.register_parameter("bias", None)
+
+
+def reset_affine(module: Module) -> None:
+    """Ones into ``weight``, zeros into ``bias`` (those present)."""
+    if module.weight is not None:
+        init.ones_(module.weight)
+    if module.bias is not None:
+        init.zeros_(module.bias)
+
+
 class LayerNorm(Module):
     def __init__(self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True,
                  bias: bool = True, device=None, dtype=None):
@@ -114,23 +136,11 @@ class LayerNorm(Module):
             normalized_shape = (normalized_shape,)
         self.normalized_shape = tuple(normalized_shape)
         self.eps, self.elementwise_affine = eps, elementwise_affine
-        dt = dtypes.as_dtype(dtype) if dtype is not None else None
-        if elementwise_affine:
-            self.weight = Parameter(empty(self.normalized_shape, dtype=dt))
-            if bias:
-                self.bias = Parameter(empty(self.normalized_shape, dtype=dt))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        affine_parameters(self, self.normalized_shape, elementwise_affine, bias, dtype)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        if self.elementwise_affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        reset_affine(self)
 
     def forward(self, input):
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
