@@ -1010,3 +1010,17 @@ GROUPING_AS_TORCH = [
 def test_grouping_as_torch(snippet):
     from oracle import same_as_torch
     same_as_torch(snippet, rtol=1e-5, atol=1e-6)
+
+
+def test_hessians_of_new_primitives_as_torch():
+    """symgrad.hessian (forward over reverse: each rule must be linear in its cotangent)
+    against torch's, for functions through the new primitives."""
+    a = np.random.default_rng(23).standard_normal((3, 4))
+    for f in (lambda m, x: m.logcumsumexp(x * 3, 1).pow(2).sum(),
+              lambda m, x: m.linalg.eigvalsh(x[:, :3] + x[:, :3].mT).pow(2).sum(),
+              lambda m, x: m.linalg.pinv(x).pow(2).sum(),
+              lambda m, x: (m.cummax(x, 1)[0] * x).sum() + m.quantile(x, 0.3) ** 2,
+              lambda m, x: m.linalg.qr(x.mT)[1].pow(3).sum()):
+        want = torch.autograd.functional.hessian(lambda x: f(torch, x), torch.tensor(a))
+        got = sg.hessian(lambda x: f(sg, x))(a)
+        np.testing.assert_allclose(np.asarray(got), want.numpy(), rtol=1e-8, atol=1e-10)

@@ -388,22 +388,41 @@ def _logcumsumexp_numpy(x, *, axis):
 
 
 def _logcumsumexp_vjp(ctx, g):
-    """PyTorch's logcumsumexp_backward: the reversed scan of log|g| - out over the
-    positive and the negative parts of g, each shifted by x and exponentiated."""
+    """d/dx_j = sum_{i >= j} g_i exp(x_j - out_i) (each exp at most 1: out_i >= x_j).
+    With no graph of the backward being built, PyTorch's logcumsumexp_backward on the
+    values (log-space reverse scans of g's positive and negative parts, O(n)); otherwise
+    the sum as a formula linear in g (forward mode transposes it), O(n^2) per lane."""
     axis = ctx.kwargs["axis"]
     x, out = ctx.input(0), ctx.out
-    dt = ctx.in_avals[0][1]
-    lowest = float(np.finfo(getattr(dt, "np", dt)).min)
+    if type(g) is np.ndarray:
+        return (_logcumsumexp_grad_values(getattr(x, "_data", x), g,
+                                          getattr(out, "_data", out), axis),)
+    n, last = x.shape[axis], len(x.shape)
+    perm = tuple(i for i in range(last) if i != axis) + (axis,)
+    xl, ol, gl = (lax.permute(v, perm) for v in (x, out, g))
+    rows = tuple(xl.shape[:-1]) + (n, n)                  # (.., i, j)
+    i_idx, j_idx = lax.matrix_iotas(rows)
+    below = lax.apply("le", j_idx, i_idx)
+    diff = lax.sub(lax.expand(lax.reshape(xl, tuple(xl.shape[:-1]) + (1, n)), rows),
+                   lax.expand(lax.reshape(ol, tuple(ol.shape) + (1,)), rows))
+    weights = lax.where(below, lax.unary("exp", lax.where(below, diff, 0.0)), 0.0)
+    terms = lax.mul(weights, lax.expand(lax.reshape(gl, tuple(gl.shape) + (1,)), rows))
+    grad = lax.sum(terms, (last - 1,))
+    return (lax.permute(grad, tuple(np.argsort(perm).tolist())),)
+
+
+def _logcumsumexp_grad_values(x, g, out, axis):
+    """PyTorch's logcumsumexp_backward on arrays."""
+    x, g, out = (np.asarray(v) for v in (x, g, out))
+    lowest = np.finfo(x.dtype).min
 
     def reverse_scan(v):
-        f = lax.apply("flip", v, axes=(axis,))
-        return lax.apply("flip", lax.apply("logcumsumexp", f, axis=axis), axes=(axis,))
-    log_abs = lax.unary("log", lax.unary("abs", g))
-    parts = []
-    for test in ("gt", "lt"):
-        logs = lax.where(lax.apply(test, g, 0.0), log_abs, lowest)
-        parts.append(lax.unary("exp", lax.add(reverse_scan(lax.sub(logs, out)), x)))
-    return (lax.sub(parts[0], parts[1]),)
+        return np.flip(_logcumsumexp_numpy(np.flip(v, axis), axis=axis), axis)
+    with np.errstate(all="ignore"):
+        log_abs = np.log(np.abs(g))
+        parts = [np.exp(reverse_scan(np.where(test, log_abs, lowest).astype(x.dtype) - out) + x)
+                 for test in (g > 0, g < 0)]
+    return (parts[0] - parts[1]).astype(x.dtype)
 
 
 def _logcumsumexp_jvp(args, out, tangents, *, axis):
