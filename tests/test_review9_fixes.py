@@ -89,3 +89,46 @@ def test_inplace_integer_downcast(op):
             _err(lambda: getattr(torch.tensor([1, 2]), op)(torch.tensor([0.5, 1.0])))
     assert _err(lambda: getattr(sg.tensor([True]), op)(sg.tensor([3]))) == \
         _err(lambda: getattr(torch.tensor([True]), op)(torch.tensor([3])))
+
+
+NORM_VALUES = [0.0, -0.0, 5e-324, -5e-324, 1e-200, -1e-200, 1e-30, 1.5, -2.0, 1e200, -1e200,
+               1e30, float("inf"), float("-inf"), float("nan")]
+
+
+def _same(a, b):
+    a, b = np.asarray(a), np.asarray(b)
+    return a.shape == b.shape and bool(np.all((a == b) | (np.isnan(a) & np.isnan(b))))
+
+
+@pytest.mark.parametrize("sdt,tdt", DTYPES)
+@pytest.mark.parametrize("p", [1, 2, 3, -1, float("inf"), float("-inf"), 0.5, -2.5, 1.5])
+def test_one_element_norm_value_and_gradient(sdt, tdt, p):
+    """A5: a norm of one element is |x| and its gradient PyTorch's norm backward (NaN at
+    NaN / ±inf / where |x|^(p-1) under- or overflows), eager and compiled."""
+    with np.errstate(over="ignore"):
+        vals = np.array(NORM_VALUES).astype(np.float32 if sdt is sg.float32 else np.float64)
+    t = torch.tensor(vals, dtype=tdt).reshape(-1, 1).requires_grad_()
+    want = torch.linalg.vector_norm(t, p, dim=1)
+    (wg,) = torch.autograd.grad(want.sum(), t)
+    s = sg.tensor(vals, dtype=sdt).reshape(-1, 1).requires_grad_()
+    got = sg.linalg.vector_norm(s, p, dim=1)
+    (gg,) = sg.autograd.grad(got.sum(), s)
+    assert _same(got.detach().numpy(), want.detach().numpy())
+    assert _same(gg.numpy(), wg.numpy())
+    cg = sg.grad(lambda v: sg.linalg.vector_norm(v, p, dim=1).sum())(s.detach())
+    # (compiled pow may round its last bit otherwise; NaN exactly where torch's)
+    np.testing.assert_allclose(cg.numpy(), wg.numpy(), rtol=4 * np.finfo(vals.dtype).eps)
+
+
+def test_one_element_norm_second_derivative():
+    for p in (2, 3, 0.5):
+        t = torch.tensor([[1.5], [-2.0]], dtype=torch.float64, requires_grad=True)
+        (g,) = torch.autograd.grad(torch.linalg.vector_norm(t, p, dim=1).pow(3).sum(), t,
+                                   create_graph=True)
+        (h,) = torch.autograd.grad(g.sum(), t)
+        s = sg.tensor([[1.5], [-2.0]], dtype=sg.float64, requires_grad=True)
+        (sg1,) = sg.autograd.grad(sg.linalg.vector_norm(s, p, dim=1).pow(3).sum(), s,
+                                  create_graph=True)
+        (sh,) = sg.autograd.grad(sg1.sum(), s)
+        np.testing.assert_allclose(sg1.detach().numpy(), g.detach().numpy(), rtol=1e-12)
+        np.testing.assert_allclose(sh.numpy(), h.numpy(), rtol=1e-12)
