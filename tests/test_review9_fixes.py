@@ -132,3 +132,52 @@ def test_one_element_norm_second_derivative():
         (sh,) = sg.autograd.grad(sg1.sum(), s)
         np.testing.assert_allclose(sg1.detach().numpy(), g.detach().numpy(), rtol=1e-12)
         np.testing.assert_allclose(sh.numpy(), h.numpy(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("sdt,tdt", DTYPES)
+@pytest.mark.parametrize("driver", ["gels", "gelsd", "gelss"])
+def test_lstsq_vector_rhs_residuals_shape(sdt, tdt, driver):
+    """A8: a vector right-hand side keeps the residuals' last axis, as torch."""
+    A = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    for a, b in [(A, np.array([1.0, 2.0, 4.0])),
+                 (np.broadcast_to(A, (2, 3, 2)), np.array([[1.0, 2.0, 4.0], [0.0, 0.0, 1.0]]))]:
+        want = torch.linalg.lstsq(torch.tensor(a, dtype=tdt), torch.tensor(b, dtype=tdt),
+                                  driver=driver).residuals
+        got = sg.linalg.lstsq(sg.tensor(a, dtype=sdt), sg.tensor(b, dtype=sdt),
+                              driver=driver).residuals
+        assert tuple(got.shape) == tuple(want.shape)
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5)
+
+
+def test_linalg_errors_and_empty():
+    """B2, B3, C1, C7: solve_triangular on 0x0 and mismatched batches, pinv(hermitian) of a
+    non-square matrix, lstsq's dim rule, pinv(rcond=)."""
+    for L in (torch, sg):
+        assert tuple(L.linalg.solve_triangular(L.ones(0, 0), L.ones(0, 2), upper=True).shape) \
+            == (0, 2)
+        assert tuple(L.linalg.solve_triangular(L.ones(2, 0, 0), L.ones(0, 3), upper=False).shape) \
+            == (2, 0, 3)
+    for f in [lambda L: L.linalg.solve_triangular(L.ones(2, 3, 3), L.ones(2, 3, 3, 1),
+                                                  upper=True),
+              lambda L: L.linalg.pinv(L.ones(2, 3, dtype=L.float64), hermitian=True),
+              lambda L: L.linalg.lstsq(L.ones(3, 3), L.ones(5, 3, 2)),
+              lambda L: L.linalg.lstsq(L.ones(2, 3, 3), L.ones(3))]:
+        assert _err(lambda: f(sg)) == _err(lambda: f(torch))
+    A = np.diag([1.0, 0.05, 1e-3])
+    A[0, 1] = 0.3
+    for sdt, tdt in DTYPES:
+        for kw in [dict(rcond=0.01), dict(rcond=0.1, hermitian=True)]:
+            np.testing.assert_allclose(sg.linalg.pinv(sg.tensor(A, dtype=sdt), **kw).numpy(),
+                                       torch.linalg.pinv(torch.tensor(A, dtype=tdt),
+                                                         **kw).numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_mode_bool_and_nanmedian_texts():
+    """B5, C5."""
+    for v in ([True, False, True], [[True, False, True], [False, False, True]]):
+        got, want = sg.tensor(v).mode(0), torch.tensor(v).mode(0)
+        np.testing.assert_array_equal(got.values.numpy(), want.values.numpy())
+        np.testing.assert_array_equal(got.indices.numpy(), want.indices.numpy())
+    for f in [lambda L: L.nanmedian(L.ones(2, 0), 1), lambda L: L.nanmedian(L.tensor([True])),
+              lambda L: L.tensor([True]).nanmedian(0), lambda L: L.tensor([True]).median(0)]:
+        assert _err(lambda: f(sg)) == _err(lambda: f(torch))
