@@ -181,3 +181,10 @@ def test_mode_bool_and_nanmedian_texts():
     for f in [lambda L: L.nanmedian(L.ones(2, 0), 1), lambda L: L.nanmedian(L.tensor([True])),
               lambda L: L.tensor([True]).nanmedian(0), lambda L: L.tensor([True]).median(0)]:
         assert _err(lambda: f(sg)) == _err(lambda: f(torch))
+
+
+def test_quantile_size_limit():
+    """C6: rows longer than 2**24 are refused as torch."""
+    for f in [lambda L: L.quantile(L.zeros(2 ** 24 + 1), 0.5),
+              lambda L: L.nanquantile(L.zeros(1, 2 ** 24 + 1), 0.5, dim=1)]:
+        assert _err(lambda: f(sg)) == _err(lambda: f(torch)) is not None

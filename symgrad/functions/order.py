@@ -151,6 +151,9 @@ def _quantile(x, q, dim, keepdim, interpolation, ignore_nan):
     axis = None if dim is None else wrap_dim(dim, max(x.dim(), 1))
     if x.numel() == 0:
         raise RuntimeError("quantile() input tensor must be non-empty")
+    n = x.numel() if axis is None or not x.dim() else x.shape[axis]
+    if n > 2 ** 24:                   # (ATen sorts the rows and limits their length)
+        raise RuntimeError("quantile() input tensor is too large")
     if dim is None:
         out_shape = (1,) * x.dim() if keepdim else ()
     else:
