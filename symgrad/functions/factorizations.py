@@ -23,6 +23,7 @@ from ..dispatch import bind
 from ..graph import dtypes
 from ..graph.primitives import PRIMITIVES as P
 from ..ops import lax
+from ..graph.shapes import broadcast_shapes
 from .common import Tensor, to_tensor
 from .composite import named
 from .linalg import matmul
@@ -96,6 +97,7 @@ def solve_triangular(A: Tensor, B: Tensor, *, upper: bool | None = None, left: b
         raise RuntimeError(f"linalg.solve_triangular: Incompatible shapes of A and B for the "
                            f"equation {'AX = B' if left else 'XA = B'} ({a.shape[-2]}x"
                            f"{a.shape[-1]} and {b.shape[-2]}x{b.shape[-1]})")
+    broadcast_shapes(tuple(b.shape[:-2]), tuple(a.shape[:-2]))     # (PyTorch's error)
     if b.dtype is not a.dtype:                        # (PyTorch's result has A's dtype)
         b = lax.cast(b, a.dtype)
     return bind(P["solve_triangular"], a, b, upper=bool(upper), left=bool(left),
@@ -125,12 +127,19 @@ def _tolerances(a, atol, rtol):
     return atol, float(rtol)
 
 
-def pinv(A: Tensor, *, atol: float | None = None, rtol: float | None = None,
-         hermitian: bool = False) -> Tensor:
+def pinv(A: Tensor, rcond: float | None = None, hermitian: bool = False, *,
+         atol: float | None = None, rtol: float | None = None) -> Tensor:
     """The Moore-Penrose pseudo-inverse of each matrix, from its SVD (``hermitian``: its
     eigendecomposition), singular values at or below ``max(atol, rtol * largest)`` taken
     as zero (``LinalgPinvBackward0``)."""
     a = _pinv_checked("linalg.pinv", A)
+    if rcond is not None:             # (PyTorch's deprecated spelling of rtol, atol 0)
+        if atol is not None or rtol is not None:
+            raise TypeError("linalg.pinv: pass rcond or atol/rtol, not both")
+        atol, rtol = 0.0, rcond
+    if hermitian and a.shape[-1] != a.shape[-2]:
+        raise RuntimeError(f"linalg.eigh: A must be batches of square matrices, but they are "
+                           f"{a.shape[-2]} by {a.shape[-1]} matrices")
     atol_, rtol_ = _tolerances(a, atol, rtol)
     return bind(P["pinv"], a, atol=atol_, rtol=rtol_, hermitian=bool(hermitian))
 
@@ -165,6 +174,9 @@ def lstsq(A: Tensor, B: Tensor, rcond: float | None = None, *,
     if driver not in _DRIVERS:
         raise RuntimeError("torch.linalg.lstsq: parameter `driver` should be one of (gels, "
                            "gelsy, gelsd, gelss)")
+    if b.dim() > a.dim() or a.dim() - b.dim() > 1:
+        raise RuntimeError("torch.linalg.lstsq: input.dim() must be greater or equal to "
+                           "other.dim() and (input.dim() - other.dim()) <= 1")
     vector = b.dim() == a.dim() - 1
     bm = lax.reshape(b, tuple(b.shape) + (1,)) if vector else b
     if bm.shape[-2] != a.shape[-2]:
@@ -201,8 +213,7 @@ def lstsq(A: Tensor, B: Tensor, rcond: float | None = None, *,
             bvm = lax.reshape(bv, tuple(bv.shape) + (1,)) if vector else bv
             xv = lax.matmul(lax.apply("pinv", av, atol=0.0, rtol=rc, hermitian=False), bvm)
             d = lax.sub(lax.matmul(av, xv), bvm)
-            out = lax.sum(lax.mul(d, d), (len(d.shape) - 2,))
-            return lax.reshape(out, tuple(out.shape[:-1])) if vector else out
+            return lax.sum(lax.mul(d, d), (len(d.shape) - 2,))   # (vector b: (..., 1))
         residuals = named("LinalgLstsqBackward0", squared, a, b)
     return return_types.linalg_lstsq(x, residuals, rank, sv)
 

@@ -26,9 +26,14 @@ def _index(x, axis, kind, k=0):
     return bind(P["order_index"], x, axis=axis, kind=kind, k=k)
 
 
-def _check_dtype(name, x):
-    if x.dtype is dtypes.bool_:
-        raise NotImplementedError(f'"{name}_cpu" not implemented for \'Bool\'')
+def _shown(name):
+    """The name PyTorch's errors give: nanmedian's are median's kernel's."""
+    return "median" if name == "nanmedian" else name
+
+
+def _check_dtype(name, x, kernel="cpu"):
+    if x.dtype is dtypes.bool_ and name != "mode":        # (mode counts bools too)
+        raise NotImplementedError(f'"{_shown(name)}_{kernel}" not implemented for \'Bool\'')
 
 
 def _shared(flat, m):
@@ -63,11 +68,12 @@ def _along(name, kind, ret, grad_name, x, dim, keepdim, k=0):
     """(values, indices) of the element `kind` picks along `dim`; the values' gradient
     goes to the picked index."""
     x = to_tensor(x)
-    _check_dtype(name, x)
+    _check_dtype(name, x, "out" if _shown(name) == "median" else "cpu")
     axis = wrap_dim(dim, max(x.dim(), 1))
     n = x.shape[axis] if x.dim() else 1
     if x.dim() and n == 0:
-        raise IndexError(f"{name}(): Expected reduction dim {axis} to have non-zero size.")
+        raise IndexError(f"{_shown(name)}(): Expected reduction dim {axis} to have non-zero "
+                         "size.")
     if kind == "kth" and not 0 <= k < n:
         raise RuntimeError(f"kthvalue(): selected number k out of range for dimension {axis}")
     if x.dim() == 0:
@@ -145,6 +151,9 @@ def _quantile(x, q, dim, keepdim, interpolation, ignore_nan):
     axis = None if dim is None else wrap_dim(dim, max(x.dim(), 1))
     if x.numel() == 0:
         raise RuntimeError("quantile() input tensor must be non-empty")
+    n = x.numel() if axis is None or not x.dim() else x.shape[axis]
+    if n > 2 ** 24:                   # (ATen sorts the rows and limits their length)
+        raise RuntimeError("quantile() input tensor is too large")
     if dim is None:
         out_shape = (1,) * x.dim() if keepdim else ()
     else:

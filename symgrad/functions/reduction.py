@@ -347,12 +347,44 @@ def _masked_pow(a, p):
                      bind(P["pow"], lax.where(zero, 1.0, a), float(p)))
 
 
+class _OneNormGrad:
+    """The VJP of a norm of one element per norm (value |x|): PyTorch's
+    ``linalg_vector_norm_backward`` with ``norm = |x|`` -- not abs's ``sign(x)``: NaN at
+    NaN and ±inf, and where ``|x|^(p-1)`` under- or overflows (p=3 at 1e-200, p=-1 at
+    1e200), as torch. (A ``custom_vjp`` node: it keeps a compiled program out of the disk
+    cache.)"""
+
+    def __init__(self, x, p):
+        self.x, self.p = x, float(p)
+
+    def __call__(self, needs, g, node=None):
+        x = self.x if node is None else Tensor._from_node(node.args[1])
+        g = lax.reshape(g, tuple(x.shape))
+        p, a = self.p, lax.unary("abs", x)
+        if p == 2:
+            return (lax.where(lax.eq(a, 0.0), 0.0, lax.mul(g, lax.div(x, a))),)
+        sgn = lax.unary("sign", x)
+        if p < 1:
+            scaled = lax.where(lax.eq(x, 0.0), 0.0, lax.mul(sgn, bind(P["pow"], a, p - 1)))
+            return (lax.mul(lax.mul(scaled, g), bind(P["pow"], a, 1 - p)),)
+        scaled = lax.mul(sgn, bind(P["pow"], a, p - 1)) if p < 2 else \
+            lax.mul(x, bind(P["pow"], a, p - 2))
+        scale = lax.where(lax.eq(a, 0.0), 0.0, lax.div(g, bind(P["pow"], a, p - 1)))
+        return (lax.mul(scaled, scale),)
+
+    def __repr__(self) -> str:
+        return f"LinalgVectorNormBackward0[one element, p={self.p:g}]"
+
+
 def _norm_prims(x, p, axes, keepdim):
     a = lax.unary("abs", x)
     if x.numel() and int(np.prod([x.shape[d] for d in axes])) == 1:
         # one element per norm: PyTorch's is |x| (no x² to underflow: 5e-324 stays)
-        return a if keepdim else lax.reshape(a, tuple(
+        a = a if keepdim else lax.reshape(a, tuple(
             n for d, n in enumerate(x.shape) if d not in axes))
+        if p in (1, float("inf"), float("-inf")):     # (torch's backward is abs's there)
+            return a
+        return bind(P["custom_vjp"], a, x, rule=_OneNormGrad(x, p))
     if p == float("inf"):
         return bind(P["amax"], a, axes=axes, keepdim=keepdim)
     if p == float("-inf"):

@@ -228,8 +228,9 @@ def _solve_triangular_numpy(a, b, *, upper, left, unitriangular):
     A's triangle; a zero pivot gives inf / NaN, as PyTorch."""
     from scipy.linalg import get_blas_funcs    # late: scipy.linalg costs ~0.1 s to import
     lead = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    a = np.broadcast_to(a, lead + a.shape[-2:]).reshape((-1,) + a.shape[-2:])
-    bb = np.broadcast_to(b, lead + b.shape[-2:]).reshape((-1,) + b.shape[-2:])
+    count = int(np.prod(lead))                      # (not -1: a 0x0 matrix is size 0)
+    a = np.broadcast_to(a, lead + a.shape[-2:]).reshape((count,) + a.shape[-2:])
+    bb = np.broadcast_to(b, lead + b.shape[-2:]).reshape((count,) + b.shape[-2:])
     out = np.empty(bb.shape, b.dtype)
     if out.size:
         trsm = get_blas_funcs("trsm", (a[0], bb[0]))
