@@ -335,11 +335,21 @@ def _masked_pow(a, p):
 
 
 def _norm_prims(x, p, axes, keepdim):
-    a = lax.unary("abs", x)
+    r = _norm_general(x, p, axes, keepdim)
     if x.numel() and int(np.prod([x.shape[d] for d in axes])) == 1:
-        # one element per norm: PyTorch's is |x| (no x² to underflow: 5e-324 stays)
-        return a if keepdim else lax.reshape(a, tuple(
-            n for d, n in enumerate(x.shape) if d not in axes))
+        # one element per norm: PyTorch's is |x| where x is finite (no x² to underflow:
+        # 5e-324 stays); ±inf / NaN keep the general formula (its NaN gradient, as torch)
+        a = lax.unary("abs", x)
+        finite = lax.eq(lax.sub(x, x), 0.0)
+        if not keepdim:
+            keep = tuple(n for d, n in enumerate(x.shape) if d not in axes)
+            a, finite = lax.reshape(a, keep), lax.reshape(finite, keep)
+        return lax.where(finite, a, r)
+    return r
+
+
+def _norm_general(x, p, axes, keepdim):
+    a = lax.unary("abs", x)
     if p == float("inf"):
         return bind(P["amax"], a, axes=axes, keepdim=keepdim)
     if p == float("-inf"):
