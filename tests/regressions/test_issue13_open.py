@@ -455,3 +455,15 @@ def test_reverse_mode_through_while_loop_keeps_jax_error():
     want = _err(lambda: jax.grad(lambda v: jf(v).sum())(h))
     got = _err(lambda: sg.grad(lambda v: sf(v).sum())(h))
     assert got[0] is want[0] and got[1].startswith("Reverse-mode differentiation does not work")
+
+
+@pytest.mark.parametrize("v", [float("inf"), -float("inf"), float("nan")])
+def test_norm_of_one_non_finite_element_as_torch(v):
+    def run(L):
+        x = L.tensor([v], dtype=L.float64, requires_grad=True)
+        y = x.norm()
+        y.backward()
+        return y.item(), x.grad.numpy()
+    (gv, gg), (tv, tg) = run(sg), run(torch)
+    np.testing.assert_array_equal(np.array([gv]), np.array([tv]))
+    np.testing.assert_array_equal(gg, tg)
