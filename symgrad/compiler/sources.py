@@ -35,8 +35,12 @@ module or object met on the way, when some code met reads an attribute of that n
 (``self.temperature`` in a ``forward``, ``negative_slope`` in ``LeakyReLU.forward``).
 Module attributes are assigned through ``Module.__setattr__``: re-read only after a
 registration changed; the others at every call. Their values are taken after the trace
-(what the compiled program saw). Items of containers (``coeffs[0] = ...``) and
-attributes read by a computed name (``getattr(self, name)``) are not guarded.
+(what the compiled program saw). Items of lists and dicts holding one are guarded as
+torch.compile's DICT / LIST guards do (``cfg['alpha']``, ``loss_weights[1]``): those whose
+key is a constant of some code met (the subscripts it writes), and every item of a short
+list (``a, b = weights``); re-read at every call. Items read by a computed key
+(``w[i]`` in a loop over a long list) and attributes read by a computed name
+(``getattr(self, name)``) are not guarded.
 """
 from __future__ import annotations
 
@@ -66,6 +70,7 @@ _tickets = count(1)        # (next() is atomic: two writers never store the same
 
 _MAX_VISITS = 20_000       # objects walked from one root (a huge object graph)
 _MAX_TOTAL = 200_000       # ... from all roots of all functions reached
+_SHORT_LIST = 8           # lists whose constant items are all guarded
 _PLAIN_DEPTH = 4           # attributes / items followed through non-module objects
 _DEEP_VISITS = 500_000     # bound of the search for tensors the bounded search missed
 
@@ -138,7 +143,7 @@ class Found(dict):
     function or module the program inlined; whether a bound cut the search."""
 
     __slots__ = ("modules", "layouts", "identities", "module_paths", "cut", "fn", "ticket",
-                 "constants", "names")
+                 "constants", "names", "item_keys")
 
     def __init__(self):
         super().__init__()
@@ -150,6 +155,7 @@ class Found(dict):
         self.cut = False             # a bound stopped the search somewhere
         self.constants: list = []    # (source, attribute name or None) of Python constants
         self.names: set = set()      # attribute / global names the code met may read
+        self.item_keys: set = set()  # the str / int constants of the code met (subscripts)
         self.fn = None               # what was searched
         self.ticket = _registration[0]   # the registration counter when it began
 
@@ -233,11 +239,14 @@ class Guards:
         self._governed_constants = []   # ... module attributes: after a registration change
         paths = set()
         for src, key in sources.constants:
-            if key is not None and key not in sources.names:
+            if type(key) is tuple:       # (an item: its key written in some code met, or
+                if key[1] not in sources.item_keys and not key[2]:     # a short list's)
+                    continue
+            elif key is not None and key not in sources.names:
                 continue                 # (no code met reads an attribute of that name)
-            if any(kind == "item" for kind, _ in src._steps) or src.name in paths:
-                continue                 # (inside containers: not guarded, as items are;
-            paths.add(src.name)          # each path once -- guards run at every call)
+            if src.name in paths:
+                continue
+            paths.add(src.name)          # (each path once -- guards run at every call)
             value = src.current()        # (now, after the trace: what the program baked)
             if value is _MISSING or not _is_constant(value):
                 continue
@@ -391,6 +400,7 @@ def _search(fn, found: Found, wanted: set | None) -> None:
         searched.add(id(f))
         user = _user_code(f)
         found.names.update(_read_names(f))
+        found.item_keys.update(_item_keys(f))
         for name, root, obj, variable in _roots(f):
             if total <= 0:
                 found.cut = True
@@ -578,6 +588,27 @@ def _loaded_names(code) -> tuple:
     return tuple(names)
 
 
+def _item_keys(f) -> tuple:
+    """The string and integer constants of the code of ``f`` (the subscripts it may
+    read: ``cfg['alpha']``, ``weights[1]``)."""
+    f = inspect.unwrap(f) if callable(f) else f
+    while isinstance(f, functools.partial):
+        f = f.func
+    code = getattr(getattr(f, "__func__", f), "__code__", None)
+    return _constants_of(code) if code is not None else ()
+
+
+@functools.lru_cache(maxsize=4096)
+def _constants_of(code) -> tuple:
+    keys: dict = {}
+    stack = [code]
+    while stack:
+        c = stack.pop()
+        keys.update((k, None) for k in c.co_consts if type(k) in (str, int))
+        stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+    return tuple(keys)
+
+
 _BASE_CLASSES = ("builtins", "symgrad.nn.modules.module")   # (their names: not the user's)
 _names_of_class = weakref.WeakKeyDictionary()
 
@@ -694,7 +725,13 @@ def _walk(obj, name, root, found, seen, functions, budget, max_depth) -> int:
         if max_depth is not None and depth >= max_depth:
             found.cut = True             # (what lies deeper is searched only if needed)
             continue
+        mutable = type(obj) in (list, dict)
         for k, v in _bounded(items, budget, found):
             label = f"{name}[{k!r}]" if kind == "item" else f"{name}.{k}"
+            if mutable and _is_constant(v):      # (an item that may change: guarded
+                found.constants.append((Source(label, root, steps + ((kind, k),), False),
+                                        ("item", k, type(obj) is list
+                                         and len(obj) <= _SHORT_LIST)))
+                continue                         # if some code writes its key)
             queue.append((v, label, steps + ((kind, k),), False, depth + 1))
     return budget

@@ -29,12 +29,33 @@ if TYPE_CHECKING:
 __all__ = ["getitem", "setitem", "positions"]
 
 
+_SEQUENCE_INDEX = ("Using a non-tuple sequence for multidimensional indexing is deprecated and "
+                   "will be changed in pytorch 2.9; use x[tuple(seq)] instead of x[seq]. In "
+                   "pytorch 2.9 this will be interpreted as tensor index, x[torch.tensor(seq)],"
+                   " which will result either in an error or a different result")
+
+
+def _sequence_as_tuple(key) -> bool:
+    """PyTorch 2.13's (NumPy's old) rule: a list of fewer than 32 items holding a sequence,
+    a tensor, a slice, None or Ellipsis indexes as the tuple of its items
+    (``x[[[1, 0], [0, 0]]]`` is ``x[[1, 0], [0, 0]]``), with PyTorch's deprecation warning."""
+    if type(key) is not list or len(key) >= 32:
+        return False
+    if any(k is None or k is Ellipsis or isinstance(k, (list, tuple, range, slice, str, Tensor,
+                                                        np.ndarray)) for k in key):
+        warnings.warn(_SEQUENCE_INDEX, UserWarning, stacklevel=4)
+        return True
+    return False
+
+
 def _normalize(key, ndim):
     """The key as a tuple with Ellipsis expanded; index lists/arrays become Tensors."""
     if not isinstance(key, tuple):
-        key = (key,)
+        key = tuple(key) if _sequence_as_tuple(key) else (key,)
     out = []
     for k in key:
+        if isinstance(k, range):           # (any sequence of ints, as torch's)
+            k = list(k)
         if isinstance(k, (list, np.ndarray)) or (isinstance(k, Tensor) and k.dim() > 0):
             if isinstance(k, list):        # (an empty list: no indices, int64 as PyTorch's)
                 k = np.asarray(k) if np.size(k) else np.asarray(k, dtype=np.int64)

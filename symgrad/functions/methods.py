@@ -245,6 +245,11 @@ def _to(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
 def _type(self: Tensor, dtype: DTypeLike | None = None) -> str | Tensor:
     if dtype is None:
         return self.dtype.tensor_type
+    if isinstance(dtype, str) and dtype.endswith("Tensor"):     # x.type('torch.DoubleTensor')
+        named = next((d for d in dtypes.ALL if d.tensor_type == dtype), None)
+        if named is None:
+            raise ValueError(f"invalid type: '{dtype}'")
+        dtype = named
     return lax.cast(self, dtypes.as_dtype(dtype))
 
 

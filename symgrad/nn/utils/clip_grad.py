@@ -1,5 +1,8 @@
 """Clipping gradients in place, as ``torch.nn.utils.clip_grad_norm_`` /
-``clip_grad_value_``, and its two halves ``get_total_norm`` / ``clip_grads_with_norm_``."""
+``clip_grad_value_``, and its two halves ``get_total_norm`` / ``clip_grads_with_norm_``.
+Inside a ``symgrad.compile`` trace (a compiled training step) the norm and the scaling are
+computed with tensor operations, as torch's implementation writes them; eagerly, with
+numpy in float64 rounded as torch's."""
 from __future__ import annotations
 
 import math
@@ -7,6 +10,9 @@ import math
 import numpy as np
 
 from ...autograd import grad_mode
+from ...functions.solvers import vector_norm
+from ...functions.finite import isfinite
+from ...functions.shape import stack
 from ...tensor import Tensor
 
 __all__ = ["clip_grad_norm_", "clip_grad_value_", "get_total_norm", "clip_grads_with_norm_"]
@@ -27,13 +33,16 @@ def get_total_norm(tensors, norm_type: float = 2.0, error_if_nonfinite: bool = F
     norm_type = float(norm_type)
     if not tensors:
         return Tensor._from_array(np.array(0.0, dtype=np.float32))
+    if any(t._data is None for t in tensors):      # (traced: torch's formula in tensor ops)
+        total = vector_norm(stack([vector_norm(t.detach(), norm_type) for t in tensors]),
+                            norm_type)
+        if error_if_nonfinite and bool(~isfinite(total)):    # (in a compiled step: the
+            raise RuntimeError(_NONFINITE.format(norm_type))  # call runs uncompiled)
+        return total
     arrays = [np.asarray(t.detach().numpy()) for t in tensors]
     total = _vector_norm(np.array([_vector_norm(a, norm_type) for a in arrays]), norm_type)
     if error_if_nonfinite and not math.isfinite(total):
-        raise RuntimeError(f"The total norm of order {norm_type} for gradients from "
-                           "`parameters` is non-finite, so it cannot be clipped. To disable "
-                           "this error and scale the gradients by the non-finite norm anyway, "
-                           "set `error_if_nonfinite=False`")
+        raise RuntimeError(_NONFINITE.format(norm_type))
     return Tensor._from_array(np.array(total, dtype=tensors[0].dtype.np))
 
 
@@ -43,6 +52,12 @@ def clip_grads_with_norm_(parameters, max_norm: float, total_norm: Tensor,
     ``nn.utils.clip_grads_with_norm_``)."""
     grads = [p.grad for p in _params(parameters) if p.grad is not None]
     if not grads:
+        return
+    if total_norm._data is None or any(g._data is None for g in grads):   # (traced)
+        with grad_mode.no_grad():
+            coef = ((total_norm + 1e-6).reciprocal() * max_norm).clamp(max=1.0)
+            for g in grads:
+                g.mul_(coef)
         return
     # torch's roundings, in the norm's dtype: max_norm / (total + 1e-6) is
     # reciprocal(total + 1e-6) * max_norm, clamped to 1
@@ -63,6 +78,11 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0,
     total = get_total_norm(grads, norm_type, error_if_nonfinite, foreach)
     clip_grads_with_norm_(params, max_norm, total, foreach)
     return total
+
+
+_NONFINITE = ("The total norm of order {} for gradients from `parameters` is non-finite, "
+              "so it cannot be clipped. To disable this error and scale the gradients by the "
+              "non-finite norm anyway, set `error_if_nonfinite=False`")
 
 
 def _vector_norm(a: np.ndarray, p: float) -> float:
