@@ -170,15 +170,15 @@ def _half():
     return F.number(Fraction(1, 2))
 
 
-# (the last branch: a tie, or a NaN operand; the mean as x/2 + y/2, which is x at a tie
-# -- (x + y)/2 overflowed for huge ties -- but for odd multiples of the smallest
-# subnormal, and whose partials are the given ones)
-_ew("maximum", lambda x, y: _pw((x, x > y), (y, x < y), (x / 2 + y / 2, True)),
+# (a tie is y, as PyTorch's vectorised kernels give it: +0 / -0 keep y's sign, a
+# subnormal stays itself -- the mean x/2 + y/2 rounded odd multiples of the smallest one;
+# the last branch, a NaN operand, x + y: NaN)
+_ew("maximum", lambda x, y: _pw((x, x > y), (y, x < y), (y, S.Eq(x, y)), (x + y, True)),
     numpy=np.maximum,
     grads=lambda x, y, out: (_pw((1, x > y), (0, x < y), (_half(), S.Eq(x, y)), (1, True)),
                              _pw((0, x > y), (1, x < y), (_half(), S.Eq(x, y)), (1, True))),
     vjp=masked_vjp)
-_ew("minimum", lambda x, y: _pw((x, x < y), (y, x > y), (x / 2 + y / 2, True)),
+_ew("minimum", lambda x, y: _pw((x, x < y), (y, x > y), (y, S.Eq(x, y)), (x + y, True)),
     numpy=np.minimum,
     grads=lambda x, y, out: (_pw((1, x < y), (0, x > y), (_half(), S.Eq(x, y)), (1, True)),
                              _pw((0, x < y), (1, x > y), (_half(), S.Eq(x, y)), (1, True))),
