@@ -170,15 +170,20 @@ def _half():
     return F.number(Fraction(1, 2))
 
 
-# (a tie is y, as PyTorch's vectorised kernels give it: +0 / -0 keep y's sign, a
-# subnormal stays itself -- the mean x/2 + y/2 rounded odd multiples of the smallest one;
-# the last branch, a NaN operand, x + y: NaN)
-_ew("maximum", lambda x, y: _pw((x, x > y), (y, x < y), (y, S.Eq(x, y)), (x + y, True)),
+def _tie(x, y):
+    """The value at a tie, y as PyTorch's vectorised kernels give it, written so that its
+    partials are the given 1/2, 1/2: ``y + (x - y)/2`` where ``x - y`` is exactly 0 and
+    ``y`` is not zero (the mean x/2 + y/2 rounded odd subnormals), ``y`` itself at ±0
+    (its sign, as torch's) and ±inf ties; a NaN operand: x + y, NaN."""
+    return ((y + (x - y) / 2, S.Eq(x - y, 0) & S.Ne(y, 0)), (y, S.Eq(x, y)), (x + y, True))
+
+
+_ew("maximum", lambda x, y: _pw((x, x > y), (y, x < y), *_tie(x, y)),
     numpy=np.maximum,
     grads=lambda x, y, out: (_pw((1, x > y), (0, x < y), (_half(), S.Eq(x, y)), (1, True)),
                              _pw((0, x > y), (1, x < y), (_half(), S.Eq(x, y)), (1, True))),
     vjp=masked_vjp)
-_ew("minimum", lambda x, y: _pw((x, x < y), (y, x > y), (y, S.Eq(x, y)), (x + y, True)),
+_ew("minimum", lambda x, y: _pw((x, x < y), (y, x > y), *_tie(x, y)),
     numpy=np.minimum,
     grads=lambda x, y, out: (_pw((1, x < y), (0, x > y), (_half(), S.Eq(x, y)), (1, True)),
                              _pw((0, x < y), (1, x > y), (_half(), S.Eq(x, y)), (1, True))),
