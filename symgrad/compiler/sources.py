@@ -39,8 +39,9 @@ registration changed; the others at every call. Their values are taken after the
 torch.compile's DICT / LIST guards do (``cfg['alpha']``, ``loss_weights[1]``): those whose
 key is a constant of some code met (the subscripts it writes), and every item of a short
 list (``a, b = weights``); re-read at every call. Items read by a computed key
-(``w[i]`` in a loop over a long list) and attributes read by a computed name
-(``getattr(self, name)``) are not guarded.
+(``w[i]`` in a loop over a long list), attributes of objects inside containers (a
+registry dict of objects: guarding every one would cost microseconds per call) and
+attributes read by a computed name (``getattr(self, name)``) are not guarded.
 """
 from __future__ import annotations
 
@@ -244,7 +245,9 @@ class Guards:
                     continue
             elif key is not None and key not in sources.names:
                 continue                 # (no code met reads an attribute of that name)
-            if src.name in paths:
+            elif any(kind == "item" for kind, _ in src._steps):
+                continue                 # (an attribute of an object inside a container:
+            if src.name in paths:        # not guarded -- guards run at every call)
                 continue
             paths.add(src.name)          # (each path once -- guards run at every call)
             value = src.current()        # (now, after the trace: what the program baked)
