@@ -50,6 +50,8 @@ from __future__ import annotations
 
 import re
 
+from symgrad.config import settings
+
 __all__ = ["split", "MIN_LINES", "MIN_SHARE"]
 
 MIN_LINES = 400      # modules with fewer lines of definitions compile as one part
@@ -209,10 +211,17 @@ def _count(d: _Def, name: str) -> int:
     return sum(line.count(token) for line in d.lines)
 
 
-def split(text: str, parts: int = 2, min_lines: int = MIN_LINES,
+def split(text: str, parts: int = 2, min_lines: int | None = None,
           min_share: float = MIN_SHARE) -> list[str]:
     """The IR text ``text`` as ``parts`` module texts at most (see the module docstring);
-    ``[text]`` when it is not worth splitting or not understood."""
+    ``[text]`` when it is not worth splitting or not understood. ``min_lines`` None: the
+    process's choice -- :data:`MIN_LINES` with ``SYMGRAD_SPLIT_COMPILE=1``, else no split
+    (off by default: a compiled Adam training step ran at 350 us split, 200 us whole;
+    the cause is not found yet)."""
+    if min_lines is None:
+        if not settings.split_compile:
+            return [text]
+        min_lines = MIN_LINES
     parsed = _parse(text)
     if parsed is None or parts < 2:
         return [text]

@@ -64,6 +64,7 @@ class Settings:
     cache_size: int = 64
     sanitize: bool = False
     dynamic_shapes: bool = True
+    split_compile: bool = False     # SYMGRAD_SPLIT_COMPILE=1: big modules in two LLVM threads
     malloc_tuning: bool = True
     target_triple: str = ""
     target_cpu: str = ""
@@ -85,6 +86,7 @@ class Settings:
             gemm=env.get("SYMGRAD_GEMM", "auto").strip().lower() or "auto",
             sanitize=env.get("SYMGRAD_SANITIZE", "0") not in ("0", "", "false", "no"),
             dynamic_shapes=env.get("SYMGRAD_DYNAMIC_SHAPES", "1") not in ("0", "false", "no"),
+            split_compile=env.get("SYMGRAD_SPLIT_COMPILE", "0") not in ("0", "", "false", "no"),
             target_triple=env.get("SYMGRAD_TARGET_TRIPLE", ""),
             target_cpu=env.get("SYMGRAD_TARGET_CPU", ""),
             target_features=env.get("SYMGRAD_TARGET_FEATURES", ""),

@@ -44,7 +44,9 @@ def _ir(dtype=np.float64) -> str:
 
 
 @pytest.fixture(autouse=True)
-def _two_threads():
+def _two_threads(monkeypatch):
+    from symgrad.config import settings
+    monkeypatch.setattr(settings, "split_compile", True)    # (off by default)
     jit.set_compile_threads(2)
     yield
     jit.set_compile_threads(2)
@@ -137,7 +139,7 @@ def test_fork_after_a_threaded_compile():
         print(os.waitstatus_to_exitcode(status))
     """)
     root = str(Path(__file__).resolve().parents[2])
-    env = dict(os.environ, SYMGRAD_DISK_CACHE="0",
+    env = dict(os.environ, SYMGRAD_DISK_CACHE="0", SYMGRAD_SPLIT_COMPILE="1",
                PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        timeout=300, env=env, cwd=root)
