@@ -385,6 +385,8 @@ def test_linalg_values_gradients_names(name, fn, dtype):
     second derivatives, compiled gradients on both backends; a single matrix (4x3) and a
     batch (2x4x3)."""
     r = np.random.default_rng(8)
+    # (float32: numpy's LAPACK factorises in another order than torch's, and the
+    # backward formulas divide by eigenvalue gaps / pivots, which amplify the rounding)
     loose = dict(rtol=2e-4, atol=2e-4) if dtype == "float32" else {}
     for shape in ((4, 3), (2, 4, 3)):
         a = r.standard_normal(shape).astype(dtype)
@@ -402,6 +404,7 @@ def test_matrix_power_exponents(n):
     gradients."""
     a = np.random.default_rng(9).standard_normal((3, 3)).astype("float32") / 2 + \
         np.eye(3, dtype="float32")
+    # (float32 products of products: each matmul sums in BLAS's order, not torch's)
     check(lambda m, x: m.linalg.matrix_power(x, n), a, rtol=1e-5, atol=1e-5)
     b = np.stack([a, a.T])
     check(lambda m, x: x.matrix_power(n), b, rtol=1e-5, atol=1e-5, names=False)
@@ -451,6 +454,8 @@ def test_lstsq_results_per_driver(driver):
 def test_lstsq_residuals_gradient(dtype):
     r = np.random.default_rng(12)
     a, b = r.standard_normal((5, 3)).astype(dtype), r.standard_normal((5, 2)).astype(dtype)
+    # (float32: the solution is pinv(A) @ B, torch's is its gelsy driver: other roundings,
+    # amplified by A's conditioning in the residuals)
     loose = dict(rtol=1e-4, atol=1e-4) if dtype == "float32" else {}
     check(lambda m, x, y: tuple(m.linalg.lstsq(x, y, driver="gelsd")[:2]), a, b, **loose,
           grad_rtol=loose.get("rtol"), grad_atol=loose.get("atol"))
@@ -530,6 +535,7 @@ def test_interpolate(mode, d, kw, dtype):
 
     def fn(m, x):
         return m.nn.functional.interpolate(x, mode=mode, **kw)
+    # (float32: linear / bicubic weighted sums in another order than ATen's: ~3 ulp)
     loose = dict(rtol=1e-5, atol=1e-5) if dtype == "float32" else {}
     s, t = check(fn, a, **loose)
     if mode.startswith("nearest"):
@@ -798,6 +804,7 @@ def test_combine(name, fn, dtype):
     a = np.random.default_rng(19).standard_normal((2, 5)).astype(dtype)
     if name.startswith("cross"):
         a = np.random.default_rng(19).standard_normal((3, 5)).astype(dtype)
+    # (float32: tensordot / kron / cdist sums in numpy's order, not ATen's)
     loose = dict(rtol=1e-5, atol=1e-5) if dtype == "float32" else {}
     check(fn, a, **loose, grad_rtol=loose.get("rtol"), grad_atol=loose.get("atol"))
     if name != "cdist_same":                     # (second derivative: torch's differs at 0)
@@ -984,6 +991,7 @@ GROUPING = [
 def test_grouping(name, fn, dtype):
     r = np.random.default_rng(22)
     a, w = r.standard_normal((2, 6, 4)).astype(dtype), r.standard_normal(6).astype(dtype)
+    # (float32: group_norm's group statistics summed in another order than ATen's)
     loose = dict(rtol=1e-5, atol=1e-5) if dtype == "float32" else {}
     check(fn, a, w, **loose, grad_rtol=loose.get("rtol"), grad_atol=loose.get("atol"))
     check_everywhere(fn, a, w, second=dtype == "float64")
