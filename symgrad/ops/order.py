@@ -30,6 +30,7 @@ import numpy as np
 
 from ..graph import dtypes
 from .define import primitive
+from .tie_order import std_sort
 
 KINDS = ("median", "nanmedian", "kth", "mode")
 
@@ -137,7 +138,7 @@ def _mode_row(row):
     """ATen's CPU mode on one row: std::sort of (value, index) by value, then the longest
     run (the first of equally long ones); the index that ends it."""
     pairs = [(float(v) if row.dtype.kind == "f" else int(v), i) for i, v in enumerate(row)]
-    _std_sort(pairs, lambda a, b: a[0] < b[0])
+    std_sort(pairs, 0, len(pairs))        # (by value: a[0] < b[0], as ATen's comparator)
     best, best_i, run = 0, 0, 0
     for i, (v, j) in enumerate(pairs):
         run += 1
@@ -146,111 +147,6 @@ def _mode_row(row):
                 best, best_i = run, j
             run = 0
     return best_i
-
-
-# ---- libstdc++'s std::sort (introsort, then insertion sort), on a Python list ---------------
-_THRESHOLD = 16
-
-
-def _std_sort(a, less):
-    n = len(a)
-    if n > 1:
-        _introsort_loop(a, 0, n, 2 * (n.bit_length() - 1), less)
-        _final_insertion_sort(a, 0, n, less)
-
-
-def _introsort_loop(a, first, last, depth, less):
-    while last - first > _THRESHOLD:
-        if depth == 0:
-            _heap_sort(a, first, last, less)
-            return
-        depth -= 1
-        cut = _partition_pivot(a, first, last, less)
-        _introsort_loop(a, cut, last, depth, less)
-        last = cut
-
-
-def _partition_pivot(a, first, last, less):
-    mid = first + (last - first) // 2
-    _median_to_first(a, first, first + 1, mid, last - 1, less)
-    lo, hi, pivot = first + 1, last, a[first]
-    while True:
-        while less(a[lo], pivot):
-            lo += 1
-        hi -= 1
-        while less(pivot, a[hi]):
-            hi -= 1
-        if not lo < hi:
-            return lo
-        a[lo], a[hi] = a[hi], a[lo]
-        lo += 1
-
-
-def _median_to_first(a, result, x, y, z, less):
-    if less(a[x], a[y]):
-        pick = y if less(a[y], a[z]) else z if less(a[x], a[z]) else x
-    else:
-        pick = x if less(a[x], a[z]) else z if less(a[y], a[z]) else y
-    a[result], a[pick] = a[pick], a[result]
-
-
-def _final_insertion_sort(a, first, last, less):
-    if last - first > _THRESHOLD:
-        _insertion_sort(a, first, first + _THRESHOLD, less)
-        for i in range(first + _THRESHOLD, last):
-            _linear_insert(a, i, less)
-    else:
-        _insertion_sort(a, first, last, less)
-
-
-def _insertion_sort(a, first, last, less):
-    for i in range(first + 1, last):
-        if less(a[i], a[first]):
-            a[first:i + 1] = [a[i]] + a[first:i]
-        else:
-            _linear_insert(a, i, less)
-
-
-def _linear_insert(a, last, less):
-    val = a[last]
-    while less(val, a[last - 1]):
-        a[last] = a[last - 1]
-        last -= 1
-    a[last] = val
-
-
-def _heap_sort(a, first, last, less):
-    """std::make_heap then std::sort_heap on a[first:last] (std::__partial_sort with
-    middle == last)."""
-    n = last - first
-    for parent in range((n - 2) // 2, -1, -1):
-        _adjust_heap(a, first, parent, n, a[first + parent], less)
-    while n > 1:
-        n -= 1
-        val = a[first + n]
-        a[first + n] = a[first]
-        _adjust_heap(a, first, 0, n, val, less)
-
-
-def _adjust_heap(a, first, hole, n, val, less):
-    top = hole
-    child = hole
-    while child < (n - 1) // 2:
-        child = 2 * (child + 1)
-        if less(a[first + child], a[first + child - 1]):
-            child -= 1
-        a[first + hole] = a[first + child]
-        hole = child
-    if n % 2 == 0 and child == (n - 2) // 2:
-        child = 2 * (child + 1)
-        a[first + hole] = a[first + child - 1]
-        hole = child - 1
-    parent = (hole - 1) // 2
-    while hole > top and less(a[first + parent], val):
-        a[first + hole] = a[first + parent]
-        hole = parent
-        parent = (hole - 1) // 2
-    a[first + hole] = val
 
 
 _ROWS = {"median": _median, "nanmedian": _nanmedian, "kth": _kth, "mode": _mode}

@@ -26,7 +26,9 @@ def _lg(n: int) -> int:
 
 
 # ---- libstdc++ (bits/stl_algo.h, bits/stl_heap.h), on a list of (rank, index) ------------
-def _std_sort(a: list, lo: int, hi: int) -> None:
+def std_sort(a: list, lo: int, hi: int) -> None:
+    """libstdc++'s ``std::sort`` of ``a[lo:hi]`` in place, by each item's ``[0]`` with ``<``
+    (PyTorch's CPU sorts: ties land where its introsort puts them)."""
     if lo != hi:
         _introsort(a, lo, hi, 2 * _lg(hi - lo))
         _final_insertion(a, lo, hi)
@@ -210,7 +212,7 @@ def sort_order(x: np.ndarray, order: np.ndarray, axis: int, descending: bool) ->
     idx = idx.copy()
     for r in tied:
         a = list(zip(keys[r].tolist(), range(n)))
-        _std_sort(a, 0, n)
+        std_sort(a, 0, n)
         idx[r] = [i for _, i in a]
     return _back(idx, order, axis)
 
@@ -241,6 +243,6 @@ def topk_order(x: np.ndarray, order: np.ndarray, axis: int, k: int, largest: boo
         else:
             _nth_element(a, 0, k - 1, n)
             if sorted_:
-                _std_sort(a, 0, k - 1)
+                std_sort(a, 0, k - 1)
         idx[r] = [i for _, i in a]
     return _back(idx, order, axis)
