@@ -113,12 +113,10 @@ def optimize(module: "llvm.ModuleRef", level: int = 3,
         pto.slp_vectorization = level > 0
         pto.loop_interleaving = level > 0 and not light_loops
         pto.loop_unrolling = level > 0 and not light_loops
-        builder = llvm.create_pass_builder(tm, pto)
-        passes = builder.getModulePassManager()
         if machine is None:
-            passes.run(module, builder)
+            targets.run_pipeline(tm, pto, module)
             return module
-    _raw("LLVMPY_RunNewModulePassManager")(passes, module, builder)
+    targets.run_pipeline(tm, pto, module, _raw("LLVMPY_RunNewModulePassManager"))
     return module
 
 

@@ -78,6 +78,30 @@ def init() -> None:
             _initialized = True
 
 
+
+def run_pipeline(tm: "llvm.TargetMachine", pto: "llvm.PipelineTuningOptions",
+                 module: "llvm.ModuleRef", run=None) -> None:
+    """Run LLVM's default module pipeline for ``pto`` on ``module`` in place, then free the
+    pass manager.  llvmlite (0.50) never frees a ``ModulePassManager``: ``ObjectRef``'s
+    empty ``_dispose`` shadows the pass manager's own in its method order, so every
+    pipeline -- its passes and their grown tables -- stayed alive (~70 KB a compile).
+    ``run``: the function that runs it, called as ``run(passes, module, builder)``
+    outside :data:`_LOCK` (default: llvmlite's, under the lock)."""
+    from llvmlite.binding.newpassmanagers import NewPassManager
+    with _LOCK:
+        builder = llvm.create_pass_builder(tm, pto)
+        passes = builder.getModulePassManager()
+    try:
+        if run is None:
+            with _LOCK:
+                passes.run(module, builder)
+        else:
+            run(passes, module, builder)
+    finally:
+        with _LOCK:
+            NewPassManager._dispose(passes)
+            passes.detach()
+
 # The x86-64 micro-architecture levels of the System V psABI: what each level promises.
 X86_LEVELS: dict[str, frozenset[str]] = {"x86-64": frozenset({"sse", "sse2", "cx8", "cmov",
                                                                "fxsr", "mmx"})}
@@ -359,8 +383,7 @@ def _probe_facts(triple: str, cpu: str, features: str) -> dict[str, object]:
         asm = tm.emit_assembly(mod)
         pto = llvm.create_pipeline_tuning_options(speed_level=2)
         pto.loop_vectorization = True
-        builder = llvm.create_pass_builder(tm, pto)
-        builder.getModulePassManager().run(mod, builder)
+        run_pipeline(tm, pto, mod)
         scalable = "vscale" in str(mod)
     wide = _function_body(asm, "wide")
     libcall = r"\b(call|callq|jmp|b|bl)\s+{}\b"

@@ -119,6 +119,35 @@ def test_concurrent_compiles() -> None:
     assert not errors
 
 
+
+@pytest.mark.skipif(not Path("/proc/self/statm").exists(), reason="reads the resident "
+                    "size from /proc/self/statm (Linux)")
+def test_compiles_release_their_optimiser() -> None:
+    """Memory stays flat over many compiles: each pipeline's pass manager is freed (llvmlite
+    leaves it alive, ~70 KB of grown pass tables per compile of a loop).  Fresh process;
+    the resident size after 30 warm-up modules and after 120 more, compiled and dropped."""
+    script = textwrap.dedent(f"""
+        import gc, os, sys
+        sys.path.insert(0, {str(REPO)!r})
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from codegen import jit
+        from irsamples import axpy_module
+        def rss():
+            with open("/proc/self/statm") as fh:
+                return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        for k in range(150):
+            jit.compile_module(axpy_module(f"axpy_{{k}}"))
+            if k == 29:
+                gc.collect()
+                before = rss()
+        gc.collect()
+        print(rss() - before)
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout.split()[-1]) < 3 << 20   # 120 leaked pipelines: ~9 MB
+
 # -------------------------------------------------------------------- symbols
 
 
