@@ -357,3 +357,10 @@ def test_grad_fn_names():
             out = m(lib.tensor(x[0] if cell else x, requires_grad=True))
             names.append([type(t.grad_fn).__name__ for t in _flat(out)])
         assert names[1] == names[0], type(m).__name__
+
+
+def test_unknown_cell_nonlinearity_raises_at_forward():
+    def build(lib):
+        m = lib.nn.RNNCell(3, 4, nonlinearity="sigmoid")
+        return m(lib.zeros(2, 3))
+    same_error(build)

@@ -63,6 +63,20 @@ class RNNCellBase(Module):
     def _zeros(self, input):
         return zeros((input.shape[0], self.hidden_size), dtype=input.dtype)
 
+    def _one_state(self, name: str, mode: str, input, hx):
+        """The forward of a cell whose state is one tensor (``RNNCell``, ``GRUCell``)."""
+        batched = self._batched(name, input)
+        if hx is not None and hx.dim() not in (1, 2):
+            raise ValueError(f"{name}: Expected hidden to be 1D or 2D, got {hx.dim()}D "
+                             "instead")
+        if not batched:
+            input = input.unsqueeze(0)
+        hx = self._zeros(input) if hx is None else (hx if batched else hx.unsqueeze(0))
+        if mode is None:
+            raise RuntimeError(f"Unknown nonlinearity: {self.nonlinearity}")
+        out = self._step(mode, input, hx)
+        return out if batched else out.squeeze(0)
+
 
 class RNNCell(RNNCellBase):
     """``h' = tanh(x W_ihᵀ + b_ih + h W_hhᵀ + b_hh)`` (or relu).
@@ -78,18 +92,8 @@ class RNNCell(RNNCellBase):
         self.nonlinearity = nonlinearity
 
     def forward(self, input, hx=None):
-        batched = self._batched("RNNCell", input)
-        if hx is not None and hx.dim() not in (1, 2):
-            raise ValueError(f"RNNCell: Expected hidden to be 1D or 2D, got {hx.dim()}D "
-                             "instead")
-        if not batched:
-            input = input.unsqueeze(0)
-        hx = self._zeros(input) if hx is None else (hx if batched else hx.unsqueeze(0))
-        modes = {"tanh": "RNN_TANH", "relu": "RNN_RELU"}
-        if self.nonlinearity not in modes:
-            raise RuntimeError(f"Unknown nonlinearity: {self.nonlinearity}")
-        out = self._step(modes[self.nonlinearity], input, hx)
-        return out if batched else out.squeeze(0)
+        mode = {"tanh": "RNN_TANH", "relu": "RNN_RELU"}.get(self.nonlinearity)
+        return self._one_state("RNNCell", mode, input, hx)
 
 
 class LSTMCell(RNNCellBase):
@@ -136,12 +140,4 @@ class GRUCell(RNNCellBase):
         super().__init__(input_size, hidden_size, bias, 3, device, dtype)
 
     def forward(self, input, hx=None):
-        batched = self._batched("GRUCell", input)
-        if hx is not None and hx.dim() not in (1, 2):
-            raise ValueError(f"GRUCell: Expected hidden to be 1D or 2D, got {hx.dim()}D "
-                             "instead")
-        if not batched:
-            input = input.unsqueeze(0)
-        hx = self._zeros(input) if hx is None else (hx if batched else hx.unsqueeze(0))
-        out = self._step("GRU", input, hx)
-        return out if batched else out.squeeze(0)
+        return self._one_state("GRUCell", "GRU", input, hx)
