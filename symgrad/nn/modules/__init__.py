@@ -21,6 +21,8 @@ from .upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d
 from .pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveAvgPool3d, AdaptiveMaxPool1d,
                       AdaptiveMaxPool2d, AdaptiveMaxPool3d, AvgPool1d, AvgPool2d, AvgPool3d,
                       MaxPool1d, MaxPool2d, MaxPool3d, MaxUnpool2d)
+from .rnn import GRU, LSTM, RNN, RNNBase
+from .rnn_cell import GRUCell, LSTMCell, RNNCell, RNNCellBase
 
 __all__ = ["Module", "Sequential", "ModuleList", "ModuleDict", "ParameterList",
            "ParameterDict", "Identity", "Linear", "Bilinear", "Flatten", "Unflatten",
@@ -39,4 +41,5 @@ __all__ = ["Module", "Sequential", "ModuleList", "ModuleDict", "ParameterList",
            "LogSigmoid", "SELU", "CELU", "Mish", "Hardswish", "Hardsigmoid", "Softsign",
            "Tanhshrink", "Softshrink", "Hardshrink", "Threshold", "GLU", "Softmin",
            "CosineSimilarity", "PairwiseDistance", "KLDivLoss", "GroupNorm", "PixelShuffle",
-           "PixelUnshuffle"]
+           "PixelUnshuffle",
+           "RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
