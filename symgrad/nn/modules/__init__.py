@@ -40,3 +40,12 @@ __all__ = ["Module", "Sequential", "ModuleList", "ModuleDict", "ParameterList",
            "Tanhshrink", "Softshrink", "Hardshrink", "Threshold", "GLU", "Softmin",
            "CosineSimilarity", "PairwiseDistance", "KLDivLoss", "GroupNorm", "PixelShuffle",
            "PixelUnshuffle"]
+from .loss_more import (CosineEmbeddingLoss, CTCLoss, GaussianNLLLoss,  # noqa: E402
+                        HingeEmbeddingLoss, MarginRankingLoss, MultiLabelMarginLoss,
+                        MultiLabelSoftMarginLoss, MultiMarginLoss, PoissonNLLLoss,
+                        SoftMarginLoss, TripletMarginLoss, TripletMarginWithDistanceLoss)
+
+__all__ += ["CosineEmbeddingLoss", "CTCLoss", "GaussianNLLLoss", "HingeEmbeddingLoss",
+            "MarginRankingLoss", "MultiLabelMarginLoss", "MultiLabelSoftMarginLoss",
+            "MultiMarginLoss", "PoissonNLLLoss", "SoftMarginLoss", "TripletMarginLoss",
+            "TripletMarginWithDistanceLoss"]
