@@ -729,3 +729,14 @@ __all__ += ["conv1d", "conv2d", "max_pool1d", "max_pool2d", "avg_pool1d", "avg_p
             "hardswish", "hardsigmoid", "softsign", "tanhshrink", "softshrink", "hardshrink",
             "threshold", "glu", "softmin", "one_hot", "normalize", "cosine_similarity",
             "pairwise_distance", "kl_div", "group_norm", "pixel_shuffle", "pixel_unshuffle"]
+from .margin_losses import (cosine_embedding_loss, gaussian_nll_loss,  # noqa: E402
+                            hinge_embedding_loss, margin_ranking_loss, multi_margin_loss,
+                            multilabel_margin_loss, multilabel_soft_margin_loss,
+                            poisson_nll_loss, soft_margin_loss, triplet_margin_loss,
+                            triplet_margin_with_distance_loss)
+from .ctc import ctc_loss  # noqa: E402
+
+__all__ += ["cosine_embedding_loss", "gaussian_nll_loss", "hinge_embedding_loss",
+            "margin_ranking_loss", "multi_margin_loss", "multilabel_margin_loss",
+            "multilabel_soft_margin_loss", "poisson_nll_loss", "soft_margin_loss",
+            "triplet_margin_loss", "triplet_margin_with_distance_loss", "ctc_loss"]

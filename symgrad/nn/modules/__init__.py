@@ -43,3 +43,12 @@ __all__ = ["Module", "Sequential", "ModuleList", "ModuleDict", "ParameterList",
            "CosineSimilarity", "PairwiseDistance", "KLDivLoss", "GroupNorm", "PixelShuffle",
            "PixelUnshuffle",
            "RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
+from .loss_more import (CosineEmbeddingLoss, CTCLoss, GaussianNLLLoss,  # noqa: E402
+                        HingeEmbeddingLoss, MarginRankingLoss, MultiLabelMarginLoss,
+                        MultiLabelSoftMarginLoss, MultiMarginLoss, PoissonNLLLoss,
+                        SoftMarginLoss, TripletMarginLoss, TripletMarginWithDistanceLoss)
+
+__all__ += ["CosineEmbeddingLoss", "CTCLoss", "GaussianNLLLoss", "HingeEmbeddingLoss",
+            "MarginRankingLoss", "MultiLabelMarginLoss", "MultiLabelSoftMarginLoss",
+            "MultiMarginLoss", "PoissonNLLLoss", "SoftMarginLoss", "TripletMarginLoss",
+            "TripletMarginWithDistanceLoss"]
