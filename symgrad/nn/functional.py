@@ -22,7 +22,7 @@ from ..graph.primitives import PRIMITIVES as P
 from ..functions import linalg, shape
 from ..functions.elementwise import promote
 from ..autograd import grad_mode
-from ..functions.random import generator, per_shape
+from .feature_dropout import keep_mask
 
 __all__ = ["relu", "sigmoid", "tanh", "softplus", "softmax", "log_softmax", "linear",
            "binary_cross_entropy_with_logits", "binary_cross_entropy", "mse_loss", "l1_loss",
@@ -574,16 +574,10 @@ def dropout(input, p=0.5, training=True, inplace=False):
     x = to_tensor(input)
     if not training or p == 0.0:
         return x
-    shape, dt = tuple(x.shape), x.dtype
-
-    def draw(s):
-        if p == 1.0:
-            return np.zeros(s, dt.np)
-        return (generator().random(s) >= p).astype(dt.np) / (1.0 - p)
-    per_call = getattr(dispatch._lifter[0], "runtime_value", None)
-    # symgrad.compile: a mask drawn at each call (of the call's shape), an input of the program
-    mask = per_call(per_shape(draw, shape), dt, "dropout_mask") if per_call is not None \
-        else to_tensor(draw(shape))
+    # torch's bernoulli_(1 - p): kept where a draw u < 1 - p (symgrad.compile: a mask drawn
+    # at each call, of the call's shape, an input of the program)
+    mask = keep_mask(tuple(x.shape), 1.0 - p, x.dtype, scaled=True) if p < 1.0 else \
+        x.new_zeros(tuple(x.shape))
     out = named("NativeDropoutBackward0", lambda v: lax.mul(v, mask), x)
     if inplace:
         return x.copy_(out)
@@ -740,3 +734,13 @@ __all__ += ["cosine_embedding_loss", "gaussian_nll_loss", "hinge_embedding_loss"
             "margin_ranking_loss", "multi_margin_loss", "multilabel_margin_loss",
             "multilabel_soft_margin_loss", "poisson_nll_loss", "soft_margin_loss",
             "triplet_margin_loss", "triplet_margin_with_distance_loss", "ctc_loss"]
+from .feature_dropout import (alpha_dropout, dropout1d, dropout2d, dropout3d,  # noqa: E402
+                              feature_alpha_dropout)
+from .norms_more import instance_norm, local_response_norm, rms_norm  # noqa: E402
+from .folding import fold, unfold  # noqa: E402
+from .channel_ops import channel_shuffle, gumbel_softmax, prelu  # noqa: E402
+
+log_sigmoid = logsigmoid        # (PyTorch's functional has both names)
+__all__ += ["alpha_dropout", "dropout1d", "dropout2d", "dropout3d", "feature_alpha_dropout",
+            "instance_norm", "local_response_norm", "rms_norm", "fold", "unfold",
+            "channel_shuffle", "gumbel_softmax", "prelu", "log_sigmoid"]

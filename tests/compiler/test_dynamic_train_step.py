@@ -84,7 +84,7 @@ def test_dropout_step_at_changing_batch_sizes_draws_torchs_masks(dtype, tol):
         x = rng.normal(size=(b, 6)).astype(dtype)
         y = rng.normal(size=(b, 3)).astype(dtype)
         ls = step(sg.tensor(x), sg.tensor(y))
-        keep = torch.rand(b, 12, dtype=torch.float64) >= p
+        keep = torch.rand(b, 12, dtype=torch.float64) < 1 - p     # torch's bernoulli_(1 - p)
         opt_t.zero_grad()
         h = t[1](t[0](torch.tensor(x)))
         h = torch.where(keep, h / (1 - p), torch.zeros((), dtype=h.dtype))
@@ -147,7 +147,7 @@ def test_compiled_module_with_dropout_at_changing_batch_sizes(dtype, tol):
     for b, grad in ((8, True), (8, True), (5, True), (11, False), (11, True), (3, False),
                     (3, True), (6, True)):
         x = rng.normal(size=(b, 6)).astype(dtype)
-        keep = torch.rand(b, 12, dtype=torch.float64) >= p
+        keep = torch.rand(b, 12, dtype=torch.float64) < 1 - p     # torch's bernoulli_(1 - p)
         xt = torch.tensor(x, requires_grad=True)
         h = t[1](t[0](xt))
         yt = t[2](torch.where(keep, h / (1 - p), torch.zeros((), dtype=h.dtype)))
@@ -197,9 +197,7 @@ def test_draw_parameters_from_the_batch_size(name):
         "randint": lambda L, x: L.randint(0, x.shape[0], (4,)).double(),
         "uniform_": lambda L, x: L.empty(3, dtype=L.float64).uniform_(0, x.shape[0]),
         "normal": lambda L, x: L.normal(float(x.shape[0]), 1.0, (3,), dtype=L.float64),
-        "dropout": lambda L, x: (L.nn.functional.dropout(x, 1.0 / x.shape[0]) if L is sg else
-                                 x * (torch.rand(x.shape, dtype=torch.float64)
-                                      >= 1.0 / x.shape[0]) / (1 - 1.0 / x.shape[0])),
+        "dropout": lambda L, x: L.nn.functional.dropout(x, 1.0 / x.shape[0]),
     }[name]
     cf = sg.compile(lambda x: draws(sg, x) + 0 * x.sum())
     for b in (64, 64, 50, 3, 7):

@@ -62,22 +62,22 @@ def test_func_vmap_default_error_as_torch():
 
 def test_dropout_masks_per_example():
     """Each example its own mask: the masks are torch's uniform stream (torch.rand of the
-    batched shape) thresholded as symgrad's dropout does, p=0.5 and p=0.25."""
+    batched shape) kept where u < 1 - p as torch's bernoulli_(1 - p), p=0.5 and p=0.25."""
     for p in (0.5, 0.25):
         torch.manual_seed(3)
         u = torch.rand(6, 8, dtype=torch.float64).numpy()   # (symgrad draws masks in float64)
         sg.manual_seed(3)
         got = sg.func.vmap(lambda x: sg.nn.functional.dropout(x + 1, p),
                            randomness="different")(sg.zeros(6, 8)).numpy()
-        np.testing.assert_allclose(got, np.where(u >= p, 1 / (1 - p), 0.0), rtol=1e-6)
+        np.testing.assert_allclose(got, np.where(u < 1 - p, 1 / (1 - p), 0.0), rtol=1e-6)
         sg.manual_seed(3)
         got = sg.vmap(lambda x: sg.nn.functional.dropout(x + 1, p))(sg.zeros(6, 8)).numpy()
-        np.testing.assert_allclose(got, np.where(u >= p, 1 / (1 - p), 0.0), rtol=1e-6)
+        np.testing.assert_allclose(got, np.where(u < 1 - p, 1 / (1 - p), 0.0), rtol=1e-6)
         sg.manual_seed(3)
         same = sg.vmap(lambda x: sg.nn.functional.dropout(x + 1, p),
                        randomness="same")(sg.zeros(6, 8)).numpy()
         np.testing.assert_allclose(same, np.broadcast_to(
-            np.where(u[0] >= p, 1 / (1 - p), 0.0), (6, 8)), rtol=1e-6)
+            np.where(u[0] < 1 - p, 1 / (1 - p), 0.0), (6, 8)), rtol=1e-6)
 
 
 @pytest.mark.parametrize("dt", DTYPES)

@@ -52,3 +52,15 @@ __all__ += ["CosineEmbeddingLoss", "CTCLoss", "GaussianNLLLoss", "HingeEmbedding
             "MarginRankingLoss", "MultiLabelMarginLoss", "MultiLabelSoftMarginLoss",
             "MultiMarginLoss", "PoissonNLLLoss", "SoftMarginLoss", "TripletMarginLoss",
             "TripletMarginWithDistanceLoss"]
+from .norm_more import (InstanceNorm1d, InstanceNorm2d, InstanceNorm3d,  # noqa: E402
+                        LocalResponseNorm, RMSNorm)
+from .dropout_more import (AlphaDropout, Dropout1d, Dropout2d, Dropout3d,  # noqa: E402
+                           FeatureAlphaDropout)
+from .layers_more import ChannelShuffle, Fold, PReLU, Softmax2d, Unfold  # noqa: E402
+
+__all__ += ["InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "LocalResponseNorm", "RMSNorm",
+            "AlphaDropout", "Dropout1d", "Dropout2d", "Dropout3d", "FeatureAlphaDropout",
+            "ChannelShuffle", "Fold", "PReLU", "Softmax2d", "Unfold"]
+from .lazy import LazyLinear  # noqa: E402
+
+__all__ += ["LazyLinear"]
