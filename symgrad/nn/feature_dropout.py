@@ -71,6 +71,17 @@ def _feature_dropout(x, p, training, batched_dims):
     return out
 
 
+def _deprecated_dims(name: str, nd: int, spatial: int) -> None:
+    """PyTorch's warning for an input of another rank than ``spatial + 1`` or ``+ 2``."""
+    if nd not in (spatial + 1, spatial + 2):
+        warnings.warn(f"{name}: Received a {nd}-D input to {name}, which is deprecated and will "
+                      "result in an error in a future release. To retain the behavior and "
+                      f"silence this warning, please use dropout instead. Note that {name} "
+                      f"exists to provide channel-wise dropout on inputs with {spatial} spatial "
+                      "dimensions, a channel dimension, and an optional batch dimension (i.e. "
+                      f"{spatial + 1}D or {spatial + 2}D inputs).", stacklevel=3)
+
+
 def dropout1d(input, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
     """Zeroes whole channels of an (N, C, L) or (C, L) input."""
     _check_p(p)
@@ -90,13 +101,7 @@ def dropout2d(input, p: float = 0.5, training: bool = True, inplace: bool = Fals
     _check_p(p)
     x = to_tensor(input)
     nd = x.dim()
-    if nd not in (3, 4):
-        warnings.warn(f"dropout2d: Received a {nd}-D input to dropout2d, which is deprecated "
-                      "and will result in an error in a future release. To retain the behavior "
-                      "and silence this warning, please use dropout instead. Note that "
-                      "dropout2d exists to provide channel-wise dropout on inputs with 2 "
-                      "spatial dimensions, a channel dimension, and an optional batch dimension "
-                      "(i.e. 3D or 4D inputs).", stacklevel=2)
+    _deprecated_dims("dropout2d", nd, 2)
     if nd == 3:
         warnings.warn("dropout2d: Received a 3D input to dropout2d and assuming that "
                       "channel-wise 1D dropout behavior is desired - input is interpreted as "
@@ -112,13 +117,7 @@ def dropout3d(input, p: float = 0.5, training: bool = True, inplace: bool = Fals
     _check_p(p)
     x = to_tensor(input)
     nd = x.dim()
-    if nd not in (4, 5):
-        warnings.warn(f"dropout3d: Received a {nd}-D input to dropout3d, which is deprecated "
-                      "and will result in an error in a future release. To retain the behavior "
-                      "and silence this warning, please use dropout instead. Note that "
-                      "dropout3d exists to provide channel-wise dropout on inputs with 3 "
-                      "spatial dimensions, a channel dimension, and an optional batch dimension "
-                      "(i.e. 4D or 5D inputs).", stacklevel=2)
+    _deprecated_dims("dropout3d", nd, 3)
     out = _feature_dropout(x, p, training, 5)
     return x.copy_(out) if inplace and out is not x else out
 

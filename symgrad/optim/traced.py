@@ -18,7 +18,7 @@ from ..functions import elementwise as E
 from ..functions.inplace import update
 from ..tensor import Tensor
 
-__all__ = ["TracedArray", "as_array", "unwrap"]
+__all__ = ["TracedArray", "as_array", "unwrap", "select"]
 
 
 def unwrap(v):
@@ -60,7 +60,12 @@ def _pow(a, b):
 
 _UFUNCS = {np.add: _add, np.subtract: _sub, np.multiply: _mul, np.true_divide: _div,
            np.power: _pow, np.sqrt: lambda a: E.unary("sqrt", a), np.negative: lambda a: -a,
-           np.maximum: lambda a, b: E.binary("maximum", a, b)}
+           np.maximum: lambda a, b: E.binary("maximum", a, b),
+           np.minimum: lambda a, b: E.binary("minimum", a, b),
+           np.absolute: lambda a: E.unary("abs", a), np.sign: lambda a: E.unary("sign", a),
+           np.greater: lambda a, b: E.binary("gt", a, b), np.less: lambda a, b: E.binary("lt", a, b),
+           np.equal: lambda a, b: E.binary("eq", a, b),
+           np.not_equal: lambda a, b: E.binary("ne", a, b)}
 
 
 class TracedArray:
@@ -127,3 +132,11 @@ def as_array(t: Tensor):
     if t._node is not None:
         raise RuntimeError("an optimizer step needs eager tensors")
     return t._data
+
+
+def select(condition, a, b):
+    """``np.where(condition, a, b)`` of arrays or, inside a trace, of TracedArrays / tensors
+    (an update's per-element choice: Rprop's signs, RAdam's rectification)."""
+    if not any(isinstance(v, TracedArray) for v in (condition, a, b)):
+        return np.where(condition, a, b)
+    return TracedArray(E.where(unwrap(condition), unwrap(a), unwrap(b)))

@@ -228,3 +228,17 @@ def test_compiled_training_step_equals_torch(dtype):
         close(ls, lt.detach(), dtype, "loss", factor=50)
         for (k, a), b in zip(s.state_dict().items(), t.state_dict().values()):
             close(a, b, dtype, k, factor=50)
+
+
+@pytest.mark.parametrize("call", [lambda m: m.nn.functional.dropout2d(m.ones(2, 3)),
+                                  lambda m: m.nn.functional.dropout2d(m.ones(2, 3, 4)),
+                                  lambda m: m.nn.functional.dropout3d(m.ones(2, 3))])
+def test_dropout_warnings_are_torchs(call):
+    import warnings
+    got = {}
+    for m in (torch, sg):
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            call(m)
+        got[m] = [str(x.message) for x in w]
+    assert got[sg] == got[torch] and got[torch]

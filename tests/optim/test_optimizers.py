@@ -48,9 +48,8 @@ def _run(lib, name, kw, dtype, steps=25):
     return [p.detach().numpy().copy() for p in params], opt
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("name,kw", CASES)
-def test_updates_equal_torch(name, kw, dtype):
+def assert_same_run(name, kw, dtype):
+    """Parameters, repr and state dict after :func:`_run` of symgrad and torch agree."""
     ours, sopt = _run(sg, name, kw, dtype)
     theirs, topt = _run(torch, name, kw, dtype)
     for a, b in zip(ours, theirs):
@@ -63,7 +62,14 @@ def test_updates_equal_torch(name, kw, dtype):
     for k in ts["state"]:
         assert list(ss["state"][k]) == list(ts["state"][k])
         for field, tv in ts["state"][k].items():
+            assert ss["state"][k][field].numpy().dtype == tv.numpy().dtype, field
             np.testing.assert_allclose(ss["state"][k][field].numpy(), tv.numpy(), **TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name,kw", CASES)
+def test_updates_equal_torch(name, kw, dtype):
+    assert_same_run(name, kw, dtype)
 
 
 def test_state_dict_round_trip_resumes_identically():
