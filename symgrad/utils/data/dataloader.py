@@ -150,8 +150,10 @@ class DataLoader:
             for i in self.sampler:
                 yield self.collate_fn(self.dataset[i])
             return
-        for indices in self.batch_sampler:
-            yield self.collate_fn([self.dataset[i] for i in indices])
+        many = getattr(self.dataset, "__getitems__", None)     # (a batched read, as torch's
+        for indices in self.batch_sampler:                      # fetcher uses it)
+            yield self.collate_fn(many(list(indices)) if many else
+                                  [self.dataset[i] for i in indices])
 
     def __len__(self) -> int:
         if self._iterable:

@@ -30,6 +30,10 @@ class IterableDataset(Dataset):
     def __iter__(self):
         raise NotImplementedError("Subclasses of IterableDataset should implement __iter__.")
 
+    def __add__(self, other: Dataset):
+        from .stacked import ChainDataset        # (late: stacked builds on this module)
+        return ChainDataset([self, other])
+
 
 class TensorDataset(Dataset):
     """Samples are the tensors' rows, zipped: ``ds[i] == (a[i], b[i], ...)``."""
