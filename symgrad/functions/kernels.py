@@ -44,33 +44,41 @@ def _row_max(x, axes):
     return NUMPY_RULES["amax"](x, axes=axes, keepdim=True)
 
 
+def _array(a):
+    """`a` as an ndarray (a 0-d input's ufunc results are numpy scalars), to compute into."""
+    return a if type(a) is np.ndarray else np.asarray(a)
+
+
 def _softmax_forward(axes):
     def forward(x):
-        z = np.subtract(x, _row_max(x, axes))
-        e = np.exp(z)
-        return np.true_divide(e, np.add.reduce(e, axis=axes, keepdims=True))
+        e = _array(np.subtract(x, _row_max(x, axes)))
+        np.exp(e, out=e)            # (in place: one fresh array, not three)
+        return np.true_divide(e, np.add.reduce(e, axis=axes, keepdims=True), out=e)
     return forward
 
 
 def _softmax_backward(axes):
     def backward(g, inputs, y):
-        gy = np.multiply(g, y)
-        return (np.multiply(y, np.subtract(g, np.add.reduce(gy, axis=axes, keepdims=True))),)
+        s = np.add.reduce(np.multiply(g, y), axis=axes, keepdims=True)
+        gx = _array(np.subtract(g, s))
+        return (np.multiply(y, gx, out=gx),)
     return backward
 
 
 def _log_softmax_forward(axes):
     def forward(x):
-        z = np.subtract(x, _row_max(x, axes))
-        lse = np.log(np.add.reduce(np.exp(z), axis=axes, keepdims=True))
-        return np.subtract(z, lse)
+        z = _array(np.subtract(x, _row_max(x, axes)))
+        lse = _array(np.add.reduce(np.exp(z), axis=axes, keepdims=True))
+        return np.subtract(z, np.log(lse, out=lse), out=z)
     return forward
 
 
 def _log_softmax_backward(axes):
     def backward(g, inputs, y):
         s = np.add.reduce(g, axis=axes, keepdims=True)
-        return (np.subtract(g, np.multiply(np.exp(y), s)),)
+        gx = _array(np.exp(y))
+        np.multiply(gx, s, out=gx)
+        return (np.subtract(g, gx, out=gx),)
     return backward
 
 
