@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, overload
 import numpy as np
 
 from ..graph import dtypes
-from ..dispatch import bind
+from ..dispatch import _lifter, bind
 from ..ops import lax
-from ..graph.primitives import PRIMITIVES as P
+from ..graph.primitives import NUMPY_RULES, PRIMITIVES as P
 from .common import Tensor, dims_arg, to_tensor, wrap_dim
 from .composite import named
 from .kernels import gather_kernel
@@ -123,13 +123,20 @@ def _extremum(kind, x, dim, keepdim, other):
     axis = wrap_dim(dim, len(xs))
     if xs and xs[axis] == 0:
         raise IndexError(f"{kind}(): Expected reduction dim {axis} to have non-zero size.")
-    idx = bind(P["argmax" if kind == "max" else "argmin"], x, axis=axis,
-               keepdim=True) if xs else lax.full((), 0, dtypes.int64)
+    arg = "argmax" if kind == "max" else "argmin"
     if not xs:
         value = named(f"{kind.capitalize()}Backward0", lambda v: bind(P["copy"], v), x)
-        return getattr(return_types, kind)(value, idx)
+        return getattr(return_types, kind)(value, lax.full((), 0, dtypes.int64))
     shape = xs[:axis] + ((1,) if keepdim else ()) + xs[axis + 1:]
-    indices = idx if keepdim else lax.reshape(idx, shape)
+    if x._data is not None and _lifter[0] is None:
+        # eager: the indices straight from the primitive's numpy rule (two binds cost
+        # more than the whole op on small tensors); a fresh tensor, as PyTorch's
+        at = NUMPY_RULES[arg](x._data, axis=axis, keepdim=True).astype(np.int64, copy=False)
+        idx = Tensor._from_array(at, dtypes.int64)
+        indices = idx if keepdim else Tensor._from_array(at.reshape(shape), dtypes.int64)
+    else:
+        idx = bind(P[arg], x, axis=axis, keepdim=True)
+        indices = idx if keepdim else lax.reshape(idx, shape)
     # the backward reads ``idx``, which the returned indices view: saved and
     # version-checked as PyTorch saves its indices (an in-place update of them raises)
     values = named(f"{kind.capitalize()}Backward0",

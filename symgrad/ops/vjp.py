@@ -21,7 +21,8 @@ from .. import dispatch
 from ..graph.primitives import NUMPY_RULES, OUT, PRIMITIVES, VJP_RULES, derivative_primitive
 from . import lax
 
-__all__ = ["elementwise_vjp", "masked_vjp", "pow_vjp", "relu_vjp", "where_vjp", "no_vjp", "rule",
+__all__ = ["elementwise_vjp", "masked_vjp", "pow_vjp", "relu_vjp", "abs_vjp", "where_vjp",
+           "no_vjp", "rule",
            "ARRAY_RULES"]
 
 
@@ -67,6 +68,22 @@ def relu_vjp(ctx, g):
         c = np.less_equal(getattr(out, "_data", out), 0)
         return (lax.zero_where(c, g) if c.shape == g.shape else lax.where(c, 0, g),)
     return masked_vjp(ctx, g)
+
+
+def abs_vjp(ctx, g):
+    """abs's rule: on arrays (eager gradients, no graph) ``g * sgn(x)`` with the sign as
+    the difference of two comparisons (0 at 0 and at NaN, as PyTorch's ``sgn`` there),
+    in int8 -- the generic rule evaluates the derivative's three-way select with
+    ``np.where``, a mispredicted branch per element (20x PyTorch on 256 x 256); on
+    tensors the generic rule (its graph serves second derivatives)."""
+    if type(g) is np.ndarray:
+        x = ctx.input(0)
+        x = getattr(x, "_data", x)
+        if type(x) is np.ndarray and x.dtype.kind == "f" and g.dtype.kind == "f":
+            sgn = np.subtract(np.greater(x, 0).view(np.int8), np.less(x, 0).view(np.int8))
+            gx = lax.as_array(np.multiply(g, sgn, dtype=g.dtype), None)   # (0-d: a scalar)
+            return (lax.sum_to(gx, ctx.in_avals[0][0]),)
+    return elementwise_vjp(ctx, g)
 
 
 def elementwise_vjp(ctx, g, masked=False):
@@ -194,4 +211,5 @@ def rule(name: str) -> Callable:
 # calls only, on an array they compute with numpy directly (the backward engine's fast
 # path). Every built-in primitive's rule joins (symgrad.ops.define); a rule not in this set
 # (user-supplied, composites) always gets Tensors.
-ARRAY_RULES: set[Callable] = {elementwise_vjp, masked_vjp, pow_vjp, relu_vjp, where_vjp, no_vjp}
+ARRAY_RULES: set[Callable] = {elementwise_vjp, masked_vjp, pow_vjp, relu_vjp, abs_vjp, where_vjp,
+                              no_vjp}
