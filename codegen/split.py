@@ -20,7 +20,12 @@ whether its parts run one after the other or at the same time.  Rules:
   big constant, an external function, a mutable global) is declared in it, and loses
   ``internal`` where it is defined (its name is the program's or a shared helper's,
   unique in the object);
-* declarations, types, metadata and attributes go to every part.
+* declarations, types, metadata and attributes go to every part, and so does an
+  appending list that names only declarations (``@llvm.compiler.used`` keeping the trig
+  library's vector variants alive for the loop vectoriser);
+* a function declared in a part keeps its ``vector-function-abi-variant`` attribute, and
+  the variants it names, defined in another part, are declared and kept
+  (``@llvm.used``) there too: without them a part's sin / cos loops stayed scalar.
 
 A module smaller than :data:`MIN_LINES`, or whose smaller part would hold less than
 :data:`MIN_SHARE` of the work, is not split (one part: the text itself), and so is
@@ -58,6 +63,10 @@ MIN_LINES = 400      # modules with fewer lines of definitions compile as one pa
 MIN_SHARE = 0.25     # ... and so do those whose smaller part would have less of the work
 BIG_CONSTANT = 512   # characters of a constant's definition: larger ones are not copied
 
+# a scalar function's vector variants, named in an attribute (the loop vectoriser calls
+# them): "vector-function-abi-variant"="_ZGV_LLVM_N4vv_f(f_v4),..."
+_VARIANTS = re.compile(r'"vector-function-abi-variant"="[^"]*"')
+_VARIANT_NAME = re.compile(r"\(([^()]+)\)")
 _REF = re.compile(r'@"((?:[^"\\]|\\.)*)"|@([-A-Za-z$._][-A-Za-z$._0-9]*)')
 _LINKAGE = ("internal", "private")
 _PREFIX_WORDS = {"internal", "private", "dso_local", "hidden", "protected", "default",
@@ -67,11 +76,12 @@ _PREFIX_WORDS = {"internal", "private", "dso_local", "hidden", "protected", "def
 
 class _Def:
     __slots__ = ("name", "lines", "refs", "internal", "function", "inline", "noinline",
-                 "mutable", "appending", "index")
+                 "mutable", "appending", "index", "variants")
 
     def __init__(self, name, lines, index):
         self.name, self.lines, self.index = name, lines, index
         self.refs: list[str] = []
+        self.variants = ""      # a function's vector-function-abi-variant attribute, if any
 
 
 def _name_at(line: str, start: int) -> tuple[str, int] | None:
@@ -105,6 +115,8 @@ def _parse(text: str):
             head_end = line.find(")", got[1])
             attrs = line[head_end + 1:].split() if head_end > 0 else []
             d.inline, d.noinline = "alwaysinline" in attrs, "noinline" in attrs
+            variants = _VARIANTS.search(line, head_end + 1) if head_end > 0 else None
+            d.variants = variants.group(0) if variants else ""
             d.mutable = d.appending = False
             defs.append(d)
             i = j + 1
@@ -181,7 +193,9 @@ def _declaration(d: _Def) -> str:
                 if depth == 0:
                     break
             k += 1
-        return "declare " + " ".join(words) + " " + line[at:k + 1]
+        # (a vector variant attribute stays: the loop vectoriser reads it at call sites)
+        return "declare " + " ".join(words) + " " + line[at:k + 1] + \
+            (" " + d.variants if d.variants else "")
     got = _name_at(line, 0)
     rest = line[got[1] + 3:].split()
     kind = next(i for i, w in enumerate(rest) if w in ("global", "constant"))
@@ -286,12 +300,28 @@ def split(text: str, parts: int = 2, min_lines: int | None = None,
     used = [k for k in range(parts) if load[k] > 0 or k == 0]
     if len(used) < 2 or min(load[k] for k in used) < min_share * sum(load):
         return [text]
+    for d in defs:          # e.g. llvm.compiler.used keeping the trig variants: every part
+        if d.appending and not d.refs:
+            for k in used:
+                mine[k].add(d.name)
     declared = []
     exported: set[str] = set()
     for k in used:
-        outside = sorted({r for n in mine[k] for r in by_name[n].refs} - mine[k],
-                         key=lambda n: by_name[n].index)
-        declared.append([_declaration(by_name[n]) for n in outside])
+        outside = {r for n in mine[k] for r in by_name[n].refs} - mine[k]
+        # the vector variants of a function defined in another part: declared here too,
+        # and kept (@llvm.used) until the loop vectoriser has looked for them
+        variants = {v for n in outside for v in _VARIANT_NAME.findall(by_name[n].variants)
+                    if v in by_name and v not in mine[k]}
+        if variants and "llvm.used" in mine[k]:
+            return [text]       # (one more list to merge: not worth it, compile whole)
+        outside = sorted(outside | variants, key=lambda n: by_name[n].index)
+        decls = [_declaration(by_name[n]) for n in outside]
+        if variants:
+            names = sorted(variants, key=lambda n: by_name[n].index)
+            decls.append(f'@"llvm.used" = appending global [{len(names)} x ptr] ['
+                         + ", ".join(f'ptr @"{n}"' for n in names)
+                         + '], section "llvm.metadata"')
+        declared.append(decls)
         exported.update(n for n in outside if by_name[n].internal)
     texts = []
     for k, decls in zip(used, declared):

@@ -4,6 +4,7 @@ PyTorch's, the packed objects reload from bytes (as from the disk cache), the op
 and assembly stay inspectable, and a process forks after a threaded compile."""
 import ctypes
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -179,3 +180,41 @@ def test_big_constants_and_noinline_helpers_are_defined_once():
     assert len(jit.object_parts(blob)) == 2
     k = jit.load_object(blob).cfunc("k", ctypes.c_double, ctypes.c_int64)
     assert k(7) == 14.0                                  # table[7] from each step
+
+
+@pytest.mark.parametrize("library", [False, True], ids=["helpers-in-module", "library"])
+def test_trig_loops_are_vectorised_in_every_part(library, monkeypatch):
+    # A loop calling sin / cos vectorises only when the trig helper's vector variants are
+    # in its module (named by an attribute of the helper, kept by @llvm.compiler.used).
+    # A part without them ran its loops scalar: the variants were declared in part 0
+    # only (library) or neither declared nor named in the other part (helpers in module).
+    from symgrad.config import settings
+    from codegen import library as libs, target as targets
+
+    def chain(x):
+        for _ in range(16):
+            x = sg.sin(x) * 0.9 + 0.1
+        return x.sum()
+
+    x = np.linspace(-1.0, 1.0, 100)
+    monkeypatch.setattr(settings, "disk_cache", False)
+    if library:
+        libs.ensure(targets.current(), ["f64"])
+    else:                            # (as for a target this process cannot run)
+        monkeypatch.setattr(libs, "active", lambda fmt: None)
+    text = sg.value_and_grad(chain).lower(x).compile().as_text("llvm")
+    assert ('declare double @"symgrad_vm_trig_huge' in text) == library
+    parts = split.split(text)
+    assert len(parts) == 2
+    vector = re.compile(r'call <\d+ x double> @"?symgrad_vm_trig_huge')
+    for part in parts:
+        optimised = jit.optimized_text(part, jit.OPT_LEVEL)
+        assert vector.search(optimised), optimised[:300]    # each part has a sin / cos loop
+    xt = torch.tensor(x, requires_grad=True)
+    value, grad = sg.value_and_grad(chain)(x)
+    h = xt
+    for _ in range(16):
+        h = torch.sin(h) * 0.9 + 0.1
+    h.sum().backward()
+    np.testing.assert_allclose(value, h.sum().item(), **TOL[np.float64])
+    np.testing.assert_allclose(grad, xt.grad.numpy(), **TOL[np.float64])
