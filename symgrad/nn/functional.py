@@ -740,3 +740,6 @@ __all__ += ["cosine_embedding_loss", "gaussian_nll_loss", "hinge_embedding_loss"
             "margin_ranking_loss", "multi_margin_loss", "multilabel_margin_loss",
             "multilabel_soft_margin_loss", "poisson_nll_loss", "soft_margin_loss",
             "triplet_margin_loss", "triplet_margin_with_distance_loss", "ctc_loss"]
+from .attention import multi_head_attention_forward, scaled_dot_product_attention  # noqa: E402
+
+__all__ += ["scaled_dot_product_attention", "multi_head_attention_forward"]
