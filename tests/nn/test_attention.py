@@ -13,7 +13,7 @@ import torch
 
 import symgrad as sg
 
-from .helpers import DTYPES, close, same_error
+from .helpers import DTYPES, close, outputs_and_grads_match, same_error
 
 rng = np.random.default_rng(18)
 TDT = {np.float32: torch.float32, np.float64: torch.float64}
@@ -53,28 +53,7 @@ def _check(run, arrays, dtype, modules=None, factor=8.0, kwargs=None):
     t_out, s_out = run(torch, *ts, **kwargs), run(sg, *ss, **kwargs)
     t_out = t_out if isinstance(t_out, tuple) else (t_out,)
     s_out = s_out if isinstance(s_out, tuple) else (s_out,)
-    t_loss = s_loss = 0
-    for k, (s, t) in enumerate(zip(s_out, t_out)):
-        assert (s is None) == (t is None), k
-        if t is None:
-            continue
-        close(s, t, dtype, f"output {k}", factor)
-        c = rng.normal(size=tuple(t.shape)).astype(dtype)
-        t_loss = t_loss + (t * torch.tensor(c)).sum()
-        s_loss = s_loss + (s * sg.tensor(c)).sum()
-    t_loss.backward()
-    s_loss.backward()
-    for k, (s, t) in enumerate(zip(ss, ts)):
-        if isinstance(t, torch.Tensor) and t.requires_grad:
-            assert (s.grad is None) == (t.grad is None), k
-        if isinstance(t, torch.Tensor) and t.grad is not None:
-            close(s.grad, t.grad, dtype, f"grad of argument {k}", factor)
-    if modules is not None:
-        for (name, s), (_, t) in zip(modules[1].named_parameters(),
-                                     modules[0].named_parameters()):
-            assert (s.grad is None) == (t.grad is None), name
-            if t.grad is not None:
-                close(s.grad, t.grad, dtype, f"grad {name}", factor)
+    outputs_and_grads_match(s_out, t_out, ss, ts, dtype, rng, modules, factor)
 
 
 # ---- scaled_dot_product_attention ------------------------------------------------------------

@@ -70,6 +70,21 @@ def _factory(device, dtype) -> dict:
     return {"device": device, "dtype": dtype}
 
 
+def _feed_forward_and_norms(layer: Module, blocks: int, d_model: int, dim_feedforward: int,
+                            dropout: float, eps: float, norm_first: bool, bias: bool,
+                            kw: dict) -> None:
+    """A layer's feed-forward block and, for each of its ``blocks`` residual blocks, a
+    LayerNorm and a Dropout, registered in PyTorch's order."""
+    layer.linear1 = Linear(d_model, dim_feedforward, bias=bias, **kw)
+    layer.dropout = Dropout(dropout)
+    layer.linear2 = Linear(dim_feedforward, d_model, bias=bias, **kw)
+    layer.norm_first = norm_first
+    for i in range(1, blocks + 1):
+        setattr(layer, f"norm{i}", LayerNorm(d_model, eps=eps, bias=bias, **kw))
+    for i in range(1, blocks + 1):
+        setattr(layer, f"dropout{i}", Dropout(dropout))
+
+
 class TransformerEncoderLayer(Module):
     """Self-attention and a feed-forward block, each with a residual connection and a
     LayerNorm (after, or before with ``norm_first``)."""
@@ -82,14 +97,8 @@ class TransformerEncoderLayer(Module):
         kw = _factory(device, dtype)
         self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
                                             batch_first=batch_first, **kw)
-        self.linear1 = Linear(d_model, dim_feedforward, bias=bias, **kw)
-        self.dropout = Dropout(dropout)
-        self.linear2 = Linear(dim_feedforward, d_model, bias=bias, **kw)
-        self.norm_first = norm_first
-        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw)
-        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw)
-        self.dropout1 = Dropout(dropout)
-        self.dropout2 = Dropout(dropout)
+        _feed_forward_and_norms(self, 2, d_model, dim_feedforward, dropout, layer_norm_eps,
+                                norm_first, bias, kw)
         activation = _activation(activation)
         if activation is F.relu or isinstance(activation, ReLU):
             self.activation_relu_or_gelu = 1
@@ -134,16 +143,8 @@ class TransformerDecoderLayer(Module):
                                             batch_first=batch_first, bias=bias, **kw)
         self.multihead_attn = MultiheadAttention(d_model, nhead, dropout=dropout,
                                                  batch_first=batch_first, bias=bias, **kw)
-        self.linear1 = Linear(d_model, dim_feedforward, bias=bias, **kw)
-        self.dropout = Dropout(dropout)
-        self.linear2 = Linear(dim_feedforward, d_model, bias=bias, **kw)
-        self.norm_first = norm_first
-        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw)
-        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw)
-        self.norm3 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw)
-        self.dropout1 = Dropout(dropout)
-        self.dropout2 = Dropout(dropout)
-        self.dropout3 = Dropout(dropout)
+        _feed_forward_and_norms(self, 3, d_model, dim_feedforward, dropout, layer_norm_eps,
+                                norm_first, bias, kw)
         self.activation = _activation(activation)
 
     def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
@@ -299,24 +300,16 @@ class Transformer(Module):
                  norm_first: bool = False, bias: bool = True, device=None, dtype=None) -> None:
         super().__init__()
         kw = _factory(device, dtype)
-        if custom_encoder is not None:
-            self.encoder = custom_encoder
-        else:
-            layer = TransformerEncoderLayer(d_model, nhead, dim_feedforward, dropout,
-                                            activation, layer_norm_eps, batch_first,
-                                            norm_first, bias, **kw)
-            self.encoder = TransformerEncoder(layer, num_encoder_layers,
-                                              LayerNorm(d_model, eps=layer_norm_eps, bias=bias,
-                                                        **kw))
-        if custom_decoder is not None:
-            self.decoder = custom_decoder
-        else:
-            layer = TransformerDecoderLayer(d_model, nhead, dim_feedforward, dropout,
-                                            activation, layer_norm_eps, batch_first,
-                                            norm_first, bias, **kw)
-            self.decoder = TransformerDecoder(layer, num_decoder_layers,
-                                              LayerNorm(d_model, eps=layer_norm_eps, bias=bias,
-                                                        **kw))
+        args = (d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps,
+                batch_first, norm_first, bias)
+
+        def stack(layer_cls, stack_cls, n):
+            layer = layer_cls(*args, **kw)
+            return stack_cls(layer, n, LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw))
+        self.encoder = custom_encoder if custom_encoder is not None else \
+            stack(TransformerEncoderLayer, TransformerEncoder, num_encoder_layers)
+        self.decoder = custom_decoder if custom_decoder is not None else \
+            stack(TransformerDecoderLayer, TransformerDecoder, num_decoder_layers)
         self._reset_parameters()
         self.d_model, self.nhead, self.batch_first = d_model, nhead, batch_first
 
