@@ -21,12 +21,29 @@ from ..functions.elementwise import where
 from ..functions.linalg import bmm, matmul
 from ..functions.shape import cat
 from ..graph import dtypes
-from .functional import dropout, linear, softmax
 from .padding import pad
 
 __all__ = ["scaled_dot_product_attention", "multi_head_attention_forward"]
 
 _NEG_INF = float("-inf")
+
+
+def _F():
+    """``nn.functional`` (its linear, softmax and dropout)."""
+    from . import functional      # late: a cycle (functional re-exports this module)
+    return functional
+
+
+def linear(x, w, b=None):
+    return _F().linear(x, w, b)
+
+
+def softmax(x, dim):
+    return _F().softmax(x, dim)
+
+
+def dropout(x, p, training=True):
+    return _F().dropout(x, p, training)
 
 
 def _type_name(dt) -> str:
@@ -305,9 +322,9 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check: int, num
         scores = bmm(q * math.sqrt(1.0 / float(head_dim)), k.transpose(-2, -1))
         if attn_mask is not None:
             scores = attn_mask + scores
-        weights = softmax(scores, dim=-1)
+        weights = softmax(scores, -1)
         if dropout_p > 0.0:
-            weights = dropout(weights, p=dropout_p)
+            weights = dropout(weights, dropout_p)
         out = bmm(weights, v).transpose(0, 1).reshape(tgt_len * bsz, embed_dim)
         out = linear(out, out_proj_weight, out_proj_bias).reshape(tgt_len, bsz, -1)
         weights = weights.reshape(bsz, num_heads, tgt_len, src_len)
