@@ -744,3 +744,6 @@ log_sigmoid = logsigmoid        # (PyTorch's functional has both names)
 __all__ += ["alpha_dropout", "dropout1d", "dropout2d", "dropout3d", "feature_alpha_dropout",
             "instance_norm", "local_response_norm", "rms_norm", "fold", "unfold",
             "channel_shuffle", "gumbel_softmax", "prelu", "log_sigmoid"]
+from .attention import multi_head_attention_forward, scaled_dot_product_attention  # noqa: E402
+
+__all__ += ["scaled_dot_product_attention", "multi_head_attention_forward"]

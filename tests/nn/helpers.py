@@ -215,3 +215,31 @@ def pooling_indices_match(name: str, x, kw: dict) -> None:
     close(s_out, t_out)
     assert s_idx.dtype == sg.int64
     np.testing.assert_array_equal(s_idx.numpy(), t_idx.numpy())
+
+
+def outputs_and_grads_match(s_outs, t_outs, s_ins, t_ins, dtype, rng, modules=None,
+                            factor: float = 1.0) -> None:
+    """Outputs ``s_outs`` (symgrad) equal ``t_outs`` (torch; None entries must match),
+    and after one backward of <outputs, random cotangents> so do the gradients of the
+    inputs (leaves of either library; None / non-tensors skipped) and, for
+    ``modules=(torch module, symgrad module)``, of every parameter."""
+    t_loss = s_loss = 0
+    for k, (s, t) in enumerate(zip(s_outs, t_outs)):
+        assert (s is None) == (t is None), f"output {k}"
+        if t is None:
+            continue
+        close(s, t, dtype, f"output {k}", factor)
+        c = rng.normal(size=tuple(t.shape)).astype(dtype)
+        t_loss = t_loss + (t * torch.tensor(c)).sum()
+        s_loss = s_loss + (s * sg.tensor(c)).sum()
+    t_loss.backward()
+    s_loss.backward()
+    pairs = [(f"argument {k}", s, t) for k, (s, t) in enumerate(zip(s_ins, t_ins))
+             if isinstance(t, torch.Tensor) and t.requires_grad]
+    if modules is not None:
+        pairs += [(name, s, t) for (name, s), (_, t) in zip(modules[1].named_parameters(),
+                                                            modules[0].named_parameters())]
+    for what, s, t in pairs:
+        assert (s.grad is None) == (t.grad is None), what
+        if t.grad is not None:
+            close(s.grad, t.grad, dtype, f"grad of {what}", factor)

@@ -11,7 +11,7 @@ import torch
 
 import symgrad as sg
 
-from .helpers import DTYPES, close, same_error
+from .helpers import DTYPES, close, outputs_and_grads_match, same_error
 
 rng = np.random.default_rng(16)
 TDT = {np.float32: torch.float32, np.float64: torch.float64}
@@ -55,19 +55,7 @@ def _check_run(tm, sm, arrays, dtype, factor=4.0):
            else sg.tensor(a, requires_grad=True)) for a in arrays]
     t_out, s_out = _flat(tm(*ts)), _flat(sm(*ss))
     assert len(t_out) == len(s_out)
-    t_loss, s_loss = 0, 0
-    for k, (s, t) in enumerate(zip(s_out, t_out)):
-        close(s, t, dtype, f"output {k}", factor)
-        c = rng.normal(size=tuple(t.shape)).astype(dtype)
-        t_loss = t_loss + (t * torch.tensor(c)).sum()
-        s_loss = s_loss + (s * sg.tensor(c)).sum()
-    t_loss.backward()
-    s_loss.backward()
-    for k, (s, t) in enumerate(zip(_flat(ss), _flat(ts))):
-        if t is not None:
-            close(s.grad, t.grad, dtype, f"grad of argument {k}", factor)
-    for (name, s), (_, t) in zip(sm.named_parameters(), tm.named_parameters()):
-        close(s.grad, t.grad, dtype, f"grad {name}", factor)
+    outputs_and_grads_match(s_out, t_out, _flat(ss), _flat(ts), dtype, rng, (tm, sm), factor)
 
 
 LAYERS = [

@@ -11,7 +11,7 @@ from torch.nn.utils import rnn as TR
 import symgrad as sg
 from symgrad.nn.utils import rnn as SR
 
-from .helpers import DTYPES, close, same_error
+from .helpers import DTYPES, close, outputs_and_grads_match, same_error
 
 rng = np.random.default_rng(17)
 
@@ -182,15 +182,4 @@ def test_layers_over_packed_sequences(name, kw, dtype, enforce_sorted, given_sta
         hs = list(h) if isinstance(h, tuple) else [h]
         return [padded] + hs
     s_outs, t_outs = run(SR, sm, s_in), run(TR, tm, t_in)
-    s_loss = t_loss = 0
-    for k, (s, t) in enumerate(zip(s_outs, t_outs)):
-        close(s, t, dtype, f"output {k}", factor=4)
-        c = rng.normal(size=tuple(t.shape)).astype(dtype)
-        s_loss = s_loss + (s * sg.tensor(c)).sum()
-        t_loss = t_loss + (t * torch.tensor(c)).sum()
-    s_loss.backward()
-    t_loss.backward()
-    for k, (s, t) in enumerate(zip(s_in, t_in)):
-        close(s.grad, t.grad, dtype, f"grad {k}", factor=4)
-    for (k, s), (_, t) in zip(sm.named_parameters(), tm.named_parameters()):
-        close(s.grad, t.grad, dtype, f"grad {k}", factor=4)
+    outputs_and_grads_match(s_outs, t_outs, s_in, t_in, dtype, rng, (tm, sm), factor=4)

@@ -21,8 +21,11 @@ from .upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d
 from .pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveAvgPool3d, AdaptiveMaxPool1d,
                       AdaptiveMaxPool2d, AdaptiveMaxPool3d, AvgPool1d, AvgPool2d, AvgPool3d,
                       MaxPool1d, MaxPool2d, MaxPool3d, MaxUnpool2d)
+from .attention import MultiheadAttention, NonDynamicallyQuantizableLinear
 from .rnn import GRU, LSTM, RNN, RNNBase
 from .rnn_cell import GRUCell, LSTMCell, RNNCell, RNNCellBase
+from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLayer,
+                          TransformerEncoder, TransformerEncoderLayer)
 
 __all__ = ["Module", "Sequential", "ModuleList", "ModuleDict", "ParameterList",
            "ParameterDict", "Identity", "Linear", "Bilinear", "Flatten", "Unflatten",
@@ -64,3 +67,7 @@ __all__ += ["InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "LocalResponse
 from .lazy import LazyLinear  # noqa: E402
 
 __all__ += ["LazyLinear"]
+
+__all__ += ["MultiheadAttention", "NonDynamicallyQuantizableLinear", "Transformer",
+            "TransformerEncoder", "TransformerDecoder", "TransformerEncoderLayer",
+            "TransformerDecoderLayer"]
