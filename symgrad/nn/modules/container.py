@@ -138,7 +138,7 @@ class ModuleList(Module):
         """Runs of identical children are shown once with their range, as PyTorch does."""
         children = [(name, repr(m)) for name, m in self._modules.items()]
         if not children:
-            return "ModuleList()"
+            return self._get_name() + "()"
         lines, start = [], 0
         while start < len(children):
             end = start
@@ -151,7 +151,7 @@ class ModuleList(Module):
             else:
                 lines.append(f"({children[start][0]}): {body}")
             start = end + 1
-        return "ModuleList(\n  " + "\n  ".join(lines) + "\n)"
+        return self._get_name() + "(\n  " + "\n  ".join(lines) + "\n)"
 
 
 class ModuleDict(Module):

@@ -15,6 +15,8 @@ from ...autograd.engine import zero_grads
 from ...tracing import python_effect
 from ...compiler.sources import registration_changed, registration_version
 from .registration import TABLES, RegistrationTable
+from .module_hooks import (ModuleExtras, finish_backward_hooks, has_backward_hooks,
+                           setup_backward_hooks)
 from ...utils.hooks import RemovableHandle
 
 __all__ = ["Module"]
@@ -64,7 +66,7 @@ def _assigned_while_traced(module, name: str, value) -> None:
     python_effect(f"{type(module).__name__}.{name} {what}")
 
 
-class Module:
+class Module(ModuleExtras):
     """Base class of every layer and model, as PyTorch's ``torch.nn.Module``.
 
     >>> import symgrad as torch
@@ -108,12 +110,19 @@ class Module:
                                   '"forward" function')
 
     def __call__(self, *args, **kwargs):
+        compiled = self.__dict__.get("_compiled_call_impl")      # (Module.compile)
+        if compiled is not None:
+            return compiled(*args, **kwargs)
+        return self._call_impl(*args, **kwargs)
+
+    def _call_impl(self, *args, **kwargs):
         guard = getattr(dispatch._lifter[0], "guard", None)
         if guard is not None:    # symgrad.compile: a compiled call is for this mode only
             guard(f"{type(self).__name__}.training", lambda: self.training, self.training,
                   registration_version)     # (training is assigned through __setattr__)
         pre, post = self.__dict__.get("_forward_pre_hooks"), self.__dict__.get("_forward_hooks")
-        if not pre and not post:
+        backward = has_backward_hooks(self)
+        if not pre and not post and not backward:
             return self.forward(*args, **kwargs)
         if guard is not None:    # (torch.compile runs hooks at every call: uncompiled here)
             python_effect(f"a forward {'pre-' if pre else ''}hook of {type(self).__name__}")
@@ -126,13 +135,14 @@ class Module:
                 res = hook(self, args)
                 if res is not None:
                     args = res if isinstance(res, tuple) else (res,)
-        out = self.forward(*args, **kwargs)
+        bw, fargs = setup_backward_hooks(self, args) if backward else (None, args)
+        out = self.forward(*fargs, **kwargs)
         for hid, hook in list(post.items()):
             res = (hook(self, args, kwargs, out) if hid in self._forward_hooks_with_kwargs
                    else hook(self, args, out))
             if res is not None:
                 out = res
-        return out
+        return finish_backward_hooks(self, bw, fargs, out) if backward else out
 
     def register_forward_pre_hook(self, hook: Callable, *, prepend: bool = False,
                                   with_kwargs: bool = False) -> RemovableHandle:
@@ -390,10 +400,10 @@ class Module:
         fn(self)
         return self
 
-    def _apply(self, fn: Callable[[Tensor], Tensor]) -> "Module":
+    def _apply(self, fn: Callable[[Tensor], Tensor], recurse: bool = True) -> "Module":
         """Replace every parameter's and buffer's value by ``fn(value)`` in place (the
         Parameter objects stay, so optimizers holding them keep working)."""
-        for m in self.children():
+        for m in (self.children() if recurse else ()):
             m._apply(fn)
         for name, p in self._parameters.items():
             if p is None:
@@ -446,6 +456,8 @@ class Module:
         for name, b in self._buffers.items():
             if b is not None and name not in self._non_persistent_buffers_set:
                 destination[prefix + name] = b if keep_vars else b.detach()
+        if self._has_extra_state("get_extra_state"):
+            destination[prefix + "_extra_state"] = self.get_extra_state()
 
     def state_dict(self, *args, destination=None, prefix: str = "",
                    keep_vars: bool = False) -> "OrderedDict[str, Tensor]":
@@ -456,13 +468,20 @@ class Module:
         if destination is None:
             destination = OrderedDict()
             destination._metadata = OrderedDict()
+        for hook in self.__dict__.get("_state_dict_pre_hooks", {}).values():
+            hook(self, prefix, keep_vars)
+        local_metadata = {"version": self._version}
         if hasattr(destination, "_metadata"):        # each module's version, as PyTorch's
-            destination._metadata[prefix[:-1]] = {"version": self._version}
+            destination._metadata[prefix[:-1]] = local_metadata
         self._save_to_state_dict(destination, prefix, keep_vars)
         for name, m in self._modules.items():
             if m is not None:
                 m.state_dict(destination=destination, prefix=prefix + name + ".",
                              keep_vars=keep_vars)
+        for hook in self.__dict__.get("_state_dict_hooks", {}).values():
+            result = hook(self, destination, prefix, local_metadata)
+            if result is not None:
+                destination = result
         return destination
 
     def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
@@ -472,8 +491,15 @@ class Module:
             raise TypeError(f"Expected state_dict to be dict-like, got {type(state_dict)}.")
         state_dict = self._upgraded(state_dict)
         own = self.state_dict(keep_vars=True)
-        missing = [k for k in own if k not in state_dict]
-        unexpected = [k for k in state_dict if k not in own]
+        extra = {name + "." + "_extra_state" if name else "_extra_state": m
+                 for name, m in self.named_modules() if m._has_extra_state("set_extra_state")}
+        for key in extra:
+            own.pop(key, None)
+        missing = [k for k in own if k not in state_dict] + [k for k in extra
+                                                             if k not in state_dict]
+        unexpected = [k for k in state_dict if k not in own and k not in extra]
+        post_hooks = [(m, hook) for _, m in self.named_modules()
+                      for hook in m.__dict__.get("_load_state_dict_post_hooks", {}).values()]
         errors = []
         plan = []
         for key, target in own.items():
@@ -491,6 +517,15 @@ class Module:
                               f"{target.shape}.")
                 continue
             plan.append((key, target, value))
+        if post_hooks and not errors:    # (PyTorch: loaded, then its hooks, then strict's
+            self._load_planned(plan, extra, state_dict, assign)          # key errors)
+            keys = _IncompatibleKeys(missing, unexpected)
+            for m, hook in post_hooks:
+                if hook(m, keys) is not None:
+                    raise AssertionError("Hooks registered with "
+                                         "``register_load_state_dict_post_hook`` are not "
+                                         "expected to return new values, if incompatible_keys "
+                                         "need to be modified, it should be done inplace.")
         if strict:
             if unexpected:
                 errors.insert(0, "Unexpected key(s) in state_dict: "
@@ -501,13 +536,21 @@ class Module:
         if errors:
             raise RuntimeError(f"Error(s) in loading state_dict for {self._get_name()}:\n\t"
                                + "\n\t".join(errors))
+        if not post_hooks:
+            self._load_planned(plan, extra, state_dict, assign)
+        return _IncompatibleKeys(missing, unexpected)
+
+    def _load_planned(self, plan, extra, state_dict, assign: bool) -> None:
+        """Copy (or assign) the checked tensors of a state dict, and set extra states."""
         with grad_mode.no_grad():
             for key, target, value in plan:
                 if assign:
                     self._assign(key, value)
                 else:
                     target.copy_(value)
-        return _IncompatibleKeys(missing, unexpected)
+        for key, m in extra.items():
+            if key in state_dict:
+                m.set_extra_state(state_dict[key])
 
     def _upgraded(self, state_dict):
         """A copy of ``state_dict`` in which modules that changed their state between
