@@ -594,14 +594,16 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
                            "following scalar types: Long, Int; but got "
                            f"{idx.dtype.tensor_type.split('.')[-1]} instead (while checking "
                            "arguments for embedding)")
-    if max_norm is not None or scale_grad_by_freq or sparse:
-        raise NotImplementedError("embedding: max_norm, scale_grad_by_freq and sparse are not "
+    if scale_grad_by_freq or sparse:
+        raise NotImplementedError("embedding: scale_grad_by_freq and sparse are not "
                                   "supported")
     n = w.shape[0]
     if padding_idx is not None:
         if not -n <= padding_idx < n:
             raise AssertionError("Padding_idx must be within num_embeddings")
         padding_idx %= n
+    if max_norm is not None:
+        embedding_renorm_(w, idx, max_norm, norm_type)
     flat = shape.reshape(idx, (-1,))
     out_shape = tuple(idx.shape) + tuple(w.shape[1:])
 
@@ -747,3 +749,6 @@ __all__ += ["alpha_dropout", "dropout1d", "dropout2d", "dropout3d", "feature_alp
 from .attention import multi_head_attention_forward, scaled_dot_product_attention  # noqa: E402
 
 __all__ += ["scaled_dot_product_attention", "multi_head_attention_forward"]
+from .embeddings import embedding_bag, embedding_renorm_  # noqa: E402
+
+__all__ += ["embedding_bag"]

@@ -34,7 +34,17 @@ SCHEDULES = [
     ("OneCycleLR", dict(max_lr=0.5, total_steps=20)),
     ("OneCycleLR", dict(max_lr=[0.5, 0.7], epochs=4, steps_per_epoch=5,
                         anneal_strategy="linear", three_phase=True)),
+    ("CyclicLR", dict(base_lr=0.01, max_lr=0.1, step_size_up=3)),
+    ("CyclicLR", dict(base_lr=[0.01, 0.02], max_lr=0.2, step_size_up=2, step_size_down=5,
+                      mode="triangular2")),
+    ("CyclicLR", dict(base_lr=0.01, max_lr=0.1, step_size_up=4, mode="exp_range", gamma=0.9,
+                      base_momentum=0.7, max_momentum=0.95)),
+    ("CyclicLR", dict(base_lr=0.01, max_lr=0.1, step_size_up=2, scale_fn=lambda x: 0.5 ** x,
+                      scale_mode="iterations", cycle_momentum=False)),
 ]
+# (the resumed / step(epoch) runs have one parameter group: no per-group lists)
+ONE_GROUP = [s for s in SCHEDULES
+             if s[0] != "OneCycleLR" and not isinstance(s[1].get("base_lr"), list)]
 
 
 def _trace(lib, opt, sched, steps=19):
@@ -67,7 +77,7 @@ def test_schedules_equal_torch(name, kw, opt_name):
         np.testing.assert_allclose(a, b, rtol=1e-6)
 
 
-@pytest.mark.parametrize("name,kw", [s for s in SCHEDULES if s[0] != "OneCycleLR"])
+@pytest.mark.parametrize("name,kw", ONE_GROUP)
 def test_resumed_schedules_equal_torch(name, kw):
     """last_epoch >= 0 (a resumed run): the initial step keeps the groups' rates."""
     def run(lib):
@@ -79,7 +89,7 @@ def test_resumed_schedules_equal_torch(name, kw):
     assert run(sg) == run(torch)
 
 
-@pytest.mark.parametrize("name,kw", [s for s in SCHEDULES if s[0] != "OneCycleLR"])
+@pytest.mark.parametrize("name,kw", ONE_GROUP)
 def test_step_with_an_epoch_uses_the_closed_form_as_torch(name, kw):
     def run(lib):
         opt = _opt(lib)
@@ -179,6 +189,11 @@ def test_warnings_as_torch(case):
     lambda m: m.optim.lr_scheduler.ReduceLROnPlateau(_opt(m), factor=1.0),
     lambda m: m.optim.lr_scheduler.ReduceLROnPlateau(_opt(m), mode="best"),
     lambda m: m.optim.lr_scheduler.ReduceLROnPlateau(_opt(m), min_lr=[0.1, 0.2]),
+    lambda m: m.optim.lr_scheduler.CyclicLR(_opt(m), 0.01, 0.1, mode="sawtooth"),
+    lambda m: m.optim.lr_scheduler.CyclicLR(
+        m.optim.Adagrad([m.nn.Parameter(m.ones(1))]), 0.01, 0.1),
+    lambda m: m.optim.lr_scheduler.CyclicLR(_opt(m), [0.01, 0.02], 0.1),
+    lambda m: m.optim.lr_scheduler.CyclicLR(object(), 0.01, 0.1),
 ])
 def test_bad_arguments_raise_pytorchs_errors(fn):
     with warnings.catch_warnings():

@@ -29,6 +29,8 @@ CASES = [
     ("RMSprop", dict(lr=0.003, alpha=0.9, maximize=True)),
     ("Adagrad", dict(lr=0.1)),
     ("Adagrad", dict(lr=0.1, lr_decay=0.01, weight_decay=0.1, initial_accumulator_value=0.5)),
+    ("Adadelta", dict()),
+    ("Adadelta", dict(lr=0.5, rho=0.8, eps=1e-5, weight_decay=0.1, maximize=True)),
 ]
 
 
@@ -137,6 +139,10 @@ def _same_error(fn):
     lambda m: m.optim.Adam([m.nn.Parameter(m.ones(1))], eps=-1),
     lambda m: m.optim.RMSprop([m.nn.Parameter(m.ones(1))], alpha=-1),
     lambda m: m.optim.Adagrad([m.nn.Parameter(m.ones(1))], lr_decay=-1),
+    lambda m: m.optim.Adadelta([m.nn.Parameter(m.ones(1))], rho=1.5),
+    lambda m: m.optim.Adadelta([m.nn.Parameter(m.ones(1))], lr=-0.1),
+    lambda m: m.optim.Adadelta([m.nn.Parameter(m.ones(1))], eps=-1),
+    lambda m: m.optim.Adadelta([m.nn.Parameter(m.ones(1))], weight_decay=-1),
     lambda m: (lambda p: m.optim.SGD([{"params": [p]}, {"params": [p]}], lr=0.1))(
         m.nn.Parameter(m.ones(1))),
     lambda m: m.optim.SGD([{"params": {m.nn.Parameter(m.ones(1))}}], lr=0.1),

@@ -71,3 +71,6 @@ __all__ += ["LazyLinear"]
 __all__ += ["MultiheadAttention", "NonDynamicallyQuantizableLinear", "Transformer",
             "TransformerEncoder", "TransformerDecoder", "TransformerEncoderLayer",
             "TransformerDecoderLayer"]
+from .embedding_bag import EmbeddingBag  # noqa: E402
+
+__all__ += ["EmbeddingBag"]
