@@ -281,18 +281,22 @@ def layer_norm_kernel(axes: tuple, eps: float, affine: tuple[bool, bool]) -> Ker
     mean, rsqrt = NUMPY_RULES["mean"], NUMPY_RULES["rsqrt"]
     kept = [None, None, None]
 
+    # (the caller gives weight and bias of x's dtype and trailing shape, and rstd keeps
+    # x's rank: every product below has x's shape and dtype, so it may be computed into
+    # a dead temporary -- the same ufuncs in the same order, the same bits)
     def forward(x, *wb):
-        c = np.subtract(x, mean(x, axes=axes, keepdim=True))
-        rstd = rsqrt(np.add(mean(np.multiply(c, c), axes=axes, keepdim=True), eps))
+        c = _array(np.subtract(x, mean(x, axes=axes, keepdim=True)))
+        sq = _array(np.multiply(c, c))
+        rstd = rsqrt(np.add(mean(sq, axes=axes, keepdim=True), eps))
         if type(rstd) is not np.ndarray or rstd.dtype != x.dtype:
             rstd = np.asarray(rstd, dtype=x.dtype)
-        y = xhat = np.multiply(c, rstd)
+        y = xhat = np.multiply(c, rstd, out=c)
         kept[:] = xhat, rstd, (wb[0] if affine[0] else None)
         it = iter(wb)
         if affine[0]:
-            y = np.multiply(y, next(it))
+            y = np.multiply(y, next(it), out=sq)
         if affine[1]:
-            y = np.add(y, next(it))
+            y = np.add(y, next(it), out=sq)
         return y
 
     def backward(g, inputs, out):
@@ -300,8 +304,11 @@ def layer_norm_kernel(axes: tuple, eps: float, affine: tuple[bool, bool]) -> Ker
         lead = tuple(range(xhat.ndim - len(axes)))
         gy = g if w is None else np.multiply(g, w)
         m1 = _np_mean(gy, axes)
-        m2 = _np_mean(np.multiply(gy, xhat), axes)
-        gx = np.multiply(rstd, np.subtract(np.subtract(gy, m1), np.multiply(xhat, m2)))
+        t = _array(np.multiply(gy, xhat))
+        m2 = _np_mean(t, axes)
+        gx = _array(np.subtract(gy, m1))
+        np.subtract(gx, np.multiply(xhat, m2, out=t), out=gx)
+        np.multiply(rstd, gx, out=gx)
         grads = [gx]
         if affine[0]:
             grads.append(np.add.reduce(np.multiply(g, xhat), axis=lead))
@@ -446,8 +453,8 @@ def mse_loss_kernel(reduction: str) -> Kernel:
     mean, total = NUMPY_RULES["mean"], NUMPY_RULES["sum"]
 
     def forward(x, t):
-        d = np.subtract(x, t)
-        sq = np.multiply(d, d)
+        d = _array(np.subtract(x, t))
+        sq = np.multiply(d, d, out=d)
         axes = tuple(range(sq.ndim))
         if reduction == "mean":
             return mean(sq, axes=axes, keepdim=False)
@@ -456,6 +463,8 @@ def mse_loss_kernel(reduction: str) -> Kernel:
     def backward(g, inputs, out):
         x, t = inputs
         norm = 2.0 / x.size if reduction == "mean" else 2.0
-        gx = np.multiply(np.multiply(np.subtract(x, t), x.dtype.type(norm)), g)
+        gx = _array(np.subtract(x, t))      # (in place after: g is 0-d or of x's shape)
+        np.multiply(gx, x.dtype.type(norm), out=gx)
+        np.multiply(gx, g, out=gx)
         return (gx, np.negative(gx))
     return _cached(("mse_loss", reduction), lambda: Kernel(forward, backward))

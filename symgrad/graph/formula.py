@@ -491,10 +491,13 @@ def torch_pow(x, y):
     """``x ** y`` as PyTorch computes it: a Python-number exponent of a float tensor takes
     its special kernels -- 0.5 a square root, -0.5 one over it (so ``(-0.0) ** -0.5`` is
     -inf and ``(-inf) ** 0.5`` NaN, as sqrt gives them), 2 and 3 products, -1 and -2
-    reciprocals of them --, anything else (a tensor exponent, a 0-d one included) is
-    ``pow``."""
+    reciprocals of them, 1 a copy (``x ** 2``'s backward reads ``x ** 1``: numpy's
+    general power cost as much as the rest of it) --, anything else (a tensor exponent,
+    a 0-d one included) is ``pow``."""
     if isinstance(y, (int, float, np.number)) and not isinstance(y, bool) \
             and getattr(x, "dtype", None) is not None and x.dtype.kind == "f":
+        if y == 1:
+            return np.positive(x)
         if y == 0.5:
             return np.sqrt(x)
         if y == -0.5:

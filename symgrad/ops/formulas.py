@@ -71,17 +71,28 @@ def _log1pexp_numpy(x):
         return np.log1p(np.exp(-np.abs(x))) + np.maximum(x, 0)
 
 
+_EXPIT: list = []
+# arrays from this size take 1 / (1 + exp(-x)) in numpy passes (scipy's expit costs ~5 ns
+# per element: 10x PyTorch on 256 x 256); smaller ones one expit call (the passes' four
+# ufunc calls cost more than the work there)
+SIGMOID_PASSES_MIN_SIZE = 1024
+
+
 def _sigmoid_numpy(x):
-    """``1 / (1 + exp(-x))`` in x's float dtype, in place after the first pass: PyTorch's
-    vectorised kernel's formula (exp(-x) overflows to inf below about -88 in float32:
-    1 / inf is the 0 torch gives). scipy's expit, used before, cost ten times PyTorch on
-    256 x 256 float32."""
-    with quiet():
-        e = np.exp(np.negative(x))
-        if type(e) is not np.ndarray:
-            return 1 / (1 + e)
-        np.add(e, 1, out=e)
-        return np.reciprocal(e, out=e)
+    """sigmoid: scipy.special.expit (one stable ufunc; imported on first use, as
+    scipy.special would add ~0.15 s to ``import symgrad``) on small inputs;
+    ``1 / (1 + exp(-x))`` in place on large arrays -- PyTorch's vectorised formula (exp(-x)
+    overflows to inf below about -88 in float32: 1 / inf is the 0 torch gives). The two
+    differ in the last bit for some elements, as PyTorch's scalar and vector loops do."""
+    if type(x) is np.ndarray and x.size >= SIGMOID_PASSES_MIN_SIZE and x.dtype.kind == "f":
+        with quiet():
+            e = np.exp(np.negative(x))
+            np.add(e, e.dtype.type(1), out=e)
+            return np.reciprocal(e, out=e)
+    if not _EXPIT:
+        from scipy.special import expit
+        _EXPIT.append(expit)
+    return _EXPIT[0](x)
 
 
 def _sign_numpy(x):

@@ -76,3 +76,12 @@ def test_max_min_dim_indices(dtype, dim, keepdim):
         s, t = check(lambda m, x: getattr(m, kind)(x, dim, keepdim), a)
         assert s.indices._base is None and s.indices.dtype == sg.int64
         assert not s.indices.requires_grad
+
+
+@D
+@pytest.mark.parametrize("p", [1, 1.0, 2, 3])
+def test_pow_small_integer_exponents(dtype, p):
+    """x ** 2's backward reads x ** 1 (a copy, not numpy's general power)."""
+    a = _with_specials(_x((30, 20), dtype))
+    a.reshape(-1)[6:8] = [np.inf, -np.inf]
+    check(lambda m, x: x ** p, a)
