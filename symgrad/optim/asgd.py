@@ -57,8 +57,9 @@ class ASGD(Optimizer):
                     ax += (x - ax) * mu
                     # torch.as_tensor(lr / ((1 + lambd * lr * step) ** alpha)) of the
                     # float32 step tensor: float32 arithmetic, lr / t as t.reciprocal() * lr
-                    t = (as_float32(lambd * lr) * step_t + as_float32(1.0)) ** as_float32(alpha)
-                    eta[...] = (as_float32(1.0) / t) * as_float32(lr)
+                    # (Python 1.0: a weak scalar, the arithmetic stays float32)
+                    t = (as_float32(lambd * lr) * step_t + 1.0) ** as_float32(alpha)
+                    eta[...] = (1.0 / t) * as_float32(lr)
                 else:
                     eta_value = _count(eta)
                     x *= 1 - lambd * eta_value

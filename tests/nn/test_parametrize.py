@@ -205,3 +205,32 @@ def test_weight_norm_in_a_compiled_training_step():
         close(ls, lt.detach())
     for (k, a), b in zip(s.state_dict().items(), t.state_dict().values()):
         close(a, b, what=k, factor=10)
+
+
+def test_a_hook_based_weight_norm_checkpoint_loads_into_the_parametrization():
+    def run(m):
+        m.manual_seed(5)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            old = m.nn.utils.weight_norm(m.nn.Linear(3, 2).double())
+        new = m.nn.utils.parametrizations.weight_norm(m.nn.Linear(3, 2).double())
+        res = new.load_state_dict(old.state_dict())
+        return repr(res), {k: v.numpy().tolist() for k, v in new.state_dict().items()}
+    assert run(sg) == run(torch)
+
+
+def test_load_state_dict_pre_hook_renames_keys_as_torch():
+    def run(m):
+        lin = m.nn.Linear(2, 2)
+        seen = []
+
+        def rename(module, state_dict, prefix, local_metadata, strict, missing, unexpected,
+                   errors):
+            seen.append((type(module).__name__, prefix, strict))
+            if prefix + "w" in state_dict:
+                state_dict[prefix + "weight"] = state_dict.pop(prefix + "w")
+        net = m.nn.Sequential(lin)
+        lin.register_load_state_dict_pre_hook(rename)
+        res = net.load_state_dict({"0.w": m.ones(2, 2), "0.bias": m.zeros(2)})
+        return seen, repr(res), lin.weight.detach().numpy().tolist()
+    assert run(sg) == run(torch)

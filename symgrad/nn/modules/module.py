@@ -16,7 +16,7 @@ from ...tracing import python_effect
 from ...compiler.sources import registration_changed, registration_version
 from .registration import TABLES, RegistrationTable
 from .module_hooks import (ModuleExtras, finish_backward_hooks, has_backward_hooks,
-                           setup_backward_hooks)
+                           run_load_pre_hooks, setup_backward_hooks)
 from ...utils.hooks import RemovableHandle
 
 __all__ = ["Module"]
@@ -490,6 +490,9 @@ class Module(ModuleExtras):
         if not hasattr(state_dict, "keys") or not hasattr(state_dict, "__getitem__"):
             raise TypeError(f"Expected state_dict to be dict-like, got {type(state_dict)}.")
         state_dict = self._upgraded(state_dict)
+        hooked_missing, hooked_unexpected, errors = [], [], []
+        state_dict = run_load_pre_hooks(self, state_dict, strict, hooked_missing,
+                                        hooked_unexpected, errors)
         own = self.state_dict(keep_vars=True)
         extra = {name + "." + "_extra_state" if name else "_extra_state": m
                  for name, m in self.named_modules() if m._has_extra_state("set_extra_state")}
@@ -497,10 +500,11 @@ class Module(ModuleExtras):
             own.pop(key, None)
         missing = [k for k in own if k not in state_dict] + [k for k in extra
                                                              if k not in state_dict]
+        missing += [k for k in hooked_missing if k not in missing]
         unexpected = [k for k in state_dict if k not in own and k not in extra]
+        unexpected += [k for k in hooked_unexpected if k not in unexpected]
         post_hooks = [(m, hook) for _, m in self.named_modules()
                       for hook in m.__dict__.get("_load_state_dict_post_hooks", {}).values()]
-        errors = []
         plan = []
         for key, target in own.items():
             if key not in state_dict:

@@ -25,7 +25,7 @@ from ...tracing import python_effect
 from ...utils.hooks import RemovableHandle
 
 __all__ = ["ModuleExtras", "BackwardHookFunction", "has_backward_hooks", "setup_backward_hooks",
-           "finish_backward_hooks"]
+           "finish_backward_hooks", "run_load_pre_hooks"]
 
 _MIXED = ("Cannot use both regular backward hooks and full backward hooks on a single Module. "
           "Please use only one of them.")
@@ -213,6 +213,28 @@ def _maybe_warn_non_full_backward_hook(inputs, result, grad_fn) -> None:
                           FutureWarning, stacklevel=3)
 
 
+def run_load_pre_hooks(root, state_dict, strict: bool, missing: list, unexpected: list,
+                       errors: list):
+    """Run the load-state-dict pre-hooks of ``root``'s modules (each
+    ``hook(module, state_dict, prefix, local_metadata, strict, missing_keys,
+    unexpected_keys, error_msgs)``, which may edit a copy of ``state_dict`` in place);
+    the state dict to load."""
+    hooked = [(name, m, list(m.__dict__["_load_state_dict_pre_hooks"].values()))
+              for name, m in root.named_modules() if m.__dict__.get("_load_state_dict_pre_hooks")]
+    if not hooked:
+        return state_dict
+    metadata = getattr(state_dict, "_metadata", None)
+    state_dict = OrderedDict(state_dict)
+    if metadata is not None:
+        state_dict._metadata = metadata
+    for name, m, hooks in hooked:
+        local = (metadata or {}).get(name, {})
+        prefix = name + "." if name else ""
+        for hook in hooks:
+            hook(m, state_dict, prefix, local, strict, missing, unexpected, errors)
+    return state_dict
+
+
 def _hook_dict(module, name: str) -> OrderedDict:
     d = module.__dict__
     if name not in d:
@@ -264,6 +286,18 @@ class ModuleExtras:
         """``hook(module, state_dict, prefix, local_metadata)`` after ``state_dict`` saved
         the module (and its children)."""
         return _add(_hook_dict(self, "_state_dict_hooks"), hook)
+
+    def register_load_state_dict_pre_hook(self, hook: Callable) -> RemovableHandle:
+        """``hook(module, state_dict, prefix, local_metadata, strict, missing_keys,
+        unexpected_keys, error_msgs)`` before ``load_state_dict`` reads the module's
+        entries; it may rename or add entries of the (copied) ``state_dict``."""
+        return _add(_hook_dict(self, "_load_state_dict_pre_hooks"), hook)
+
+    def _register_load_state_dict_pre_hook(self, hook: Callable, with_module: bool = False
+                                           ) -> RemovableHandle:
+        """PyTorch's private form: ``hook`` without the module unless ``with_module``."""
+        return self.register_load_state_dict_pre_hook(
+            hook if with_module else (lambda module, *args: hook(*args)))
 
     def register_load_state_dict_post_hook(self, hook: Callable) -> RemovableHandle:
         """``hook(module, incompatible_keys)`` after ``load_state_dict``; it may remove keys
