@@ -37,6 +37,14 @@ from .functions.creation import (arange, as_tensor, empty, empty_like, eye, from
 from .functions.random import (Generator, bernoulli, manual_seed, multinomial, normal, rand,
                                rand_like, randint, randint_like, randn, randn_like, randperm,
                                seed)
+from .functions.random import get_rng_state, initial_seed, set_rng_state
+from . import backends
+from .flags import (are_deterministic_algorithms_enabled, get_deterministic_debug_mode,
+                    get_float32_matmul_precision, is_deterministic_algorithms_warn_only_enabled,
+                    set_deterministic_debug_mode, set_float32_matmul_precision,
+                    use_deterministic_algorithms)
+from .functions.legacy import (BoolTensor, ByteTensor, CharTensor, DoubleTensor, FloatTensor,
+                               HalfTensor, IntTensor, LongTensor, ShortTensor)
 from .functions.elementwise import clamp, where
 from .functions.reduction import (all, amax, amin, any, argmax, argmin, logsumexp, max,
                                   mean, min, norm, prod, return_types, sum)

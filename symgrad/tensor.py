@@ -156,8 +156,12 @@ class Tensor(_Methods):
         t.grad_fn = fn
         return t
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __new__(cls, *args: Any, **kwargs: Any) -> "Tensor":
+        # (replaced by PyTorch's legacy constructor: symgrad.functions.legacy)
         raise TypeError("create tensors with symgrad.tensor(...), symgrad.zeros(...), ...")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        """(Construction happens in ``__new__``.)"""
 
     # ---- metadata -------------------------------------------------------------------
     @property

@@ -18,6 +18,7 @@ from ..graph import dtypes
 from .common import shape_arg
 from .creation import _finish
 from ..utils.thread_flag import ThreadFlag
+from . import rng_state
 from .torch_rng import TorchRNG
 from ..device import check_device
 from ..tensor import Tensor
@@ -26,11 +27,12 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from ..types import DeviceLike, DTypeLike
 
-__all__ = ["manual_seed", "seed", "rand", "randn", "randint", "randint_like", "rand_like",
+__all__ = ["manual_seed", "seed", "initial_seed", "get_rng_state", "set_rng_state", "rand", "randn", "randint", "randint_like", "rand_like",
            "randn_like",
            "randperm", "normal", "bernoulli", "multinomial", "generator", "Generator"]
 
 _gen = [TorchRNG()]         # PyTorch's default seed
+_initial_seed = [67280421310721]
 
 
 def _fresh_seed() -> int:
@@ -66,11 +68,12 @@ class Generator:
     def initial_seed(self) -> int:
         return self._seed
 
-    def get_state(self):
-        return self._rng.state
+    def get_state(self) -> Tensor:
+        """The state as PyTorch's ByteTensor (see :mod:`~symgrad.functions.rng_state`)."""
+        return rng_state.encode(self._rng, self._seed)
 
     def set_state(self, state) -> "Generator":
-        self._rng.state = state
+        self._seed = rng_state.decode(state, self._rng)
         return self
 
 
@@ -130,7 +133,28 @@ def end_keep_states(prev, restore: bool) -> None:
 def manual_seed(s: int) -> TorchRNG:
     """Seed symgrad's generator as ``torch.manual_seed(s)`` seeds PyTorch's."""
     _gen[0] = TorchRNG(int(s))
+    _initial_seed[0] = int(s)
     return _gen[0]
+
+
+def initial_seed() -> int:
+    """The seed the global generator was last seeded with (``torch.initial_seed()``)."""
+    return _initial_seed[0]
+
+
+def get_rng_state() -> Tensor:
+    """The global generator's state as PyTorch's ByteTensor (``torch.get_rng_state()``).
+
+    >>> s = get_rng_state(); a = rand(2); set_rng_state(s); bool((rand(2) == a).all())
+    True
+    """
+    return rng_state.encode(_gen[0], _initial_seed[0])
+
+
+def set_rng_state(new_state: Tensor) -> None:
+    """Restore the global generator from a ByteTensor of :func:`get_rng_state` (or of
+    PyTorch's ``torch.get_rng_state()``)."""
+    _initial_seed[0] = rng_state.decode(new_state, _gen[0])
 
 
 def seed() -> int:

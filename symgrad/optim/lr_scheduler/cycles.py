@@ -9,7 +9,7 @@ import math
 from ..optimizer import Optimizer
 from .base import LRScheduler, per_group
 
-__all__ = ["OneCycleLR", "CosineAnnealingWarmRestarts"]
+__all__ = ["OneCycleLR", "CosineAnnealingWarmRestarts", "init_cycled_momentum", "set_momentum"]
 
 
 def _annealing_cos(start, end, pct):
@@ -21,6 +21,36 @@ def _annealing_linear(start, end, pct):
 
 
 _ANNEAL = {"cos": _annealing_cos, "linear": _annealing_linear}
+
+
+def init_cycled_momentum(sched, optimizer, cycle_momentum: bool, base_momentum, max_momentum,
+                         last_epoch: int) -> tuple[list, list]:
+    """A cyclic schedule's momentum (or Adam's beta1) options: checked, one per group, and
+    (on a fresh start) each group's momentum set to its maximum, its bounds recorded in
+    the group; returns (bases, maxima)."""
+    sched.cycle_momentum = cycle_momentum
+    if not cycle_momentum:
+        return [], []
+    if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
+        raise ValueError("optimizer must support momentum or beta1 with `cycle_momentum` "
+                         "option enabled")
+    sched.use_beta1 = "betas" in optimizer.defaults
+    bases = per_group("base_momentum", optimizer, base_momentum)
+    maxs = per_group("max_momentum", optimizer, max_momentum)
+    if last_epoch == -1:
+        for m_mom, b_mom, group in zip(maxs, bases, optimizer.param_groups):
+            set_momentum(sched, group, m_mom)
+            group["max_momentum"] = m_mom
+            group["base_momentum"] = b_mom
+    return bases, maxs
+
+
+def set_momentum(sched, group: dict, value) -> None:
+    """``group``'s momentum, or the first of its betas."""
+    if sched.use_beta1:
+        group["betas"] = (value, *group["betas"][1:])
+    else:
+        group["momentum"] = value
 
 
 class OneCycleLR(LRScheduler):
@@ -83,26 +113,12 @@ class OneCycleLR(LRScheduler):
                 group["initial_lr"] = lr / div_factor
                 group["max_lr"] = lr
                 group["min_lr"] = group["initial_lr"] / final_div_factor
-        self.cycle_momentum = cycle_momentum
-        if cycle_momentum:
-            if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
-                raise ValueError("optimizer must support momentum or beta1 with "
-                                 "`cycle_momentum` option enabled")
-            self.use_beta1 = "betas" in optimizer.defaults
-            maxs = per_group("max_momentum", optimizer, max_momentum)
-            bases = per_group("base_momentum", optimizer, base_momentum)
-            if last_epoch == -1:
-                for m_mom, b_mom, group in zip(maxs, bases, optimizer.param_groups):
-                    self._set_momentum(group, m_mom)
-                    group["max_momentum"] = m_mom
-                    group["base_momentum"] = b_mom
+        init_cycled_momentum(self, optimizer, cycle_momentum, base_momentum, max_momentum,
+                             last_epoch)
         super().__init__(optimizer, last_epoch)
 
     def _set_momentum(self, group: dict, value) -> None:
-        if self.use_beta1:
-            group["betas"] = (value, *group["betas"][1:])
-        else:
-            group["momentum"] = value
+        set_momentum(self, group, value)
 
     def get_lr(self):
         self._warn_if_called_by_hand()

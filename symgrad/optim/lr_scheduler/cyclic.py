@@ -10,6 +10,7 @@ from functools import partial
 
 from ..optimizer import Optimizer
 from .base import LRScheduler, per_group
+from .cycles import init_cycled_momentum, set_momentum
 
 __all__ = ["CyclicLR"]
 
@@ -48,28 +49,15 @@ class CyclicLR(LRScheduler):
         self._scale_fn_custom = scale_fn
         self.scale_mode = scale_mode
         self._init_scale_fn()
-        self.cycle_momentum = cycle_momentum
-        if cycle_momentum:
-            if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
-                raise ValueError("optimizer must support momentum or beta1 with "
-                                 "`cycle_momentum` option enabled")
-            self.use_beta1 = "betas" in optimizer.defaults
-            self.base_momentums = per_group("base_momentum", optimizer, base_momentum)
-            self.max_momentums = per_group("max_momentum", optimizer, max_momentum)
-            if last_epoch == -1:
-                for m_mom, b_mom, group in zip(self.max_momentums, self.base_momentums,
-                                               optimizer.param_groups):
-                    self._set_momentum(group, m_mom)
-                    group["max_momentum"] = m_mom
-                    group["base_momentum"] = b_mom
+        bases, maxs = init_cycled_momentum(self, optimizer, cycle_momentum, base_momentum,
+                                           max_momentum, last_epoch)
+        if cycle_momentum:                 # (PyTorch's attributes, in its order)
+            self.base_momentums, self.max_momentums = bases, maxs
         super().__init__(optimizer, last_epoch)
         self.base_lrs = base_lrs
 
     def _set_momentum(self, group: dict, value) -> None:
-        if self.use_beta1:
-            group["betas"] = (value, *group["betas"][1:])
-        else:
-            group["momentum"] = value
+        set_momentum(self, group, value)
 
     def _init_scale_fn(self) -> None:
         if self._scale_fn_custom is not None:
