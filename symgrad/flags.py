@@ -40,7 +40,7 @@ def is_deterministic_algorithms_warn_only_enabled() -> bool:
 _DEBUG_MODES = {"default": 0, "warn": 1, "error": 2}
 
 
-def set_deterministic_debug_mode(debug_mode) -> None:
+def set_deterministic_debug_mode(debug_mode: "str | int") -> None:
     """``'default'`` / 0, ``'warn'`` / 1, ``'error'`` / 2 (as PyTorch)."""
     if isinstance(debug_mode, str):
         if debug_mode not in _DEBUG_MODES:
