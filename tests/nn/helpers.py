@@ -18,10 +18,12 @@ DTYPES = (np.float32, np.float64)
 SCALED = {np.dtype(np.float32): 2e-6, np.dtype(np.float64): 1e-13}
 
 
-def close(got, want, dtype=None, what="value", factor: float = 1.0) -> None:
+def close(got, want, dtype=None, what="value", factor: float = 1.0,
+          scale: float | None = None) -> None:
     """``got`` (symgrad tensor / array) equals ``want`` (torch tensor / array) elementwise
     within ``factor * SCALED[dtype] * max|want|`` (plus the same relative to each
-    element)."""
+    element).  ``scale``: the magnitude to use instead of ``max|want|`` -- for a sum, the
+    sum of its terms' magnitudes (a sum that cancels is only as exact as its terms)."""
     a = got.detach().numpy() if hasattr(got, "detach") else np.asarray(got)
     b = want.detach().numpy() if hasattr(want, "detach") else np.asarray(want)
     assert a.shape == b.shape, f"{what}: shape {a.shape} != {b.shape}"
@@ -31,7 +33,8 @@ def close(got, want, dtype=None, what="value", factor: float = 1.0) -> None:
         np.testing.assert_array_equal(a, b, err_msg=what)
         return
     eps = SCALED[dt] * factor
-    scale = float(np.abs(b).max()) if b.size else 0.0
+    if scale is None:
+        scale = float(np.abs(b).max()) if b.size else 0.0
     np.testing.assert_allclose(a, b, rtol=eps, atol=eps * max(scale, 1e-30), err_msg=what)
 
 

@@ -78,7 +78,8 @@ def test_compiled_gradients_equal_torch(shape, p, mode, value, dtype, backend):
     value_, grad = sg.value_and_grad(
         lambda v: (sg.sin(_run(sg, v, p, mode, value)) * sg.tensor(c)).sum(),
         backend=backend)(x)
-    close(np.asarray(value_), t_loss, dtype, "loss", factor=10)
+    terms = float((torch.sin(t_out) * torch.tensor(c)).abs().sum())   # the loss may cancel
+    close(np.asarray(value_), t_loss, dtype, "loss", factor=10, scale=terms)
     close(np.asarray(grad), tx.grad, dtype, "grad input", factor=10)
 
 
