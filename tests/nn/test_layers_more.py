@@ -242,3 +242,11 @@ def test_dropout_warnings_are_torchs(call):
             call(m)
         got[m] = [str(x.message) for x in w]
     assert got[sg] == got[torch] and got[torch]
+
+
+def test_instance_norm_refuses_untracked_running_stats_of_an_old_checkpoint():
+    same_error(lambda m: m.nn.Sequential(m.nn.InstanceNorm2d(3)).load_state_dict(
+        {"0.running_mean": m.zeros(3), "0.running_var": m.ones(3)}))
+    for m in (torch, sg):            # with its version metadata: loaded as any state dict
+        sd = m.nn.Sequential(m.nn.InstanceNorm2d(3, track_running_stats=True)).state_dict()
+        m.nn.Sequential(m.nn.InstanceNorm2d(3, track_running_stats=True)).load_state_dict(sd)

@@ -215,12 +215,17 @@ def _maybe_warn_non_full_backward_hook(inputs, result, grad_fn) -> None:
 
 def run_load_pre_hooks(root, state_dict, strict: bool, missing: list, unexpected: list,
                        errors: list):
-    """Run the load-state-dict pre-hooks of ``root``'s modules (each
+    """Run the load-state-dict pre-hooks of ``root``'s modules (a class's own
+    ``_own_load_pre_hook`` first -- PyTorch's ``_load_from_state_dict`` overrides --, then the
+    registered ones; each
     ``hook(module, state_dict, prefix, local_metadata, strict, missing_keys,
     unexpected_keys, error_msgs)``, which may edit a copy of ``state_dict`` in place);
     the state dict to load."""
-    hooked = [(name, m, list(m.__dict__["_load_state_dict_pre_hooks"].values()))
-              for name, m in root.named_modules() if m.__dict__.get("_load_state_dict_pre_hooks")]
+    hooked = [(name, m, ([lambda _, *a, m=m: m._own_load_pre_hook(*a)]
+                         if hasattr(m, "_own_load_pre_hook") else [])
+               + list(m.__dict__.get("_load_state_dict_pre_hooks", {}).values()))
+              for name, m in root.named_modules()
+              if m.__dict__.get("_load_state_dict_pre_hooks") or hasattr(m, "_own_load_pre_hook")]
     if not hooked:
         return state_dict
     metadata = getattr(state_dict, "_metadata", None)

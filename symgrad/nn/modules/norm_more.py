@@ -27,6 +27,26 @@ class _InstanceNorm(_BatchNorm):
         super().__init__(num_features, eps, momentum, affine, track_running_stats, device,
                          dtype, bias=bias)
 
+    def _own_load_pre_hook(self, state_dict, prefix, local_metadata, strict, missing_keys,
+                           unexpected_keys, error_msgs) -> None:
+        """PyTorch's refusal of running statistics in a pre-0.4 checkpoint (no version)
+        for an instance norm that does not track them."""
+        if local_metadata.get("version", None) is None and not self.track_running_stats:
+            keys = [prefix + n for n in ("running_mean", "running_var")
+                    if prefix + n in state_dict]
+            if keys:
+                klass = type(self).__name__
+                names = " and ".join(f'"{k}"' for k in keys)
+                error_msgs.append(
+                    f"Unexpected running stats buffer(s) {names} for {klass} with "
+                    f"track_running_stats=False. If state_dict is a checkpoint saved before 0.4.0, this may be expected because {klass} does not track "
+                    f"running stats by default since 0.4.0. Please remove these keys from "
+                    f"state_dict. If the running stats are actually needed, instead set "
+                    f"track_running_stats=True in {klass} to enable them. See the "
+                    f"documentation of {klass} for details.")
+                for key in keys:
+                    state_dict.pop(key)
+
     def _check_input_dim(self, input) -> None:
         if input.dim() not in (self._spatial + 1, self._spatial + 2):
             raise ValueError(f"expected {self._spatial + 1}D or {self._spatial + 2}D input "
