@@ -229,9 +229,9 @@ def split(text: str, parts: int = 2, min_lines: int | None = None,
           min_share: float = MIN_SHARE) -> list[str]:
     """The IR text ``text`` as ``parts`` module texts at most (see the module docstring);
     ``[text]`` when it is not worth splitting or not understood. ``min_lines`` None: the
-    process's choice -- :data:`MIN_LINES` with ``SYMGRAD_SPLIT_COMPILE=1``, else no split
-    (off by default: a compiled Adam training step ran at 350 us split, 200 us whole;
-    the cause is not found yet)."""
+    process's choice -- :data:`MIN_LINES`, or no split with ``SYMGRAD_SPLIT_COMPILE=0``.
+    (A compiled Adam training step runs at the same speed split or whole: 200 and 340 us
+    are two states of a busy machine, seen with either code in one process.)"""
     if min_lines is None:
         if not settings.split_compile:
             return [text]

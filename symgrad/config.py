@@ -10,6 +10,8 @@
 * ``SYMGRAD_SANITIZE`` — ``1`` compiles kernels with a bounds check on every load and
   store of a planned buffer: an out-of-range access is not made (it reads element 0)
   and the call raises ``RuntimeError`` (a test mode; the differential tester uses it).
+* ``SYMGRAD_SPLIT_COMPILE`` — ``0`` compiles every module whole, on one thread (default:
+  a big module in two parts, optimised and compiled on two threads: see ``codegen.split``).
 * ``SYMGRAD_DYNAMIC_SHAPES`` — ``0`` turns off automatic dynamic shapes (a size that
   changes between calls then compiles per size; see :mod:`symgrad.compiler.dynamic`).
 * ``SYMGRAD_MALLOC_TUNING`` — ``0`` leaves glibc's malloc settings alone (default: large
@@ -64,7 +66,7 @@ class Settings:
     cache_size: int = 64
     sanitize: bool = False
     dynamic_shapes: bool = True
-    split_compile: bool = False     # SYMGRAD_SPLIT_COMPILE=1: big modules in two LLVM threads
+    split_compile: bool = True      # SYMGRAD_SPLIT_COMPILE=0: big modules in one LLVM thread
     malloc_tuning: bool = True
     target_triple: str = ""
     target_cpu: str = ""
@@ -86,7 +88,7 @@ class Settings:
             gemm=env.get("SYMGRAD_GEMM", "auto").strip().lower() or "auto",
             sanitize=env.get("SYMGRAD_SANITIZE", "0") not in ("0", "", "false", "no"),
             dynamic_shapes=env.get("SYMGRAD_DYNAMIC_SHAPES", "1") not in ("0", "false", "no"),
-            split_compile=env.get("SYMGRAD_SPLIT_COMPILE", "0") not in ("0", "", "false", "no"),
+            split_compile=env.get("SYMGRAD_SPLIT_COMPILE", "1") not in ("0", "false", "no"),
             target_triple=env.get("SYMGRAD_TARGET_TRIPLE", ""),
             target_cpu=env.get("SYMGRAD_TARGET_CPU", ""),
             target_features=env.get("SYMGRAD_TARGET_FEATURES", ""),

@@ -47,7 +47,7 @@ def _ir(dtype=np.float64) -> str:
 @pytest.fixture(autouse=True)
 def _two_threads(monkeypatch):
     from symgrad.config import settings
-    monkeypatch.setattr(settings, "split_compile", True)    # (off by default)
+    monkeypatch.setattr(settings, "split_compile", True)    # (SYMGRAD_SPLIT_COMPILE=0: off)
     jit.set_compile_threads(2)
     yield
     jit.set_compile_threads(2)
