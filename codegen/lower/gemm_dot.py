@@ -20,7 +20,8 @@ from symgrad.graph.dtypes import DType
 from .. import target
 from .. import types as T
 from .loops import Loop
-from .tiles import clamped_rows, each_valid_row, intrinsic, multiply_add, suffix, vload
+from .tiles import (clamped_rows, each_valid_row, intrinsic, kernel_attributes, multiply_add,
+                    suffix, vload)
 
 __all__ = ["Kernels", "tile", "MAX_K"]
 
@@ -65,8 +66,7 @@ class Kernels:
         k = A.cols
         fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [T.PTR, T.PTR, T.PTR, T.I64]),
                          name)
-        fn.linkage = "internal"
-        fn.attributes.add("nounwind")
+        kernel_attributes(fn)
         for arg, nm in zip(fn.args, ("A", "B", "C", "rows")):
             arg.name = nm
         for arg in fn.args[:3]:

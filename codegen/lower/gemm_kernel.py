@@ -34,7 +34,8 @@ from symgrad.graph.dtypes import DType
 from .. import target
 from .. import types as T
 from . import gemm_dot
-from .tiles import clamped_rows, each_valid_row, multiply_add, splat, vload, vstore
+from .tiles import (clamped_rows, each_valid_row, kernel_attributes, multiply_add, splat, vload,
+                    vstore)
 from .context import StepContext
 from .loops import Loop
 
@@ -180,8 +181,7 @@ def tile_kernel(module: ir.Module, name: str, dtype: DType, nv: int, last: int, 
     vty = ir.VectorType(ety, lanes)
     params = [T.PTR, T.PTR, T.PTR, T.I64] + ([T.I64] if kc is None else [])
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), params), name)
-    fn.linkage = "internal"
-    fn.attributes.add("nounwind")
+    kernel_attributes(fn)
     a_ptr, b_ptr, c_ptr, valid = fn.args[:4]
     for arg, nm in zip(fn.args, ("A", "B", "C", "rows", "kc")):
         arg.name = nm

@@ -16,7 +16,22 @@ from .. import target
 from .. import types as T
 
 __all__ = ["intrinsic", "suffix", "multiply_add", "vload", "vstore", "splat", "clamped_rows",
-           "each_valid_row"]
+           "each_valid_row", "kernel_attributes", "KERNELS_OUT_OF_LINE"]
+
+# A tile kernel is one function that every product of its shape calls (``noinline``):
+# inlined at each call site (every row loop of a step, and every step of the module),
+# LLVM optimised and compiled its long body again each time -- an MLP of 4 layers spent
+# a fifth of its LLVM time on the copies.  A call per tile of MR x NV x K FMAs costs
+# nothing measurable (see the measurements in the commit adding this).
+KERNELS_OUT_OF_LINE = True
+
+
+def kernel_attributes(fn: ir.Function) -> None:
+    """The attributes of a tile kernel ``fn`` (internal, nounwind; ``noinline``: above)."""
+    fn.linkage = "internal"
+    fn.attributes.add("nounwind")
+    if KERNELS_OUT_OF_LINE:
+        fn.attributes.add("noinline")
 
 
 def intrinsic(module: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:

@@ -360,3 +360,43 @@ def test_packing_is_one_shared_function_per_layout(dtype, sanitize, monkeypatch)
     want = [a64 @ b for b in b64] * 2 + [a64 @ b64[0], a64 @ b64[2]]
     for got, ref in zip(f(*args), want):
         np.testing.assert_allclose(got, ref, **_tol(dtype, k))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_tile_kernels_are_compiled_once_per_module(dtype):
+    """Every product of one tile shape calls one tile kernel, which LLVM keeps as one
+    function (``noinline``): inlined, each call site was optimised and compiled again
+    (a fifth of a 4-layer MLP's LLVM time).  Four layers, forward and backward, against
+    numpy in float64."""
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((16, 64)).astype(dtype)
+    ws = (rng.standard_normal((4, 64, 64)) / 8).astype(dtype)
+
+    def f(x, ws):
+        for i in range(ws.shape[0]):
+            x = symgrad.tanh(x @ ws[i])
+        return x.sum()
+
+    exe = symgrad.value_and_grad(f, argnums=1).lower(x, ws).compile()
+    text = exe.as_text("llvm")
+    kernels = [line.split('"')[1] for line in text.splitlines()
+               if line.startswith("define") and '"symgrad.gemm.' in line]
+    assert kernels and all("noinline" in line for line in text.splitlines()
+                           if line.startswith("define") and '"symgrad.gemm.' in line)
+    optimised = exe.as_text("llvm-opt")
+    for name in kernels:         # still one function each (in one part of a split module)
+        assert sum(line.startswith("define") and f"@{name}(" in line.replace('"', "")
+                   for line in optimised.splitlines()) == 1, name
+    value, grad = symgrad.value_and_grad(f, argnums=1)(x, ws)
+    h, hs = x.astype(np.float64), []
+    for w in ws.astype(np.float64):
+        hs.append(h)
+        h = np.tanh(h @ w)
+    g, want = np.ones_like(h), []
+    for w, hin in zip(ws.astype(np.float64)[::-1], hs[::-1]):
+        out = np.tanh(hin @ w)
+        g = g * (1 - out ** 2)
+        want.append(hin.T @ g)
+        g = g @ w.T
+    np.testing.assert_allclose(value, h.sum(), **_tol(dtype, 64 * 16))
+    np.testing.assert_allclose(grad, np.stack(want[::-1]), **_tol(dtype, 64 * 16))
