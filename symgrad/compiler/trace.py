@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import threading
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -21,7 +22,7 @@ import numpy as np
 from .. import dispatch
 
 from ..graph import dtypes
-from ..graph.node import Node, const, make_node, toposort
+from ..graph.node import Node, const, make_node, stop_gradient_node, toposort
 from ..functions.inplace import view_positions
 from ..functions.random import probing
 from ..ops import lax
@@ -130,6 +131,7 @@ class Tracer:
         self.scalars: list = []            # (input tensor fed per call, getter)
         self.one_shot = False              # the trace created state: run it once, uncached
         self._keep: list = []              # keeps ids of adopted tensors unique
+        self.views: dict[object, weakref.WeakSet] = {}   # storage id -> traced views of it
 
     def backup_grad(self, leaf: Tensor, accumulates: bool = False) -> None:
         """Remember an eager leaf's .grad before backward() or zero_grad() inside the
@@ -190,6 +192,28 @@ class Tracer:
         flat = lax.reshape(Tensor._from_node(base_node), (int(np.prod(base_node.shape)),))
         return lax.reshape(lax.take(flat, pos, 0), tuple(view.shape))._node
 
+    def note_view(self, base: Tensor, view: Tensor) -> None:
+        """``view``, traced, was made from eager tensor ``base``: a later :meth:`write`
+        of base's storage (through base or any alias of it: ``p.detach()``, ``p.data``)
+        recomputes it, as the view of PyTorch sees its storage change."""
+        views = self.views.get(_key(base))
+        if views is None:
+            views = self.views[_key(base)] = weakref.WeakSet()
+        views.add(view)
+
+    def _refresh_views(self, key, node: Node) -> None:
+        views = self.views.get(key)
+        if not views:
+            return
+        for v in list(views):
+            if v._data is not None:
+                continue
+            b = Tensor._from_node(node)
+            for prim_name, attrs in v._view_chain:
+                b = lax.apply(prim_name, b, **dict(attrs))
+            v._node = stop_gradient_node(b._node) if v.__dict__.get("_detached_view") \
+                else b._node
+
     def touched(self, t: Tensor) -> bool:
         """Whether the program reads or writes t's storage."""
         return _key(t) in self.lifted or _key(t) in self.writes
@@ -203,9 +227,11 @@ class Tracer:
         if t._birth >= self.start and key not in self.adopted:
             t._data = None
             t._node = node
+            self._refresh_views(key, node)
             return
         hit = self.writes.get(key)
         self.writes[key] = (t if hit is None else hit[0], node)
+        self._refresh_views(key, node)
 
     def adopt(self, t: Tensor) -> Tensor:
         """Make ``t``, an eager tensor created during the trace and stored where it
