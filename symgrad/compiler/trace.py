@@ -134,6 +134,7 @@ class Tracer:
         self._keep: list = []              # keeps ids of adopted tensors unique
         self.views: dict[object, weakref.WeakSet] = {}   # storage id -> traced views of it
         self._roots: dict[int, dict] = {}  # id of a memory owner -> {storage id: tensor}
+        self._bumped: list = []            # version counters the trace's writes bumped
 
     def backup_grad(self, leaf: Tensor, accumulates: bool = False) -> None:
         """Remember an eager leaf's .grad before backward() or zero_grad() inside the
@@ -146,8 +147,12 @@ class Tracer:
             self.guard("whether a .grad is None", lambda: leaf._grad is None, True)
 
     def restore_grads(self) -> None:
+        """Put back the ``.grad`` and the versions of state the trace changed."""
         for leaf, grad in self._grad_backup.values():
             leaf._grad = grad
+        for vc in self._bumped:
+            vc[0] -= 1
+        self._bumped.clear()
 
     def is_outer(self, t: Tensor) -> bool:
         """Whether t is an input of the program (born before tracing began -- an alias
@@ -264,6 +269,8 @@ class Tracer:
             return
         hit = self.writes.get(key)
         self.writes[key] = (t if hit is None else hit[0], node)
+        t._vc[0] += 1           # (version checks in the trace see it; undone at its end:
+        self._bumped.append(t._vc)      # the compiled call bumps what it writes)
         self._member(t)
         self._refresh_views(key, node)
         self._propagate(t._data, node)
