@@ -53,3 +53,43 @@ def test_compiled_saved_state_updated_before_backward(dt):
     want = run(torch, False)
     assert run(sg, False) == want
     assert run(sg, True) == want
+
+
+# ------------- C4: empty outputs of qr(mode='r') and lstsq carry the function's grad_fn
+
+EMPTY_OUTPUTS = {
+    "qr_r": lambda L, d, g: L.linalg.qr(L.eye(3, 2, dtype=d, requires_grad=g), mode="r")[0],
+    "lstsq_gelsy_a": lambda L, d, g: L.linalg.lstsq(
+        L.ones(3, 2, dtype=d, requires_grad=g) + L.eye(3, 2, dtype=d), L.ones(3, 1, dtype=d)
+    ).residuals,
+    "lstsq_gelsy_b": lambda L, d, g: L.linalg.lstsq(
+        L.ones(3, 2, dtype=d) + L.eye(3, 2, dtype=d), L.ones(3, 1, dtype=d, requires_grad=g)
+    ).residuals,
+    "lstsq_wide_gelsd": lambda L, d, g: L.linalg.lstsq(
+        L.ones(2, 3, dtype=d, requires_grad=g) + L.eye(2, 3, dtype=d), L.ones(2, 1, dtype=d),
+        driver="gelsd").residuals,
+    "lstsq_batched": lambda L, d, g: L.linalg.lstsq(
+        L.ones(2, 3, 2, dtype=d, requires_grad=g) + L.eye(3, 2, dtype=d),
+        L.ones(2, 3, 1, dtype=d)).residuals,
+}
+
+
+@pytest.mark.parametrize("dt", ["float32", "float64"])
+@pytest.mark.parametrize("requires_grad", [True, False])
+@pytest.mark.parametrize("case", list(EMPTY_OUTPUTS))
+def test_empty_outputs_grad_fn(case, requires_grad, dt):
+    def run(L):
+        r = EMPTY_OUTPUTS[case](L, getattr(L, dt), requires_grad)
+        fn = None if r.grad_fn is None else type(r.grad_fn).__name__
+        return fn, tuple(r.shape), r.requires_grad, str(r.dtype).split(".")[-1]
+    assert run(sg) == run(torch)
+
+
+@pytest.mark.parametrize("dt", ["float32", "float64"])
+@pytest.mark.parametrize("with_r", [True, False])
+def test_backward_through_qr_r_mode_q_raises_as_torch(with_r, dt):
+    def run(L):
+        a = L.eye(3, 2, dtype=getattr(L, dt), requires_grad=True)
+        q, r = L.linalg.qr(a, mode="r")
+        return _err(lambda: ((q.sum() + r.sum()) if with_r else q.sum()).backward())
+    assert run(sg) == run(torch)
