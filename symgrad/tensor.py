@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 from typing import TYPE_CHECKING, Any, overload
 import warnings
+import weakref
 
 import numpy as np
 
@@ -91,6 +92,15 @@ class Size(tuple):
         for s in self:
             n *= s
         return n
+
+
+def register_view(base: "Tensor", view: "Tensor") -> None:
+    """Add `view` to the live views of `base`'s storage (weakly held: those an in-place
+    update of the storage refreshes, see functions/inplace.py)."""
+    views = base.__dict__.get("_views")
+    if views is None:
+        views = base.__dict__["_views"] = weakref.WeakSet()
+    views.data.add(weakref.ref(view, views._remove))     # (WeakSet.add without its frame)
 
 
 class Tensor(_Methods):
@@ -305,6 +315,7 @@ class Tensor(_Methods):
             out._view_chain = self._view_chain or ()
             out._vc = self._vc
             out._detached_view = True     # (the write keeps the base's history: inplace.py)
+            register_view(out._base, out)     # (an update of the base reaches it)
             return out
         return self._shallow()
 

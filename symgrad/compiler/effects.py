@@ -183,7 +183,7 @@ def collect(tracer, stateful: bool = True, arg_writes=()):
     if stateful:
         for leaf, before in tracer._grad_backup.values():
             _grad_effect(tracer, leaf, before, grads, grad_nodes)
-    writes = [(t, n, tracer.lifted.get(k, (None, None))[1])
+    writes = [(t, n, None if _shares(t, tracer) else tracer.lifted.get(k, (None, None))[1])
               for k, (t, n) in tracer.writes.items()
               if tracer.lifted.get(k, (None, None))[1] is not n]   # x.copy_(x): none
     if writes and not stateful:
@@ -201,6 +201,13 @@ def collect(tracer, stateful: bool = True, arg_writes=()):
                   list(tracer.guards), list(tracer.scalars), tracer.one_shot,
                   [i for i, _ in arg_writes])
     return eff, [n for _, n, _ in writes] + grad_nodes + [n for _, n in arg_writes]
+
+
+def _shares(t, tracer) -> bool:
+    """Whether written tensor t's memory is shared with another storage the program
+    reads or writes (an offset view of it): its new value is then not computed into its
+    input's buffer, which the other's input still reads."""
+    return bool(tracer.sharing(t._data))
 
 
 def _grad_effect(tracer, leaf, before, grads, grad_nodes) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import threading
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -21,10 +22,11 @@ import numpy as np
 from .. import dispatch
 
 from ..graph import dtypes
-from ..graph.node import Node, const, make_node, toposort
+from ..graph.node import Node, const, make_node, stop_gradient_node, toposort
 from ..functions.inplace import view_positions
 from ..functions.random import probing
 from ..ops import lax
+from ..graph.primitives import PRIMITIVES as P
 from ..tensor import Tensor, next_birth
 from ..graph import pytree
 from ..errors import TracerBoolError
@@ -34,7 +36,7 @@ from .breaks import Snapshot
 from .effects import Effects, collect
 from .sources import Guards
 
-__all__ = ["Tracer", "TraceResult", "trace", "Untraceable", "Leaf", "leaf_spec", "foreign_array",
+__all__ = ["memory_root", "Tracer", "TraceResult", "trace", "Untraceable", "Leaf", "leaf_spec", "foreign_array",
            "replaying"]
 
 _replay = threading.local()
@@ -130,6 +132,9 @@ class Tracer:
         self.scalars: list = []            # (input tensor fed per call, getter)
         self.one_shot = False              # the trace created state: run it once, uncached
         self._keep: list = []              # keeps ids of adopted tensors unique
+        self.views: dict[object, weakref.WeakSet] = {}   # storage id -> traced views of it
+        self._roots: dict[int, dict] = {}  # id of a memory owner -> {storage id: tensor}
+        self._bumped: list = []            # version counters the trace's writes bumped
 
     def backup_grad(self, leaf: Tensor, accumulates: bool = False) -> None:
         """Remember an eager leaf's .grad before backward() or zero_grad() inside the
@@ -142,8 +147,12 @@ class Tracer:
             self.guard("whether a .grad is None", lambda: leaf._grad is None, True)
 
     def restore_grads(self) -> None:
+        """Put back the ``.grad`` and the versions of state the trace changed."""
         for leaf, grad in self._grad_backup.values():
             leaf._grad = grad
+        for vc in self._bumped:
+            vc[0] -= 1
+        self._bumped.clear()
 
     def is_outer(self, t: Tensor) -> bool:
         """Whether t is an input of the program (born before tracing began -- an alias
@@ -180,7 +189,31 @@ class Tracer:
         if t._birth >= self.start and key not in self.adopted:
             return const(t._data, t.dtype)
         src = self.sources.get(id(t))
-        return self._lift(t, src.name if src is not None else f"closure{len(self.lifted)}")
+        node = self._lift(t, src.name if src is not None else f"closure{len(self.lifted)}")
+        if self.writes:                 # memory another written storage shares (an offset
+            now = overlaid(t._data, node, self._overlapping(t._data))   # view of it)
+            if now is not node:
+                self.writes[key] = (t, now)
+                return now
+        return node
+
+    def sharing(self, a: np.ndarray) -> list:
+        """The tensors the trace read or wrote whose storage is another array than ``a``
+        over memory ``a`` shares (offset / strided views of one buffer)."""
+        members = self._roots.get(id(memory_root(a)))
+        if members is None or len(members) < 2:
+            return []
+        return [t for t in members.values() if t._data is not a and t._data is not None
+                and np.may_share_memory(t._data, a)]
+
+    def _overlapping(self, a: np.ndarray) -> list:
+        """(array, current node) of the written storages sharing memory with array ``a``."""
+        found = []
+        for t in self.sharing(a):
+            hit = self.writes.get(_key(t))
+            if hit is not None:
+                found.append((t._data, hit[1]))
+        return found
 
     @staticmethod
     def _view_of_written(view: Tensor, base_node: Node) -> Node:
@@ -189,6 +222,35 @@ class Tracer:
         pos = Tensor._from_array(view_positions(view).reshape(-1), dtypes.int64)
         flat = lax.reshape(Tensor._from_node(base_node), (int(np.prod(base_node.shape)),))
         return lax.reshape(lax.take(flat, pos, 0), tuple(view.shape))._node
+
+    def _member(self, t: Tensor) -> None:
+        """Index eager tensor t's storage by the object owning its memory."""
+        if t._data is not None:
+            root = memory_root(t._data)
+            self._roots.setdefault(id(root), {})[id(t._data)] = t
+            self._keep.append(root)
+
+    def note_view(self, base: Tensor, view: Tensor) -> None:
+        """``view``, traced, was made from eager tensor ``base``: a later :meth:`write`
+        of base's storage (through base or any alias of it: ``p.detach()``, ``p.data``)
+        recomputes it, as the view of PyTorch sees its storage change."""
+        views = self.views.get(_key(base))
+        if views is None:
+            views = self.views[_key(base)] = weakref.WeakSet()
+        views.add(view)
+
+    def _refresh_views(self, key, node: Node) -> None:
+        views = self.views.get(key)
+        if not views:
+            return
+        for v in list(views):
+            if v._data is not None:
+                continue
+            b = Tensor._from_node(node)
+            for prim_name, attrs in v._view_chain:
+                b = lax.apply(prim_name, b, **dict(attrs))
+            v._node = stop_gradient_node(b._node) if v.__dict__.get("_detached_view") \
+                else b._node
 
     def touched(self, t: Tensor) -> bool:
         """Whether the program reads or writes t's storage."""
@@ -203,9 +265,30 @@ class Tracer:
         if t._birth >= self.start and key not in self.adopted:
             t._data = None
             t._node = node
+            self._refresh_views(key, node)
             return
         hit = self.writes.get(key)
         self.writes[key] = (t if hit is None else hit[0], node)
+        t._vc[0] += 1           # (version checks in the trace see it; undone at its end:
+        self._bumped.append(t._vc)      # the compiled call bumps what it writes)
+        self._member(t)
+        self._refresh_views(key, node)
+        self._propagate(t._data, node)
+
+    def _propagate(self, a: np.ndarray, node: Node) -> None:
+        """Storage ``a`` now holds ``node``: every other storage the trace read or wrote
+        that shares memory with it (two parameters over one buffer, one an offset view
+        of the other) takes the new values of the shared elements, as memory would."""
+        for t in self.sharing(a):
+            k = _key(t)
+            hit = self.writes.get(k)
+            cur = hit[1] if hit is not None else self.lifted.get(k, (None, None))[1]
+            if cur is None:
+                continue
+            new = overlaid(t._data, cur, [(a, node)])
+            if new is not cur:
+                self.writes[k] = (t, new)
+                self._refresh_views(k, new)
 
     def adopt(self, t: Tensor) -> Tensor:
         """Make ``t``, an eager tensor created during the trace and stored where it
@@ -250,7 +333,50 @@ class Tracer:
         node = make_node("input", (), (("name", name), ("slot", ("closure", k))),
                          tuple(t.shape), t.dtype)
         self.lifted[_key(t) if key is None else key] = (t, node)
+        self._member(t)
         return node
+
+
+def memory_root(a: np.ndarray):
+    """The object owning ``a``'s memory (arrays over different owners share none)."""
+    while a.base is not None:
+        if not isinstance(a.base, np.ndarray):
+            return a.base
+        a = a.base
+    return a
+
+
+def _addresses(a: np.ndarray) -> np.ndarray:
+    """The address of each element of ``a`` (C order, flat)."""
+    grid = np.full(a.shape, a.__array_interface__["data"][0], dtype=np.int64)
+    for k, (n, stride) in enumerate(zip(a.shape, a.strides)):
+        grid = grid + (np.arange(n, dtype=np.int64) * stride).reshape(
+            (1,) * k + (n,) + (1,) * (a.ndim - k - 1))
+    return grid.reshape(-1)
+
+
+def overlaid(a: np.ndarray, node: Node, others: list) -> Node:
+    """``node`` (the value of array ``a``) with the elements ``a`` shares with each of
+    ``others`` -- (array, node) pairs over the same memory -- taken from those nodes."""
+    for b, b_node in others:
+        if b.dtype != a.dtype:
+            raise RuntimeError(
+                "symgrad.compile: the call updates in place a tensor that shares memory with "
+                f"another of a different dtype ({b.dtype} and {a.dtype}); call the function "
+                "uncompiled")
+        addr_a, addr_b = _addresses(a), _addresses(b)
+        order = np.argsort(addr_b, kind="stable")
+        sorted_b = addr_b[order]
+        at = np.minimum(np.searchsorted(sorted_b, addr_a), max(len(sorted_b) - 1, 0))
+        hit = sorted_b[at] == addr_a if len(sorted_b) else np.zeros(len(addr_a), bool)
+        if not hit.any():
+            continue
+        dst = Tensor._from_array(np.nonzero(hit)[0].astype(np.int64), dtypes.int64)
+        src = Tensor._from_array(order[at[hit]].astype(np.int64), dtypes.int64)
+        flat = lax.reshape(Tensor._from_node(node), (a.size,))
+        vals = lax.take(lax.reshape(Tensor._from_node(b_node), (b.size,)), src, 0)
+        node = lax.reshape(dispatch.bind(P["index_put"], flat, dst, vals), a.shape)._node
+    return node
 
 
 def _key(t: Tensor) -> int:

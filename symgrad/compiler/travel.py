@@ -18,6 +18,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
+from ..graph.primitives import resolve
 from .backends import get_backend
 from .stages import Lowered, schedule_of
 
@@ -85,6 +86,8 @@ def adopt(item: tuple, backend_name: str, target) -> tuple[Lowered, object] | No
     compiled from its program; None when neither is possible (the signature traces
     and compiles again when first called)."""
     item = Item(*item)
+    if item.program is not None and not _known_ops(item.program):
+        item = item._replace(program=None)      # (a primitive this process lacks)
     signature = (item.key[0], item.key[1], item.out_structure)
     if item.program is None:
         lowered = Lowered(_from_pickle, backend_name, signature=signature, target=target)
@@ -108,6 +111,13 @@ def adopt(item: tuple, backend_name: str, target) -> tuple[Lowered, object] | No
         except Exception:   # noqa: BLE001 -- then as a signature never compiled
             return None
     return lowered, exe
+
+
+def _known_ops(program) -> bool:
+    """Whether every primitive the program applies exists in this process (derived
+    partials such as ``tanh.d0`` are derived; a user's primitive must be defined)."""
+    return all(n.op in ("input", "const") or resolve(n.op) is not None
+               for n in program.nodes())
 
 
 def _from_pickle():

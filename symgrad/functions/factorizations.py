@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..autograd import grad_mode
 from ..dispatch import bind
 from ..graph import dtypes
 from ..graph.primitives import PRIMITIVES as P
@@ -70,9 +71,29 @@ def qr(A: Tensor, mode: str = "reduced") -> return_types.linalg_qr:
     a = _matrices("linalg.qr", A, square=False)
     packed = bind(P["qr_factor"], a, mode=mode)
     q, r = (bind(P[p], a, packed, mode=mode) for p in ("qr_q", "qr_r"))
-    if mode == "r":
+    if mode == "r" and not (a.requires_grad and grad_mode.is_grad_enabled()):
         q = lax.zeros((0,), a.dtype)
+    elif mode == "r":   # (a backward through it is qr's: PyTorch's error for mode 'r')
+        q = _empty_output("LinalgQrBackward0", a, through=lambda av: (bind(
+            P["qr_r"], av, bind(P["qr_factor"], av, mode=mode), mode=mode),))
     return return_types.linalg_qr(q, r)
+
+
+def _empty_output(name: str, *inputs: Tensor, through=None) -> Tensor:
+    """An empty (0,) output of the function recorded as `name` (PyTorch's ``qr``'s Q in
+    mode 'r', ``lstsq``'s residuals when there are none): it has `name` as grad_fn when
+    an input requires grad; a backward through it meets the function's own rule
+    (``through``: what it computes from the inputs, else the inputs)."""
+    none = Tensor._from_array(np.zeros((0,), np.int64), dtypes.int64)
+
+    def empty(*vs):
+        vs = through(*vs) if through is not None else vs
+        parts = [lax.take(lax.reshape(v, (v.numel(),)), none, 0) for v in vs]
+        out = parts[0]
+        for part in parts[1:]:
+            out = lax.add(out, lax.cast(part, out.dtype))
+        return out
+    return named(name, empty, *inputs)
 
 
 # ---- triangular solve -----------------------------------------------------------------------
@@ -190,7 +211,6 @@ def lstsq(A: Tensor, B: Tensor, rcond: float | None = None, *,
         x = lax.matmul(lax.apply("pinv", av, atol=0.0, rtol=rc, hermitian=False), bvm)
         return lax.reshape(x, tuple(x.shape[:-1])) if vector else x
     x = named("LinalgLstsqBackward0", solution, a, b)
-    empty = lax.zeros((0,), a.dtype)
     sv = lax.zeros((0,), a.dtype)
     rank = lax.zeros((0,), dtypes.int64)
     full = True
@@ -207,7 +227,7 @@ def lstsq(A: Tensor, B: Tensor, rcond: float | None = None, *,
             sv = s
         if driver != "gelsy" and m > n:
             full = bool(np.all(_value(rank) == n))
-    residuals = empty
+    residuals = None
     if driver != "gelsy" and m > n and (driver == "gels" or full):
         def squared(av, bv):
             bvm = lax.reshape(bv, tuple(bv.shape) + (1,)) if vector else bv
@@ -215,6 +235,8 @@ def lstsq(A: Tensor, B: Tensor, rcond: float | None = None, *,
             d = lax.sub(lax.matmul(av, xv), bvm)
             return lax.sum(lax.mul(d, d), (len(d.shape) - 2,))   # (vector b: (..., 1))
         residuals = named("LinalgLstsqBackward0", squared, a, b)
+    if residuals is None:
+        residuals = _empty_output("LinalgLstsqBackward0", a, b)
     return return_types.linalg_lstsq(x, residuals, rank, sv)
 
 

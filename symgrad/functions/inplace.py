@@ -17,7 +17,7 @@ from .composite import named
 from .elementwise import float_scalar
 from ..graph.fpstate import enter as fp_enter, leave as fp_leave
 from ..autograd.nodes import SavedTensor, short_name
-from ..graph.node import make_node
+from ..graph.node import make_node, stop_gradient_node
 from ..ops.custom import CUSTOM_VJP
 
 __all__ = ["check_inplace", "check_view_update", "update", "assign_positions", "view_positions", "original",
@@ -133,8 +133,15 @@ def original(x: Tensor, *others) -> Tensor:
     value with its history, so that a backward rule saving the operand sees the value
     before the update (as PyTorch does: ``x.mul_(y)``, y requiring grad, saves x's old
     value for y's gradient)."""
-    if x._data is None or not grad_mode.is_grad_enabled():
+    if not grad_mode.is_grad_enabled():
         return x
+    if x._data is None:         # traced: its node is its value now (a new version counter,
+        if x.grad_fn is None:   # so the update does not fail the saved operand's check)
+            return x
+        snap = Tensor._from_node(x._node)
+        set_history(snap, x.grad_fn, x._output_nr)
+        snap._requires_grad = x._requires_grad
+        return snap
     if not x.requires_grad:
         if not any(isinstance(o, Tensor) and o.requires_grad for o in others):
             return x
@@ -300,15 +307,35 @@ def _resave_output(fn, x: Tensor) -> None:
 
 
 def _refresh_other_views(x: Tensor) -> None:
-    """The other live views of x's storage take their history from the updated base (as
-    PyTorch regenerates a view whose base changed version: AsStridedBackward0)."""
+    """The other live views of x's storage see the update. With history (the base
+    requires grad), each takes it from the updated base (as PyTorch regenerates a view
+    whose base changed version: AsStridedBackward0). In a trace, a traced view's value
+    is a node computed when it was made: it is recomputed from the base's new value --
+    eager views share the memory, traced ones alias it this way."""
     base = x._base if x._base is not None else x
     views = base.__dict__.get("_views")
-    if not views or not base.requires_grad or not grad_mode.is_grad_enabled():
+    if not views:
+        return
+    history = base.requires_grad and grad_mode.is_grad_enabled()
+    if not history and dispatch._lifter[0] is None:
         return
     for v in list(views):
-        if v is not x and v._vc is base._vc:
+        if v is x or v._vc is not base._vc:
+            continue
+        if v.__dict__.get("_detached_view"):
+            if v._data is None:
+                v._node = stop_gradient_node(_replay_chain(base, v._view_chain)._node)
+        elif history:
             _regenerate_view(v, base)
+        elif v._data is None:       # (nothing is recorded: the base has no history)
+            v._node = _replay_chain(base, v._view_chain)._node
+
+
+def _replay_chain(b: Tensor, chain) -> Tensor:
+    """A view's layout primitives (its ``_view_chain``) applied to base `b`."""
+    for prim_name, attrs in chain:
+        b = bind(P[prim_name], b, **dict(attrs))
+    return b
 
 
 def _shape_error(new, x):
@@ -343,12 +370,7 @@ def _regenerate_view(x: Tensor, base: Tensor) -> None:
     """After an update through view x, x's history (and node) recomputed from its updated
     base — one Function, AsStridedBackward0, as PyTorch records it."""
     chain = x._view_chain
-
-    def replay(b):
-        for prim_name, attrs in chain:
-            b = bind(P[prim_name], b, **dict(attrs))
-        return b
-    x_new = named("AsStridedBackward0", replay, base)
+    x_new = named("AsStridedBackward0", lambda b: _replay_chain(b, chain), base)
     if x._data is None:
         x._node = x_new._node
     set_history(x, x_new.grad_fn)

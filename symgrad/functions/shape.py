@@ -5,7 +5,6 @@ their input are views: they share its version counter and remember how they were
 from __future__ import annotations
 
 import warnings
-import weakref
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -19,6 +18,7 @@ from ..ops import lax
 from ..graph.primitives import PRIMITIVES as P
 from ..graph.shapes import infer_reshape, wrap_dim
 from .common import Tensor, to_tensor
+from ..tensor import register_view
 from .creation import _dtype_view
 from .elementwise import promote
 from .kernels import stack_kernel
@@ -67,10 +67,11 @@ def _mark_view(src: Tensor, out: Tensor, prim_name: str, attrs: dict) -> Tensor:
         out._view_meta = (meta[0], 0)
     chain = src._view_chain      # (attrs: the call's own dict, read with dict(attrs))
     out._view_chain = ((prim_name, attrs),) if chain is None else chain + ((prim_name, attrs),)
-    views = base.__dict__.get("_views")
-    if views is None:
-        views = base.__dict__["_views"] = weakref.WeakSet()
-    views.data.add(weakref.ref(out, views._remove))     # (WeakSet.add without its frame)
+    register_view(base, out)
+    if base._data is not None and out._data is None:    # traced view of an eager tensor
+        note = getattr(_lifter[0], "note_view", None)
+        if note is not None:
+            note(base, out)
     return out
 
 

@@ -83,6 +83,21 @@ class Node:
     def __repr__(self) -> str:
         return f"Node({self.op}, shape={self.shape}, dtype={self.dtype.name})"
 
+    def __setstate__(self, state) -> None:
+        """A node from a pickle (a compiled function's program travelling to another
+        process): a partial derivative primitive it applies (``tanh.d0``, derived on
+        first use) is derived in this process too, so that every rule table knows it."""
+        slots = state[1] if isinstance(state, tuple) else state
+        for name, value in slots.items():
+            object.__setattr__(self, name, value)
+        if self.op not in _LEAF_OPS:
+            from .primitives import PRIMITIVES, resolve   # late: primitives builds nodes
+            if self.op not in PRIMITIVES:
+                resolve(self.op)
+
+
+_LEAF_OPS = frozenset(("input", "const"))
+
 
 _TABLE: "weakref.WeakValueDictionary[tuple, Node]" = weakref.WeakValueDictionary()
 

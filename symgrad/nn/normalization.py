@@ -15,6 +15,7 @@ import math
 import numpy as np
 
 from ..autograd import grad_mode
+from ..autograd.nodes import SavedTensor
 from ..dispatch import bind
 from ..functions.common import Tensor, floating_kernel, to_tensor
 from ..functions.composite import named
@@ -137,9 +138,10 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         return _normalize(v, mean, var, wv, bv, eps, axes)
     eager, stats = batch_norm_kernel(axes, eps, (w is not None, b is not None),
                                      None if training else (rm, rv))
-    # evaluation: the backward reads the running statistics, saved (version-checked) as
-    # PyTorch's NativeBatchNormBackward0 saves them
-    keeps = () if training else tuple(t for t in (rm, rv) if t is not None)
+    # PyTorch's NativeBatchNormBackward0 saves the running statistics (version-checked;
+    # in evaluation the backward reads them); training updates them inside the op, so
+    # they are saved at their updated version (below)
+    keeps = tuple(t for t in (rm, rv) if t is not None)
     out = named("NativeBatchNormBackward0", f, x, *affine,
                 saves=(0, 1) if w is not None else (0,), kernel=eager, keeps=keeps)
     if training and rm is not None:        # (in a compiled call: state it updates)
@@ -151,5 +153,15 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
             n = x.numel() // x.shape[1]
             _update(rm, mean, momentum)
             _update(rv, lax.mul(var, n / (n - 1)), momentum)
+        _saved_at_current_version(out.grad_fn, keeps)
     return out
+
+
+def _saved_at_current_version(fn, tensors) -> None:
+    """The saved copies of ``tensors`` in ``fn`` expect their present version (the op
+    itself updated them after saving)."""
+    for s in getattr(fn, "_saved", None) or ():
+        if isinstance(s, SavedTensor) and s.packed is None and not s.is_output \
+                and any(s.tensor is t for t in tensors):
+            s.version = s.tensor._vc[0]
 

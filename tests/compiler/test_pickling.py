@@ -254,3 +254,31 @@ def test_transforms_travel_with_their_code(tmp_path, transform):
     want = getattr(torch.autograd.functional, transform)(tfn, torch.tensor(x))
     np.testing.assert_allclose(got, want.numpy(), rtol=1e-12, atol=1e-12)
     assert (misses, compiled) == (0, 0)
+
+
+@pytest.mark.parametrize("cpu", ["host", "generic"])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_a_pickle_whose_program_applies_derived_partials(tmp_path, cpu, dtype):
+    # the hessian's program applies tanh's derivative primitive (``tanh.d0``, derived on
+    # first use): a fresh process that derived nothing yet runs it (numpy steps of a
+    # hybrid executable, or compiling the program for another CPU), no KeyError
+    import os
+    w = np.random.default_rng(0).normal(size=(5, 4)).astype(dtype)
+    f = sg.compile(sg.hessian(lambda v: (sg.tanh(v.reshape(3, 5) @ sg.tensor(w)) ** 2).sum()))
+    x = np.random.default_rng(1).normal(size=15).astype(dtype)
+    f(x)
+    np.save(tmp_path / "x.npy", x)
+    env = dict(os.environ, SYMGRAD_DISK_CACHE="0", PYTHONPATH=str(ROOT))
+    if cpu == "generic":
+        env["SYMGRAD_TARGET_CPU"] = _generic_cpu()
+    out = subprocess.run([sys.executable, "-c", _TRANSFORM_FRESH, str(tmp_path / "x.npy")],
+                         input=cloudpickle.dumps(f), capture_output=True, timeout=300,
+                         env=env)
+    assert out.returncode == 0, out.stderr.decode()
+    got, misses, _ = __import__("json").loads(out.stdout.decode().splitlines()[-1])
+    wt = torch.tensor(w)
+    want = torch.autograd.functional.hessian(
+        lambda v: (torch.tanh(v.reshape(3, 5) @ wt) ** 2).sum(), torch.tensor(x))
+    tol = 1e-4 if dtype == "float32" else 1e-10     # (float32: LLVM's vs ATen's tanh)
+    np.testing.assert_allclose(got, want.numpy(), rtol=tol, atol=tol)
+    assert misses == 0                      # no trace: the carried code or program ran

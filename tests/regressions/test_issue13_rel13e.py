@@ -1,0 +1,95 @@
+"""Issue 13, review9 C2-C4 and the version checks of compiled code: PyTorch's errors
+(type and text), grad_fn names and values where it gives them."""
+import numpy as np
+import pytest
+import torch
+
+import symgrad as sg
+
+
+def _err(fn):
+    try:
+        out = fn()
+    except Exception as e:                      # noqa: BLE001 -- the type is compared
+        return type(e).__name__, str(e)
+    return out
+
+
+# ------------------------- C3: training BatchNorm saves running_mean / running_var
+
+@pytest.mark.parametrize("dt", ["float32", "float64"])
+@pytest.mark.parametrize("which", ["running_mean", "running_var"])
+@pytest.mark.parametrize("change", ["mul_", "add_", "none"])
+@pytest.mark.parametrize("affine", [True, False])
+def test_training_batchnorm_running_stats_changed_before_backward(which, change, affine, dt):
+    def run(L):
+        m = L.nn.BatchNorm1d(3, affine=affine).to(getattr(L, dt)).train()
+        x = (L.arange(12.0, dtype=getattr(L, dt)).reshape(4, 3) ** 1.5).requires_grad_()
+        y = (m(x) * L.arange(12.0, dtype=getattr(L, dt)).reshape(4, 3)).sum()
+        with L.no_grad():
+            if change != "none":
+                getattr(getattr(m, which), change)(2)
+        return _err(lambda: (y.backward(), np.round(x.grad.numpy(), 4).tolist())[1])
+    assert run(sg) == run(torch)
+
+
+# ------------- compiled: a closed-over tensor saved for backward, then updated in place
+
+@pytest.mark.parametrize("dt", ["float32", "float64"])
+def test_compiled_saved_state_updated_before_backward(dt):
+    def run(L, compiled):
+        w = L.ones(3, dtype=getattr(L, dt)) * 2
+
+        def step(x):
+            y = (w * x).sum()
+            with L.no_grad():
+                w.add_(1)
+            y.backward()
+            return x.grad * 1
+        if compiled:
+            step = sg.compile(step)
+        x = L.arange(3.0, dtype=getattr(L, dt)).requires_grad_()
+        return _err(lambda: step(x).tolist()), w.tolist()
+    want = run(torch, False)
+    assert run(sg, False) == want
+    assert run(sg, True) == want
+
+
+# ------------- C4: empty outputs of qr(mode='r') and lstsq carry the function's grad_fn
+
+EMPTY_OUTPUTS = {
+    "qr_r": lambda L, d, g: L.linalg.qr(L.eye(3, 2, dtype=d, requires_grad=g), mode="r")[0],
+    "lstsq_gelsy_a": lambda L, d, g: L.linalg.lstsq(
+        L.ones(3, 2, dtype=d, requires_grad=g) + L.eye(3, 2, dtype=d), L.ones(3, 1, dtype=d)
+    ).residuals,
+    "lstsq_gelsy_b": lambda L, d, g: L.linalg.lstsq(
+        L.ones(3, 2, dtype=d) + L.eye(3, 2, dtype=d), L.ones(3, 1, dtype=d, requires_grad=g)
+    ).residuals,
+    "lstsq_wide_gelsd": lambda L, d, g: L.linalg.lstsq(
+        L.ones(2, 3, dtype=d, requires_grad=g) + L.eye(2, 3, dtype=d), L.ones(2, 1, dtype=d),
+        driver="gelsd").residuals,
+    "lstsq_batched": lambda L, d, g: L.linalg.lstsq(
+        L.ones(2, 3, 2, dtype=d, requires_grad=g) + L.eye(3, 2, dtype=d),
+        L.ones(2, 3, 1, dtype=d)).residuals,
+}
+
+
+@pytest.mark.parametrize("dt", ["float32", "float64"])
+@pytest.mark.parametrize("requires_grad", [True, False])
+@pytest.mark.parametrize("case", list(EMPTY_OUTPUTS))
+def test_empty_outputs_grad_fn(case, requires_grad, dt):
+    def run(L):
+        r = EMPTY_OUTPUTS[case](L, getattr(L, dt), requires_grad)
+        fn = None if r.grad_fn is None else type(r.grad_fn).__name__
+        return fn, tuple(r.shape), r.requires_grad, str(r.dtype).split(".")[-1]
+    assert run(sg) == run(torch)
+
+
+@pytest.mark.parametrize("dt", ["float32", "float64"])
+@pytest.mark.parametrize("with_r", [True, False])
+def test_backward_through_qr_r_mode_q_raises_as_torch(with_r, dt):
+    def run(L):
+        a = L.eye(3, 2, dtype=getattr(L, dt), requires_grad=True)
+        q, r = L.linalg.qr(a, mode="r")
+        return _err(lambda: ((q.sum() + r.sum()) if with_r else q.sum()).backward())
+    assert run(sg) == run(torch)
