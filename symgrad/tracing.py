@@ -4,7 +4,7 @@ state tracing shares with the eager core. ``symgrad.dispatch`` re-exports these 
 below the Tensor so that the tape and hooks can ask without importing ``dispatch``."""
 from __future__ import annotations
 
-__all__ = ["set_lifter", "tracing", "GraphBreak", "python_effect"]
+__all__ = ["set_lifter", "tracing", "GraphBreak", "python_effect", "grad_access"]
 
 _lifter = [None]         # the active tracer's hook turning eager tensors into nodes
 
@@ -38,3 +38,14 @@ def python_effect(what: str) -> None:
     the call runs uncompiled."""
     if getattr(_lifter[0], "breaks", False):
         raise GraphBreak(what)
+
+
+def grad_access(t) -> None:
+    """Called when a traced tensor's ``.grad`` is read or assigned: the stand-in of a
+    compiled function's argument has no ``.grad`` of its own -- the argument's lives
+    outside the call, and what a call reads there depends on earlier calls (None, or
+    the gradients accumulated so far) -- so the trace stops and the call runs as written
+    (torch.compile breaks its graph at ``.grad`` of an input alike)."""
+    if id(t) in getattr(_lifter[0], "arg_stand_ins", ()):
+        raise GraphBreak("reads or assigns the .grad of an argument")
+

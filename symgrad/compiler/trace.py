@@ -117,6 +117,7 @@ class Tracer:
     captures_traced = False      # outer traced values keep their nodes (a loop body's do not)
     gates = False                # operands are not rewritten by bind (a traced branch's are)
     hooked = False               # a tensor hook was registered on a traced tensor
+    arg_stand_ins = frozenset()  # ids of the stand-ins of arguments requiring grad
     breaks = False               # a Python effect stops the trace (symgrad.tracing.GraphBreak)
 
     def __init__(self, fn):
@@ -338,6 +339,9 @@ def trace(fn, args: tuple, static_argnums: tuple[int, ...], leaves_specs: list[L
         call_args.append(a if i in static_argnums else next(it))
     tracer = Tracer(fn)
     tracer.breaks = breaks
+    if stateful:      # (their .grad is the real argument's: see symgrad.tracing.grad_access)
+        tracer.arg_stand_ins = {id(t) for t, s in zip(stand_ins, leaves_specs)
+                                if s.requires_grad}
     snapshot = Snapshot(fn) if breaks else None
     prev = dispatch.set_lifter(tracer)
     try:
@@ -353,7 +357,10 @@ def trace(fn, args: tuple, static_argnums: tuple[int, ...], leaves_specs: list[L
         # arguments updated in place (x.sub_(m), x[i] = v): the call writes them back
         arg_writes = [(i, t._node) for i, (t, n) in enumerate(zip(stand_ins, nodes))
                       if t._node is not n] if writes else []
-        effects, effect_nodes = collect(tracer, stateful, arg_writes)
+        # arguments backward() reached: the call hands their gradients to eager autograd
+        arg_grads = [(i, _output_node(t._grad, tracer, i)) for i, t in enumerate(stand_ins)
+                     if id(t) in tracer.arg_stand_ins and t._grad is not None]
+        effects, effect_nodes = collect(tracer, stateful, arg_writes, arg_grads)
     except Exception as e:
         if breaks and not isinstance(e, GraphBreak) and (
                 isinstance(e, TracerBoolError) or tracer.writes or tracer._grad_backup
