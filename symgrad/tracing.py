@@ -4,7 +4,8 @@ state tracing shares with the eager core. ``symgrad.dispatch`` re-exports these 
 below the Tensor so that the tape and hooks can ask without importing ``dispatch``."""
 from __future__ import annotations
 
-__all__ = ["set_lifter", "tracing", "GraphBreak", "python_effect", "grad_access"]
+__all__ = ["set_lifter", "tracing", "GraphBreak", "python_effect", "grad_access",
+           "numpy_read"]
 
 _lifter = [None]         # the active tracer's hook turning eager tensors into nodes
 
@@ -49,3 +50,12 @@ def grad_access(t) -> None:
     if id(t) in getattr(_lifter[0], "arg_stand_ins", ()):
         raise GraphBreak("reads or assigns the .grad of an argument")
 
+
+def numpy_read(arr):
+    """A numpy array turned into a tensor (``torch.tensor(A)``, ``x * A``) while a
+    compiled function is traced: when the function reaches ``arr`` by a path the trace
+    follows (a global, a closure cell, an attribute), the traced tensor reading that
+    path's array at each call (see :meth:`symgrad.compiler.trace.Tracer.numpy_input`),
+    else None (the array is a constant of the program)."""
+    hook = getattr(_lifter[0], "numpy_input", None)
+    return None if hook is None else hook(arr)

@@ -120,10 +120,12 @@ class Tracer:
     arg_stand_ins = frozenset()  # ids of the stand-ins of arguments requiring grad
     breaks = False               # a Python effect stops the trace (symgrad.tracing.GraphBreak)
 
-    def __init__(self, fn):
+    def __init__(self, fn, given: int = 0):
         self.start = next_birth()       # tensors born before this are "outer"
         self.lifted: dict[object, tuple[Tensor, Node]] = {}   # storage id (or ("leaf", id))
-        self.sources = sources.find(fn)  # where fn finds the tensors it closes over
+        # where fn finds the tensors it closes over (called with ``given`` positional
+        # arguments: the defaults of those it does not read)
+        self.sources = sources.find(fn, given=given)
         self._grad_backup: dict[int, tuple[Tensor, object]] = {}
         self.writes: dict[int, tuple[Tensor, Node]] = {}   # eager tensor -> its new value
         self.adopted: set[int] = set()     # tensors made here that are state (see adopt)
@@ -131,6 +133,7 @@ class Tracer:
         self.scalars: list = []            # (input tensor fed per call, getter)
         self.one_shot = False              # the trace created state: run it once, uncached
         self._keep: list = []              # keeps ids of adopted tensors unique
+        self._arrays: dict = {}            # id of a numpy array read -> its input tensor
 
     def backup_grad(self, leaf: Tensor, accumulates: bool = False) -> None:
         """Remember an eager leaf's .grad before backward() or zero_grad() inside the
@@ -246,12 +249,58 @@ class Tracer:
         self._lift(t, name)
         return t
 
+    def numpy_input(self, arr: np.ndarray) -> Tensor | None:
+        """The tensor for a numpy array the function reaches by a path (a global, a
+        closure cell, an attribute: ``torch.tensor(A)``, ``x * A``), or None: an input of
+        the program holding that path's array at each call -- updated in place or rebound
+        to an array of the same shape and dtype, the call reads it as torch.compile does
+        (which makes such arrays graph inputs); another shape or dtype traces again. An
+        integer or boolean array stays a constant (None), guarded by its contents."""
+        src = getattr(self.sources, "arrays", {}).get(id(arr))
+        if src is None:
+            return None
+        if id(arr) in self._arrays:
+            return self._arrays[id(arr)]
+        if arr.dtype.kind not in "fc":
+            # integers and booleans (indices, masks: they may decide shapes) stay
+            # constants of the program, guarded by their contents
+            self._arrays[id(arr)] = None
+            self._keep.append(arr)
+            self.guard(f"numpy array {src.name}", lambda: _contents_of(src.current()),
+                       _contents_of(arr))
+            return None
+        try:
+            dt = dtypes.from_numpy_dtype(arr.dtype)
+        except (TypeError, KeyError, ValueError):
+            return None
+        layout = (arr.shape, arr.dtype)
+        self.guard(f"numpy array {src.name}'s shape and dtype",
+                   lambda: _layout_of(src.current()), layout)
+
+        def read():
+            return src.current()
+        read.draws = False                   # (read, not drawn)
+        t = self.runtime_value(read, dt, src.name)
+        self._arrays[id(arr)] = t
+        self._keep.append(arr)
+        return t
+
     def _lift(self, t: Tensor, name: str, key=None) -> Node:
         k = len(self.lifted)
         node = make_node("input", (), (("name", name), ("slot", ("closure", k))),
                          tuple(t.shape), t.dtype)
         self.lifted[_key(t) if key is None else key] = (t, node)
         return node
+
+
+def _layout_of(v):
+    """(shape, dtype) of a numpy array, else None."""
+    return (v.shape, v.dtype) if type(v) is np.ndarray else None
+
+
+def _contents_of(v):
+    """(shape, dtype, bytes) of a numpy array, else None."""
+    return (v.shape, v.dtype.str, v.tobytes()) if type(v) is np.ndarray else None
 
 
 def _key(t: Tensor) -> int:
@@ -337,7 +386,7 @@ def trace(fn, args: tuple, static_argnums: tuple[int, ...], leaves_specs: list[L
     call_args, it = [], iter(dyn)
     for i, a in enumerate(args):
         call_args.append(a if i in static_argnums else next(it))
-    tracer = Tracer(fn)
+    tracer = Tracer(fn, len(args))
     tracer.breaks = breaks
     if stateful:      # (their .grad is the real argument's: see symgrad.tracing.grad_access)
         tracer.arg_stand_ins = {id(t) for t, s in zip(stand_ins, leaves_specs)
