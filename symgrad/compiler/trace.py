@@ -28,6 +28,7 @@ from ..ops import lax
 from ..tensor import Tensor, next_birth
 from ..graph import pytree
 from ..errors import TracerBoolError
+from ..autograd.grad_mode import _state as _grad_state
 from ..tracing import GraphBreak
 from . import sources
 from .breaks import Snapshot
@@ -409,6 +410,11 @@ def trace(fn, args: tuple, static_argnums: tuple[int, ...], leaves_specs: list[L
         # arguments backward() reached: the call hands their gradients to eager autograd
         arg_grads = [(i, _output_node(t._grad, tracer, i)) for i, t in enumerate(stand_ins)
                      if id(t) in tracer.arg_stand_ins and t._grad is not None]
+        if stateful:
+            _reached_twice(tracer, args, static_argnums)
+        if arg_grads or tracer._grad_backup:
+            # backward() ran: under no_grad the call raises (nothing requires grad)
+            tracer.guard("whether grad mode is enabled", _grad_enabled, _grad_enabled())
         effects, effect_nodes = collect(tracer, stateful, arg_writes, arg_grads)
     except Exception as e:
         if breaks and not isinstance(e, GraphBreak) and (
@@ -431,6 +437,23 @@ def trace(fn, args: tuple, static_argnums: tuple[int, ...], leaves_specs: list[L
     closure_paths = Guards([t for t, _ in closure], tracer.sources)
     return TraceResult(nodes, names, closure, out_nodes, out_structure,
                        out_names, tracer.hooked, effects, closure_paths, out_alias)
+
+
+def _grad_enabled() -> bool:
+    return _grad_state.grad
+
+
+def _reached_twice(tracer, args, static_argnums) -> None:
+    """A GraphBreak when the trace set the ``.grad`` of, or updated, a tensor passed as
+    an argument that it also reached through the function's closure (an optimizer over
+    it: ``opt = SGD([x]); step(x)``): the program would see two tensors where the call
+    has one, so the call runs as written."""
+    dyn = tuple(a for i, a in enumerate(args) if i not in static_argnums)
+    for v in pytree.flatten(dyn)[0]:
+        if isinstance(v, Tensor) and v._data is not None and v.requires_grad and (
+                id(v) in tracer._grad_backup or _key(v) in tracer.writes):
+            raise GraphBreak("updates the .grad or the value of an argument it also "
+                             "reaches through its closure (an optimizer over it)")
 
 
 def _aliases(out_leaves, stand_ins, tracer) -> tuple:

@@ -148,3 +148,49 @@ def test_reading_or_assigning_argument_grad_runs_as_written(backend, fn):
             _check(_grad(xs), _grad(xt), 1e-12)
     finally:
         logging.disable(logging.NOTSET)
+
+
+def test_optimizer_over_an_argument_runs_as_written(backend):
+    """The argument is also reached through the closure (``opt = SGD([x]); step(x)``)."""
+    outs = {}
+    for L, comp in ((torch, lambda f: torch.compile(f, backend="eager")),
+                    (sg, lambda f: sg.compile(f, backend=backend))):
+        x = L.tensor([1.0, 2.0, 3.0], dtype=L.float64, requires_grad=True)
+        opt = L.optim.SGD([x], lr=0.1, momentum=0.5)
+
+        def step(x, opt=opt):
+            opt.zero_grad()
+            loss = (x * x.sin()).sum()
+            loss.backward()
+            opt.step()
+            return loss.detach()
+        cf = comp(step)
+        logging.disable(logging.WARNING)
+        try:
+            losses = [cf(x).item() for _ in range(3)]
+        finally:
+            logging.disable(logging.NOTSET)
+        outs[L.__name__] = (losses, x.detach().tolist(), x.grad.tolist())
+    for a, b in zip(outs["symgrad"], outs["torch"]):
+        np.testing.assert_allclose(a, b, rtol=1e-13)
+
+
+def test_backward_under_no_grad_raises_as_torch(backend):
+    def g(y):
+        loss = (y ** 3).sum()
+        loss.backward(retain_graph=True)
+        loss.backward()
+        return loss.detach()
+    for L, comp in ((torch, lambda f: torch.compile(f, backend="eager")),
+                    (sg, lambda f: sg.compile(f, backend=backend))):
+        y = L.tensor([1.0, 2.0], requires_grad=True)
+        cg = comp(g)
+        cg(y)
+        assert y.grad.tolist() == [6.0, 24.0]
+        with L.no_grad():
+            with pytest.raises(RuntimeError, match="element 0 of tensors does not require "
+                                                   "grad and does not have a grad_fn"):
+                cg(y)
+        assert y.grad.tolist() == [6.0, 24.0]
+        cg(y)
+        assert y.grad.tolist() == [12.0, 48.0]
