@@ -144,3 +144,36 @@ def test_changed_defaults_trace_again(backend):
         res += [ch(x).tolist(), ck(x).tolist()]
         outs[L.__name__] = res
     assert outs["symgrad"] == outs["torch"]
+
+
+@pytest.mark.parametrize("np_dt,sg_dt,t_dt", DTYPES)
+def test_global_array_read_in_loop_bodies(backend, np_dt, sg_dt, t_dt):
+    """Read inside a fori_loop body (and a nested one): the loop captures the input."""
+    global NPG
+
+    def torch_prog(x):
+        h = x
+        for i in range(3):
+            c = h
+            for _ in range(2):
+                c = c + torch.tensor(NPG) * i
+            h = h * torch.tensor(NPG) + c
+        return h
+
+    def sg_prog(x):
+        def outer(i, h):
+            c = sg.fori_loop(0, 2, lambda j, c: c + sg.tensor(NPG) * i, h)
+            return h * sg.tensor(NPG) + c
+        return sg.fori_loop(0, 3, outer, x)
+    results = {}
+    for name, L, f in (("torch", torch, torch.compile(torch_prog, backend="eager")),
+                       ("symgrad", sg, sg.compile(sg_prog, backend=backend))):
+        NPG = np.array([1.0, 0.5, -2.0], dtype=np_dt)
+        x = L.tensor(np.array([0.25, 1.0, 2.0], dtype=np_dt))
+        res = [f(x).tolist()]
+        NPG[:] = [2.0, -1.0, 0.75]
+        res.append(f(x).tolist())
+        NPG = np.array([3.0, 3.0, 3.0], dtype=np_dt)
+        res.append(f(x).tolist())
+        results[name] = res
+    np.testing.assert_allclose(results["symgrad"], results["torch"], rtol=1e-6)
