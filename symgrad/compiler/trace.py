@@ -119,6 +119,7 @@ class Tracer:
     gates = False                # operands are not rewritten by bind (a traced branch's are)
     hooked = False               # a tensor hook was registered on a traced tensor
     arg_stand_ins = frozenset()  # ids of the stand-ins of arguments requiring grad
+    arrays_constant = False      # numpy arrays read are constants guarded by content
     breaks = False               # a Python effect stops the trace (symgrad.tracing.GraphBreak)
 
     def __init__(self, fn, given: int = 0):
@@ -262,9 +263,10 @@ class Tracer:
             return None
         if id(arr) in self._arrays:
             return self._arrays[id(arr)]
-        if arr.dtype.kind not in "fc":
+        if arr.dtype.kind not in "fc" or self.arrays_constant:
             # integers and booleans (indices, masks: they may decide shapes) stay
-            # constants of the program, guarded by their contents
+            # constants of the program, guarded by their contents (any array, in a trace
+            # where one read as an input was read in Python: see trace)
             self._arrays[id(arr)] = None
             self._keep.append(arr)
             self.guard(f"numpy array {src.name}", lambda: _contents_of(src.current()),
@@ -366,6 +368,24 @@ def _drop_writes(tracer, out_nodes, fn) -> None:
 def trace(fn, args: tuple, static_argnums: tuple[int, ...], leaves_specs: list[Leaf],
           structure, names: list[str], stateful: bool = True,
           writes: bool = True, breaks: bool = False) -> TraceResult:
+    """:func:`_trace`; when the function read in Python a value computed from a numpy
+    array it reaches (``int(torch.tensor(A).argmax())``), traced again with such arrays
+    as constants guarded by their contents (a change traces again)."""
+    try:
+        return _trace(fn, args, static_argnums, leaves_specs, structure, names, stateful,
+                      writes, breaks, False)
+    except _ArraysReadInPython:
+        return _trace(fn, args, static_argnums, leaves_specs, structure, names, stateful,
+                      writes, breaks, True)
+
+
+class _ArraysReadInPython(Exception):
+    """A trace reading numpy arrays as inputs read a traced value in Python."""
+
+
+def _trace(fn, args: tuple, static_argnums: tuple[int, ...], leaves_specs: list[Leaf],
+           structure, names: list[str], stateful: bool, writes: bool, breaks: bool,
+           arrays_constant: bool) -> TraceResult:
     """Run fn on symbolic stand-ins for the non-static arguments. ``stateful``: the
     program performs fn's state effects (symgrad.compile); else (gradient transforms)
     it has none (see :func:`~symgrad.compiler.effects.collect`). ``writes=False``: fn's
@@ -389,6 +409,7 @@ def trace(fn, args: tuple, static_argnums: tuple[int, ...], leaves_specs: list[L
         call_args.append(a if i in static_argnums else next(it))
     tracer = Tracer(fn, len(args))
     tracer.breaks = breaks
+    tracer.arrays_constant = arrays_constant
     if stateful:      # (their .grad is the real argument's: see symgrad.tracing.grad_access)
         tracer.arg_stand_ins = {id(t) for t, s in zip(stand_ins, leaves_specs)
                                 if s.requires_grad}
@@ -417,6 +438,9 @@ def trace(fn, args: tuple, static_argnums: tuple[int, ...], leaves_specs: list[L
             tracer.guard("whether grad mode is enabled", _grad_enabled, _grad_enabled())
         effects, effect_nodes = collect(tracer, stateful, arg_writes, arg_grads)
     except Exception as e:
+        if isinstance(e, TracerBoolError) and any(v is not None
+                                                  for v in tracer._arrays.values()):
+            raise _ArraysReadInPython() from e
         if breaks and not isinstance(e, GraphBreak) and (
                 isinstance(e, TracerBoolError) or tracer.writes or tracer._grad_backup
                 or any(t._node is not n for t, n in zip(stand_ins, nodes))):

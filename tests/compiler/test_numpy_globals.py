@@ -177,3 +177,22 @@ def test_global_array_read_in_loop_bodies(backend, np_dt, sg_dt, t_dt):
         res.append(f(x).tolist())
         results[name] = res
     np.testing.assert_allclose(results["symgrad"], results["torch"], rtol=1e-6)
+
+
+def test_global_array_read_in_python_is_a_guarded_constant(backend):
+    """A value computed from the array read in Python (a slice bound from argmax): the
+    array is a constant guarded by its contents -- a change traces again."""
+    global NPG
+    results = {}
+    for name, L, comp in (("torch", torch, lambda f: torch.compile(f, backend="eager")),
+                          ("symgrad", sg, lambda f: sg.compile(f, backend=backend))):
+        NPG = np.array([1.0, 5.0, 3.0])
+        f = comp(lambda x: x[: int(L.tensor(NPG).argmax()) + 1] * L.tensor(NPG)[0])
+        x = L.arange(3.0, dtype=L.float64)
+        res = [f(x).tolist()]
+        NPG[:] = [9.0, 1.0, 2.0]
+        res.append(f(x).tolist())
+        NPG = np.array([9.0, 1.0, 20.0])
+        res.append(f(x).tolist())
+        results[name] = res
+    assert results["symgrad"] == results["torch"]
