@@ -42,8 +42,9 @@ def python_effect(what: str) -> None:
 
 
 def grad_access(t) -> None:
-    """Called when a traced tensor's ``.grad`` is read or assigned: the stand-in of a
-    compiled function's argument has no ``.grad`` of its own -- the argument's lives
+    """Called when a traced tensor's ``.grad`` is read, assigned or retained: the
+    stand-in of a compiled function's argument has no ``.grad`` of its own -- the
+    argument's lives
     outside the call, and what a call reads there depends on earlier calls (None, or
     the gradients accumulated so far) -- so the trace stops and the call runs as written
     (torch.compile breaks its graph at ``.grad`` of an input alike)."""

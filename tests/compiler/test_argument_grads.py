@@ -194,3 +194,22 @@ def test_backward_under_no_grad_raises_as_torch(backend):
         assert y.grad.tolist() == [6.0, 24.0]
         cg(y)
         assert y.grad.tolist() == [12.0, 48.0]
+
+
+def test_retain_grad_of_a_non_leaf_argument_inside(backend):
+    def f(y):
+        y.retain_grad()
+        (y * y).sum().backward()
+        return y.detach() + 0
+    got = {}
+    for L, comp in ((torch, lambda f: torch.compile(f, backend="eager")),
+                    (sg, lambda f: sg.compile(f, backend=backend))):
+        x = L.tensor([1.0, 2.0], requires_grad=True)
+        y = x * 3
+        logging.disable(logging.WARNING)
+        try:
+            comp(f)(y)
+        finally:
+            logging.disable(logging.NOTSET)
+        got[L.__name__] = (x.grad.tolist(), y.grad.tolist())
+    assert got["symgrad"] == got["torch"]
