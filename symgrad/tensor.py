@@ -22,6 +22,7 @@ from .graph.shapes import wrap_dim
 from .graph.node import stop_gradient_node
 from .device import CPU
 from .errors import traced_value_error
+from .tracing import grad_access
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -270,12 +271,16 @@ class Tensor(_Methods):
 
     @property
     def grad(self) -> Tensor | None:
+        if self._data is None:
+            grad_access(self)
         if self.grad_fn is not None and not self._retains_grad:
             warnings.warn(_NON_LEAF_GRAD, UserWarning, stacklevel=2)
         return self._grad
 
     @grad.setter
     def grad(self, value: Tensor | None) -> None:
+        if self._data is None:
+            grad_access(self)
         if value is not None:
             if not isinstance(value, Tensor):
                 raise TypeError(f"assigned grad expected to be a Tensor or None but got grad "

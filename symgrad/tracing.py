@@ -4,7 +4,8 @@ state tracing shares with the eager core. ``symgrad.dispatch`` re-exports these 
 below the Tensor so that the tape and hooks can ask without importing ``dispatch``."""
 from __future__ import annotations
 
-__all__ = ["set_lifter", "tracing", "GraphBreak", "python_effect"]
+__all__ = ["set_lifter", "tracing", "GraphBreak", "python_effect", "grad_access",
+           "numpy_read"]
 
 _lifter = [None]         # the active tracer's hook turning eager tensors into nodes
 
@@ -38,3 +39,24 @@ def python_effect(what: str) -> None:
     the call runs uncompiled."""
     if getattr(_lifter[0], "breaks", False):
         raise GraphBreak(what)
+
+
+def grad_access(t) -> None:
+    """Called when a traced tensor's ``.grad`` is read, assigned or retained: the
+    stand-in of a compiled function's argument has no ``.grad`` of its own -- the
+    argument's lives
+    outside the call, and what a call reads there depends on earlier calls (None, or
+    the gradients accumulated so far) -- so the trace stops and the call runs as written
+    (torch.compile breaks its graph at ``.grad`` of an input alike)."""
+    if id(t) in getattr(_lifter[0], "arg_stand_ins", ()):
+        raise GraphBreak("reads or assigns the .grad of an argument")
+
+
+def numpy_read(arr):
+    """A numpy array turned into a tensor (``torch.tensor(A)``, ``x * A``) while a
+    compiled function is traced: when the function reaches ``arr`` by a path the trace
+    follows (a global, a closure cell, an attribute), the traced tensor reading that
+    path's array at each call (see :meth:`symgrad.compiler.trace.Tracer.numpy_input`),
+    else None (the array is a constant of the program)."""
+    hook = getattr(_lifter[0], "numpy_input", None)
+    return None if hook is None else hook(arr)

@@ -108,7 +108,7 @@ class _Joint:
         names = [f"arg{i}" for i in range(len(specs))]
         tr = trace(joint, tuple(specs), (), specs, structure, names)
         effects = tr.effects
-        if effects is not None and (effects.grads or effects.one_shot or effects.scalars):
+        if effects is not None and (effects.trains or effects.one_shot or effects.scalars):
             raise NotSplit("the joint trace has effects other than state updates")
         n_out, n_grad = recorded["n_out"], recorded["n_grad"]
         self.trace = tr

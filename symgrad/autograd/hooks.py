@@ -23,7 +23,7 @@ import weakref
 from collections import OrderedDict
 
 from ..tensor import Tensor
-from ..tracing import _lifter, python_effect
+from ..tracing import _lifter, grad_access, python_effect
 from ..utils.hooks import RemovableHandle
 
 __all__ = ["NodeHooks", "HookMixin", "register_tensor_hook", "register_post_accumulate_hook",
@@ -125,6 +125,8 @@ def register_post_accumulate_hook(t, hook) -> RemovableHandle:
 def retain_grad(t) -> None:
     """``Tensor.retain_grad``: a non-leaf keeps its gradient in ``.grad`` (after its
     tensor hooks have run)."""
+    if t._data is None:        # (a compiled function's argument: its .grad lives outside)
+        grad_access(t)
     if t.grad_fn is None:
         if not t._requires_grad:
             raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")

@@ -59,9 +59,11 @@ def batch_graph(outputs: list[Node], batched: dict[int, Node], size: int) -> lis
             env[id(node)] = (node if same else _remake(node, [n for n, _ in args]), False)
             continue
         rule = _rule(node.op)
-        if rule is None:
+        new = None if rule is None else rule(node, [n for n, _ in args],
+                                             [f for _, f in args], size)
+        if new is None:           # (no rule, or none for a node inside a loop's body)
             return None
-        env[id(node)] = (rule(node, [n for n, _ in args], [f for _, f in args], size), True)
+        env[id(node)] = (new, True)
     out = []
     for o in outputs:
         new, flag = env[id(o)]

@@ -214,7 +214,8 @@ def _state(effects) -> tuple:
     runtime values it reads (a draw's parameters: :func:`~.effects.draw_parameters`):
     alike at every size of a shape-generic program."""
     if effects is None:
-        return (), (), ()
+        return (), (), (), ()
     return ([id(t) for t in effects.writes],
             [(id(leaf), kind, id(payload)) for leaf, kind, payload in effects.grads],
+            list(effects.arg_grads),
             [draw_parameters(getter) for _, getter in effects.scalars])

@@ -586,7 +586,7 @@ class Compiled(ShapeGeneric):
         effects = tr.effects
         return (_grad_state.grad and not numpy_out and self.bridged
                 and isinstance(self.transform, Identity)
-                and not (effects is not None and (effects.grads or effects.one_shot))
+                and not (effects is not None and (effects.trains or effects.one_shot))
                 and (any(t._requires_grad for t, _ in tr.closure)
                      or any(isinstance(v, Tensor) and v._requires_grad for v in leaves)))
 
@@ -596,7 +596,7 @@ class Compiled(ShapeGeneric):
         return plain tensors."""
         effects = entry.effects
         if not self.bridged or not isinstance(self.transform, Identity) \
-                or (effects is not None and effects.grads):     # (a training step)
+                or (effects is not None and effects.trains):     # (a training step)
             return None
         if not any(t._requires_grad for t in entry.closure) \
                 and not any(s.requires_grad for s in entry.specs if s.kind == "tensor"):

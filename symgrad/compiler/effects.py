@@ -43,12 +43,13 @@ class Effects:
     scalars: list = field(default_factory=list)   # (input tensor, getter): runtime values
     one_shot: bool = False
     arg_writes: list = field(default_factory=list)   # argument leaves updated in place
+    arg_grads: list = field(default_factory=list)    # argument leaves backward() reached
 
     def __post_init__(self):
         # how many trailing outputs of the program are effect values; with none, the
         # program returns its results alone, else (results, effect values)
         self.n_outputs = len(self.writes) + sum(kind == "output" for _, kind, _ in self.grads) \
-            + len(self.arg_writes)
+            + len(self.arg_writes) + len(self.arg_grads)
         # guards sharing a version function (a counter of changes, e.g. of every module's
         # attributes) are read again only when it moved since they last all held: a
         # check costs O(changes), not O(guards) (one training guard per module call)
@@ -62,7 +63,9 @@ class Effects:
         self._seen: dict = {}
         self.drawn_now: dict = {}      # the last call's draws at its size (generic kernels)
         # whether a call updates state (a failing call then runs again as written)
-        self.mutates = bool(self.writes or self.grads or self.arg_writes)
+        self.mutates = bool(self.writes or self.grads or self.arg_writes or self.arg_grads)
+        # whether a call sets gradients (a training step): its outputs join no autograd
+        self.trains = bool(self.grads or self.arg_grads)
         # whether a runtime value is a random draw (a getter not marked ``draws = False``,
         # as an optimizer's options are): a call that fails restores the generator
         self.draws = any(getattr(getter, "draws", True) for _, getter in self.scalars)
@@ -145,6 +148,14 @@ class Effects:
             elif hasattr(a, "__dlpack__"):     # (a torch / jax array: its memory, shared)
                 from .trace import foreign_array   # late: trace imports this module
                 np.copyto(foreign_array(a), v, casting="unsafe")
+        for i in self.arg_grads:
+            v, a = next(it), args[i]
+            if isinstance(a, Tensor) and a.requires_grad:
+                # the gradient backward() gave the argument's stand-in in this call,
+                # handed to eager autograd at the argument itself: accumulated into a
+                # leaf's .grad (its hooks run), or on through a non-leaf's history
+                a.backward(Tensor._from_array(v if fresh else np.array(v, copy=True),
+                                              a._dtype))
 
 
 def draw_parameters(getter) -> tuple | None:
@@ -174,11 +185,13 @@ def _failed(guards) -> str | None:
     return None
 
 
-def collect(tracer, stateful: bool = True, arg_writes=()):
+def collect(tracer, stateful: bool = True, arg_writes=(), arg_grads=()):
     """(Effects or None, the nodes of the effect outputs) at the end of a trace, before
     the tracer restores the ``.grad`` it changed. ``stateful=False`` (a gradient
     transform): ``.grad`` assignments are dropped, as ``jax.grad`` has no side effects,
-    and in-place updates of state are refused."""
+    and in-place updates of state are refused. ``arg_writes`` / ``arg_grads``: (argument
+    position, node) of the arguments updated in place / of the gradients backward()
+    gave arguments requiring grad."""
     grads, grad_nodes = [], []
     if stateful:
         for leaf, before in tracer._grad_backup.values():
@@ -194,13 +207,15 @@ def collect(tracer, stateful: bool = True, arg_writes=()):
                            "whose calls perform such updates, or evaluate the module in "
                            "eval() mode")
     arg_writes = list(arg_writes) if stateful else []
+    arg_grads = list(arg_grads) if stateful else []
     if not (writes or grads or tracer.guards or tracer.scalars or tracer.one_shot
-            or arg_writes):
+            or arg_writes or arg_grads):
         return None, []
     eff = Effects([t for t, _, _ in writes], [i for _, _, i in writes], grads,
                   list(tracer.guards), list(tracer.scalars), tracer.one_shot,
-                  [i for i, _ in arg_writes])
-    return eff, [n for _, n, _ in writes] + grad_nodes + [n for _, n in arg_writes]
+                  [i for i, _ in arg_writes], [i for i, _ in arg_grads])
+    return eff, ([n for _, n, _ in writes] + grad_nodes + [n for _, n in arg_writes]
+                 + [n for _, n in arg_grads])
 
 
 def _shares(t, tracer) -> bool:

@@ -12,7 +12,7 @@ Entry points: :func:`has_while` and :func:`forward_tangents`."""
 from __future__ import annotations
 
 from ..graph.body import Body
-from ..graph.node import Node, make_node, toposort
+from ..graph.node import Node, const, make_node, toposort
 from ..graph.primitives import JVP_RULES, PRIMITIVES
 from ..graph.shapes import numel
 from ..ops import lax
@@ -35,7 +35,10 @@ def _t(node: Node):
 
 
 def _zeros(like: Node) -> Node:
-    return lax.full(like.shape, 0, like.dtype)._node
+    """A node of zeros shaped like ``like`` (a constant: ``full`` outside a trace is
+    eager)."""
+    z = lax.full(like.shape, 0, like.dtype)
+    return z._node if z._node is not None else const(z._data, like.dtype)
 
 
 def forward_tangents(outs: list[Node], wrt: list[Node], tangents: list[Node]) -> list[Node]:

@@ -13,8 +13,9 @@ constants). The generated function answers only "nothing changed" (True) or "loo
 something changed, and is asked whenever the generated check fails.
 
 A root getter says how it reads its root through its ``guard_root`` attribute (set where
-:mod:`symgrad.compiler.sources` makes it): ``("global", dict, name)``, ``("cell", cell)``
-or ``("const", obj)``; any other getter is called.
+:mod:`symgrad.compiler.sources` makes it): ``("global", dict, name)``, ``("cell", cell)``,
+``("default", function, index)``, ``("kwdefault", function, name)`` or ``("const", obj)``;
+any other getter is called.
 """
 from __future__ import annotations
 
@@ -99,6 +100,10 @@ class _Writer:
             expr = f"{self.constant(how[1])}.get({how[2]!r}, _M)"
         elif kind == "cell":
             expr = f"{self.constant(how[1])}.cell_contents"
+        elif kind == "default":
+            expr = f"{self.constant(how[1])}.__defaults__[{how[2]}]"
+        elif kind == "kwdefault":
+            expr = f"{self.constant(how[1])}.__kwdefaults__[{how[2]!r}]"
         else:
             expr = f"{self.constant(get)}()"
         return self._assign(key, expr)

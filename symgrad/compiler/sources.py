@@ -144,7 +144,7 @@ class Found(dict):
     function or module the program inlined; whether a bound cut the search."""
 
     __slots__ = ("modules", "layouts", "identities", "module_paths", "cut", "fn", "ticket",
-                 "constants", "names", "item_keys")
+                 "constants", "names", "item_keys", "arrays", "given")
 
     def __init__(self):
         super().__init__()
@@ -157,7 +157,9 @@ class Found(dict):
         self.constants: list = []    # (source, attribute name or None) of Python constants
         self.names: set = set()      # attribute / global names the code met may read
         self.item_keys: set = set()  # the str / int constants of the code met (subscripts)
+        self.arrays: dict = {}       # the sources of numpy arrays (by id)
         self.fn = None               # what was searched
+        self.given = 0               # how many positional arguments its call passed
         self.ticket = _registration[0]   # the registration counter when it began
 
     def extend(self, closure: list) -> None:
@@ -165,7 +167,7 @@ class Found(dict):
         wanted = {id(t) for t in closure if id(t) not in self}
         if not (wanted and self.cut):
             return
-        deep = find(self.fn, wanted)
+        deep = find(self.fn, wanted, self.given)
         for key in wanted & deep.keys():
             self[key] = deep[key]
         known = {id(m) for m in self.modules}
@@ -372,7 +374,7 @@ def _same_constant(a, b) -> bool:
     return a == b
 
 
-def find(fn, wanted: set | None = None) -> Found:
+def find(fn, wanted: set | None = None, given: int = 0) -> Found:
     """The sources of the tensors ``fn`` can reach (by id), shortest path first; functions
     it reaches (a global ``loss`` calling ``model``, a module's ``forward``, a method of an
     object it reads) are searched as well.
@@ -380,9 +382,11 @@ def find(fn, wanted: set | None = None) -> Found:
     Each root has its own bound (a huge list read first does not hide the weight read
     after it); where a bound or the depth through plain objects cut the search,
     ``found.cut`` says so. With ``wanted`` (ids of tensors), the search goes on without
-    those bounds -- up to ``_DEEP_VISITS`` objects -- until it found them all."""
+    those bounds -- up to ``_DEEP_VISITS`` objects -- until it found them all. ``given``:
+    how many positional arguments the traced call passes ``fn`` (the defaults of those
+    parameters are not read, so not guarded)."""
     found = Found()
-    found.fn, found.ticket = fn, _registration[0]
+    found.fn, found.ticket, found.given = fn, _registration[0], given
     _search(fn, found, wanted)
     if found.modules:
         found.layouts.append(_Layout(found.modules))
@@ -404,7 +408,7 @@ def _search(fn, found: Found, wanted: set | None) -> None:
         user = _user_code(f)
         found.names.update(_read_names(f))
         found.item_keys.update(_item_keys(f))
-        for name, root, obj, variable in _roots(f):
+        for name, root, obj, variable in _roots(f, found.given if f is fn else 0):
             if total <= 0:
                 found.cut = True
                 return
@@ -428,7 +432,7 @@ def _identity_guarded(obj) -> bool:
     return _is_module(obj)
 
 
-def _roots(fn):
+def _roots(fn, given: int = 0):
     """(name, getter of the root now, the root now, whether it can be rebound) for what
     ``fn`` can read."""
     target = inspect.unwrap(fn) if callable(fn) else fn
@@ -443,6 +447,7 @@ def _roots(fn):
         module = target
         yield "self", _const_root(module), module, False
         target = getattr(type(module), "forward", None)
+        given += 1                             # (self: passed)
         if target is None:
             return
     elif not isinstance(target, (types.FunctionType, types.MethodType)):
@@ -453,6 +458,7 @@ def _roots(fn):
     if self_obj is not None and not isinstance(self_obj, types.ModuleType):
         yield "self", _const_root(self_obj), self_obj, False
         target = getattr(target, "__func__", target)
+        given += 1
     code = getattr(target, "__code__", None)
     if code is None:
         return
@@ -476,8 +482,27 @@ def _roots(fn):
             yield var, get, value, True
             if isinstance(value, (types.ModuleType, type)):
                 yield from _module_attributes(var, get, value, names)
-    for i, value in enumerate(getattr(target, "__defaults__", None) or ()):
-        yield f"default{i}", _const_root(value), value, False
+    # defaults: re-read from the function at every call (``f.__defaults__ = ...``
+    # rebinds them, as torch.compile's guards on ``__defaults__`` notice), those of the
+    # parameters the call passes aside; indexed from the end, as Python matches them
+    defaults = getattr(target, "__defaults__", None) or ()
+    first = code.co_argcount - len(defaults)        # the first parameter with a default
+    for i, value in enumerate(defaults):
+        if first + i < given:
+            continue
+        get = (lambda target=target, i=i - len(defaults): _default(target, i))
+        get.guard_root = ("default", target, i - len(defaults))
+        yield f"{target.__name__}.__defaults__[{i - len(defaults)}]", get, value, True
+    for key, value in (getattr(target, "__kwdefaults__", None) or {}).items():
+        get = (lambda target=target, key=key: (target.__kwdefaults__ or {}).get(key, _MISSING))
+        get.guard_root = ("kwdefault", target, key)
+        yield f"{target.__name__}.__kwdefaults__[{key!r}]", get, value, True
+
+
+def _default(fn, i: int):
+    """``fn.__defaults__[i]`` now (the sentinel when there is none)."""
+    defaults = fn.__defaults__ or ()
+    return defaults[i] if -len(defaults) <= i < len(defaults) else _MISSING
 
 
 def _const_root(value):
@@ -682,6 +707,10 @@ def _walk(obj, name, root, found, seen, functions, budget, max_depth) -> int:
         if isinstance(obj, Tensor):
             if id(obj) not in found:
                 found[id(obj)] = Source(name, root, steps, governed and bool(steps))
+            continue
+        if type(obj) is np.ndarray:      # (a numpy array a trace may read: an input then)
+            if id(obj) not in found.arrays:
+                found.arrays[id(obj)] = Source(name, root, steps, governed and bool(steps))
             continue
         if steps and steps[-1][0] in ("attr", "classattr") and _is_constant(obj):
             if not (governed and steps[-1] == ("attr", "training")):   # (Module.__call__

@@ -30,6 +30,7 @@ from ..graph.primitives import PRIMITIVES as P
 from ..tensor import Tensor, next_birth
 from ..graph import pytree
 from ..errors import TracerBoolError
+from ..autograd.grad_mode import _state as _grad_state
 from ..tracing import GraphBreak
 from . import sources
 from .breaks import Snapshot
@@ -119,12 +120,16 @@ class Tracer:
     captures_traced = False      # outer traced values keep their nodes (a loop body's do not)
     gates = False                # operands are not rewritten by bind (a traced branch's are)
     hooked = False               # a tensor hook was registered on a traced tensor
+    arg_stand_ins = frozenset()  # ids of the stand-ins of arguments requiring grad
+    arrays_constant = False      # numpy arrays read are constants guarded by content
     breaks = False               # a Python effect stops the trace (symgrad.tracing.GraphBreak)
 
-    def __init__(self, fn):
+    def __init__(self, fn, given: int = 0):
         self.start = next_birth()       # tensors born before this are "outer"
         self.lifted: dict[object, tuple[Tensor, Node]] = {}   # storage id (or ("leaf", id))
-        self.sources = sources.find(fn)  # where fn finds the tensors it closes over
+        # where fn finds the tensors it closes over (called with ``given`` positional
+        # arguments: the defaults of those it does not read)
+        self.sources = sources.find(fn, given=given)
         self._grad_backup: dict[int, tuple[Tensor, object]] = {}
         self.writes: dict[int, tuple[Tensor, Node]] = {}   # eager tensor -> its new value
         self.adopted: set[int] = set()     # tensors made here that are state (see adopt)
@@ -135,6 +140,7 @@ class Tracer:
         self.views: dict[object, weakref.WeakSet] = {}   # storage id -> traced views of it
         self._roots: dict[int, dict] = {}  # id of a memory owner -> {storage id: tensor}
         self._bumped: list = []            # version counters the trace's writes bumped
+        self._arrays: dict = {}            # id of a numpy array read -> its input tensor
 
     def backup_grad(self, leaf: Tensor, accumulates: bool = False) -> None:
         """Remember an eager leaf's .grad before backward() or zero_grad() inside the
@@ -328,6 +334,43 @@ class Tracer:
         self._lift(t, name)
         return t
 
+    def numpy_input(self, arr: np.ndarray) -> Tensor | None:
+        """The tensor for a numpy array the function reaches by a path (a global, a
+        closure cell, an attribute: ``torch.tensor(A)``, ``x * A``), or None: an input of
+        the program holding that path's array at each call -- updated in place or rebound
+        to an array of the same shape and dtype, the call reads it as torch.compile does
+        (which makes such arrays graph inputs); another shape or dtype traces again. An
+        integer or boolean array stays a constant (None), guarded by its contents."""
+        src = getattr(self.sources, "arrays", {}).get(id(arr))
+        if src is None:
+            return None
+        if id(arr) in self._arrays:
+            return self._arrays[id(arr)]
+        if arr.dtype.kind not in "fc" or self.arrays_constant:
+            # integers and booleans (indices, masks: they may decide shapes) stay
+            # constants of the program, guarded by their contents (any array, in a trace
+            # where one read as an input was read in Python: see trace)
+            self._arrays[id(arr)] = None
+            self._keep.append(arr)
+            self.guard(f"numpy array {src.name}", lambda: _contents_of(src.current()),
+                       _contents_of(arr))
+            return None
+        try:
+            dt = dtypes.from_numpy_dtype(arr.dtype)
+        except (TypeError, KeyError, ValueError):
+            return None
+        layout = (arr.shape, arr.dtype)
+        self.guard(f"numpy array {src.name}'s shape and dtype",
+                   lambda: _layout_of(src.current()), layout)
+
+        def read():
+            return src.current()
+        read.draws = False                   # (read, not drawn)
+        t = self.runtime_value(read, dt, src.name)
+        self._arrays[id(arr)] = t
+        self._keep.append(arr)
+        return t
+
     def _lift(self, t: Tensor, name: str, key=None) -> Node:
         k = len(self.lifted)
         node = make_node("input", (), (("name", name), ("slot", ("closure", k))),
@@ -377,6 +420,14 @@ def overlaid(a: np.ndarray, node: Node, others: list) -> Node:
         vals = lax.take(lax.reshape(Tensor._from_node(b_node), (b.size,)), src, 0)
         node = lax.reshape(dispatch.bind(P["index_put"], flat, dst, vals), a.shape)._node
     return node
+def _layout_of(v):
+    """(shape, dtype) of a numpy array, else None."""
+    return (v.shape, v.dtype) if type(v) is np.ndarray else None
+
+
+def _contents_of(v):
+    """(shape, dtype, bytes) of a numpy array, else None."""
+    return (v.shape, v.dtype.str, v.tobytes()) if type(v) is np.ndarray else None
 
 
 def _key(t: Tensor) -> int:
@@ -441,6 +492,24 @@ def _drop_writes(tracer, out_nodes, fn) -> None:
 def trace(fn, args: tuple, static_argnums: tuple[int, ...], leaves_specs: list[Leaf],
           structure, names: list[str], stateful: bool = True,
           writes: bool = True, breaks: bool = False) -> TraceResult:
+    """:func:`_trace`; when the function read in Python a value computed from a numpy
+    array it reaches (``int(torch.tensor(A).argmax())``), traced again with such arrays
+    as constants guarded by their contents (a change traces again)."""
+    try:
+        return _trace(fn, args, static_argnums, leaves_specs, structure, names, stateful,
+                      writes, breaks, False)
+    except _ArraysReadInPython:
+        return _trace(fn, args, static_argnums, leaves_specs, structure, names, stateful,
+                      writes, breaks, True)
+
+
+class _ArraysReadInPython(Exception):
+    """A trace reading numpy arrays as inputs read a traced value in Python."""
+
+
+def _trace(fn, args: tuple, static_argnums: tuple[int, ...], leaves_specs: list[Leaf],
+           structure, names: list[str], stateful: bool, writes: bool, breaks: bool,
+           arrays_constant: bool) -> TraceResult:
     """Run fn on symbolic stand-ins for the non-static arguments. ``stateful``: the
     program performs fn's state effects (symgrad.compile); else (gradient transforms)
     it has none (see :func:`~symgrad.compiler.effects.collect`). ``writes=False``: fn's
@@ -462,8 +531,12 @@ def trace(fn, args: tuple, static_argnums: tuple[int, ...], leaves_specs: list[L
     call_args, it = [], iter(dyn)
     for i, a in enumerate(args):
         call_args.append(a if i in static_argnums else next(it))
-    tracer = Tracer(fn)
+    tracer = Tracer(fn, len(args))
     tracer.breaks = breaks
+    tracer.arrays_constant = arrays_constant
+    if stateful:      # (their .grad is the real argument's: see symgrad.tracing.grad_access)
+        tracer.arg_stand_ins = {id(t) for t, s in zip(stand_ins, leaves_specs)
+                                if s.requires_grad}
     snapshot = Snapshot(fn) if breaks else None
     prev = dispatch.set_lifter(tracer)
     try:
@@ -479,8 +552,19 @@ def trace(fn, args: tuple, static_argnums: tuple[int, ...], leaves_specs: list[L
         # arguments updated in place (x.sub_(m), x[i] = v): the call writes them back
         arg_writes = [(i, t._node) for i, (t, n) in enumerate(zip(stand_ins, nodes))
                       if t._node is not n] if writes else []
-        effects, effect_nodes = collect(tracer, stateful, arg_writes)
+        # arguments backward() reached: the call hands their gradients to eager autograd
+        arg_grads = [(i, _output_node(t._grad, tracer, i)) for i, t in enumerate(stand_ins)
+                     if id(t) in tracer.arg_stand_ins and t._grad is not None]
+        if stateful:
+            _reached_twice(tracer, args, static_argnums)
+        if arg_grads or tracer._grad_backup:
+            # backward() ran: under no_grad the call raises (nothing requires grad)
+            tracer.guard("whether grad mode is enabled", _grad_enabled, _grad_enabled())
+        effects, effect_nodes = collect(tracer, stateful, arg_writes, arg_grads)
     except Exception as e:
+        if isinstance(e, TracerBoolError) and any(v is not None
+                                                  for v in tracer._arrays.values()):
+            raise _ArraysReadInPython() from e
         if breaks and not isinstance(e, GraphBreak) and (
                 isinstance(e, TracerBoolError) or tracer.writes or tracer._grad_backup
                 or any(t._node is not n for t, n in zip(stand_ins, nodes))):
@@ -501,6 +585,23 @@ def trace(fn, args: tuple, static_argnums: tuple[int, ...], leaves_specs: list[L
     closure_paths = Guards([t for t, _ in closure], tracer.sources)
     return TraceResult(nodes, names, closure, out_nodes, out_structure,
                        out_names, tracer.hooked, effects, closure_paths, out_alias)
+
+
+def _grad_enabled() -> bool:
+    return _grad_state.grad
+
+
+def _reached_twice(tracer, args, static_argnums) -> None:
+    """A GraphBreak when the trace set the ``.grad`` of, or updated, a tensor passed as
+    an argument that it also reached through the function's closure (an optimizer over
+    it: ``opt = SGD([x]); step(x)``): the program would see two tensors where the call
+    has one, so the call runs as written."""
+    dyn = tuple(a for i, a in enumerate(args) if i not in static_argnums)
+    for v in pytree.flatten(dyn)[0]:
+        if isinstance(v, Tensor) and v._data is not None and v.requires_grad and (
+                id(v) in tracer._grad_backup or _key(v) in tracer.writes):
+            raise GraphBreak("updates the .grad or the value of an argument it also "
+                             "reaches through its closure (an optimizer over it)")
 
 
 def _aliases(out_leaves, stand_ins, tracer) -> tuple:

@@ -12,6 +12,7 @@ from ..graph import dtypes
 from ..tensor import Tensor
 from ..ops import lax
 from ..device import check_device
+from ..tracing import numpy_read
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -96,6 +97,9 @@ def tensor(data: TensorLike, dtype: DTypeLike | None = None, device: DeviceLike 
         dt = dtypes.as_dtype(dtype) if dtype is not None else data.dtype
     elif isinstance(data, np.ndarray):
         dt = dtypes.as_dtype(dtype) if dtype is not None else dtypes.from_numpy_dtype(data.dtype)
+        read = None if requires_grad else numpy_read(data)
+        if read is not None:            # (a compiled function's global array: an input)
+            return read if read.dtype is dt else lax.cast(read, dt)
         arr = np.array(data, copy=True)
     else:
         dt = dtypes.as_dtype(dtype) if dtype is not None else _infer_dtype(data)
@@ -127,6 +131,9 @@ def as_tensor(data: TensorLike, dtype: DTypeLike | None = None,
         return lax.cast(data, dtypes.as_dtype(dtype))
     if isinstance(data, np.ndarray):
         dt = dtypes.as_dtype(dtype) if dtype is not None else dtypes.from_numpy_dtype(data.dtype)
+        read = numpy_read(data)
+        if read is not None:            # (a compiled function's global array: an input)
+            return read if read.dtype is dt else lax.cast(read, dt)
         arr = data if data.dtype == dt.np else data.astype(dt.np)
         return Tensor._from_array(arr, dt)
     return tensor(data, dtype=dtype)
@@ -136,7 +143,9 @@ def from_numpy(arr: np.ndarray) -> Tensor:
     """A tensor sharing memory with the numpy array `arr`."""
     if not isinstance(arr, np.ndarray):
         raise TypeError(f"expected np.ndarray (got {type(arr).__name__})")
-    return Tensor._from_array(arr, dtypes.from_numpy_dtype(arr.dtype))
+    read = numpy_read(arr)              # (a compiled function's global array: an input)
+    return read if read is not None else Tensor._from_array(arr,
+                                                            dtypes.from_numpy_dtype(arr.dtype))
 
 
 def scalar_tensor(value: int | float | bool, dtype: DTypeLike | None = None) -> Tensor:

@@ -53,6 +53,18 @@ class Capture:
 
     parent = None
 
+    def numpy_input(self, arr):
+        """A numpy array the traced function reaches (see :func:`symgrad.tracing.numpy_read`),
+        read in the body: the enclosing trace's input for it, captured like any outer
+        tensor (None: a constant)."""
+        hook = getattr(self.parent, "numpy_input", None)
+        t = None if hook is None else hook(arr)
+        if t is not None and id(t) not in self.captured:
+            k = len(self.captured)
+            node = L.body_input(self.level, self.first + k, f"k{k}", t.shape, t.dtype)
+            self.captured[id(t)] = (t, node)
+        return t
+
     @property
     def hooked(self) -> bool:
         return self.parent is not None and self.parent.hooked
