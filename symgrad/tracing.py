@@ -4,7 +4,7 @@ state tracing shares with the eager core. ``symgrad.dispatch`` re-exports these 
 below the Tensor so that the tape and hooks can ask without importing ``dispatch``."""
 from __future__ import annotations
 
-__all__ = ["set_lifter", "tracing", "GraphBreak", "python_effect"]
+__all__ = ["set_lifter", "tracing", "GraphBreak", "ValueSized", "python_effect", "value_sized"]
 
 _lifter = [None]         # the active tracer's hook turning eager tensors into nodes
 
@@ -38,3 +38,17 @@ def python_effect(what: str) -> None:
     the call runs uncompiled."""
     if getattr(_lifter[0], "breaks", False):
         raise GraphBreak(what)
+
+
+class ValueSized(GraphBreak):
+    """A ``symgrad.compile`` trace met a result whose size depends on traced values
+    (``x[x > 0]``, ``nonzero``, ``unique``, ``bincount``): the program cannot be traced
+    further and the signature runs uncompiled (torch.compile's graph break there)."""
+
+
+def value_sized(what: str) -> None:
+    """Called before refusing a value-sized result of ``what`` on a traced input: inside a
+    ``symgrad.compile`` trace it raises :class:`ValueSized` (the call runs as written);
+    elsewhere (gradient transforms, vmap) it returns and the caller raises its error."""
+    if getattr(_lifter[0], "breaks", False):
+        raise ValueSized(f"{what}'s result size depends on traced values")

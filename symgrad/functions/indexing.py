@@ -11,7 +11,7 @@ import numpy as np
 
 from ..graph import dtypes
 from ..dispatch import bind
-from ..tracing import _lifter
+from ..tracing import _lifter, value_sized
 from ..ops import lax
 from ..graph.primitives import PRIMITIVES as P
 from .common import Tensor, to_tensor
@@ -277,6 +277,8 @@ def positions(x: Tensor, key) -> np.ndarray:
     for axis, k in enumerate(key):
         if isinstance(k, Tensor):
             if k._data is None:
+                if k.dtype is dtypes.bool_:
+                    value_sized("boolean-mask indexing x[mask]")
                 raise TypeError("indexing with several or boolean traced index tensors is not "
                                 "supported inside symgrad.compile; index one dimension at a "
                                 "time with an integer tensor, or use symgrad.where")
