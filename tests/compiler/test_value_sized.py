@@ -53,3 +53,70 @@ def test_value_sized_with_fullgraph_raises_and_grad_names_the_op():
         sg.func.grad(lambda x: (x * x.nonzero().shape[0]).sum())(sg.tensor([1.0, 0.0]))
     with pytest.raises(TypeError, match="masked_select"):
         sg.grad(lambda x: sg.masked_select(x, x > 0).sum())(sg.tensor([1.0, -1.0]))
+
+
+def _mask_writes(case):
+    def f(L, x, b):
+        a = x * 1
+        if case == "scalar":
+            a[a > 0.5] = 0
+        elif case == "add_scalar":
+            a[a < 0] += 10
+        elif case == "row_mask_broadcast":
+            a[a.sum(1) > 0] = b * 2
+        elif case == "column_mask":
+            a[:, a[0] > 0] = b[:1] * 3
+        elif case == "count_sized":        # one value per True: the graph break
+            m = a > 0
+            a[m] = L.arange(int(m.sum()), dtype=a.dtype) * b.sum()
+        return (a * a).sum() + a.sum(), a
+    return f
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("case", ["scalar", "add_scalar", "row_mask_broadcast",
+                                  "column_mask", "count_sized"])
+def test_mask_assignment_in_compile(case, dtype):
+    f = _mask_writes(case)
+    tc = torch.compile(lambda x, b: f(torch, x, b), backend="eager")
+    sc = sg.compile(lambda x, b: f(sg, x, b))
+    rng = np.random.default_rng(0)
+    for _ in range(2):
+        x0, b0 = rng.normal(size=(3, 4)).astype(dtype), rng.normal(size=(4,)).astype(dtype)
+        tx, tb = torch.tensor(x0, requires_grad=True), torch.tensor(b0, requires_grad=True)
+        sx, sb = sg.tensor(x0, requires_grad=True), sg.tensor(b0, requires_grad=True)
+        (want, wa), (got, ga) = tc(tx, tb), sc(sx, sb)
+        want.backward()
+        got.backward()
+        np.testing.assert_allclose(ga.detach().numpy(), wa.detach().numpy(), **TOL[dtype])
+        np.testing.assert_allclose(got.item(), want.item(), **TOL[dtype])
+        np.testing.assert_allclose(sx.grad.numpy(), tx.grad.numpy(), **TOL[dtype])
+        if tb.grad is None:
+            assert sb.grad is None
+        else:
+            np.testing.assert_allclose(sb.grad.numpy(), tb.grad.numpy(), **TOL[dtype])
+    if case in ("scalar", "row_mask_broadcast", "column_mask"):
+        assert sc.misses == 1 and "uncompiled" not in (sc.last_miss_reason or "")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("case", ["scalar", "row_mask_broadcast", "column_mask"])
+def test_mask_assignment_under_func_grad(case, dtype):
+    f = _mask_writes(case)
+    rng = np.random.default_rng(1)
+    x0, b0 = rng.normal(size=(3, 4)).astype(dtype), rng.normal(size=(4,)).astype(dtype)
+    want = torch.func.grad(lambda x, b: f(torch, x, b)[0], argnums=(0, 1))(
+        torch.tensor(x0), torch.tensor(b0))
+    got = sg.func.grad(lambda x, b: f(sg, x, b)[0], argnums=(0, 1))(
+        sg.tensor(x0), sg.tensor(b0))
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g.numpy(), w.numpy(), **TOL[dtype])
+
+
+def test_count_sized_mask_value_under_grad_is_refused_naming_it():
+    def f(x):
+        a = x * 1
+        a[a > 0] = sg.tensor([5.0, 6.0])
+        return a.sum()
+    with pytest.raises(TypeError, match="one value per True"):
+        sg.func.grad(f)(sg.tensor([1.0, -1.0, 2.0]))
