@@ -4,8 +4,8 @@ state tracing shares with the eager core. ``symgrad.dispatch`` re-exports these 
 below the Tensor so that the tape and hooks can ask without importing ``dispatch``."""
 from __future__ import annotations
 
-__all__ = ["set_lifter", "tracing", "GraphBreak", "python_effect", "grad_access",
-           "numpy_read"]
+__all__ = ["set_lifter", "tracing", "GraphBreak", "ValueSized", "python_effect", "value_sized",
+           "grad_access", "numpy_read"]
 
 _lifter = [None]         # the active tracer's hook turning eager tensors into nodes
 
@@ -60,3 +60,15 @@ def numpy_read(arr):
     else None (the array is a constant of the program)."""
     hook = getattr(_lifter[0], "numpy_input", None)
     return None if hook is None else hook(arr)
+class ValueSized(GraphBreak):
+    """A ``symgrad.compile`` trace met a result whose size depends on traced values
+    (``x[x > 0]``, ``nonzero``, ``unique``, ``bincount``): the program cannot be traced
+    further and the signature runs uncompiled (torch.compile's graph break there)."""
+
+
+def value_sized(what: str) -> None:
+    """Called before refusing a value-sized result of ``what`` on a traced input: inside a
+    ``symgrad.compile`` trace it raises :class:`ValueSized` (the call runs as written);
+    elsewhere (gradient transforms, vmap) it returns and the caller raises its error."""
+    if getattr(_lifter[0], "breaks", False):
+        raise ValueSized(f"{what}'s result size depends on traced values")

@@ -24,7 +24,7 @@ from .. import dispatch
 from ..autograd.grad_mode import _state as _grad_state
 from ..config import settings
 from ..errors import TracerBoolError
-from ..tracing import GraphBreak
+from ..tracing import GraphBreak, ValueSized
 from ..graph import dtypes, pytree
 from ..functions import random as random_functions
 from ..functions.creation import as_tensor
@@ -256,10 +256,12 @@ class Compiled(ShapeGeneric):
         try:
             entry = self._build(args, key, leaves, names)
         except GraphBreak as e:
+            why = (f"computes a value-sized result ({e})" if isinstance(e, ValueSized)
+                   else f"changes Python state while traced ({e})")
             if self.fullgraph:
-                raise GraphBreak(f"symgrad.compile(fullgraph=True): {self._name()} changes "
-                                 f"Python state while traced ({e})") from None
-            self._break(key, f"changes Python state while traced ({e})")
+                raise type(e)(f"symgrad.compile(fullgraph=True): {self._name()} {why}") \
+                    from None
+            self._break(key, why)
             return self._as_written(args)
         except (RuntimeError, Untraceable) as e:
             if isinstance(e, Untraceable):

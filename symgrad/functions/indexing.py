@@ -11,7 +11,7 @@ import numpy as np
 
 from ..graph import dtypes
 from ..dispatch import bind
-from ..tracing import _lifter
+from ..tracing import _lifter, value_sized
 from ..ops import lax
 from ..graph.primitives import PRIMITIVES as P
 from .common import Tensor, to_tensor
@@ -22,6 +22,7 @@ from .inplace import assign_positions
 from ..autograd import grad_mode
 from ..ops import lax as _lax
 from .shape import expand
+from .elementwise import where
 
 if TYPE_CHECKING:
     from ..types import Index, TensorLike
@@ -277,6 +278,8 @@ def positions(x: Tensor, key) -> np.ndarray:
     for axis, k in enumerate(key):
         if isinstance(k, Tensor):
             if k._data is None:
+                if k.dtype is dtypes.bool_:
+                    value_sized("boolean-mask indexing x[mask]")
                 raise TypeError("indexing with several or boolean traced index tensors is not "
                                 "supported inside symgrad.compile; index one dimension at a "
                                 "time with an integer tensor, or use symgrad.where")
@@ -393,6 +396,8 @@ def _set_traced(x: Tensor, nkey, value) -> None:
     refused, saying which."""
     j = next(n for n, k in enumerate(nkey) if isinstance(k, Tensor))
     k = nkey[j]
+    if k.dtype is dtypes.bool_ and _set_masked(x, nkey, j, k, value):
+        return
     if (k.dtype.category != "int" or any(isinstance(o, Tensor) for o in nkey[j + 1:])
             or not all(isinstance(o, slice) and _whole(o, x.shape[a])
                        for a, o in enumerate(nkey) if a != j)):
@@ -404,6 +409,47 @@ def _set_traced(x: Tensor, nkey, value) -> None:
     if not isinstance(value, Tensor):
         value = _lax.full((), value, x.dtype)
     x.index_put_(tuple(lead) + (k,), value.to(x.dtype))
+
+
+def _set_masked(x: Tensor, nkey, j: int, mask: Tensor, value) -> bool:
+    """``x[mask] = v`` (``x[:, mask] = v``) with a traced boolean mask and a value whose
+    shape does not depend on the mask's count (a scalar, or broadcast along the masked
+    axis): ``x.copy_(where(mask, v, x))`` -- a static shape. A value with one element per
+    True (its size depends on the mask's values) takes the graph break inside
+    ``symgrad.compile`` and is refused elsewhere. False: another key (the caller's error)."""
+    if (any(isinstance(o, Tensor) for o in nkey[j + 1:]) or mask.dim() == 0
+            or not all(isinstance(o, slice) and _whole(o, x.shape[a])
+                       for a, o in enumerate(nkey) if a != j)):
+        return False
+    end = j + mask.dim()
+    if tuple(mask.shape) != tuple(x.shape[j:end]):
+        mshape = tuple(x.shape[j:end])
+        n = next((i for i, (a, b) in enumerate(zip(mask.shape, mshape)) if a != b),
+                 min(len(mshape), mask.dim() - 1))
+        raise IndexError(f"The shape of the mask {list(mask.shape)} at index {n} does not "
+                         f"match the shape of the indexed tensor {list(x.shape)} at index "
+                         f"{j + n}")
+    rest = tuple(x.shape[end:])
+    if isinstance(value, Tensor):
+        v = value
+        while v.dim() > len(rest) + j + 1 and v.shape[0] == 1:    # (PyTorch drops them)
+            v = lax.reshape(v, tuple(v.shape[1:]))
+        if v.dim() > len(rest):
+            if v.dim() > len(rest) + j + 1 or v.shape[v.dim() - len(rest) - 1] != 1:
+                value_sized("x[mask] = value with one value per True element")
+                raise TypeError("inside a traced function, x[mask] = value with a traced "
+                                "boolean mask takes a scalar or a value broadcast along "
+                                "the masked elements; one value per True element has a "
+                                "size depending on the mask's values")
+            at = v.dim() - len(rest) - 1
+            v = lax.reshape(v, tuple(v.shape[:at]) + (1,) * mask.dim()
+                            + tuple(v.shape[at + 1:]))
+        v = v.to(x.dtype)
+    else:
+        v = _lax.full((), value, x.dtype)
+    m = lax.reshape(mask, (1,) * j + tuple(mask.shape) + (1,) * len(rest))
+    _set_whole(x, where(m, v, x))
+    return True
 
 
 def _selects_all(x: Tensor, nkey, allow_index: bool) -> bool:

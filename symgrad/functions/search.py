@@ -3,8 +3,8 @@
 ``tril_indices`` / ``triu_indices`` -- PyTorch's results, dtypes and errors.
 
 ``nonzero``, ``argwhere`` and ``unique`` have a size that depends on the input's values:
-they need a concrete input (inside ``symgrad.compile``, a traced one raises a TypeError
-saying so); their results are indices or values without a gradient.
+they need a concrete input (inside ``symgrad.compile`` a traced one breaks the graph:
+the call runs uncompiled; under the gradient transforms it raises a TypeError); their results are indices or values without a gradient.
 """
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from ..dispatch import bind
 from ..graph import dtypes
 from ..graph.primitives import PRIMITIVES as P
 from ..ops import lax
+from ..tracing import value_sized
 from .common import Tensor, dims_arg, to_tensor, wrap_dim
 
 if TYPE_CHECKING:
@@ -28,6 +29,7 @@ __all__ = ["nonzero", "argwhere", "unique", "unique_consecutive", "count_nonzero
 
 def _concrete(x: Tensor, name: str) -> np.ndarray:
     if x._data is None:
+        value_sized(name)
         raise TypeError(f"{name}'s result size depends on the input's values: inside "
                         f"symgrad.compile its input must be concrete (not computed from traced "
                         f"tensors)")

@@ -14,6 +14,7 @@ from ..dispatch import bind
 from ..graph import dtypes
 from ..graph.primitives import PRIMITIVES as P
 from ..ops import lax
+from ..tracing import value_sized
 from .common import Tensor, to_tensor, wrap_dim
 from .composite import named
 from .elementwise import pow as _pow, where
@@ -285,12 +286,13 @@ def topk(input: Tensor, k: int, dim: int = -1, largest: bool = True,
 def masked_select(input: Tensor, mask: Tensor) -> Tensor:
     """The elements of ``input`` where ``mask`` (broadcast together) is True, as a 1-D
     tensor (``MaskedSelectBackward0``). Its size depends on the mask's values: inside
-    ``symgrad.compile`` the mask must be a concrete tensor."""
+    ``symgrad.compile`` a traced mask breaks the graph (the call runs uncompiled)."""
     x, m = to_tensor(input), to_tensor(mask)
     if m.dtype is not dtypes.bool_:
         raise RuntimeError("masked_select: expected BoolTensor for mask")
     shape = broadcast_shapes(tuple(m.shape), tuple(x.shape))
     if m._data is None:
+        value_sized("masked_select")
         raise TypeError("masked_select's result size depends on the mask's values: inside "
                         "symgrad.compile the mask must be concrete (not computed from traced "
                         "tensors); use symgrad.where to keep the shape")
