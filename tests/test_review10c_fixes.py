@@ -1,0 +1,66 @@
+"""Regression tests for review10's findings #1, #5, #9 and #20 (each against torch 2.13,
+eager or ``torch.compile(backend="eager")``, and jax.jit where torch has no answer)."""
+import numpy as np
+import pytest
+import torch
+
+import symgrad as sg
+
+DTYPES = [(sg.float32, torch.float32), (sg.float64, torch.float64)]
+
+_OPERANDS = {
+    "int64": lambda L: L.arange(3),
+    "int32": lambda L: L.tensor([1, 2, 3], dtype=L.int32),
+    "bool": lambda L: L.tensor([True, False]),
+    "float16": lambda L: L.ones(2, dtype=L.float16),
+    "float32": lambda L: L.ones(2),
+    "float64": lambda L: L.ones(2, dtype=L.float64),
+    "int32_0d": lambda L: L.tensor(3, dtype=L.int32),
+}
+
+
+@pytest.mark.parametrize("value,operand,reflected", [
+    (2.5, "int64", False), (2.5, "int32_0d", True), (2.5, "bool", False),
+    (2.5, "float16", True), (2.5, "float64", False), (2, "int32", True), (True, "int64", False),
+    (np.float32(2.5), "int64", True), (np.float64(2.5), "float32", False),
+    (np.float64(2.5), "int32", False), (np.int32(2), "bool", True)], ids=repr)
+def test_compiled_number_argument_promotes_as_torch_compile(value, operand, reflected):
+    """#1, #9a: a Python number argument of a compiled function promotes as a Python
+    scalar (int tensor + 2.5: float32); a numpy scalar as a 0-d tensor of its dtype."""
+    def f(x, y):
+        return y + x if reflected else x + y
+
+    torch._dynamo.reset()
+    want = torch.compile(f, backend="eager", dynamic=False)(_OPERANDS[operand](torch), value)
+    got = sg.compile(f)(_OPERANDS[operand](sg), value)
+    assert str(got.dtype) == str(want.dtype)
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+@pytest.mark.parametrize("sdt,tdt", DTYPES)
+def test_compiled_float_argument_mixed_ops(sdt, tdt):
+    """#1: where/clamp/mul with a float argument and an integer tensor: torch's dtype."""
+    def f(x, y, lib):
+        return lib.where(x > 1, x * y, lib.clamp(x, max=y)) + (x > 0) * y
+
+    torch.set_default_dtype(tdt)
+    try:
+        want = f(torch.arange(4), 1.5, torch)
+    finally:
+        torch.set_default_dtype(torch.float32)
+    sg.set_default_dtype(sdt)
+    try:
+        got = sg.compile(lambda x, y: f(x, y, sg))(sg.arange(4), 1.5)
+    finally:
+        sg.set_default_dtype(sg.float32)
+    assert str(got.dtype) == str(want.dtype)
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+def test_numpy_float32_scalar_argument_is_float32_as_jax_jit():
+    """#9a: jax.jit(lambda x: x * 2)(np.float32(3)) is float32; so is symgrad's."""
+    jax = pytest.importorskip("jax")
+    want = jax.jit(lambda x: x * 2)(np.float32(3))
+    got = sg.jit(lambda x: x * 2)(np.float32(3))
+    assert np.asarray(got).dtype == np.float32 and want.dtype == np.float32
+    assert got.item() == float(want)
