@@ -64,3 +64,22 @@ def test_numpy_float32_scalar_argument_is_float32_as_jax_jit():
     got = sg.jit(lambda x: x * 2)(np.float32(3))
     assert np.asarray(got).dtype == np.float32 and want.dtype == np.float32
     assert got.item() == float(want)
+
+
+_NON_NUMBERS = ["x == None", "x != None", "x == 'a'", "x != 'a'", "x in [None, 'a']",
+                "None == x", "x == [1, 2]", "x == object()", "x < None", "x >= 'a'",
+                "x in [x]"]
+
+
+@pytest.mark.parametrize("expr", _NON_NUMBERS)
+def test_comparison_with_a_non_number_falls_back_to_python(expr):
+    """#5: ``t == None`` is False and ``t != None`` True (Python's fallback), ``t < None``
+    Python's TypeError, as PyTorch's."""
+    def run(L):
+        x = L.ones(2)     # noqa: F841 (read by eval)
+        try:
+            return eval(expr)
+        except TypeError as e:
+            return ("TypeError", str(e))
+    want, got = run(torch), run(sg)
+    assert got == want
