@@ -76,9 +76,8 @@ def test_comparison_with_a_non_number_falls_back_to_python(expr):
     """#5: ``t == None`` is False and ``t != None`` True (Python's fallback), ``t < None``
     Python's TypeError, as PyTorch's."""
     def run(L):
-        x = L.ones(2)     # noqa: F841 (read by eval)
         try:
-            return eval(expr)
+            return eval(expr, {}, {"x": L.ones(2)})
         except TypeError as e:
             return ("TypeError", str(e))
     want, got = run(torch), run(sg)
