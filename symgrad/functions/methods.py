@@ -37,13 +37,13 @@ def _binop(name: str) -> Callable[[Tensor, TensorOrScalar], Tensor]:
     return E.binary_method(name)
 
 
-def _compare(name: str) -> Callable[[Tensor, Any], Any]:
+def _compare(name: str) -> Callable[[Tensor, TensorOrScalar], Tensor]:
     """A comparison operator (``x == y``, ``x < y``): an operand that is neither a tensor,
     an array nor a number gets ``NotImplemented``, so Python's fallback answers, as
     PyTorch's: ``x == None`` is False, ``x != 'a'`` True, ``x < None`` a TypeError."""
     compare = E.binary_method(name)
 
-    def method(self: Tensor, other: Any) -> Any:
+    def method(self: Tensor, other: TensorOrScalar) -> Tensor:
         to = type(other)
         if to is Tensor or to is float or to is int or isinstance(other, Tensor) \
                 or is_scalar(other) or isinstance(other, np.ndarray):
