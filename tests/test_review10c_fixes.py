@@ -82,3 +82,25 @@ def test_comparison_with_a_non_number_falls_back_to_python(expr):
             return ("TypeError", str(e))
     want, got = run(torch), run(sg)
     assert got == want
+
+
+_BOOL_PRODUCTS = ["T(1,2)@T(2,1)", "T(2)@T(2)", "T(2,2)@T(2)", "T(2,3,4)@T(4)",
+                  "T(2,3,4)@T(4,2)", "T(2,3)@T(2,3,4)", "T(3)@T(2,3,4)", "T(2,3,4)@T(2,4,5)",
+                  "T(1,2)@T(3,1)", "T(0)@T(0)", "T(2,0)@T(0)", "T(0,3)@T(3)",
+                  "T(2,3,0)@T(2,0,4)", "L.bmm(T(2,3,4),T(2,4,5))", "L.mm(T(2,0),T(0,2))",
+                  "L.dot(T(2),T(2))", "L.mv(T(2,2),T(2))", "T(2,3).mT@T(2,3)"]
+
+
+@pytest.mark.parametrize("expr", _BOOL_PRODUCTS)
+def test_bool_matrix_products_raise_torchs_error(expr):
+    """#9b: ``bool @ bool`` raises PyTorch's NotImplementedError naming its kernel
+    ("addmm_impl_cpu_", "addmv_impl_cpu", "dot", "bmm"); empty products still run."""
+    def run(L):
+        def T(*shape):
+            return L.ones(*shape, dtype=L.bool)
+        try:
+            r = eval(expr, {"T": T, "L": L})
+        except (NotImplementedError, RuntimeError) as e:
+            return (type(e).__name__, str(e))
+        return (tuple(r.shape), str(r.dtype), r.numpy().tolist())
+    assert run(sg) == run(torch)
