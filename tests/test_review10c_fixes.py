@@ -104,3 +104,44 @@ def test_bool_matrix_products_raise_torchs_error(expr):
             return (type(e).__name__, str(e))
         return (tuple(r.shape), str(r.dtype), r.numpy().tolist())
     assert run(sg) == run(torch)
+
+
+@pytest.mark.parametrize("reset", ["compiler", "_dynamo"])
+def test_reset_makes_compiled_functions_trace_again(reset):
+    """#20: ``torch.compiler.reset()`` / ``torch._dynamo.reset()``: every compiled
+    function (and a compiled module) traces again at its next call, as torch.compile's
+    frames are compiled again (counted by torch's own backend calls)."""
+    def count(L, reset_fn):
+        """(programs made, values) over call, call, reset, call."""
+        traces = []
+        if L is torch:
+            def backend(gm, inputs):
+                traces.append(1)
+                return gm.forward
+            torch._dynamo.reset()
+            g = torch.compile(lambda x: (x * 2).sum(), backend=backend)
+        else:
+            g = sg.compile(lambda x: (x * 2).sum())
+        x = L.ones(3)
+        vals = [g(x).item(), g(x).item()]
+        if L is sg:
+            traces.append(g.cache_info().misses)
+        reset_fn()
+        if L is sg:
+            assert g.cache_info().entries == 0
+        vals.append(g(x).item())
+        if L is sg:
+            traces.append(g.cache_info().misses)
+        return sum(traces), vals
+
+    torch_reset = {"compiler": torch.compiler.reset, "_dynamo": torch._dynamo.reset}[reset]
+    sg_reset = {"compiler": sg.compiler.reset, "_dynamo": sg._dynamo.reset}[reset]
+    assert count(sg, sg_reset) == count(torch, torch_reset) == (2, [6.0, 6.0, 6.0])
+
+    m = sg.nn.Linear(2, 1)
+    m.compile()
+    m(sg.ones(1, 2))
+    compiled = vars(m)["_compiled_call_impl"]
+    assert compiled.cache_info().entries == 1
+    sg_reset()
+    assert compiled.cache_info().entries == 0
