@@ -95,6 +95,7 @@ from .parallelism import (get_num_interop_threads, get_num_threads, set_num_inte
 from . import autograd
 from .ops import fused as _fused  # registers the `fused` primitive
 from .compiler import (grad, value_and_grad, jacobian, hessian, jit, jvp, vjp, vmap)
+from . import _dynamo  # noqa: F401  (torch._dynamo.reset)
 from .torch_compile import compile
 
 if _typing.TYPE_CHECKING:   # annotations only (``bool``, ``int``, ``float`` are dtypes here)

@@ -125,6 +125,8 @@ class Tensor(_Methods):
     _retains_grad = False       # retain_grad() was called
     _acc = None                 # a weak reference to a leaf's AccumulateGrad
     _inference = False          # set on tensors made in inference_mode()
+    _wrapped_number = False     # a compiled function's Python-number argument (promotes
+                                # as a Python scalar, PyTorch's "wrapped number")
     _output_nr = 0              # which output of grad_fn (a custom Function's can have several)
     _backward_hooks = None      # register_hook's hooks, by handle id (PyTorch's attribute)
     _post_accumulate_grad_hooks = None

@@ -837,6 +837,16 @@ class Compiled(ShapeGeneric):
 _live: "weakref.WeakSet[Compiled]" = weakref.WeakSet()
 
 
+def reset() -> None:
+    """Forget every compiled function's programs (``torch.compiler.reset()``,
+    ``torch._dynamo.reset()``): each traces again at its next call, its counters at 0,
+    and graph breaks are logged anew. The disk cache (:mod:`~symgrad.compiler.persist`)
+    stays, as PyTorch's on-disk caches do."""
+    for c in list(_live):
+        c.cache_clear()
+    _logged_breaks.clear()
+
+
 def _default_dtype_changed() -> None:
     """The default dtype changed: no native fast path runs a program that baked the old
     one in (the Python dispatcher checks it, :meth:`Entry.stale`)."""

@@ -69,7 +69,7 @@ class Untraceable(Exception):
 class Leaf:
     """The abstract value of one argument leaf: what the cache key is made of."""
 
-    kind: str                 # "tensor" | "ndarray" | "scalar"
+    kind: str                 # "tensor" | "ndarray" | "scalar" | "number"
     shape: tuple
     dtype: dtypes.DType
     requires_grad: bool
@@ -91,12 +91,17 @@ def leaf_spec(value, name: str) -> Leaf:
     if hasattr(value, "__dlpack__"):             # a torch tensor, a jax array, ...
         arr = foreign_array(value)
         return Leaf("ndarray", arr.shape, dtypes.from_numpy_dtype(arr.dtype), False)
-    if isinstance(value, (bool, np.bool_)):
-        return Leaf("scalar", (), dtypes.bool_, False)
-    if isinstance(value, (int, np.integer)):
-        return Leaf("scalar", (), dtypes.int64, False)
-    if isinstance(value, (float, np.floating)):
-        return Leaf("scalar", (), dtypes.float64, False)
+    if isinstance(value, np.generic) and isinstance(value, (np.bool_, np.integer,
+                                                            np.floating)):
+        # a numpy scalar: a 0-d array of its dtype (as torch.compile's and jax.jit's)
+        return Leaf("scalar", (), dtypes.from_numpy_dtype(value.dtype), False)
+    # a Python number: PyTorch's wrapped number (see trace: promotes as a Python scalar)
+    if isinstance(value, bool):
+        return Leaf("number", (), dtypes.bool_, False)
+    if isinstance(value, int):
+        return Leaf("number", (), dtypes.int64, False)
+    if isinstance(value, float):
+        return Leaf("number", (), dtypes.float64, False)
     raise TypeError(f"argument {name}: expected a Tensor, numpy array or Python number, got "
                     f"{type(value).__name__} (pass non-numeric arguments through "
                     "static_argnums)")
@@ -525,6 +530,8 @@ def _trace(fn, args: tuple, static_argnums: tuple[int, ...], leaves_specs: list[
                          spec.dtype)
         t = Tensor._from_node(node)
         t._requires_grad = spec.requires_grad
+        if spec.kind == "number":
+            t._wrapped_number = True     # x + 2.5 with int x: float32, as eager x + 2.5
         nodes.append(node)
         stand_ins.append(t)
     dyn = pytree.unflatten(structure, stand_ins)

@@ -35,14 +35,28 @@ def _operand(x):
 
 
 def promote(operands) -> dtypes.DType:
-    """PyTorch's result dtype of tensors and Python scalars."""
-    dims, zero, scal = [], [], []
+    """PyTorch's result dtype of tensors and Python scalars. A compiled function's
+    Python-number argument (a "wrapped number" tensor) counts as a Python scalar when
+    it meets a tensor (``int_tensor + 2.5``: the default dtype, not float64)."""
+    dims, zero, scal, wrapped = [], [], [], []
     for o in operands:
         if isinstance(o, Tensor):
-            (dims if o.dim() else zero).append(o.dtype)
+            if o._wrapped_number:
+                wrapped.append(o)
+            else:
+                (dims if o.dim() else zero).append(o.dtype)
         else:
             scal.append(o)
+    if wrapped:
+        if dims or zero:
+            scal += [_WRAPPED_AS[w._dtype.category] for w in wrapped]
+        else:
+            zero += [w._dtype for w in wrapped]
     return dtypes.result_type(dims, zero, scal)
+
+
+# a Python number of each dtype category: a wrapped number promotes as one of these
+_WRAPPED_AS = {"bool": False, "int": 0, "float": 0.0}
 
 
 def _cast_all(operands, dt):

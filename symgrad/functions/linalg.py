@@ -32,6 +32,23 @@ def _check_dtypes(a, b):
                            f"{a.dtype.cpp_name} != {b.dtype.cpp_name}")
 
 
+# the CPU kernel PyTorch runs for a (final) product of these dimensions: its name is in
+# the error a bool product raises
+_KERNELS = {(1, 1): "dot", (2, 1): "addmv_impl_cpu", (2, 2): "addmm_impl_cpu_"}
+
+
+def _product(a, b, grad_name, kernel=None) -> Tensor:
+    """The ``matmul`` primitive on a and b; bool operands raise PyTorch's error once the
+    shapes are checked (its kernels have no bool case; an empty product -- no output or
+    no terms -- runs none, except ``dot``)."""
+    out = bind(P["matmul"], a, b, grad_name=grad_name)
+    if a._dtype.category == "bool":
+        kernel = kernel or _KERNELS.get((a.dim(), b.dim()), "bmm")
+        if kernel == "dot" or (out.numel() and a.shape[-1]):
+            raise NotImplementedError(f'"{kernel}" not implemented for \'Bool\'')
+    return out
+
+
 def matmul(a: Tensor, b: Tensor) -> Tensor:
     """``a @ b`` recorded as PyTorch records it, so ``grad_fn.next_functions`` match:
     vector @ matrix is unsqueeze(0) -> mm -> squeeze (SqueezeBackward4); a batch @ a
@@ -55,7 +72,7 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
         # folded the other way: (bᵀ folded @ aᵀ)ᵀ, then .contiguous() (CloneBackward0)
         out = transpose(matmul(transpose(b, -1, -2), transpose(a, 0, 1)), -1, -2)
         return contiguous(out)
-    return bind(P["matmul"], a, b, grad_name=_name(a, b))
+    return _product(a, b, _name(a, b))
 
 
 def mm(a: Tensor, b: Tensor) -> Tensor:
@@ -94,7 +111,7 @@ def bmm(a: Tensor, b: Tensor) -> Tensor:
     if a.shape[0] != b.shape[0] or a.shape[2] != b.shape[1]:
         raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
                            f"[{a.shape[0]}, {a.shape[2]}] but got: [{b.shape[0]}, {b.shape[1]}].")
-    return bind(P["matmul"], a, b, grad_name="BmmBackward0")
+    return _product(a, b, "BmmBackward0", "bmm")
 
 
 def outer(a: Tensor, b: Tensor) -> Tensor:

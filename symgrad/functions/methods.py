@@ -37,6 +37,22 @@ def _binop(name: str) -> Callable[[Tensor, TensorOrScalar], Tensor]:
     return E.binary_method(name)
 
 
+def _compare(name: str) -> Callable[[Tensor, TensorOrScalar], Tensor]:
+    """A comparison operator (``x == y``, ``x < y``): an operand that is neither a tensor,
+    an array nor a number gets ``NotImplemented``, so Python's fallback answers, as
+    PyTorch's: ``x == None`` is False, ``x != 'a'`` True, ``x < None`` a TypeError."""
+    compare = E.binary_method(name)
+
+    def method(self: Tensor, other: TensorOrScalar) -> Tensor:
+        to = type(other)
+        if to is Tensor or to is float or to is int or isinstance(other, Tensor) \
+                or is_scalar(other) or isinstance(other, np.ndarray):
+            return compare(self, other)
+        return NotImplemented
+    method.__name__ = f"__{name}__"
+    return method
+
+
 def _rbinop(name: str) -> Callable[[Tensor, TensorOrScalar], Tensor]:
     return E.binary_method(name, reflected=True)
 
@@ -409,8 +425,8 @@ _METHODS = {
     "bitwise_and": _bitwise("and"), "bitwise_or": _bitwise("or"),
     "bitwise_xor": _bitwise("xor"), "bitwise_left_shift": _bitwise("lshift"),
     "bitwise_right_shift": _bitwise("rshift"), "bitwise_not": _bitwise_not,
-    "__lt__": _binop("lt"), "__le__": _binop("le"), "__gt__": _binop("gt"),
-    "__ge__": _binop("ge"), "__eq__": _binop("eq"), "__ne__": _binop("ne"),
+    "__lt__": _compare("lt"), "__le__": _compare("le"), "__gt__": _compare("gt"),
+    "__ge__": _compare("ge"), "__eq__": _compare("eq"), "__ne__": _compare("ne"),
     "__getitem__": indexing.getitem,
     "__setitem__": indexing.setitem,
     # named math
