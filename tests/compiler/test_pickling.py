@@ -269,7 +269,8 @@ def test_a_pickle_whose_program_applies_derived_partials(tmp_path, cpu, dtype):
     # hybrid executable, or compiling the program for another CPU), no KeyError
     import os
     w = np.random.default_rng(0).normal(size=(5, 4)).astype(dtype)
-    f = sg.compile(sg.hessian(lambda v: (sg.tanh(v.reshape(3, 5) @ sg.tensor(w)) ** 2).sum()))
+    W = sg.tensor(w)          # (a numpy array would be read per call: the copy traces again)
+    f = sg.compile(sg.hessian(lambda v: (sg.tanh(v.reshape(3, 5) @ W) ** 2).sum()))
     x = np.random.default_rng(1).normal(size=15).astype(dtype)
     f(x)
     np.save(tmp_path / "x.npy", x)
