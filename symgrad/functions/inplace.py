@@ -219,8 +219,8 @@ def arith_in_place(x: Tensor, ufunc, other) -> bool:
     st = grad_mode._state
     if (a is None or x._base is not None or x._inference or st.inference
             or dispatch._lifter[0] is not None or x._dtype.category != "float"
-            or not a.flags.writeable):
-        return False
+            or not a.flags.writeable or x.__dict__.get("_views")):
+        return False            # (live views of x: the update may make them stale)
     kind = type(other)
     if kind is Tensor:
         b = other._data
@@ -309,18 +309,29 @@ def _resave_output(fn, x: Tensor) -> None:
 def _refresh_other_views(x: Tensor) -> None:
     """The other live views of x's storage see the update. With history (the base
     requires grad), each takes it from the updated base (as PyTorch regenerates a view
-    whose base changed version: AsStridedBackward0). In a trace, a traced view's value
-    is a node computed when it was made: it is recomputed from the base's new value --
-    eager views share the memory, traced ones alias it this way."""
+    whose base changed version: AsStridedBackward0) -- but a view PyTorch cannot
+    regenerate (a piece of split / chunk / unbind, a view made in no_grad mode: x itself
+    too, updated in no_grad mode) becomes stale (:func:`_mark_stale`). In a trace, a
+    traced view's value is a node computed when it was made: it is recomputed from the
+    base's new value -- eager views share the memory, traced ones alias it this way."""
     base = x._base if x._base is not None else x
     views = base.__dict__.get("_views")
     if not views:
         return
-    history = base.requires_grad and grad_mode.is_grad_enabled()
-    if not history and dispatch._lifter[0] is None:
+    tracked = base.requires_grad
+    history = tracked and grad_mode.is_grad_enabled()
+    if not tracked and dispatch._lifter[0] is None:
         return
     for v in list(views):
-        if v is x or v._vc is not base._vc:
+        if v._vc is not base._vc:
+            continue
+        meta = v.__dict__.get("_view_meta")
+        if meta is not None and (tracked or v.grad_fn is not None):
+            _mark_stale(v, meta)
+            if v._data is None:
+                v._node = _replay_chain(base, v._view_chain)._node
+            continue
+        if v is x:
             continue
         if v.__dict__.get("_detached_view"):
             if v._data is None:
@@ -329,6 +340,52 @@ def _refresh_other_views(x: Tensor) -> None:
             _regenerate_view(v, base)
         elif v._data is None:       # (nothing is recorded: the base has no history)
             v._node = _replay_chain(base, v._view_chain)._node
+
+
+class _StaleView(Tensor):
+    """A view whose storage changed after it was made, which PyTorch cannot give a new
+    history (its CreationMeta: a piece of a multi-output view function, or made in
+    no_grad mode): autograd reading where its gradient goes (its output number, its
+    AccumulateGrad) raises PyTorch's error -- a recorded op using it, a backward reading
+    it saved. Its values stay readable, as PyTorch's."""
+
+    __slots__ = ()
+
+    @property
+    def _output_nr(self):
+        raise RuntimeError(self.__dict__["_stale"])
+
+    @_output_nr.setter
+    def _output_nr(self, value):
+        self.__dict__["_stale_nr"] = value
+
+    @property
+    def _acc(self):
+        raise RuntimeError(self.__dict__["_stale"])
+
+    @_acc.setter
+    def _acc(self, value):
+        self.__dict__["_stale_acc"] = value
+
+
+def _mark_stale(v: Tensor, meta: tuple) -> None:
+    """View `v` (CreationMeta ``meta``) no longer has a valid history: PyTorch's error
+    for its base or a sibling modified in place, raised when autograd uses it."""
+    if type(v) is not Tensor:
+        return
+    kind, nr = meta
+    fn = v.grad_fn
+    name = None if fn is None else short_name(fn)
+    if kind == "multi" and name is not None:
+        msg = (f"Output {nr} of {name} is a view and its base or another view of its base "
+               f"has been modified inplace." + _MULTI_OUTPUT)
+    else:
+        head = (f"Output {nr} of {name} is a view of a view which was created in" if name
+                else "A view was created in")
+        msg = (f"{head} no_grad mode and its base or another view of its base has been "
+               f"modified inplace with grad mode enabled." + _NO_GRAD_VIEW)
+    v.__dict__["_stale"] = msg
+    v.__class__ = _StaleView
 
 
 def _replay_chain(b: Tensor, chain) -> Tensor:

@@ -93,3 +93,80 @@ def test_backward_through_qr_r_mode_q_raises_as_torch(with_r, dt):
         q, r = L.linalg.qr(a, mode="r")
         return _err(lambda: ((q.sum() + r.sum()) if with_r else q.sum()).backward())
     assert run(sg) == run(torch)
+
+
+# --------- C2: a split / chunk / unbind piece, or a view made in no_grad mode, used after
+# its base or a sibling changed in place: PyTorch's CreationMeta error (its text)
+
+def _base_add(L, x):
+    a = x.exp(); p = a.split(2); a.add_(1); return (p[0] * 2).sum()
+
+
+def _sibling_no_grad(L, x):
+    a = x.exp(); p = a.split(2)
+    with L.no_grad():
+        p[1].mul_(2)
+    return (p[0] * p[2]).sum()
+
+
+def _same_piece_no_grad(L, x):
+    a = x.exp(); p = a.chunk(3)
+    with L.no_grad():
+        p[1].mul_(2)
+    return (p[1] * 3).sum()
+
+
+def _base_add_in_no_grad(L, x):
+    a = x.exp(); p = a.split(2)
+    with L.no_grad():
+        a.add_(1)
+    return (p[0] * 2).sum()
+
+
+def _no_grad_view(L, x):
+    a = x.exp()
+    with L.no_grad():
+        v = a[:2]
+    a.add_(1)
+    return (v * 2).sum()
+
+
+def _unbind(L, x):
+    a = x.exp().reshape(3, 2); p = a.unbind(); a.add_(1); return (p[2] * 2).sum()
+
+
+def _view_of_piece(L, x):
+    a = x.exp(); p = a.split(2); q = p[0][:1]; a.add_(1); return (q * 2).sum()
+
+
+def _used_before_change(L, x):
+    a = x.exp(); p = a.chunk(3); y = (p[0] * p[1]).sum(); a.add_(1); return y
+
+
+def _setitem(L, x):
+    a = x * 1; p = a.split(2); a[0] = 5.0; return (p[1] * 2).sum()
+
+
+def _no_base_grad(L, x):       # nothing requires grad: no error, the new values
+    a = x.detach().exp(); p = a.split(2); a.add_(1); return (p[0] * 2).sum() + x.sum()
+
+
+STALE = [_base_add, _sibling_no_grad, _same_piece_no_grad, _base_add_in_no_grad,
+         _no_grad_view, _unbind, _view_of_piece, _used_before_change, _setitem,
+         _no_base_grad]
+
+
+@pytest.mark.parametrize("dt", ["float32", "float64"])
+@pytest.mark.parametrize("compiled", [False, True])
+@pytest.mark.parametrize("case", STALE, ids=lambda f: f.__name__)
+def test_stale_multi_output_and_no_grad_views(case, compiled, dt):
+    def run(L, comp):
+        def step(x):
+            case(L, x).backward()
+            return x.grad * 1
+        if comp:
+            step = sg.compile(step)
+        x = L.arange(6.0, dtype=getattr(L, dt)).div(4).requires_grad_()
+        got = _err(lambda: step(x))
+        return got if isinstance(got, tuple) else np.round(got.numpy(), 4).tolist()
+    assert run(sg, compiled) == run(torch, False)
