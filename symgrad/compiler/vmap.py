@@ -20,7 +20,7 @@ from ..functions.subtrace import Capture, finish_body, node_of, trace_body
 from ..functions.random import generator as default_generator
 from ..functions.torch_rng import leading_axis
 from ..functions.creation import as_tensor
-from ..functions.shape import movedim, stack
+from ..functions.shape import movedim, stack, strides_of
 from ..graph import pytree
 from ..graph.node import toposort
 from ..ops import loops as L
@@ -270,10 +270,13 @@ def _batched(func, struct, tensors, mapped, size, kwargs, randomness):
 
     def one(*example):
         return func(*pytree.unflatten(struct, example), **kwargs)
+    # an example of an argument mapped over another dim than the first has the layout of
+    # the moved tensor without its batch dim (torch's physical view: view() must fit it)
+    strides = [strides_of(t)[1:] if m else None for t, m in zip(tensors, mapped)]
     inputs, result, cap = trace_body(one, [pytree.LEAF] * len(tensors), [[av] for av in avals],
                                       [f"a{i}_" for i in range(len(avals))],
                                       lambda level, first: _Capture(level, first, size,
-                                                                    randomness))
+                                                                    randomness), strides)
     out_leaves, out_struct = pytree.flatten(result)
     body, closures = finish_body(inputs, [node_of(v, cap) for v in out_leaves], cap)
     if any(n.op == "custom_vjp" for n in body.nodes()):

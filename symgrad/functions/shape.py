@@ -5,6 +5,7 @@ their input are views: they share its version counter and remember how they were
 from __future__ import annotations
 
 import warnings
+import weakref
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = ["view", "reshape", "flatten", "squeeze", "unsqueeze", "transpose", "t", "permute",
            "expand", "expand_as", "contiguous", "clone", "cat", "stack", "make_view", "layout_view",
-           "multi_output_views",
+           "multi_output_views", "INPUT_STRIDES", "strides_of",
            "movedim", "unflatten", "flip", "fliplr", "flipud", "expanded_shape"]
 
 
@@ -165,7 +166,8 @@ def _layout_proxy(node) -> np.ndarray:
         chain.append(node)
         node = node.args[0]
     shape = tuple(node.shape)
-    strides = tuple(int(np.prod(shape[k + 1:])) for k in range(len(shape)))
+    strides = INPUT_STRIDES.get(node) or \
+        tuple(int(np.prod(shape[k + 1:])) for k in range(len(shape)))
     a = as_strided(np.zeros(1, np.int8), shape, strides, writeable=False)
     for n in reversed(chain):
         attrs = dict(n.attrs)
@@ -179,6 +181,18 @@ def _layout_proxy(node) -> np.ndarray:
         else:
             a = NUMPY_RULES[n.op](a, **attrs)
     return a
+
+
+# the strides (in elements) of traced inputs that are not C-contiguous: an example of
+# torch.func.vmap's argument mapped over a dim other than the first (its batch dim moved
+# to the front, as torch's physical view, whose layout a view() must fit)
+INPUT_STRIDES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def strides_of(t: Tensor) -> tuple:
+    """The strides, in elements, of t's eager layout (traced: the layout it would have)."""
+    a = t._data if t._data is not None else _layout_proxy(t._node)
+    return tuple(st // a.itemsize for st in a.strides)
 
 
 def _layout_proxy_of_shape(shape) -> np.ndarray:

@@ -12,6 +12,7 @@ from ..graph.node import const, make_node, toposort
 from ..ops import loops as L
 from ..tensor import Tensor, next_birth
 from .creation import as_tensor
+from .shape import INPUT_STRIDES
 
 __all__ = ["Capture", "trace_body", "node_of", "finish_body"]
 
@@ -75,11 +76,12 @@ class Capture:
             self.parent.hooked = value
 
 
-def trace_body(fn, args_structs, args_avals, names, capture=Capture):
+def trace_body(fn, args_structs, args_avals, names, capture=Capture, strides=None):
     """Trace ``fn`` once on stand-ins: returns (input nodes, the result, capture).
     ``args_structs`` / ``args_avals``: each argument's pytree structure and leaf avals;
     ``names``: the prefix of each argument's input names; ``capture``: the lifter's class
-    (called with the level and the first captured input's index)."""
+    (called with the level and the first captured input's index); ``strides``: per leaf,
+    its stand-in's layout when not C-contiguous (else None)."""
     level = L.next_level()
     cap = capture(level, 0)         # first: the stand-ins below are the body's own
     inputs, args = [], []
@@ -87,6 +89,8 @@ def trace_body(fn, args_structs, args_avals, names, capture=Capture):
         stand = []
         for j, (shape, dt) in enumerate(avals):
             node = L.body_input(level, len(inputs), f"{prefix}{j}", shape, dt)
+            if strides is not None and strides[len(inputs)] is not None:
+                INPUT_STRIDES[node] = strides[len(inputs)]
             inputs.append(node)
             stand.append(Tensor._from_node(node))
         args.append(pytree.unflatten(struct, stand))

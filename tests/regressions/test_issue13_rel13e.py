@@ -170,3 +170,24 @@ def test_stale_multi_output_and_no_grad_views(case, compiled, dt):
         got = _err(lambda: step(x))
         return got if isinstance(got, tuple) else np.round(got.numpy(), 4).tolist()
     assert run(sg, compiled) == run(torch, False)
+
+
+# ------ torch.func.vmap over a dim other than the first: view() must fit the layout of
+# the argument with its batch dim moved to the front (torch's physical view)
+
+VMAP_VIEWS = [(1, (-1,)), (1, (8,)), (2, (6,)), (2, (3, 2)), (0, (12,)), (1, (2, 4)),
+              (0, (4, 3))]
+
+
+@pytest.mark.parametrize("dt", ["float32", "float64"])
+@pytest.mark.parametrize("compiled", [False, True])
+@pytest.mark.parametrize("in_dims,shape", VMAP_VIEWS)
+def test_vmap_view_over_a_non_leading_dim(in_dims, shape, compiled, dt):
+    def run(L, comp):
+        x = L.arange(24.0, dtype=getattr(L, dt)).reshape(2, 3, 4)
+        f = L.func.vmap(lambda v: v.view(*shape) * 2, in_dims=in_dims)
+        if comp:
+            f = sg.compile(f)
+        got = _err(lambda: f(x))
+        return got if isinstance(got, tuple) else (tuple(got.shape), got.reshape(-1).tolist())
+    assert run(sg, compiled) == run(torch, False)
