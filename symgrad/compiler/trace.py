@@ -32,7 +32,7 @@ from ..graph import pytree
 from ..errors import TracerBoolError
 from ..tracing import GraphBreak
 from . import sources
-from .breaks import Snapshot
+from .breaks import OutputEffects, Snapshot
 from .effects import Effects, collect
 from .sources import Guards
 
@@ -465,6 +465,7 @@ def trace(fn, args: tuple, static_argnums: tuple[int, ...], leaves_specs: list[L
     tracer = Tracer(fn)
     tracer.breaks = breaks
     snapshot = Snapshot(fn) if breaks else None
+    output = OutputEffects() if breaks else None
     prev = dispatch.set_lifter(tracer)
     try:
         result = fn(*call_args)
@@ -488,6 +489,8 @@ def trace(fn, args: tuple, static_argnums: tuple[int, ...], leaves_specs: list[L
         raise
     finally:
         dispatch.set_lifter(prev)
+        if output is not None:
+            output.close()
         tracer.restore_grads()
         if snapshot is not None:
             snapshot.changed()         # (restored: the call runs again as written)
