@@ -675,6 +675,16 @@ def _length_matters(c) -> bool:
     return any(isinstance(v, Tensor) or _is_module(v) for v in islice(values, 64))
 
 
+def _users(root, steps) -> bool:
+    """Whether a container met is the user's, not an attribute of a library's object (its
+    own bookkeeping -- a table it fills as it runs, read by key -- which no program
+    iterates: its length is not guarded)."""
+    if not steps or steps[-1][0] != "attr":
+        return True
+    owner = Source("", root, steps[:-1], False).current()
+    return owner is _MISSING or _user_code(type(owner))
+
+
 def _bounded(items, budget, found) -> list:
     """At most ``budget`` of ``items`` (``found.cut`` when there were more)."""
     chunk = list(islice(items, budget + 1))
@@ -746,8 +756,8 @@ def _walk(obj, name, root, found, seen, functions, budget, max_depth) -> int:
             found.cut = True             # (what lies deeper is searched only if needed)
             continue
         mutable = type(obj) in (list, dict)
-        if mutable and _length_matters(obj):     # (``for w in ws`` / ``len(ns)`` /
-            attr = steps[-1][1] if steps and steps[-1][0] == "attr" else None  # ``d.values()``)
+        if mutable and _length_matters(obj) and _users(root, steps):   # (``for w in ws`` /
+            attr = steps[-1][1] if steps and steps[-1][0] == "attr" else None  # ``len(ns)``)
             found.constants.append((Source(f"len({name})", root, steps + (("len", None),),
                                            False), ("len", attr)))
         for k, v in _bounded(items, budget, found):
