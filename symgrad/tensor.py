@@ -22,7 +22,7 @@ from .graph.shapes import wrap_dim
 from .graph.node import stop_gradient_node
 from .device import CPU
 from .errors import traced_value_error
-from .tracing import grad_access
+from .tracing import grad_access, python_effect
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -356,6 +356,15 @@ class Tensor(_Methods):
     def data(self, value: "Tensor") -> None:
         if not isinstance(value, Tensor):
             raise TypeError(f"data must be a Tensor, got {type(value).__name__}")
+        if value._data is None and self._data is not None:
+            # (traced: an eager tensor's storage takes a traced value -- a state write of
+            # the compiled program, as ``w.data -= ...`` is; another shape or dtype cannot
+            # be one: the call runs uncompiled)
+            if tuple(value.shape) == tuple(self.shape) and value._dtype == self._dtype:
+                self.data.copy_(value)
+                return
+            python_effect("a tensor's .data rebound to a traced tensor of another shape "
+                          "or dtype")
         self._data, self._node, self._dtype = value._data, value._node, value._dtype
 
     # ---- conversion -----------------------------------------------------------------

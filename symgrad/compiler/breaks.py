@@ -12,16 +12,21 @@ With ``fullgraph=True`` it raises instead (torch.compile's ``fullgraph``).
 """
 from __future__ import annotations
 
+import builtins
 import functools
 import operator
 import random as _random
+import sys
 import types
+import warnings
 
 import numpy as np
 
 from ..tensor import Tensor
+from ..tracing import python_effect
+from .sources import _LIBRARIES
 
-__all__ = ["Snapshot"]
+__all__ = ["Snapshot", "OutputEffects"]
 
 
 _NONE = object()
@@ -154,3 +159,30 @@ def _same_np_state(a: dict, b: dict) -> bool:
     sa, sb = a["state"], b["state"]
     return (sa["pos"] == sb["pos"] and np.array_equal(sa["key"], sb["key"])
             and a["has_gauss"] == b["has_gauss"])
+
+
+class OutputEffects:
+    """While a trace runs, ``print`` and ``warnings.warn`` called by the user's code are
+    Python effects (torch.compile graph-breaks on them and prints / warns at every call
+    with the real values): the call runs uncompiled. Library code warning while it is
+    traced is left alone. :meth:`close` puts the originals back."""
+
+    __slots__ = ("_print", "_warn")
+
+    def __init__(self):
+        self._print, self._warn = builtins.print, warnings.warn
+        builtins.print = _watched(self._print, "print()")
+        warnings.warn = _watched(self._warn, "warnings.warn()")
+
+    def close(self) -> None:
+        builtins.print, warnings.warn = self._print, self._warn
+
+
+def _watched(original, what):
+    def call(*args, **kwargs):
+        caller = sys._getframe(1).f_globals.get("__name__", "") or ""
+        if caller.split(".", 1)[0] not in _LIBRARIES:
+            python_effect(what)
+        return original(*args, **kwargs)
+    call.__wrapped__ = original
+    return call

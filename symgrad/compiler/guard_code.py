@@ -123,6 +123,8 @@ class _Writer:
                    f"_classattr({here}, {k!r}))"
         elif kind == "item":
             expr = f"{here}[{k!r}]"
+        elif kind == "len":
+            expr = f"len({here})"
         else:
             table = {"param": "_parameters", "buffer": "_buffers", "module": "_modules"}[kind]
             expr = f"{here}.__dict__[{table!r}][{k!r}]"

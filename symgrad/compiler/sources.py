@@ -102,6 +102,7 @@ class Source:
         self.root = root            # () -> the root object now
         self._steps = steps         # (kind, key): "attr" | "item" | "param" | "buffer" |
                                     # "module" | "classattr" (the instance's, else its class's)
+                                    # | "len" (the container's length; last step only)
         self.module_path = module_path   # goes through a module's registration tables
 
     def current(self):
@@ -115,6 +116,8 @@ class Source:
                     obj = _class_attribute(obj, key)
                 elif kind == "item":
                     obj = obj[key]
+                elif kind == "len":
+                    obj = len(obj)
                 else:
                     obj = obj.__dict__[_TABLES[kind]][key]
             except (KeyError, IndexError, TypeError, AttributeError):
@@ -242,7 +245,10 @@ class Guards:
         self._governed_constants = []   # ... module attributes: after a registration change
         paths = set()
         for src, key in sources.constants:
-            if type(key) is tuple:       # (an item: its key written in some code met, or
+            if type(key) is tuple and key[0] == "len":    # (a container's length: when
+                if key[1] is not None and key[1] not in sources.names:   # reached by an
+                    continue                              # attribute, one code met reads)
+            elif type(key) is tuple:     # (an item: its key written in some code met, or
                 if key[1] not in sources.item_keys and not key[2]:     # a short list's)
                     continue
             elif key is not None and key not in sources.names:
@@ -255,8 +261,8 @@ class Guards:
             value = src.current()        # (now, after the trace: what the program baked)
             if value is _MISSING or not _is_constant(value):
                 continue
-            if src.module_path:
-                self._governed_constants.append((src, value))
+            if src.module_path and src._steps[-1][0] != "len":   # (``self.ws.append``
+                self._governed_constants.append((src, value))    # registers nothing)
                 roots.setdefault(id(src.root), (src.root, src.root()))
             else:                        # (a root's own getter: no path to follow)
                 self._constants.append((src, src.current if src._steps else src.root, value))
@@ -683,6 +689,27 @@ _ATOMS = (str, bytes, int, float, complex, bool, type(None), type, types.ModuleT
           types.BuiltinFunctionType, np.ndarray, np.generic)
 
 
+def _length_matters(c) -> bool:
+    """Whether the length of a list / dict met is guarded (torch.compile's LIST_LENGTH /
+    DICT_KEYS: a loop over it unrolled in the program): short ones (as their constant
+    items are), and those holding a tensor or a module (``ws.append(t)`` adds a term) --
+    not a long list of other objects, which a step may grow at every call (a history)."""
+    if len(c) <= _SHORT_LIST:
+        return True
+    values = c.values() if type(c) is dict else c
+    return any(isinstance(v, Tensor) or _is_module(v) for v in islice(values, 64))
+
+
+def _users(root, steps) -> bool:
+    """Whether a container met is the user's, not an attribute of a library's object (its
+    own bookkeeping -- a table it fills as it runs, read by key -- which no program
+    iterates: its length is not guarded)."""
+    if not steps or steps[-1][0] != "attr":
+        return True
+    owner = Source("", root, steps[:-1], False).current()
+    return owner is _MISSING or _user_code(type(owner))
+
+
 def _bounded(items, budget, found) -> list:
     """At most ``budget`` of ``items`` (``found.cut`` when there were more)."""
     chunk = list(islice(items, budget + 1))
@@ -758,6 +785,10 @@ def _walk(obj, name, root, found, seen, functions, budget, max_depth) -> int:
             found.cut = True             # (what lies deeper is searched only if needed)
             continue
         mutable = type(obj) in (list, dict)
+        if mutable and _length_matters(obj) and _users(root, steps):   # (``for w in ws`` /
+            attr = steps[-1][1] if steps and steps[-1][0] == "attr" else None  # ``len(ns)``)
+            found.constants.append((Source(f"len({name})", root, steps + (("len", None),),
+                                           False), ("len", attr)))
         for k, v in _bounded(items, budget, found):
             label = f"{name}[{k!r}]" if kind == "item" else f"{name}.{k}"
             if mutable and _is_constant(v):      # (an item that may change: guarded

@@ -33,7 +33,7 @@ from ..errors import TracerBoolError
 from ..autograd.grad_mode import _state as _grad_state
 from ..tracing import GraphBreak
 from . import sources
-from .breaks import Snapshot
+from .breaks import OutputEffects, Snapshot
 from .effects import Effects, collect
 from .sources import Guards
 
@@ -545,6 +545,7 @@ def _trace(fn, args: tuple, static_argnums: tuple[int, ...], leaves_specs: list[
         tracer.arg_stand_ins = {id(t) for t, s in zip(stand_ins, leaves_specs)
                                 if s.requires_grad}
     snapshot = Snapshot(fn) if breaks else None
+    output = OutputEffects() if breaks else None
     prev = dispatch.set_lifter(tracer)
     try:
         result = fn(*call_args)
@@ -579,6 +580,8 @@ def _trace(fn, args: tuple, static_argnums: tuple[int, ...], leaves_specs: list[
         raise
     finally:
         dispatch.set_lifter(prev)
+        if output is not None:
+            output.close()
         tracer.restore_grads()
         if snapshot is not None:
             snapshot.changed()         # (restored: the call runs again as written)

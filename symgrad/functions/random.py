@@ -22,6 +22,7 @@ from . import rng_state
 from .torch_rng import TorchRNG
 from ..device import check_device
 from ..tensor import Tensor
+from ..tracing import python_effect
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -57,6 +58,7 @@ class Generator:
         self.device = device
 
     def manual_seed(self, seed: int) -> "Generator":
+        python_effect("Generator.manual_seed()")    # (in a compiled function: every call)
         self._seed = int(seed)
         self._rng = TorchRNG(self._seed)
         return self
@@ -73,6 +75,7 @@ class Generator:
         return rng_state.encode(self._rng, self._seed)
 
     def set_state(self, state) -> "Generator":
+        python_effect("Generator.set_state()")
         self._seed = rng_state.decode(state, self._rng)
         return self
 
@@ -131,7 +134,10 @@ def end_keep_states(prev, restore: bool) -> None:
 
 
 def manual_seed(s: int) -> TorchRNG:
-    """Seed symgrad's generator as ``torch.manual_seed(s)`` seeds PyTorch's."""
+    """Seed symgrad's generator as ``torch.manual_seed(s)`` seeds PyTorch's. Inside a
+    ``symgrad.compile`` trace it is a Python effect (the call runs uncompiled: the seed
+    is set at every call, as torch.compile does)."""
+    python_effect("manual_seed()")
     _gen[0] = TorchRNG(int(s))
     _initial_seed[0] = int(s)
     return _gen[0]
@@ -154,6 +160,7 @@ def get_rng_state() -> Tensor:
 def set_rng_state(new_state: Tensor) -> None:
     """Restore the global generator from a ByteTensor of :func:`get_rng_state` (or of
     PyTorch's ``torch.get_rng_state()``)."""
+    python_effect("set_rng_state()")
     _initial_seed[0] = rng_state.decode(new_state, _gen[0])
 
 
